@@ -1,0 +1,270 @@
+"""The async kplane client: one gRPC channel to the apiserver, a typed client per kind.
+
+    client = Client("127.0.0.1:6443", token)
+    pod = await client.pods.get("web", namespace="default")
+    async for ev in client.pods.watch(resource_version=rv):
+        ...
+
+Every call carries the bearer token and a timeout; gRPC errors come back as
+``machinery.errors`` exceptions (``NotFound``, ``Conflict``, ``Gone``, ...). Reads are retried
+while the apiserver is unavailable (up to the call's timeout); writes are not, because a write
+that timed out may have happened — the caller decides.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import time
+from dataclasses import dataclass
+from typing import Any, AsyncIterator
+
+import grpc
+from google.protobuf.message import Message
+
+from machinery import errors
+from machinery.api import api_pb2, core_pb2, meta_pb2
+from machinery.kinds import (DEVICE_CLASS, EVENT, KINDS, LEASE, NODE, POD, POD_DISRUPTION_BUDGET, PRIORITY_CLASS,
+                             RESOURCE_CLAIM, RESOURCE_CLAIM_TEMPLATE, RESOURCE_SLICE, Kind)
+
+DEFAULT_TIMEOUT = 30.0
+DRY_RUN_HEADER = "x-kplane-dry-run"
+
+CHANNEL_OPTIONS = [
+    ("grpc.max_receive_message_length", 256 * 1024 * 1024),
+    ("grpc.max_send_message_length", 64 * 1024 * 1024),
+    ("grpc.keepalive_time_ms", 10_000),
+    ("grpc.keepalive_timeout_ms", 5_000),
+    ("grpc.keepalive_permit_without_calls", 1),
+    ("grpc.http2.max_pings_without_data", 0),
+    ("grpc.initial_reconnect_backoff_ms", 100),
+    ("grpc.min_reconnect_backoff_ms", 100),
+    ("grpc.max_reconnect_backoff_ms", 1_000),
+    ("grpc.enable_retries", 0),
+]
+
+
+@dataclass(frozen=True)
+class WatchEvent:
+    type: str  # ADDED, MODIFIED, DELETED, BOOKMARK
+    object: Message
+
+
+def _ser(m: Message) -> bytes:
+    return m.SerializeToString()
+
+
+class ResourceClient:
+    """Kubernetes' verbs for one kind."""
+
+    def __init__(self, client: "Client", kind: Kind):
+        self._client = client
+        self.kind = kind
+        ch, svc = client.channel, kind.service
+        self._create = ch.unary_unary(f"/{svc}/Create", _ser, kind.message.FromString)
+        self._get = ch.unary_unary(f"/{svc}/Get", _ser, kind.message.FromString)
+        self._list = ch.unary_unary(f"/{svc}/List", _ser, kind.list_message.FromString)
+        self._update = ch.unary_unary(f"/{svc}/Update", _ser, kind.message.FromString)
+        self._update_status = ch.unary_unary(f"/{svc}/UpdateStatus", _ser, kind.message.FromString)
+        self._patch = ch.unary_unary(f"/{svc}/Patch", _ser, kind.message.FromString)
+        self._delete = ch.unary_unary(f"/{svc}/Delete", _ser, kind.message.FromString)
+        self._watch = ch.unary_stream(f"/{svc}/Watch", _ser, kind.watch_response.FromString)
+
+    def _ns(self, namespace: str) -> str:
+        return (namespace or self._client.namespace) if self.kind.namespaced else ""
+
+    async def create(self, obj: Message, *, dry_run: bool = False, timeout: float | None = None) -> Message:
+        return await self._client.call(self._create, obj, dry_run=dry_run, timeout=timeout)
+
+    async def get(self, name: str, namespace: str = "", *, timeout: float | None = None) -> Message:
+        req = meta_pb2.GetRequest(namespace=self._ns(namespace), name=name)
+        return await self._client.call(self._get, req, timeout=timeout, retry=True)
+
+    async def list(self, namespace: str = "", *, label_selector: str = "", field_selector: str = "",
+                   resource_version: str = "", limit: int = 0, continue_token: str = "",
+                   timeout: float | None = None) -> Message:
+        """The list message (``.items``, ``.metadata.resource_version``). ``namespace`` "" = all."""
+        req = meta_pb2.ListRequest(namespace=namespace if self.kind.namespaced else "", label_selector=label_selector,
+                                   field_selector=field_selector, resource_version=resource_version, limit=limit,
+                                   continue_token=continue_token)
+        return await self._client.call(self._list, req, timeout=timeout, retry=True)
+
+    async def update(self, obj: Message, *, dry_run: bool = False, timeout: float | None = None) -> Message:
+        return await self._client.call(self._update, obj, dry_run=dry_run, timeout=timeout)
+
+    async def update_status(self, obj: Message, *, dry_run: bool = False, timeout: float | None = None) -> Message:
+        if not self.kind.has_status:
+            raise errors.MethodNotAllowed(f"{self.kind.plural} have no status subresource")
+        return await self._client.call(self._update_status, obj, dry_run=dry_run, timeout=timeout)
+
+    async def patch(self, name: str, patch: Any, *, namespace: str = "", patch_type: str = "strategic",
+                    subresource: str = "", dry_run: bool = False, timeout: float | None = None) -> Message:
+        body = patch if isinstance(patch, str) else json.dumps(patch)
+        req = meta_pb2.PatchRequest(namespace=self._ns(namespace), name=name, patch_type=patch_type, patch=body,
+                                    subresource=subresource)
+        return await self._client.call(self._patch, req, dry_run=dry_run, timeout=timeout)
+
+    async def delete(self, name: str, namespace: str = "", *, grace_period_seconds: int | None = None,
+                     uid: str | None = None, resource_version: str | None = None, dry_run: bool = False,
+                     timeout: float | None = None) -> Message:
+        req = meta_pb2.DeleteRequest(namespace=self._ns(namespace), name=name)
+        if grace_period_seconds is not None:
+            req.grace_period_seconds = grace_period_seconds
+        if uid is not None:
+            req.preconditions.uid = uid
+        if resource_version is not None:
+            req.preconditions.resource_version = resource_version
+        return await self._client.call(self._delete, req, dry_run=dry_run, timeout=timeout)
+
+    async def watch(self, namespace: str = "", *, label_selector: str = "", field_selector: str = "",
+                    resource_version: str = "", allow_bookmarks: bool = True,
+                    send_initial_events: bool = False) -> AsyncIterator[WatchEvent]:
+        """Events after ``resource_version`` ("" or "0": the current objects as ADDED first).
+
+        Ends when the server closes the stream; raises ``Gone`` if the version is too old.
+        """
+        req = meta_pb2.WatchRequest(namespace=namespace if self.kind.namespaced else "", label_selector=label_selector,
+                                    field_selector=field_selector, resource_version=resource_version,
+                                    allow_watch_bookmarks=allow_bookmarks, send_initial_events=send_initial_events)
+        call = self._watch(req, metadata=self._client.metadata())
+        try:
+            async for resp in call:
+                for ev in resp.events:
+                    yield WatchEvent(ev.type, ev.object)
+        except grpc.aio.AioRpcError as exc:
+            raise errors.from_rpc_error(exc) from None
+        finally:
+            call.cancel()
+
+
+class PodClient(ResourceClient):
+    def __init__(self, client: "Client"):
+        super().__init__(client, POD)
+        ch = client.channel
+        self._bind = ch.unary_unary("/kplane.v1.Pods/Bind", _ser, core_pb2.Pod.FromString)
+        self._resize = ch.unary_unary("/kplane.v1.Pods/Resize", _ser, core_pb2.Pod.FromString)
+        self._evict = ch.unary_unary("/kplane.v1.Pods/Evict", _ser, core_pb2.Pod.FromString)
+
+    async def bind(self, name: str, node: str, namespace: str = "", *, uid: str = "",
+                   timeout: float | None = None) -> core_pb2.Pod:
+        b = core_pb2.Binding(api_version="v1", kind="Binding")
+        b.metadata.name, b.metadata.namespace, b.metadata.uid = name, self._ns(namespace), uid
+        b.target.kind, b.target.name = "Node", node
+        return await self._client.call(self._bind, b, timeout=timeout)
+
+    async def resize(self, pod: core_pb2.Pod, *, dry_run: bool = False, timeout: float | None = None) -> core_pb2.Pod:
+        return await self._client.call(self._resize, pod, dry_run=dry_run, timeout=timeout)
+
+    async def evict(self, name: str, namespace: str = "", *, grace_period_seconds: int | None = None,
+                    dry_run: bool = False, timeout: float | None = None) -> core_pb2.Pod:
+        ev = core_pb2.Eviction(api_version="policy/v1", kind="Eviction")
+        ev.metadata.name, ev.metadata.namespace = name, self._ns(namespace)
+        if grace_period_seconds is not None:
+            ev.delete_options.grace_period_seconds = grace_period_seconds
+        return await self._client.call(self._evict, ev, dry_run=dry_run, timeout=timeout)
+
+
+class Client:
+    def __init__(self, target: str, token: str | None = None, *, namespace: str = "default",
+                 timeout: float = DEFAULT_TIMEOUT):
+        self.target = target
+        self.token = token if token is not None else os.environ.get("KPLANE_TOKEN", "")
+        self.namespace = namespace
+        self.timeout = timeout
+        self.channel = grpc.aio.insecure_channel(target, options=CHANNEL_OPTIONS)
+        self._metadata = (("authorization", f"Bearer {self.token}"),)
+        self._dry_metadata = self._metadata + ((DRY_RUN_HEADER, "All"),)
+        self._resources: dict[str, ResourceClient] = {}
+        self._history = self.channel.unary_stream("/kplane.v1.Cluster/History", _ser,
+                                                  api_pb2.HistoryResponse.FromString)
+
+    async def close(self) -> None:
+        await self.channel.close()
+
+    async def __aenter__(self) -> "Client":
+        return self
+
+    async def __aexit__(self, *exc) -> None:
+        await self.close()
+
+    def metadata(self, dry_run: bool = False):
+        return self._dry_metadata if dry_run else self._metadata
+
+    async def call(self, method, request: Message, *, dry_run: bool = False, timeout: float | None = None,
+                   retry: bool = False) -> Any:
+        """One unary call; reads (``retry``) are retried while the apiserver is unavailable."""
+        budget = timeout if timeout is not None else self.timeout
+        deadline = time.monotonic() + budget
+        delay = 0.1
+        while True:
+            remaining = deadline - time.monotonic()
+            try:
+                return await method(request, metadata=self.metadata(dry_run), timeout=max(remaining, 0.01))
+            except grpc.aio.AioRpcError as exc:
+                err = errors.from_rpc_error(exc)
+                if retry and isinstance(err, errors.Unavailable) and time.monotonic() + delay < deadline:
+                    await asyncio.sleep(delay)
+                    delay = min(delay * 2, 1.0)
+                    continue
+                raise err from None
+
+    def resource(self, kind: Kind) -> ResourceClient:
+        rc = self._resources.get(kind.name)
+        if rc is None:
+            rc = PodClient(self) if kind is POD else ResourceClient(self, kind)
+            self._resources[kind.name] = rc
+        return rc
+
+    @property
+    def pods(self) -> PodClient:
+        return self.resource(POD)  # type: ignore[return-value]
+
+    @property
+    def nodes(self) -> ResourceClient:
+        return self.resource(NODE)
+
+    @property
+    def events(self) -> ResourceClient:
+        return self.resource(EVENT)
+
+    @property
+    def priority_classes(self) -> ResourceClient:
+        return self.resource(PRIORITY_CLASS)
+
+    @property
+    def pod_disruption_budgets(self) -> ResourceClient:
+        return self.resource(POD_DISRUPTION_BUDGET)
+
+    @property
+    def leases(self) -> ResourceClient:
+        return self.resource(LEASE)
+
+    @property
+    def resource_claims(self) -> ResourceClient:
+        return self.resource(RESOURCE_CLAIM)
+
+    @property
+    def resource_claim_templates(self) -> ResourceClient:
+        return self.resource(RESOURCE_CLAIM_TEMPLATE)
+
+    @property
+    def resource_slices(self) -> ResourceClient:
+        return self.resource(RESOURCE_SLICE)
+
+    @property
+    def device_classes(self) -> ResourceClient:
+        return self.resource(DEVICE_CLASS)
+
+    async def history(self, since: int = 0, follow: bool = False) -> AsyncIterator[api_pb2.HistoryResponse]:
+        call = self._history(api_pb2.HistoryRequest(since=since, follow=follow), metadata=self.metadata())
+        try:
+            async for resp in call:
+                yield resp
+        except grpc.aio.AioRpcError as exc:
+            raise errors.from_rpc_error(exc) from None
+        finally:
+            call.cancel()
+
+
+ALL_KINDS = KINDS

@@ -1,0 +1,207 @@
+"""API errors: one exception type per failure a caller can act on, each with its gRPC code.
+
+The apiserver raises these and its handlers turn them into gRPC statuses; the client turns gRPC
+statuses back into them, so ``except NotFound`` works on both sides. Messages are Kubernetes'
+own (``pods "web" not found``, ``Pod "web" is invalid: spec.containers[0].name: Required value``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import grpc
+
+
+class ApiError(Exception):
+    code: grpc.StatusCode = grpc.StatusCode.UNKNOWN
+    http: int = 500  # the HTTP status Kubernetes would answer with (metrics, CLI)
+
+    def __init__(self, message: str):
+        super().__init__(message)
+        self.message = message
+
+
+class BadRequest(ApiError):
+    code, http = grpc.StatusCode.INVALID_ARGUMENT, 400
+
+
+class Invalid(ApiError):
+    """Validation failed; ``errors`` holds the field errors."""
+
+    code, http = grpc.StatusCode.INVALID_ARGUMENT, 422
+
+    def __init__(self, message: str, errors: list["FieldError"] | None = None):
+        super().__init__(message)
+        self.errors = errors or []
+
+    @classmethod
+    def of(cls, kind: str, name: str, errors: list["FieldError"]) -> "Invalid":
+        text = ", ".join(str(e) for e in errors)
+        if len(errors) > 1:
+            text = f"[{text}]"
+        return cls(f'{kind} "{name}" is invalid: {text}', errors)
+
+
+class NotFound(ApiError):
+    code, http = grpc.StatusCode.NOT_FOUND, 404
+
+
+class AlreadyExists(ApiError):
+    code, http = grpc.StatusCode.ALREADY_EXISTS, 409
+
+
+class Conflict(ApiError):
+    """Optimistic concurrency failed (stale resourceVersion) or a precondition did not hold."""
+
+    code, http = grpc.StatusCode.ABORTED, 409
+
+
+class FailedPrecondition(ApiError):
+    code, http = grpc.StatusCode.FAILED_PRECONDITION, 400
+
+
+class TooManyRequests(ApiError):
+    """Kubernetes' 429: an eviction a PodDisruptionBudget does not allow now."""
+
+    code, http = grpc.StatusCode.RESOURCE_EXHAUSTED, 429
+
+
+class Forbidden(ApiError):
+    code, http = grpc.StatusCode.PERMISSION_DENIED, 403
+
+
+class Unauthorized(ApiError):
+    code, http = grpc.StatusCode.UNAUTHENTICATED, 401
+
+
+class Gone(ApiError):
+    """A watch or list from a resourceVersion older than the server keeps ("too old resource version")."""
+
+    code, http = grpc.StatusCode.OUT_OF_RANGE, 410
+
+
+class Unavailable(ApiError):
+    """The server (or etcd behind it) cannot answer now; retry."""
+
+    code, http = grpc.StatusCode.UNAVAILABLE, 503
+
+
+class Timeout(ApiError):
+    code, http = grpc.StatusCode.DEADLINE_EXCEEDED, 504
+
+
+class InternalError(ApiError):
+    code, http = grpc.StatusCode.INTERNAL, 500
+
+
+class MethodNotAllowed(ApiError):
+    code, http = grpc.StatusCode.UNIMPLEMENTED, 405
+
+
+_BY_CODE: dict[grpc.StatusCode, type[ApiError]] = {
+    grpc.StatusCode.NOT_FOUND: NotFound,
+    grpc.StatusCode.ALREADY_EXISTS: AlreadyExists,
+    grpc.StatusCode.ABORTED: Conflict,
+    grpc.StatusCode.FAILED_PRECONDITION: FailedPrecondition,
+    grpc.StatusCode.RESOURCE_EXHAUSTED: TooManyRequests,
+    grpc.StatusCode.PERMISSION_DENIED: Forbidden,
+    grpc.StatusCode.UNAUTHENTICATED: Unauthorized,
+    grpc.StatusCode.OUT_OF_RANGE: Gone,
+    grpc.StatusCode.UNAVAILABLE: Unavailable,
+    grpc.StatusCode.DEADLINE_EXCEEDED: Timeout,
+    grpc.StatusCode.INTERNAL: InternalError,
+    grpc.StatusCode.UNIMPLEMENTED: MethodNotAllowed,
+    grpc.StatusCode.INVALID_ARGUMENT: Invalid,
+}
+
+
+def from_rpc_error(err: grpc.RpcError) -> ApiError:
+    """The ApiError for a gRPC error received by a client."""
+    code = err.code() if hasattr(err, "code") else grpc.StatusCode.UNKNOWN
+    details = err.details() if hasattr(err, "details") else str(err)
+    cls = _BY_CODE.get(code, ApiError)
+    if cls is Invalid and " is invalid: " not in (details or ""):
+        cls = BadRequest  # both travel as INVALID_ARGUMENT; validation errors say "X is invalid: ..."
+    return cls(details or code.name)
+
+
+def not_found(resource: str, name: str) -> NotFound:
+    return NotFound(f'{resource} "{name}" not found')
+
+
+def already_exists(resource: str, name: str) -> AlreadyExists:
+    return AlreadyExists(f'{resource} "{name}" already exists')
+
+
+def conflict(resource: str, name: str, reason: str = "the object has been modified; please apply your "
+             "changes to the latest version and try again") -> Conflict:
+    return Conflict(f'conflict: Operation cannot be fulfilled on {resource} "{name}": {reason}')
+
+
+# ---------------------------------------------------------------- field errors
+
+
+def _fmt_value(value: Any) -> str:
+    if isinstance(value, str):
+        return f'"{value}"'
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if value is None:
+        return "null"
+    return str(value)
+
+
+@dataclass(frozen=True)
+class FieldError:
+    """One validation error at a field path, printed as Kubernetes prints field.Error."""
+
+    type: str  # Required, Invalid, Forbidden, NotSupported, Duplicate, TooMany, TooLong
+    path: str
+    detail: str = ""
+    value: Any = None
+    supported: tuple[str, ...] = ()
+
+    def __str__(self) -> str:
+        if self.type == "Required":
+            text = f"{self.path}: Required value"
+            return f"{text}: {self.detail}" if self.detail else text
+        if self.type == "Invalid":
+            text = f"{self.path}: Invalid value: {_fmt_value(self.value)}"
+            return f"{text}: {self.detail}" if self.detail else text
+        if self.type == "Forbidden":
+            return f"{self.path}: Forbidden: {self.detail}" if self.detail else f"{self.path}: Forbidden"
+        if self.type == "NotSupported":
+            quoted = ", ".join(f'"{s}"' for s in self.supported)
+            return f"{self.path}: Unsupported value: {_fmt_value(self.value)}: supported values: {quoted}"
+        if self.type == "Duplicate":
+            return f"{self.path}: Duplicate value: {_fmt_value(self.value)}"
+        if self.type == "TooMany":
+            return f"{self.path}: Too many: {_fmt_value(self.value)}: {self.detail}"
+        if self.type == "TooLong":
+            return f"{self.path}: Too long: {self.detail}"
+        return f"{self.path}: {self.type}: {self.detail}"
+
+
+def required(path: str, detail: str = "") -> FieldError:
+    return FieldError("Required", path, detail)
+
+
+def invalid(path: str, value: Any, detail: str = "") -> FieldError:
+    return FieldError("Invalid", path, detail, value)
+
+
+def forbidden(path: str, detail: str) -> FieldError:
+    return FieldError("Forbidden", path, detail)
+
+
+def not_supported(path: str, value: Any, supported: tuple[str, ...] | list[str]) -> FieldError:
+    return FieldError("NotSupported", path, "", value, tuple(supported))
+
+
+def duplicate(path: str, value: Any) -> FieldError:
+    return FieldError("Duplicate", path, "", value)
+
+
+def too_many(path: str, count: int, limit: int) -> FieldError:
+    return FieldError("TooMany", path, f"must have at most {limit} items", count)

@@ -1,0 +1,256 @@
+"""Kubernetes JSON <-> kplane protobuf messages.
+
+Protobuf's own JSON mapping already yields Kubernetes' field names (the protos use Kubernetes'
+names in snake_case, with ``json_name`` where Kubernetes differs). This module adds what
+Kubernetes JSON needs beyond it:
+
+- int64 fields print as JSON numbers (protobuf prints them as strings);
+- quantities (``(kplane.v1.quantity)`` fields) accept bare numbers: ``cpu: 2``;
+- IntOrString fields (``(kplane.v1.int_or_string)``) accept numbers and print integers as numbers;
+- ``null`` means "not set", as in Kubernetes JSON (``creationTimestamp: null``);
+- a field the schema does not have is rejected with its full path (Kubernetes' strict decoding),
+  never dropped.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Any
+
+from google.protobuf import json_format
+from google.protobuf.descriptor import Descriptor, FieldDescriptor
+from google.protobuf.message import Message
+
+from machinery.api import options_pb2
+
+_INT64_TYPES = {
+    FieldDescriptor.TYPE_INT64, FieldDescriptor.TYPE_UINT64, FieldDescriptor.TYPE_SINT64,
+    FieldDescriptor.TYPE_FIXED64, FieldDescriptor.TYPE_SFIXED64,
+}
+_INT_TYPES = _INT64_TYPES | {
+    FieldDescriptor.TYPE_INT32, FieldDescriptor.TYPE_UINT32, FieldDescriptor.TYPE_SINT32,
+    FieldDescriptor.TYPE_FIXED32, FieldDescriptor.TYPE_SFIXED32,
+}
+_STRUCT = "google.protobuf.Struct"
+_OPAQUE_TYPES = {_STRUCT, "google.protobuf.Value", "google.protobuf.ListValue", "google.protobuf.Any"}
+
+
+class DecodeError(ValueError):
+    """The JSON document does not fit the kind's schema; the message names the field path."""
+
+
+@dataclass(frozen=True)
+class _Field:
+    json_name: str
+    proto_name: str
+    repeated: bool
+    is_map: bool
+    # For maps: the value field; for others: the field itself.
+    value: FieldDescriptor
+    message: Descriptor | None  # message type of the (value) field, if any and not opaque
+    opaque: bool  # Struct/Value/Any: stored as given
+    int64: bool
+    integer: bool
+    quantity: bool
+    int_or_string: bool
+    kind_name: str  # human name of the expected type, for errors
+
+
+def _describe(fd: FieldDescriptor) -> str:
+    if fd.type == FieldDescriptor.TYPE_MESSAGE:
+        return "an object"
+    if fd.type == FieldDescriptor.TYPE_BOOL:
+        return "a boolean"
+    if fd.type in _INT_TYPES:
+        return "an integer"
+    return "a string"
+
+
+@lru_cache(maxsize=None)
+def _plan(descriptor: Descriptor) -> dict[str, _Field]:
+    """The fields of a message, by JSON name (and proto name, which protobuf also accepts)."""
+    plan: dict[str, _Field] = {}
+    for fd in descriptor.fields:
+        is_map = fd.type == FieldDescriptor.TYPE_MESSAGE and fd.message_type.GetOptions().map_entry
+        value = fd.message_type.fields_by_name["value"] if is_map else fd
+        opaque = value.type == FieldDescriptor.TYPE_MESSAGE and value.message_type.full_name in _OPAQUE_TYPES
+        message = value.message_type if value.type == FieldDescriptor.TYPE_MESSAGE and not opaque else None
+        opts = fd.GetOptions()
+        entry = _Field(
+            json_name=fd.json_name,
+            proto_name=fd.name,
+            repeated=fd.is_repeated and not is_map,
+            is_map=is_map,
+            value=value,
+            message=message,
+            opaque=opaque,
+            int64=value.type in _INT64_TYPES,
+            integer=value.type in _INT_TYPES,
+            quantity=opts.Extensions[options_pb2.quantity],
+            int_or_string=opts.Extensions[options_pb2.int_or_string],
+            kind_name=_describe(value),
+        )
+        plan[fd.json_name] = entry
+    return plan
+
+
+# ---------------------------------------------------------------- decoding
+
+
+def _join(path: str, name: str) -> str:
+    return f"{path}.{name}" if path else name
+
+
+def _normalize_scalar(f: _Field, value: Any, path: str) -> Any:
+    if f.quantity or f.int_or_string:
+        if isinstance(value, bool):
+            raise DecodeError(f'invalid value for field "{path}": expected a quantity or string, got {value!r}')
+        if isinstance(value, (int, float)):
+            if isinstance(value, float) and value.is_integer():
+                value = int(value)
+            return str(value)
+        if not isinstance(value, str):
+            raise DecodeError(f'invalid value for field "{path}": expected a string, got {_json_type(value)}')
+        return value
+    if f.message is not None:
+        if not isinstance(value, dict):
+            raise DecodeError(f'invalid value for field "{path}": expected an object, got {_json_type(value)}')
+        return _normalize(f.message, value, path)
+    if f.opaque:
+        if f.value.message_type.full_name == _STRUCT and not isinstance(value, dict):
+            raise DecodeError(f'invalid value for field "{path}": expected an object, got {_json_type(value)}')
+        return value
+    if f.integer:
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or (
+                isinstance(value, float) and not value.is_integer()):
+            raise DecodeError(f'invalid value for field "{path}": expected an integer, got {_json_repr(value)}')
+        return int(value)
+    if f.value.type == FieldDescriptor.TYPE_BOOL:
+        if not isinstance(value, bool):
+            raise DecodeError(f'invalid value for field "{path}": expected a boolean, got {_json_repr(value)}')
+        return value
+    if f.value.type in (FieldDescriptor.TYPE_STRING, FieldDescriptor.TYPE_BYTES):
+        if not isinstance(value, str):
+            raise DecodeError(f'invalid value for field "{path}": expected a string, got {_json_repr(value)}')
+        return value
+    return value
+
+
+def _json_type(value: Any) -> str:
+    if isinstance(value, dict):
+        return "an object"
+    if isinstance(value, list):
+        return "an array"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, (int, float)):
+        return "a number"
+    if value is None:
+        return "null"
+    return "a string"
+
+
+def _json_repr(value: Any) -> str:
+    if isinstance(value, (dict, list)):
+        return _json_type(value)
+    if isinstance(value, str):
+        return f'"{value}"'
+    return repr(value).lower() if isinstance(value, bool) else repr(value)
+
+
+def _normalize(descriptor: Descriptor, data: dict, path: str) -> dict:
+    plan = _plan(descriptor)
+    out: dict[str, Any] = {}
+    for key, value in data.items():
+        f = plan.get(key)
+        if f is None:
+            raise DecodeError(f'strict decoding error: unknown field "{_join(path, str(key))}"')
+        if value is None:
+            continue
+        here = _join(path, key)
+        if f.repeated:
+            if not isinstance(value, list):
+                raise DecodeError(f'invalid value for field "{here}": expected an array, got {_json_type(value)}')
+            out[key] = [_normalize_scalar(f, item, f"{here}[{i}]") for i, item in enumerate(value)
+                        if item is not None or f.opaque]
+        elif f.is_map:
+            if not isinstance(value, dict):
+                raise DecodeError(f'invalid value for field "{here}": expected an object, got {_json_type(value)}')
+            out[key] = {str(k): _normalize_scalar(f, v, f"{here}[{k}]") for k, v in value.items() if v is not None}
+        else:
+            out[key] = _normalize_scalar(f, value, here)
+    return out
+
+
+def from_dict(message_type: type[Message], data: Any, path: str = "") -> Message:
+    """Decode a Kubernetes JSON document (already parsed) into ``message_type``."""
+    if not isinstance(data, dict):
+        raise DecodeError(f"expected a JSON object, got {_json_type(data)}")
+    normalized = _normalize(message_type.DESCRIPTOR, data, path)
+    msg = message_type()
+    try:
+        json_format.ParseDict(normalized, msg)
+    except json_format.ParseError as exc:  # what the walk above does not catch (e.g. int range)
+        raise DecodeError(str(exc).replace("\n", " ")) from None
+    return msg
+
+
+# ---------------------------------------------------------------- encoding
+
+
+@lru_cache(maxsize=None)
+def _needs_fix(descriptor: Descriptor) -> bool:
+    """Whether any field below this message prints differently from protobuf's JSON."""
+    for f in _plan(descriptor).values():
+        if f.int64 or f.int_or_string or f.is_map or f.opaque:
+            return True
+        if f.message is not None and f.message is not descriptor and _needs_fix(f.message):
+            return True
+    return False
+
+
+def _integral_numbers(value: Any) -> Any:
+    """Struct numbers are doubles; print 8080.0 as 8080 as the user wrote it."""
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    if isinstance(value, dict):
+        return {k: _integral_numbers(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_integral_numbers(v) for v in value]
+    return value
+
+
+def _fix_value(f: _Field, value: Any) -> Any:
+    if f.opaque:
+        return _integral_numbers(value)
+    if f.int64:
+        return int(value)
+    if f.int_or_string and isinstance(value, str) and value.lstrip("-").isdigit():
+        return int(value)
+    if f.message is not None and isinstance(value, dict):
+        _fix(f.message, value)
+    return value
+
+
+def _fix(descriptor: Descriptor, data: dict) -> None:
+    if not _needs_fix(descriptor):
+        return
+    plan = _plan(descriptor)
+    for key, value in data.items():
+        f = plan.get(key)
+        if f is None:
+            continue
+        if f.repeated:
+            data[key] = [_fix_value(f, v) for v in value]
+        elif f.is_map:  # Kubernetes prints maps sorted by key
+            data[key] = {k: _fix_value(f, value[k]) for k in sorted(value)}
+        else:
+            data[key] = _fix_value(f, value)
+
+
+def to_dict(msg: Message) -> dict:
+    """The message as a Kubernetes JSON document (a dict ready for json.dumps / yaml.dump)."""
+    data = json_format.MessageToDict(msg, preserving_proto_field_name=False)
+    _fix(msg.DESCRIPTOR, data)
+    return data

@@ -1,0 +1,1 @@
+"""kplane tests: unit/, integration/ (real processes), scenarios/, chaos/."""

@@ -1,0 +1,4 @@
+"""python -m apiserver"""
+from apiserver.server import main
+
+main()

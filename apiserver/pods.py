@@ -1,0 +1,215 @@
+"""What pods have beyond the common verbs: graceful deletion, binding, resize, eviction.
+
+- ``grace_period``: Kubernetes' pod CheckGracefulDelete (unscheduled or finished pods go at once).
+- ``bind``: the binding subresource sets ``spec.nodeName`` once and the PodScheduled condition.
+- ``resize``: the KEP-1287 ``resize`` subresource; only container resources change, validated by
+  ``validation.validate_pod_resize`` (QoS class kept, no removals, cpu/memory only, the version-skew
+  rule on ``status.containerStatuses[].resources``); a change bumps ``metadata.generation``.
+- ``evict``: API-initiated eviction (Kubernetes' eviction.go): pods that cannot be disrupted
+  (terminal, Pending, already deleting) are deleted; otherwise the one PodDisruptionBudget
+  selecting the pod must allow a disruption, recorded in its status before the graceful delete.
+  The budget's numbers are computed here from the pods (``machinery.disruption``), so evictions
+  are correct whether or not a controller keeps the budget's status.
+"""
+
+from __future__ import annotations
+
+import json
+
+from google.protobuf.message import Message
+
+from apiserver import defaults, strategy, validation
+from apiserver.admission import noderestriction
+from apiserver.auth import User
+from apiserver.registry import Registry, patched
+from machinery import disruption, errors, timeutil
+from machinery.api import core_pb2, meta_pb2
+from machinery.featuregates import FeatureGates
+from machinery.kinds import POD, POD_DISRUPTION_BUDGET
+
+DEFAULT_GRACE_PERIOD = 30
+EVICTION_RETRIES = 5
+TERMINAL_PHASES = ("Succeeded", "Failed")
+
+
+def grace_period(pod: core_pb2.Pod, requested: int | None) -> int:
+    """Seconds a deleted pod gets to terminate: 0 means remove at once."""
+    if requested is not None:
+        period = requested
+    elif pod.spec.HasField("termination_grace_period_seconds"):
+        period = pod.spec.termination_grace_period_seconds
+    else:
+        period = DEFAULT_GRACE_PERIOD
+    if not pod.spec.node_name or pod.status.phase in TERMINAL_PHASES:
+        period = 0
+    return max(period, 0)
+
+
+def set_condition(pod: core_pb2.Pod, type_: str, status: str, reason: str = "", message: str = "") -> None:
+    """Add or update a pod condition, keeping lastTransitionTime unless the status changes."""
+    now = timeutil.rfc3339()
+    for c in pod.status.conditions:
+        if c.type == type_:
+            if c.status != status:
+                c.last_transition_time = now
+            c.status, c.reason, c.message = status, reason, message
+            return
+    pod.status.conditions.append(core_pb2.PodCondition(type=type_, status=status, reason=reason, message=message,
+                                                       last_transition_time=now))
+
+
+class PodSubresources:
+    def __init__(self, registry: Registry, gates: FeatureGates):
+        self.registry = registry
+        self.gates = gates
+        registry.grace_periods[POD.name] = grace_period
+
+    # ------------------------------------------------------------ binding
+
+    async def bind(self, binding: core_pb2.Binding, user: User, dry_run: bool = False) -> core_pb2.Pod:
+        name = binding.metadata.name
+        namespace = binding.metadata.namespace or "default"
+        target = binding.target.name
+        if not target:
+            raise errors.Invalid.of("Binding", name, [errors.required("target.name")])
+        if binding.target.kind and binding.target.kind != "Node":
+            raise errors.Invalid.of("Binding", name, [errors.not_supported("target.kind", binding.target.kind, ["Node"])])
+
+        def build(pod: core_pb2.Pod) -> core_pb2.Pod:
+            noderestriction.authorize(user, "binding", POD, namespace, name, old=pod)
+            if binding.metadata.uid and binding.metadata.uid != pod.metadata.uid:
+                raise errors.conflict("pods/binding", name, f"Precondition failed: UID in precondition: "
+                                                            f"{binding.metadata.uid}, UID in object meta: {pod.metadata.uid}")
+            if pod.metadata.deletion_timestamp:
+                raise errors.conflict("pods/binding", name, f"pod {name} is being deleted, cannot be assigned to a host")
+            if pod.spec.node_name:
+                raise errors.conflict("pods/binding", name,
+                                      f'pod {name} is already assigned to node "{pod.spec.node_name}"')
+            if pod.spec.scheduling_gates:
+                raise errors.FailedPrecondition(f"pod {name} has non-empty .spec.schedulingGates")
+            pod.spec.node_name = target
+            for k, v in binding.metadata.annotations.items():
+                pod.metadata.annotations[k] = v
+            set_condition(pod, "PodScheduled", "True")
+            return pod
+
+        return await self.registry.guaranteed_update(POD, namespace, name, build, dry_run=dry_run)
+
+    # ------------------------------------------------------------ resize
+
+    def _resized(self, requested: core_pb2.Pod, old: core_pb2.Pod, user: User) -> core_pb2.Pod:
+        name = old.metadata.name
+        noderestriction.authorize(user, "resize", POD, old.metadata.namespace, name, old=old)
+        errs: list[errors.FieldError] = []
+        for field in ("containers", "init_containers"):
+            path = "spec.containers" if field == "containers" else "spec.initContainers"
+            want, have = getattr(requested.spec, field), getattr(old.spec, field)
+            for i in range(max(len(want), len(have))):
+                if i >= len(want) or i >= len(have) or want[i].name != have[i].name:
+                    errs.append(errors.forbidden(f"{path}[{i}].name",
+                                                 "containers may not be renamed or reordered on resize"))
+        if errs:
+            raise errors.Invalid.of("Pod", name, errs)
+        new = strategy.copy(old)
+        for field in ("containers", "init_containers"):
+            for target, source in zip(getattr(new.spec, field), getattr(requested.spec, field)):
+                target.resources.CopyFrom(source.resources)
+                del target.resize_policy[:]
+                target.resize_policy.extend(source.resize_policy)
+        defaults.default_pod(new)  # Kubernetes defaults the request body (quantities canonical: 1.5 -> 1500m)
+        errs = validation.validate_pod_resize(
+            new, old, in_place_enabled=self.gates.enabled("InPlacePodVerticalScaling"))
+        if errs:
+            raise errors.Invalid.of("Pod", name, errs)
+        if strategy.spec_bytes(POD, new) != strategy.spec_bytes(POD, old):
+            new.metadata.generation = old.metadata.generation + 1
+        return new
+
+    async def resize(self, pod: core_pb2.Pod, user: User, dry_run: bool = False) -> core_pb2.Pod:
+        """Update through the resize subresource (the request is the whole pod)."""
+        namespace = pod.metadata.namespace or "default"
+        return await self.registry.guaranteed_update(
+            POD, namespace, pod.metadata.name, lambda old: self._resized(pod, old, user),
+            precondition_rv=pod.metadata.resource_version, dry_run=dry_run)
+
+    async def resize_patch(self, req: meta_pb2.PatchRequest, user: User, dry_run: bool = False) -> core_pb2.Pod:
+        """Patch through the resize subresource (strategic merge merges containers by name)."""
+        try:
+            document = json.loads(req.patch or "null")
+        except ValueError as exc:
+            raise errors.BadRequest(f"the patch is not valid JSON: {exc}") from None
+        precondition = ""
+        if isinstance(document, dict):
+            precondition = str((document.get("metadata") or {}).get("resourceVersion") or "")
+        return await self.registry.guaranteed_update(
+            POD, req.namespace or "default", req.name,
+            lambda old: self._resized(patched(POD, old, document, req.patch_type), old, user),
+            precondition_rv=precondition, dry_run=dry_run)
+
+    # ------------------------------------------------------------ eviction
+
+    async def evict(self, eviction: core_pb2.Eviction, user: User, dry_run: bool = False) -> core_pb2.Pod:
+        name = eviction.metadata.name
+        namespace = eviction.metadata.namespace or "default"
+        opts = eviction.delete_options
+        delete = meta_pb2.DeleteRequest(namespace=namespace, name=name)
+        if opts.HasField("grace_period_seconds"):
+            delete.grace_period_seconds = opts.grace_period_seconds
+        delete.preconditions.CopyFrom(opts.preconditions)
+        cache = self.registry.cache
+        for _ in range(EVICTION_RETRIES):
+            pod = await self.registry.read(POD, namespace, name, fresh=True)
+            if pod is None:
+                raise errors.not_found("pods", name)
+            noderestriction.authorize(user, "eviction", POD, namespace, name, old=pod)
+            if pod.status.phase in ("Succeeded", "Failed", "Pending") or pod.metadata.deletion_timestamp:
+                return await self.registry.delete(POD, delete, user, dry_run, verb="eviction")
+            budgets = [b for b in cache[POD_DISRUPTION_BUDGET].store.values() if disruption.selects(b, pod)]
+            if len(budgets) > 1:
+                raise errors.InternalError("This pod has more than one PodDisruptionBudget, which the eviction "
+                                           "subresource does not support.")
+            if not budgets:
+                return await self.registry.delete(POD, delete, user, dry_run, verb="eviction")
+            pdb = strategy.copy(budgets[0])
+            selected = [p for p in cache[POD].store.values() if disruption.selects(pdb, p)]
+            status = disruption.compute_status(pdb, selected)
+            ready = disruption.is_pod_ready(pod)
+            if not ready and (pdb.spec.unhealthy_pod_eviction_policy == "AlwaysAllow" or (
+                    status.current_healthy >= status.desired_healthy and status.desired_healthy > 0)):
+                return await self._delete_at(delete, pod, user, dry_run)
+            if len(status.disrupted_pods) > disruption.MAX_DISRUPTED_PODS:
+                raise errors.Forbidden("DisruptedPods map too big - too many evictions not confirmed by PDB controller")
+            if status.disruptions_allowed <= 0:
+                raise errors.TooManyRequests(
+                    f"Cannot evict pod as it would violate the pod's disruption budget. The disruption budget "
+                    f"{pdb.metadata.name} needs {status.desired_healthy} healthy pods and has "
+                    f"{status.current_healthy} currently")
+            status.disruptions_allowed -= 1
+            status.disrupted_pods[name] = timeutil.rfc3339()
+            disruption.set_disruption_allowed_condition(status, pdb, timeutil.now())
+            pdb.status.CopyFrom(status)
+            if not dry_run:
+                try:
+                    await self.registry.guaranteed_update(
+                        POD_DISRUPTION_BUDGET, namespace, pdb.metadata.name,
+                        lambda _old, s=status: _with_status(_old, s),
+                        precondition_rv=pdb.metadata.resource_version)
+                except errors.Conflict:
+                    continue  # another eviction or controller wrote the budget: decide again
+            return await self._delete_at(delete, pod, user, dry_run)
+        raise errors.TooManyRequests("Cannot evict pod: too many concurrent evictions for its disruption budget; "
+                                     "try again")
+
+    async def _delete_at(self, delete: meta_pb2.DeleteRequest, pod: core_pb2.Pod, user: User,
+                         dry_run: bool) -> core_pb2.Pod:
+        """Delete the pod as read (Kubernetes deletes with the pod's resourceVersion as precondition)."""
+        req = meta_pb2.DeleteRequest()
+        req.CopyFrom(delete)
+        if not req.preconditions.HasField("resource_version"):
+            req.preconditions.resource_version = pod.metadata.resource_version
+        return await self.registry.delete(POD, req, user, dry_run, verb="eviction")
+
+
+def _with_status(pdb: Message, status: Message) -> Message:
+    pdb.status.CopyFrom(status)
+    return pdb

@@ -1,0 +1,328 @@
+"""Kubernetes' verbs over etcd, for every kind: create, get, list, update, status, patch, delete.
+
+Writes are optimistic: an update is a compare-and-swap on the object's etcd mod_revision (its
+resourceVersion). A write that changes nothing is not written (no new revision), as Kubernetes
+skips no-op updates. Reads of the current object start from the watch cache and fall back to
+etcd when the cache is behind. Deletion honours finalizers and, for pods, grace periods
+(``pods.grace_period``); an object marked for deletion goes away when its last finalizer is
+removed and its grace period is 0.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import random
+import string
+from typing import Callable
+
+from google.protobuf.message import Message
+
+from apiserver import strategy
+from apiserver.admission import noderestriction, priority
+from apiserver.auth import User
+from apiserver.etcd import EtcdClient
+from apiserver.watchcache import WatchCache
+from machinery import errors, jsonconv, patch, selectors, timeutil
+from machinery.api import meta_pb2
+from machinery.kinds import POD, PRIORITY_CLASS, Kind
+
+MAX_RETRIES = 8
+_NAME_CHARS = "bcdfghjklmnpqrstvwxz2456789"
+
+Build = Callable[[Message], Message]
+
+
+def encode(obj: Message) -> bytes:
+    """The stored form: the object without its resourceVersion (which is etcd's mod_revision)."""
+    rv = obj.metadata.resource_version
+    obj.metadata.resource_version = ""
+    try:
+        return obj.SerializeToString(deterministic=True)
+    finally:
+        obj.metadata.resource_version = rv
+
+
+def _generate_name(prefix: str) -> str:
+    return prefix + "".join(random.choice(_NAME_CHARS) for _ in range(5))
+
+
+class Registry:
+    def __init__(self, etcd: EtcdClient, cache: WatchCache):
+        self.etcd = etcd
+        self.cache = cache
+        # Set by the server: pods.grace_period(obj, requested) for kinds with graceful deletion.
+        self.grace_periods: dict[str, Callable[[Message, int | None], int]] = {}
+
+    # ------------------------------------------------------------ reads
+
+    def _namespace(self, kind: Kind, namespace: str) -> str:
+        if not kind.namespaced:
+            return ""
+        return namespace or "default"
+
+    async def read(self, kind: Kind, namespace: str, name: str, fresh: bool = False) -> Message | None:
+        """A private copy of the current object: from the cache, or from etcd if ``fresh``."""
+        namespace = self._namespace(kind, namespace)
+        if not fresh:
+            cached = self.cache[kind].get(namespace, name)
+            if cached is not None:
+                return strategy.copy(cached)
+        kv, _ = await self.etcd.get(kind.key(namespace, name), kind.plural)
+        if kv is None:
+            return None
+        obj = kind.message.FromString(kv.value)
+        obj.metadata.resource_version = str(kv.mod_revision)
+        return obj
+
+    async def get(self, kind: Kind, namespace: str, name: str) -> Message:
+        obj = await self.read(kind, namespace, name, fresh=True)
+        if obj is None:
+            raise errors.not_found(kind.plural, name)
+        return obj
+
+    async def list(self, kind: Kind, req: meta_pb2.ListRequest) -> Message:
+        try:
+            labels = selectors.parse_label_selector(req.label_selector)
+            fields = selectors.parse_field_selector(req.field_selector, kind.name, kind.message.DESCRIPTOR)
+        except selectors.SelectorError as exc:
+            raise errors.BadRequest(str(exc)) from None
+        rv = req.resource_version
+        if rv == "":
+            await self.cache.wait_for(await self.etcd.current_revision())
+        elif rv != "0":
+            try:
+                await self.cache.wait_for(int(rv))
+            except ValueError:
+                raise errors.BadRequest(f'invalid resource version "{rv}"') from None
+        namespace = req.namespace if kind.namespaced else ""
+        items = self.cache[kind].list(namespace, labels, fields)
+        out = kind.list_message(api_version=kind.api_version, kind=f"{kind.name}List")
+        out.metadata.resource_version = str(self.cache.rev)
+        if req.limit > 0:
+            start = 0
+            if req.continue_token:
+                try:
+                    last_key = json.loads(base64.urlsafe_b64decode(req.continue_token))["k"]
+                except (ValueError, KeyError, TypeError):
+                    raise errors.BadRequest("invalid continue token") from None
+                keys = [kind.key(o.metadata.namespace, o.metadata.name) for o in items]
+                start = next((i for i, k in enumerate(keys) if k > last_key), len(items))
+            page = items[start:start + req.limit]
+            if start + req.limit < len(items):
+                last = page[-1]
+                token = {"k": kind.key(last.metadata.namespace, last.metadata.name)}
+                out.metadata.continue_token = base64.urlsafe_b64encode(json.dumps(token).encode()).decode()
+                out.metadata.remaining_item_count = len(items) - start - req.limit
+            items = page
+        out.items.extend(items)
+        return out
+
+    # ------------------------------------------------------------ create
+
+    async def create(self, kind: Kind, obj: Message, user: User, dry_run: bool = False) -> Message:
+        obj = strategy.copy(obj)
+        meta = obj.metadata
+        meta.namespace = self._namespace(kind, meta.namespace)
+        if meta.resource_version:
+            raise errors.BadRequest("resourceVersion should not be set on objects to be created")
+        generated = not meta.name and bool(meta.generate_name)
+        if generated:
+            meta.name = _generate_name(meta.generate_name)
+        if not meta.name:
+            raise errors.Invalid.of(kind.name, "", [errors.required("metadata.name", "name or generateName is required")])
+        noderestriction.authorize(user, "create", kind, meta.namespace, meta.name, obj=obj)
+        classes = self.cache[PRIORITY_CLASS].store
+        by_name = {pc.metadata.name: pc for pc in classes.values()}
+        if kind is POD:
+            priority.admit_pod(obj, by_name)
+        elif kind is PRIORITY_CLASS:
+            priority.admit_priority_class(obj, by_name)
+        strategy.prepare_for_create(kind, obj)
+        if dry_run:
+            return obj
+        for _ in range(MAX_RETRIES if generated else 1):
+            rev = await self.etcd.create(kind.key(meta.namespace, meta.name), encode(obj), kind.plural)
+            if rev is not None:
+                meta.resource_version = str(rev)
+                return obj
+            if generated:
+                meta.name = _generate_name(meta.generate_name)
+        raise errors.already_exists(kind.plural, meta.name)
+
+    # ------------------------------------------------------------ updates
+
+    async def guaranteed_update(self, kind: Kind, namespace: str, name: str, build: Build, *,
+                                precondition_rv: str = "", dry_run: bool = False) -> Message:
+        """Read the current object, ``build`` the new one from it, compare-and-swap; retry on races.
+
+        ``build`` gets a private copy of the stored object and returns the object to store (it
+        may raise an ApiError). With ``precondition_rv`` the stored version must be that one.
+        """
+        namespace = self._namespace(kind, namespace)
+        key = kind.key(namespace, name)
+        fresh = False
+        for _ in range(MAX_RETRIES):
+            old = await self.read(kind, namespace, name, fresh)
+            if old is None:
+                if not fresh:
+                    fresh = True
+                    continue
+                raise errors.not_found(kind.plural, name)
+            if precondition_rv and old.metadata.resource_version != precondition_rv:
+                if not fresh:
+                    fresh = True
+                    continue
+                raise errors.conflict(kind.plural, name)
+            new = build(strategy.copy(old))
+            new.metadata.resource_version = old.metadata.resource_version
+            new_bytes = encode(new)
+            if new_bytes == encode(old):
+                return old
+            if dry_run:
+                return new
+            if new.metadata.deletion_timestamp and not new.metadata.finalizers and \
+                    new.metadata.HasField("deletion_grace_period_seconds") and \
+                    new.metadata.deletion_grace_period_seconds == 0:
+                # The last finalizer is gone from an object whose deletion is due: delete it.
+                ok, rev = await self.etcd.delete(key, int(old.metadata.resource_version), kind.plural)
+            else:
+                ok, rev = await self.etcd.update(key, new_bytes, int(old.metadata.resource_version), kind.plural)
+            if ok:
+                new.metadata.resource_version = str(rev)
+                return new
+            if precondition_rv:
+                raise errors.conflict(kind.plural, name)
+            fresh = True
+        raise errors.conflict(kind.plural, name, "too many concurrent writers; try again")
+
+    async def update(self, kind: Kind, obj: Message, user: User, dry_run: bool = False,
+                     subresource: str = "") -> Message:
+        """Update (``subresource`` "") or status update ("status") from a full object."""
+        meta = obj.metadata
+        namespace = self._namespace(kind, meta.namespace)
+        verb = "status" if subresource == "status" else "update"
+        if subresource == "status" and not kind.has_status:
+            raise errors.MethodNotAllowed(f"{kind.plural} have no status subresource")
+
+        def build(old: Message) -> Message:
+            new = strategy.copy(obj)
+            new.metadata.namespace = namespace
+            if new.metadata.name != old.metadata.name:
+                raise errors.BadRequest("the name of the object does not match the name on the URL")
+            noderestriction.authorize(user, verb, kind, namespace, old.metadata.name, obj=new, old=old)
+            if verb == "status":
+                if kind is POD:
+                    noderestriction.check_allocated_resources(user, new, old)
+                return strategy.prepare_for_status_update(kind, new, old)
+            strategy.prepare_for_update(kind, new, old)
+            return new
+
+        return await self.guaranteed_update(kind, namespace, meta.name, build,
+                                            precondition_rv=meta.resource_version, dry_run=dry_run)
+
+    async def patch(self, kind: Kind, req: meta_pb2.PatchRequest, user: User, dry_run: bool = False) -> Message:
+        """Server-side patch: applied to the current object, then stored as an update would be."""
+        if req.subresource not in ("", "status"):
+            raise errors.BadRequest(f'unknown subresource "{req.subresource}" for {kind.plural}')
+        try:
+            document = json.loads(req.patch or "null")
+        except ValueError as exc:
+            raise errors.BadRequest(f"the patch is not valid JSON: {exc}") from None
+        namespace = self._namespace(kind, req.namespace)
+        verb = "status" if req.subresource == "status" else "update"
+        if verb == "status" and not kind.has_status:
+            raise errors.MethodNotAllowed(f"{kind.plural} have no status subresource")
+        precondition = ""
+        if isinstance(document, dict):
+            precondition = str((document.get("metadata") or {}).get("resourceVersion") or "")
+
+        def build(old: Message) -> Message:
+            new = patched(kind, old, document, req.patch_type)
+            noderestriction.authorize(user, verb, kind, namespace, old.metadata.name, obj=new, old=old)
+            if verb == "status":
+                if kind is POD:
+                    noderestriction.check_allocated_resources(user, new, old)
+                return strategy.prepare_for_status_update(kind, new, old)
+            strategy.prepare_for_update(kind, new, old)
+            return new
+
+        return await self.guaranteed_update(kind, namespace, req.name, build, precondition_rv=precondition,
+                                            dry_run=dry_run)
+
+    # ------------------------------------------------------------ delete
+
+    async def delete(self, kind: Kind, req: meta_pb2.DeleteRequest, user: User, dry_run: bool = False,
+                     verb: str = "delete") -> Message:
+        namespace = self._namespace(kind, req.namespace)
+        key = kind.key(namespace, req.name)
+        requested = req.grace_period_seconds if req.HasField("grace_period_seconds") else None
+        if requested is not None and requested < 0:
+            raise errors.Invalid.of(kind.name, req.name, [errors.invalid("gracePeriodSeconds", requested,
+                                                                         "must be greater than or equal to 0")])
+        fresh = False
+        for _ in range(MAX_RETRIES):
+            old = await self.read(kind, namespace, req.name, fresh)
+            if old is None:
+                if not fresh:
+                    fresh = True
+                    continue
+                raise errors.not_found(kind.plural, req.name)
+            pre = req.preconditions
+            if pre.HasField("uid") and pre.uid != old.metadata.uid:
+                raise errors.conflict(kind.plural, req.name, f"Precondition failed: UID in precondition: {pre.uid}, "
+                                                             f"UID in object meta: {old.metadata.uid}")
+            if pre.HasField("resource_version") and pre.resource_version != old.metadata.resource_version:
+                if not fresh:
+                    fresh = True
+                    continue
+                raise errors.conflict(kind.plural, req.name, f"Precondition failed: ResourceVersion in precondition: "
+                                                             f"{pre.resource_version}, ResourceVersion in object meta: "
+                                                             f"{old.metadata.resource_version}")
+            noderestriction.authorize(user, verb, kind, namespace, req.name, old=old)
+            grace_fn = self.grace_periods.get(kind.name)
+            grace = grace_fn(old, requested) if grace_fn else 0
+            meta = old.metadata
+            if grace == 0 and not meta.finalizers:
+                if dry_run:
+                    return old
+                ok, rev = await self.etcd.delete(key, int(meta.resource_version), kind.plural)
+                if ok:
+                    meta.resource_version = str(rev)
+                    return old
+                fresh = True
+                continue
+            # Graceful (or finalizers pending): mark the object; the last one out deletes it.
+            new = strategy.copy(old)
+            deadline = timeutil.now().timestamp() + grace
+            current = timeutil.parse(meta.deletion_timestamp)
+            if current is None or deadline < current.timestamp() or (
+                    meta.deletion_grace_period_seconds > grace):
+                new.metadata.deletion_timestamp = timeutil.rfc3339(timeutil.now().fromtimestamp(
+                    deadline, tz=timeutil.now().tzinfo))
+                new.metadata.deletion_grace_period_seconds = grace
+            if encode(new) == encode(old) or dry_run:
+                return new if dry_run else old
+            ok, rev = await self.etcd.update(key, encode(new), int(meta.resource_version), kind.plural)
+            if ok:
+                new.metadata.resource_version = str(rev)
+                return new
+            fresh = True
+        raise errors.conflict(kind.plural, req.name, "too many concurrent writers; try again")
+
+
+def patched(kind: Kind, old: Message, document, patch_type: str) -> Message:
+    """The object ``old`` with a patch applied (through Kubernetes JSON)."""
+    try:
+        result = patch.apply_patch(jsonconv.to_dict(old), document, patch_type or "strategic", kind.name)
+    except patch.PatchError as exc:
+        raise errors.BadRequest(str(exc)) from None
+    try:
+        new = jsonconv.from_dict(kind.message, result)
+    except jsonconv.DecodeError as exc:
+        raise errors.BadRequest(f"{kind.name} in version \"{kind.api_version}\" cannot be handled as a {kind.name}: "
+                                f"{exc}") from None
+    if new.metadata.name != old.metadata.name:
+        raise errors.BadRequest("the patch may not change metadata.name")
+    new.metadata.resource_version = old.metadata.resource_version
+    return new

@@ -1,0 +1,226 @@
+"""Assemble and run the apiserver: gRPC API, watch cache, admin HTTP, etcd health and compaction.
+
+Start-up order: the admin port first (so /healthz can say "waiting for etcd"), then the gRPC
+port (answering UNAVAILABLE with the reason until ready), then etcd (retried and logged until it
+answers: never a silent crash loop), the watch cache, the built-in PriorityClasses, and ready.
+While running, etcd is probed every second; an unreachable etcd makes /healthz and the gRPC
+health service report unhealthy until it answers again.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import signal
+import time
+from dataclasses import dataclass
+
+import grpc
+from grpc_health.v1 import health, health_pb2, health_pb2_grpc
+from grpc_reflection.v1alpha import reflection
+
+from apiserver import handlers
+from apiserver.admission.priority import system_priority_classes
+from apiserver.auth import TokenAuthenticator, User
+from apiserver.etcd import EtcdClient, EtcdError, wait_for_etcd
+from apiserver.pods import PodSubresources
+from apiserver.registry import Registry
+from apiserver.watchcache import WatchCache
+from machinery import errors, failpoints
+from machinery.admin import AdminServer
+from machinery.featuregates import FeatureGates
+from machinery.kinds import KINDS, PRIORITY_CLASS
+from machinery.logging import get_logger, setup_logging
+
+log = get_logger()
+SYSTEM_USER = User("system:apiserver", groups=("system:masters",))
+
+
+@dataclass
+class Options:
+    etcd_endpoints: list[str]
+    listen: str = "127.0.0.1:6443"
+    admin_listen: str = "127.0.0.1:0"
+    token_auth_file: str = ""
+    feature_gates: str = ""
+    watch_cache_size: int = 20_000
+    history_window: int = 20_000
+    bookmark_interval: float = 1.0
+    compaction_retention: int = 0
+    compaction_interval: float = 60.0
+    log_level: str = "info"
+
+
+def parse_args(argv: list[str] | None = None) -> Options:
+    p = argparse.ArgumentParser(prog="python -m apiserver", description="kplane API server (etcd-backed, gRPC)")
+    p.add_argument("--etcd-endpoints", required=True, help="comma-separated host:port of etcd members")
+    p.add_argument("--listen", default="127.0.0.1:6443", help="gRPC address (host:port)")
+    p.add_argument("--admin-listen", default="127.0.0.1:0", help="HTTP address for /metrics, /healthz, /failpoints")
+    p.add_argument("--token-auth-file", required=True, help="static token file (token,user,uid,\"groups\")")
+    p.add_argument("--feature-gates", default="", help="A=true,B=false")
+    p.add_argument("--watch-cache-size", type=int, default=20_000, help="events kept per kind for watch resumes")
+    p.add_argument("--history-window", type=int, default=20_000,
+                   help="revisions of etcd history replayed into the watch cache at start")
+    p.add_argument("--bookmark-interval", type=float, default=1.0, help="seconds between watch BOOKMARKs")
+    p.add_argument("--compaction-retention", type=int, default=0,
+                   help="compact etcd history older than this many revisions (0: keep all history)")
+    p.add_argument("--compaction-interval", type=float, default=60.0, help="seconds between compactions")
+    p.add_argument("--log-level", default="info")
+    a = p.parse_args(argv)
+    return Options(
+        etcd_endpoints=[e.strip() for e in a.etcd_endpoints.split(",") if e.strip()], listen=a.listen,
+        admin_listen=a.admin_listen, token_auth_file=a.token_auth_file, feature_gates=a.feature_gates,
+        watch_cache_size=a.watch_cache_size, history_window=a.history_window, bookmark_interval=a.bookmark_interval,
+        compaction_retention=a.compaction_retention, compaction_interval=a.compaction_interval,
+        log_level=a.log_level)
+
+
+def _split(addr: str) -> tuple[str, int]:
+    host, _, port = addr.rpartition(":")
+    return host or "127.0.0.1", int(port)
+
+
+class ApiServer:
+    def __init__(self, opts: Options):
+        self.opts = opts
+        self.gates = FeatureGates.parse(opts.feature_gates)
+        self.etcd = EtcdClient(opts.etcd_endpoints)
+        self.cache = WatchCache(self.etcd, capacity=opts.watch_cache_size, window=opts.history_window,
+                                bookmark_interval=opts.bookmark_interval)
+        self.registry = Registry(self.etcd, self.cache)
+        self.pods = PodSubresources(self.registry, self.gates)
+        self.api = handlers.Api(self.registry, self.pods, self.cache, TokenAuthenticator(opts.token_auth_file))
+        self.health = health.aio.HealthServicer()
+        self.grpc: grpc.aio.Server | None = None
+        self.admin = AdminServer(*_split(opts.admin_listen), health=self._health_reason)
+        self.grpc_port = 0
+        self._etcd_ok_at = 0.0
+        self._etcd_error: str | None = "not yet contacted"
+        self._tasks: list[asyncio.Task] = []
+
+    def _health_reason(self) -> str | None:
+        if not self.api.ready:
+            return self.api.not_ready_reason
+        if self._etcd_error:
+            return f"etcd: {self._etcd_error}"
+        if not self.cache.healthy:
+            return f"watch cache: {self.cache.last_error}"
+        return None
+
+    async def start(self) -> None:
+        self.gates.export()
+        await self.admin.start()
+        self.grpc = grpc.aio.server(options=[
+            ("grpc.max_receive_message_length", 64 * 1024 * 1024),
+            ("grpc.max_send_message_length", 256 * 1024 * 1024),
+            ("grpc.keepalive_permit_without_calls", 1),
+            ("grpc.http2.min_recv_ping_interval_without_data_ms", 5_000),
+            ("grpc.so_reuseport", 0),
+        ])
+        self.grpc.add_generic_rpc_handlers(handlers.build(self.api))
+        health_pb2_grpc.add_HealthServicer_to_server(self.health, self.grpc)
+        names = [k.service for k in KINDS] + ["kplane.v1.Cluster", health.SERVICE_NAME, reflection.SERVICE_NAME]
+        reflection.enable_server_reflection(names, self.grpc)
+        self.grpc_port = self.grpc.add_insecure_port(self.opts.listen)
+        if not self.grpc_port:
+            raise SystemExit(f"cannot listen on {self.opts.listen}")
+        await self.grpc.start()
+        await self._set_serving(False)
+        log.info("apiserver_listening", grpc=self.opts.listen, admin_port=self.admin.port)
+
+        self.etcd.connect()
+        self.api.not_ready_reason = f"waiting for etcd at {','.join(self.opts.etcd_endpoints)}"
+        await wait_for_etcd(self.etcd)
+        self._etcd_ok_at, self._etcd_error = time.monotonic(), None
+        self.api.not_ready_reason = "loading the watch cache"
+        await self.cache.start()
+        await self._bootstrap()
+        self.api.ready = True
+        await self._set_serving(True)
+        self._tasks.append(asyncio.create_task(self._probe_etcd(), name="etcd-probe"))
+        if self.opts.compaction_retention > 0:
+            self._tasks.append(asyncio.create_task(self._compact(), name="compaction"))
+        log.info("apiserver_ready", revision=self.cache.rev)
+
+    async def _set_serving(self, serving: bool) -> None:
+        status = health_pb2.HealthCheckResponse.SERVING if serving else health_pb2.HealthCheckResponse.NOT_SERVING
+        await self.health.set("", status)
+        for k in KINDS:
+            await self.health.set(k.service, status)
+
+    async def _bootstrap(self) -> None:
+        """Create the built-in PriorityClasses, as Kubernetes' apiserver does at start."""
+        for pc in system_priority_classes():
+            if self.cache[PRIORITY_CLASS].get("", pc.metadata.name) is not None:
+                continue
+            try:
+                await self.registry.create(PRIORITY_CLASS, pc, SYSTEM_USER)
+                log.info("priority_class_bootstrapped", name=pc.metadata.name)
+            except errors.AlreadyExists:
+                pass
+
+    async def _probe_etcd(self) -> None:
+        serving = True
+        while True:
+            await asyncio.sleep(1.0)
+            try:
+                await asyncio.wait_for(self.etcd.current_revision(), timeout=2.0)
+                self._etcd_ok_at = time.monotonic()
+                if self._etcd_error:
+                    log.info("etcd_reachable_again", endpoints=self.opts.etcd_endpoints)
+                self._etcd_error = None
+            except (EtcdError, asyncio.TimeoutError) as exc:
+                reason = str(exc) or "timed out"
+                if self._etcd_error is None:
+                    log.warning("etcd_unreachable", endpoints=self.opts.etcd_endpoints, error=reason)
+                self._etcd_error = reason
+            healthy = self._health_reason() is None
+            if healthy != serving:
+                serving = healthy
+                await self._set_serving(healthy)
+
+    async def _compact(self) -> None:
+        while True:
+            await asyncio.sleep(self.opts.compaction_interval)
+            target = self.cache.rev - self.opts.compaction_retention
+            if target <= 0:
+                continue
+            try:
+                await self.etcd.compact(target)
+                log.info("etcd_compacted", revision=target)
+            except Exception as exc:  # compaction is best effort: an older target may already be compacted
+                log.info("etcd_compaction_skipped", revision=target, error=str(exc))
+
+    async def stop(self) -> None:
+        for t in self._tasks:
+            t.cancel()
+        if self.grpc is not None:
+            await self.grpc.stop(grace=1.0)
+        await self.cache.stop()
+        await self.admin.stop()
+        await self.etcd.close()
+
+
+async def run(opts: Options) -> None:
+    server = ApiServer(opts)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    starting = asyncio.create_task(server.start())
+    waiter = asyncio.create_task(stop.wait())
+    done, _ = await asyncio.wait({starting, waiter}, return_when=asyncio.FIRST_COMPLETED)
+    if starting in done:
+        starting.result()
+        await waiter
+    else:
+        starting.cancel()
+    log.info("apiserver_stopping")
+    await server.stop()
+
+
+def main(argv: list[str] | None = None) -> None:
+    opts = parse_args(argv)
+    setup_logging("apiserver", opts.log_level)
+    failpoints.arm_from_env()
+    asyncio.run(run(opts))

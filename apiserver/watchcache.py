@@ -1,0 +1,491 @@
+"""The watch cache: the apiserver's in-memory copy of every object, and the fan-out of changes.
+
+One etcd watch over ``/registry/`` feeds a cache per kind (Kubernetes runs one per resource; one
+shared watch lets every cache know the global revision, so BOOKMARKs advance idle watchers of
+rarely written kinds too). Each cache holds the current objects and a ring of recent events, and
+serves:
+
+- lists (at the cache's revision, after waiting for it to reach a requested one);
+- watches from a resourceVersion: events after it are replayed from the ring, then live; a
+  version older than the ring fails with ``Gone`` ("too old resource version") and the client
+  relists, as with Kubernetes.
+
+On start the cache replays up to ``window`` revisions of etcd history into its rings, so clients
+resuming across an apiserver restart continue from where they were without a relist.
+
+Events are encoded once per (event, type) as protobuf bytes and shared by every watcher they go
+to; a watcher's stream message is the concatenation of its pending frames.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections import deque
+from typing import Iterable
+
+from google.protobuf.message import Message
+from prometheus_client import Counter, Gauge
+
+from apiserver.etcd import CompactedError, EtcdClient, EtcdError
+from machinery import errors, failpoints
+from machinery.kinds import KINDS, POD, REGISTRY_PREFIX, Kind, split_key
+from machinery.logging import get_logger
+from machinery.selectors import EVERY_FIELD, EVERYTHING, FieldSelector, LabelSelector
+
+log = get_logger()
+
+WATCH_DELIVERY = failpoints.declare(
+    "apiserver/watch-delivery", "before a batch of watch events is written to a client (sleep = informer lag)")
+
+_EVENTS_RECEIVED = Counter("apiserver_watch_cache_events_received_total",
+                           "Counter of events received in watch cache broken by resource type.", ["resource"])
+_EVENTS_SENT = Counter("apiserver_watch_events_total", "Number of events sent in watch clients",
+                       ["group", "version", "kind"])
+_WATCHERS = Gauge("apiserver_registered_watchers", "Number of currently registered watchers for a given resources",
+                  ["group", "version", "kind"])
+_OBJECTS = Gauge("apiserver_storage_objects", "Number of stored objects at the time of last check split by kind.",
+                 ["resource"])
+_CACHE_RV = Gauge("apiserver_watch_cache_resource_version", "Current resource version of watch cache broken by "
+                  "resource type.", ["resource"])
+_TERMINATED = Counter("apiserver_terminated_watchers_total", "Counter of watchers closed due to unresponsiveness.",
+                      ["resource"])
+
+INITIAL_EVENTS_END = "k8s.io/initial-events-end"
+
+
+def _varint(n: int) -> bytes:
+    out = bytearray()
+    while True:
+        b = n & 0x7F
+        n >>= 7
+        if n:
+            out.append(b | 0x80)
+        else:
+            out.append(b)
+            return bytes(out)
+
+
+_TYPE_FIELDS = {t: b"\x0a" + _varint(len(t)) + t.encode() for t in ("ADDED", "MODIFIED", "DELETED", "BOOKMARK")}
+
+
+def encode_frame(type_: str, obj_bytes: bytes) -> bytes:
+    """One element of ``XWatchResponse.events`` (field 1): WatchEvent{type=1, object=2}, framed."""
+    event = _TYPE_FIELDS[type_] + b"\x12" + _varint(len(obj_bytes)) + obj_bytes
+    return b"\x0a" + _varint(len(event)) + event
+
+
+def with_resource_version(obj: Message, rev: int) -> Message:
+    out = type(obj)()
+    out.CopyFrom(obj)
+    out.metadata.resource_version = str(rev)
+    return out
+
+
+class CacheEvent:
+    """One change to one object at one revision."""
+
+    __slots__ = ("rev", "type", "key", "obj", "prev", "_frames", "_deleted_prev")
+
+    def __init__(self, rev: int, type_: str, key: str, obj: Message, prev: Message | None):
+        self.rev, self.type, self.key, self.obj, self.prev = rev, type_, key, obj, prev
+        self._frames: dict[str, bytes] = {}
+        self._deleted_prev: bytes | None = None
+
+    def frame(self, type_: str) -> bytes:
+        f = self._frames.get(type_)
+        if f is None:
+            f = encode_frame(type_, self.obj.SerializeToString())
+            self._frames[type_] = f
+        return f
+
+    def frame_left_selector(self) -> bytes:
+        """DELETED for a watcher whose selector the object no longer matches: the previous
+        state, with this event's resourceVersion (as Kubernetes' cacheWatcher does)."""
+        if self.type == "DELETED":
+            return self.frame("DELETED")
+        if self._deleted_prev is None:
+            self._deleted_prev = encode_frame("DELETED", with_resource_version(self.prev, self.rev).SerializeToString())
+        return self._deleted_prev
+
+
+class Watcher:
+    """One client's watch: a filter and a queue of encoded frames."""
+
+    def __init__(self, cache: "KindCache", namespace: str, labels: LabelSelector, fields: FieldSelector,
+                 min_rev: int, bookmarks: bool, max_pending: int):
+        self.cache = cache
+        self.namespace = namespace
+        self.labels = labels
+        self.fields = fields
+        self.min_rev = min_rev
+        self.bookmarks = bookmarks
+        self.max_pending = max_pending
+        self.last_rev = min_rev
+        self.node_key: str | None = None
+        self._frames: list[bytes] = []
+        self._count = 0
+        self._wakeup = asyncio.Event()
+        self.closed = False
+        self.overflowed = False
+
+    def matches(self, obj: Message) -> bool:
+        if self.namespace and obj.metadata.namespace != self.namespace:
+            return False
+        if not self.labels.empty and not self.labels.matches(obj.metadata.labels):
+            return False
+        if not self.fields.empty and not self.fields.matches(obj):
+            return False
+        return True
+
+    def push(self, frame: bytes, rev: int) -> None:
+        if self.closed:
+            return
+        self._frames.append(frame)
+        self._count += 1
+        if rev > self.last_rev:
+            self.last_rev = rev
+        if len(self._frames) > self.max_pending:
+            # A client that cannot keep up is cut off, as Kubernetes does; it re-watches from
+            # the last version it saw.
+            self.overflowed = True
+            _TERMINATED.labels(resource=self.cache.kind.plural).inc()
+            self.close()
+        self._wakeup.set()
+
+    @property
+    def pending(self) -> int:
+        return len(self._frames)
+
+    async def next_batch(self) -> bytes | None:
+        """The frames pending, as one watch-response message; None once closed and drained."""
+        while not self._frames:
+            if self.closed:
+                return None
+            self._wakeup.clear()
+            await self._wakeup.wait()
+        if self.overflowed:
+            return None
+        batch = b"".join(self._frames)
+        self._frames.clear()
+        return batch
+
+    def close(self) -> None:
+        self.closed = True
+        self._wakeup.set()
+
+
+class KindCache:
+    """The current objects of one kind, the ring of its recent events, and its watchers."""
+
+    def __init__(self, owner: "WatchCache", kind: Kind, capacity: int):
+        self.owner = owner
+        self.kind = kind
+        self.capacity = capacity
+        self.store: dict[str, Message] = {}
+        self.ring: deque[CacheEvent] = deque()
+        self.start_rev = 0
+        self._watchers: set[Watcher] = set()
+        # Pod watchers pinned to spec.nodeName (kubelets, the scheduler's unassigned pods).
+        self._by_node: dict[str, set[Watcher]] = {}
+        self._gauge = _WATCHERS.labels(group=kind.group, version="v1", kind=kind.name)
+        self._sent = _EVENTS_SENT.labels(group=kind.group, version="v1", kind=kind.name)
+        self._received = _EVENTS_RECEIVED.labels(resource=kind.plural)
+
+    # ------------------------------------------------------------ state
+
+    def reset(self, objects: Iterable[tuple[str, Message]], rev: int) -> None:
+        self.store = dict(objects)
+        self.ring.clear()
+        self.start_rev = rev
+        for w in list(self._all_watchers()):
+            w.close()
+        _OBJECTS.labels(resource=self.kind.plural).set(len(self.store))
+
+    def apply(self, ev: CacheEvent) -> None:
+        if ev.type == "DELETED":
+            self.store.pop(ev.key, None)
+        else:
+            self.store[ev.key] = ev.obj
+        self.ring.append(ev)
+        if len(self.ring) > self.capacity:
+            self.start_rev = self.ring.popleft().rev
+        self._received.inc()
+        self._dispatch(ev)
+
+    def _targets(self, ev: CacheEvent) -> Iterable[Watcher]:
+        if not self._by_node:
+            return self._watchers
+        targets = set(self._watchers)
+        targets.update(self._by_node.get(ev.obj.spec.node_name, ()))
+        if ev.prev is not None and ev.prev.spec.node_name != ev.obj.spec.node_name:
+            targets.update(self._by_node.get(ev.prev.spec.node_name, ()))
+        return targets
+
+    def _dispatch(self, ev: CacheEvent) -> None:
+        sent = 0
+        for w in self._targets(ev):
+            frame = self._frame_for(w, ev)
+            if frame is not None:
+                w.push(frame, ev.rev)
+                sent += 1
+        if sent:
+            self._sent.inc(sent)
+
+    @staticmethod
+    def _frame_for(w: Watcher, ev: CacheEvent) -> bytes | None:
+        if ev.rev <= w.min_rev:
+            return None
+        cur = ev.type != "DELETED" and w.matches(ev.obj)
+        old = ev.prev is not None and w.matches(ev.prev)
+        if cur:
+            return ev.frame("MODIFIED" if old else "ADDED")
+        if old:
+            return ev.frame_left_selector()
+        return None
+
+    # ------------------------------------------------------------ reads
+
+    def list(self, namespace: str, labels: LabelSelector, fields: FieldSelector) -> list[Message]:
+        prefix = self.kind.prefix(namespace)
+        out = []
+        for key in sorted(self.store):
+            if not key.startswith(prefix):
+                continue
+            obj = self.store[key]
+            if not labels.empty and not labels.matches(obj.metadata.labels):
+                continue
+            if not fields.empty and not fields.matches(obj):
+                continue
+            out.append(obj)
+        return out
+
+    def get(self, namespace: str, name: str) -> Message | None:
+        return self.store.get(self.kind.key(namespace, name))
+
+    # ------------------------------------------------------------ watches
+
+    def _all_watchers(self) -> Iterable[Watcher]:
+        yield from self._watchers
+        for ws in self._by_node.values():
+            yield from ws
+
+    @property
+    def watcher_count(self) -> int:
+        return len(self._watchers) + sum(len(ws) for ws in self._by_node.values())
+
+    def watch(self, namespace: str, labels: LabelSelector, fields: FieldSelector, resource_version: str,
+              bookmarks: bool, initial_events_end: bool, max_pending: int) -> Watcher:
+        """Register a watcher; synchronous, so no event can slip between replay and live."""
+        current = self.owner.rev
+        if resource_version in ("", "0"):
+            w = Watcher(self, namespace, labels, fields, current, bookmarks, max_pending)
+            for obj in self.list(namespace, labels, fields):
+                w.push(encode_frame("ADDED", obj.SerializeToString()), 0)
+            w.last_rev = current
+            if initial_events_end:
+                w.push(encode_frame("BOOKMARK", self._bookmark(current, initial_end=True)), current)
+        else:
+            try:
+                rv = int(resource_version)
+            except ValueError:
+                raise errors.BadRequest(f'invalid resource version "{resource_version}"') from None
+            if rv < self.start_rev:
+                raise errors.Gone(f"too old resource version: {rv} ({self.start_rev})")
+            w = Watcher(self, namespace, labels, fields, rv, bookmarks, max_pending)
+            replay = []
+            for ev in reversed(self.ring):
+                if ev.rev <= rv:
+                    break
+                replay.append(ev)
+            for ev in reversed(replay):
+                frame = self._frame_for(w, ev)
+                if frame is not None:
+                    w.push(frame, ev.rev)
+        node = fields.value_of("spec.nodeName") if self.kind is POD else None
+        if node is not None:
+            w.node_key = node
+            self._by_node.setdefault(node, set()).add(w)
+        else:
+            self._watchers.add(w)
+        self._gauge.inc()
+        return w
+
+    def remove(self, w: Watcher) -> None:
+        w.close()
+        if w.node_key is not None:
+            ws = self._by_node.get(w.node_key)
+            if ws is not None and w in ws:
+                ws.discard(w)
+                if not ws:
+                    del self._by_node[w.node_key]
+                self._gauge.dec()
+        elif w in self._watchers:
+            self._watchers.discard(w)
+            self._gauge.dec()
+
+    def _bookmark(self, rev: int, initial_end: bool = False) -> bytes:
+        obj = self.kind.new()
+        obj.metadata.resource_version = str(rev)
+        if initial_end:
+            obj.metadata.annotations[INITIAL_EVENTS_END] = "true"
+        return obj.SerializeToString()
+
+    def send_bookmarks(self) -> None:
+        rev = self.owner.rev
+        frame: bytes | None = None
+        for w in self._all_watchers():
+            if w.bookmarks and w.last_rev < rev and not w.pending:
+                if frame is None:
+                    frame = encode_frame("BOOKMARK", self._bookmark(rev))
+                w.push(frame, rev)
+        _CACHE_RV.labels(resource=self.kind.plural).set(rev)
+        _OBJECTS.labels(resource=self.kind.plural).set(len(self.store))
+
+
+class WatchCache:
+    """All kinds' caches, fed by one etcd watch over ``/registry/``."""
+
+    def __init__(self, etcd: EtcdClient, capacity: int = 20_000, window: int = 20_000,
+                 bookmark_interval: float = 1.0):
+        self.etcd = etcd
+        self.window = window
+        self.bookmark_interval = bookmark_interval
+        self.caches: dict[str, KindCache] = {k.name: KindCache(self, k, capacity) for k in KINDS}
+        self.rev = 0
+        self._rev_changed = asyncio.Condition()
+        self._tasks: list[asyncio.Task] = []
+        self.healthy = False
+        self.last_error: str | None = None
+
+    def __getitem__(self, kind: Kind) -> KindCache:
+        return self.caches[kind.name]
+
+    # ------------------------------------------------------------ lifecycle
+
+    async def start(self) -> None:
+        """Load the state ``window`` revisions back, replay history from there, start following."""
+        current = await self.etcd.current_revision()
+        start = max(1, current - self.window)
+        try:
+            await self._load(start)
+        except CompactedError:
+            await self._load(current)
+        self._tasks.append(asyncio.create_task(self._follow(), name="watchcache-follow"))
+        self._tasks.append(asyncio.create_task(self._bookmarks(), name="watchcache-bookmarks"))
+        await self.wait_for(current, timeout=60)
+        log.info("watch_cache_ready", revision=self.rev, history_from=min(c.start_rev for c in self.caches.values()),
+                 objects=sum(len(c.store) for c in self.caches.values()))
+
+    async def stop(self) -> None:
+        for t in self._tasks:
+            t.cancel()
+        for t in self._tasks:
+            try:
+                await t
+            except (asyncio.CancelledError, Exception):
+                pass
+        self._tasks.clear()
+        for c in self.caches.values():
+            for w in list(c._all_watchers()):
+                w.close()
+
+    async def _load(self, rev: int) -> None:
+        kvs, header_rev, _ = await self.etcd.list(REGISTRY_PREFIX, revision=rev)
+        at = rev or header_rev
+        grouped: dict[str, list[tuple[str, Message]]] = {k.name: [] for k in KINDS}
+        for kv in kvs:
+            parts = split_key(kv.key)
+            if parts is None:
+                continue
+            kind = parts[0]
+            obj = kind.message.FromString(kv.value)
+            obj.metadata.resource_version = str(kv.mod_revision)
+            grouped[kind.name].append((kv.key, obj))
+        for name, objs in grouped.items():
+            self.caches[name].reset(objs, at)
+        self.rev = at
+        log.info("watch_cache_loaded", revision=at, objects=len(kvs))
+
+    async def _follow(self) -> None:
+        backoff = 0.2
+        while True:
+            try:
+                async for resp in self.etcd.watch(REGISTRY_PREFIX, self.rev + 1, prev_kv=False):
+                    if not self.healthy:
+                        self.healthy, self.last_error = True, None
+                        log.info("watch_cache_following", revision=self.rev)
+                    backoff = 0.2
+                    if resp.created:  # its header revision is not progress: catch-up events follow
+                        continue
+                    if resp.events:
+                        self._apply(resp.events)
+                    elif resp.header.revision > self.rev:  # progress notification
+                        await self._advance(resp.header.revision)
+                        continue
+                    await self._advance(self.rev)
+            except CompactedError as exc:
+                log.warning("watch_cache_compacted", revision=self.rev, compact_revision=exc.compact_revision)
+                try:
+                    await self._load(0)
+                except EtcdError as err:
+                    self._unhealthy(str(err))
+                    await asyncio.sleep(backoff)
+            except EtcdError as exc:
+                self._unhealthy(str(exc))
+                await asyncio.sleep(backoff)
+                backoff = min(backoff * 2, 2.0)
+
+    def _unhealthy(self, reason: str) -> None:
+        if self.healthy or self.last_error is None:
+            log.warning("watch_cache_etcd_error", error=reason, revision=self.rev)
+        self.healthy, self.last_error = False, reason
+
+    def _apply(self, events) -> None:
+        for e in events:
+            kv = e.kv
+            key = kv.key.decode()
+            parts = split_key(key)
+            rev = kv.mod_revision
+            if parts is None:
+                self.rev = max(self.rev, rev)
+                continue
+            cache = self.caches[parts[0].name]
+            prev = cache.store.get(key)
+            if e.type == 1:  # DELETE
+                if prev is None:
+                    self.rev = max(self.rev, rev)
+                    continue
+                ev = CacheEvent(rev, "DELETED", key, with_resource_version(prev, rev), prev)
+            else:
+                obj = cache.kind.message.FromString(kv.value)
+                obj.metadata.resource_version = str(rev)
+                ev = CacheEvent(rev, "ADDED" if prev is None else "MODIFIED", key, obj, prev)
+            self.rev = max(self.rev, rev)
+            cache.apply(ev)
+
+    async def _advance(self, rev: int) -> None:
+        self.rev = max(self.rev, rev)
+        async with self._rev_changed:
+            self._rev_changed.notify_all()
+
+    async def _bookmarks(self) -> None:
+        while True:
+            await asyncio.sleep(self.bookmark_interval)
+            for c in self.caches.values():
+                c.send_bookmarks()
+
+    async def wait_for(self, rev: int, timeout: float = 3.0) -> None:
+        """Wait until the cache has seen revision ``rev``."""
+        if self.rev >= rev:
+            return
+        deadline = time.monotonic() + timeout
+        async with self._rev_changed:
+            while self.rev < rev:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    raise errors.Timeout(f"Too large resource version: {rev}, current: {self.rev}")
+                try:
+                    await asyncio.wait_for(self._rev_changed.wait(), remaining)
+                except asyncio.TimeoutError:
+                    pass

@@ -1,0 +1,43 @@
+# kplane: `make up` runs a cluster, `make test` runs every test CI runs.
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed
+
+.PHONY: install up down test test-unit bench proto proto-check compose clean
+
+install: $(STAMP)
+
+$(STAMP): pyproject.toml tools/install_etcd.sh
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet -e '.[dev]'
+	VENV=$(VENV) sh tools/install_etcd.sh
+	touch $(STAMP)
+
+up: install
+	$(BIN)/kplane up
+
+down: install
+	$(BIN)/kplane down
+
+test: install proto-check
+	$(BIN)/python -m pytest -q -p no:cacheprovider tests
+
+test-unit: install
+	$(BIN)/python -m pytest -q -p no:cacheprovider tests/unit
+
+bench: install
+	$(BIN)/python -m bench
+
+proto: install
+	$(BIN)/python tools/gen_protos.py
+
+proto-check: install
+	$(BIN)/python tools/gen_protos.py --check
+
+compose: install
+	$(BIN)/kplane compose --write compose.yaml
+
+clean:
+	rm -rf $(VENV) .kplane .bench *.egg-info

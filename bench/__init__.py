@@ -1,0 +1,1 @@
+"""Benchmarks (make bench): workloads in scheduler_perf shape and the runner."""

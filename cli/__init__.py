@@ -1,0 +1,1 @@
+"""The ``kplane`` command: run a cluster as local processes and drive it like kubectl."""

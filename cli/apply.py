@@ -1,0 +1,197 @@
+"""``kplane apply -f FILE``: create what is absent, update what exists (DESIGN.md section 5).
+
+All or nothing: every document is parsed and decoded first (malformed YAML, an unknown kind or
+field fails before anything is sent), then sent to the server as a dry run (admission and
+validation), and only if every document passes are they applied for real.
+
+For an existing object, ``spec`` (for kinds without one: every field but metadata and status),
+labels and annotations are replaced by the given ones; status, uid and creationTimestamp are
+kept; a given metadata.resourceVersion must match. Spec fields the server fills in and users do
+not write (a pod's nodeName, priority and preemptionPolicy) are kept when the document omits them.
+"""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass
+
+import yaml
+from google.protobuf.message import Message
+
+from cli import printers
+from machinery import errors, jsonconv
+from machinery.client import Client
+from machinery.kinds import Kind, UnknownKindError, for_api_kind
+
+_SERVER_FILLED_SPEC = {"Pod": ("node_name", "priority", "preemption_policy", "priority_class_name")}
+
+
+class ApplyError(Exception):
+    pass
+
+
+@dataclass
+class Document:
+    index: int
+    kind: Kind
+    obj: Message
+
+
+def _read(filename: str) -> str:
+    if filename == "-":
+        return sys.stdin.read()
+    try:
+        with open(filename) as f:
+            return f.read()
+    except OSError as exc:
+        raise ApplyError(f"the path \"{filename}\" cannot be read: {exc.strerror}") from None
+
+
+def load_documents(filename: str) -> list[Document]:
+    text = _read(filename)
+    try:
+        raw = [d for d in yaml.safe_load_all(text) if d is not None]
+    except yaml.YAMLError as exc:
+        where = getattr(exc, "problem_mark", None)
+        at = f" (line {where.line + 1}, column {where.column + 1})" if where else ""
+        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        raise ApplyError(f"error parsing {filename}: {problem}{at}") from None
+    expanded: list[dict] = []
+    for d in raw:
+        if isinstance(d, dict) and d.get("kind") == "List" and isinstance(d.get("items"), list):
+            expanded.extend(d["items"])
+        else:
+            expanded.append(d)
+    if not expanded:
+        raise ApplyError(f"no objects passed to apply (is {filename} empty?)")
+    docs = []
+    for i, d in enumerate(expanded, 1):
+        where = f'error validating "{filename}" (document {i})'
+        if not isinstance(d, dict):
+            raise ApplyError(f"{where}: expected an object, got {type(d).__name__}")
+        api_version, kind_name = d.get("apiVersion"), d.get("kind")
+        if not kind_name or not api_version:
+            raise ApplyError(f"{where}: apiVersion and kind must be set")
+        try:
+            kind = for_api_kind(str(api_version), str(kind_name))
+        except UnknownKindError as exc:
+            raise ApplyError(f"{where}: {exc}") from None
+        try:
+            obj = jsonconv.from_dict(kind.message, d)
+        except jsonconv.DecodeError as exc:
+            raise ApplyError(f"{where}: {kind.name} in version \"{api_version}\" cannot be handled as a "
+                             f"{kind.name}: {exc}") from None
+        if not obj.metadata.name and not obj.metadata.generate_name:
+            raise ApplyError(f"{where}: metadata.name is required")
+        docs.append(Document(i, kind, obj))
+    return docs
+
+
+def _merged(kind: Kind, existing: Message, wanted: Message) -> Message:
+    new = type(existing)()
+    new.CopyFrom(existing)
+    fields = wanted.DESCRIPTOR.fields_by_name
+    if "spec" in fields:
+        new.spec.CopyFrom(wanted.spec)
+        for name in _SERVER_FILLED_SPEC.get(kind.name, ()):
+            src = existing.spec
+            fd = src.DESCRIPTOR.fields_by_name[name]
+            absent = not wanted.spec.HasField(name) if fd.has_presence else not getattr(wanted.spec, name)
+            if absent and (src.HasField(name) if fd.has_presence else getattr(src, name)):
+                setattr(new.spec, name, getattr(src, name))
+    else:
+        for name in fields:
+            if name in ("api_version", "kind", "metadata", "status"):
+                continue
+            new.ClearField(name)
+        for fd, value in wanted.ListFields():
+            if fd.name in ("api_version", "kind", "metadata", "status"):
+                continue
+            if fd.message_type is not None and not fd.is_repeated:
+                getattr(new, fd.name).CopyFrom(value)
+            elif fd.is_repeated:
+                getattr(new, fd.name).extend(value)
+            else:
+                setattr(new, fd.name, value)
+    new.metadata.ClearField("labels")
+    new.metadata.labels.update(wanted.metadata.labels)
+    new.metadata.ClearField("annotations")
+    new.metadata.annotations.update(wanted.metadata.annotations)
+    if wanted.metadata.resource_version:
+        new.metadata.resource_version = wanted.metadata.resource_version
+    return new
+
+
+async def _apply_one(client: Client, doc: Document, namespace: str, dry_run: bool) -> str:
+    rc = client.resource(doc.kind)
+    obj = doc.obj
+    if doc.kind.namespaced:
+        obj.metadata.namespace = obj.metadata.namespace or namespace
+    else:
+        obj.metadata.namespace = ""
+    existing = None
+    if obj.metadata.name:
+        try:
+            existing = await rc.get(obj.metadata.name, obj.metadata.namespace)
+        except errors.NotFound:
+            existing = None
+    if existing is None:
+        if obj.metadata.resource_version:
+            raise errors.Conflict(f'conflict: {doc.kind.plural} "{obj.metadata.name}" does not exist, but the '
+                                  f'document gives resourceVersion {obj.metadata.resource_version}')
+        created = await rc.create(obj, dry_run=dry_run)
+        return f"{printers.resource_name(doc.kind, created.metadata.name)} created"
+    new = _merged(doc.kind, existing, obj)
+    updated = await rc.update(new, dry_run=dry_run)
+    same = updated.metadata.resource_version == existing.metadata.resource_version
+    return f"{printers.resource_name(doc.kind, obj.metadata.name)} {'unchanged' if same else 'configured'}"
+
+
+def _needs_class_from_this_apply(d: Document, classes: dict[str, Message], exc: errors.ApiError) -> bool:
+    if d.kind.name != "Pod":
+        return False
+    name = d.obj.spec.priority_class_name
+    return bool(name) and name in classes and f"no PriorityClass with name {name} was found" in exc.message
+
+
+async def apply(client: Client, docs: list[Document], namespace: str | None, dry_run: bool = False) -> int:
+    default_ns = namespace or client.namespace
+    if namespace:
+        for d in docs:
+            given = d.obj.metadata.namespace
+            if d.kind.namespaced and given and given != namespace:
+                raise ApplyError(f'the namespace from the provided object "{given}" does not match the namespace '
+                                 f'"{namespace}". You must pass \'--namespace={given}\' to perform this operation.')
+    # Every document must pass admission and validation before any is applied.
+    classes: dict[str, Message] = {}
+    for d in docs:
+        probe = type(d.obj)()
+        probe.CopyFrom(d.obj)
+        try:
+            await _apply_one(client, Document(d.index, d.kind, probe), default_ns, dry_run=True)
+        except errors.Forbidden as exc:
+            if not _needs_class_from_this_apply(d, classes, exc):
+                raise
+            # The pod's PriorityClass is created by an earlier document of this apply: check the
+            # rest of the pod without it, and the priority it states against that class.
+            pc = classes[d.obj.spec.priority_class_name]
+            if d.obj.spec.HasField("priority") and d.obj.spec.priority != pc.value:
+                raise errors.Forbidden(f'pods "{d.obj.metadata.name}" is forbidden: the integer value of priority '
+                                       f'({d.obj.spec.priority}) must not be provided in pod spec; priority admission '
+                                       f'controller computed {pc.value} from the given PriorityClass name') from None
+            probe = type(d.obj)()
+            probe.CopyFrom(d.obj)
+            probe.spec.ClearField("priority_class_name")
+            probe.spec.ClearField("priority")
+            probe.spec.ClearField("preemption_policy")
+            await _apply_one(client, Document(d.index, d.kind, probe), default_ns, dry_run=True)
+        if d.kind.name == "PriorityClass":
+            classes[d.obj.metadata.name] = d.obj
+    if dry_run:
+        for d in docs:
+            print(f"{printers.resource_name(d.kind, d.obj.metadata.name or d.obj.metadata.generate_name)} "
+                  f"(server dry run)")
+        return 0
+    for d in docs:
+        print(await _apply_one(client, d, default_ns, dry_run=False))
+    return 0

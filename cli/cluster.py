@@ -1,0 +1,361 @@
+"""Running a cluster as local processes: start, stop, kill, health, and the state in cluster.json.
+
+``<data-dir>/cluster.json`` records the cluster's configuration, ports and, per component, the
+command line, addresses, log file and pid, so any later ``kplane`` command (or a test) can find
+the apiserver, kill a component, or start it again exactly as it was. Components run in their
+own sessions (they outlive the ``kplane`` command); each writes its log to
+``<data-dir>/logs/<component>.log``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from cli import topology
+from cli.etcd_binary import find_etcd
+
+STATE_FILE = "cluster.json"
+TOKENS_FILE = "tokens.csv"
+
+
+class ClusterError(Exception):
+    """A cluster operation failed; the message is for the user."""
+
+
+@dataclass
+class Process:
+    name: str
+    role: str
+    argv: list[str]
+    grpc: str = ""
+    admin: str = ""
+    health_path: str = "/healthz"
+    log: str = ""
+    env: dict[str, str] = field(default_factory=dict)
+    pid: int | None = None
+
+
+@dataclass
+class ClusterState:
+    data_dir: str
+    config: dict
+    processes: dict[str, Process] = field(default_factory=dict)
+
+    @property
+    def server(self) -> str:
+        api = self.processes.get("apiserver")
+        return api.grpc if api else ""
+
+    @staticmethod
+    def path(data_dir: str | Path) -> Path:
+        return Path(data_dir) / STATE_FILE
+
+    @classmethod
+    def load(cls, data_dir: str | Path) -> "ClusterState | None":
+        p = cls.path(data_dir)
+        if not p.exists():
+            return None
+        try:
+            raw = json.loads(p.read_text())
+            procs = {n: Process(**v) for n, v in raw.get("processes", {}).items()}
+            return cls(data_dir=raw["data_dir"], config=raw["config"], processes=procs)
+        except (ValueError, KeyError, TypeError) as exc:
+            raise ClusterError(f"{p} is not a kplane cluster state file: {exc}") from None
+
+    def save(self) -> None:
+        p = self.path(self.data_dir)
+        tmp = p.with_suffix(".json.tmp")
+        doc = {"data_dir": self.data_dir, "server": self.server, "config": self.config,
+               "processes": {n: asdict(v) for n, v in self.processes.items()}}
+        tmp.write_text(json.dumps(doc, indent=2) + "\n")
+        os.replace(tmp, p)
+
+    def admin_token(self) -> str:
+        return read_token(Path(self.data_dir), "admin")
+
+
+# ---------------------------------------------------------------- tokens
+
+
+def write_tokens(data_dir: Path, nodes: list[str]) -> None:
+    """Create tokens.csv (Kubernetes static token file) if missing; add missing node users."""
+    path = data_dir / TOKENS_FILE
+    rows: list[list[str]] = []
+    if path.exists():
+        rows = [line.split(",", 3) for line in path.read_text().splitlines() if line.strip()]
+    users = {r[1] for r in rows if len(r) > 1}
+    wanted = [("admin", "system:masters"), ("system:kube-scheduler", "system:kube-scheduler"),
+              ("system:kube-controller-manager", "system:kube-controller-manager")]
+    wanted += [(f"system:node:{n}", "system:nodes") for n in nodes]
+    added = False
+    for user, group in wanted:
+        if user not in users:
+            rows.append([secrets.token_hex(16), user, user, f'"{group}"'])
+            added = True
+    if added or not path.exists():
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text("".join(",".join(r) + "\n" for r in rows))
+        os.chmod(tmp, 0o600)
+        os.replace(tmp, path)
+
+
+def read_token(data_dir: Path, user: str) -> str:
+    path = data_dir / TOKENS_FILE
+    if not path.exists():
+        raise ClusterError(f"no {TOKENS_FILE} in {data_dir}: is a cluster there? (kplane up)")
+    for line in path.read_text().splitlines():
+        parts = line.split(",", 3)
+        if len(parts) > 1 and parts[1] == user:
+            return parts[0]
+    raise ClusterError(f"no token for user {user!r} in {path}")
+
+
+# ---------------------------------------------------------------- processes
+
+
+def free_ports(count: int) -> list[int]:
+    socks, ports = [], []
+    try:
+        while len(ports) < count:
+            s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            s.bind(("127.0.0.1", 0))
+            socks.append(s)
+            ports.append(s.getsockname()[1])
+    finally:
+        for s in socks:
+            s.close()
+    return ports
+
+
+def alive(pid: int | None) -> bool:
+    if not pid:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    # A zombie child of ours counts as dead.
+    try:
+        done, _ = os.waitpid(pid, os.WNOHANG)
+        return done == 0
+    except ChildProcessError:
+        pass
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().split(")")[-1].split()[0] != "Z"
+    except OSError:
+        return True
+
+
+def launch(proc: Process) -> int:
+    Path(proc.log).parent.mkdir(parents=True, exist_ok=True)
+    log = open(proc.log, "ab")
+    log.write(f'{{"event": "kplane_start", "component": "{proc.name}", "ts": "{time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}"}}\n'.encode())
+    log.flush()
+    env = dict(os.environ)
+    env.update(proc.env)
+    env.setdefault("PYTHONUNBUFFERED", "1")
+    try:
+        p = subprocess.Popen(proc.argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                             start_new_session=True, env=env, close_fds=True)
+    except OSError as exc:
+        raise ClusterError(f"cannot start {proc.name}: {exc}") from None
+    finally:
+        log.close()
+    proc.pid = p.pid
+    return p.pid
+
+
+def signal_process(proc: Process, sig: int) -> bool:
+    """Send ``sig`` to the component's process group; False if it was not running."""
+    if not alive(proc.pid):
+        return False
+    try:
+        os.killpg(proc.pid, sig)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        os.kill(proc.pid, sig)
+    return True
+
+
+def wait_dead(proc: Process, timeout: float) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if not alive(proc.pid):
+            return True
+        time.sleep(0.05)
+    return not alive(proc.pid)
+
+
+def stop(proc: Process, timeout: float = 10.0) -> None:
+    """SIGTERM, then SIGKILL after ``timeout``."""
+    if signal_process(proc, signal.SIGTERM) and not wait_dead(proc, timeout):
+        signal_process(proc, signal.SIGKILL)
+        wait_dead(proc, 5.0)
+    proc.pid = None
+
+
+def kill(proc: Process) -> None:
+    signal_process(proc, signal.SIGKILL)
+    wait_dead(proc, 5.0)
+    proc.pid = None
+
+
+def health(proc: Process, timeout: float = 1.0, path: str | None = None) -> tuple[bool, str]:
+    """(healthy, reason) from the component's admin endpoint."""
+    if not alive(proc.pid):
+        return False, "not running"
+    if not proc.admin:
+        return True, "running"
+    url = f"http://{proc.admin}{path or proc.health_path}"
+    try:
+        with urllib.request.urlopen(url, timeout=timeout) as resp:
+            body = resp.read().decode(errors="replace").strip()
+            if proc.role == "etcd" and '"true"' not in body:
+                return False, body
+            return True, "ok"
+    except urllib.error.HTTPError as exc:
+        return False, exc.read().decode(errors="replace").strip() or str(exc)
+    except (urllib.error.URLError, OSError) as exc:
+        return False, f"admin endpoint not answering ({getattr(exc, 'reason', exc)})"
+
+
+def wait_healthy(proc: Process, timeout: float) -> tuple[bool, str]:
+    deadline = time.monotonic() + timeout
+    ok, reason = False, "not checked"
+    path = "/readyz" if proc.role != "etcd" else None
+    while time.monotonic() < deadline:
+        ok, reason = health(proc, path=path)
+        if ok:
+            return True, reason
+        if not alive(proc.pid):
+            return False, "exited"
+        time.sleep(0.1)
+    return ok, reason
+
+
+def tail(path: str, lines: int = 20) -> str:
+    try:
+        with open(path, "rb") as f:
+            f.seek(0, os.SEEK_END)
+            size = f.tell()
+            f.seek(max(0, size - 64 * 1024))
+            data = f.read().decode(errors="replace")
+    except OSError:
+        return ""
+    return "\n".join(data.splitlines()[-lines:])
+
+
+# ---------------------------------------------------------------- the cluster
+
+
+def resolve(cfg: topology.ClusterConfig) -> list[topology.Component]:
+    """The local topology with real executables (this Python, the etcd binary found)."""
+    comps = topology.build(cfg, "local", python=sys.executable)
+    etcd = find_etcd()
+    for c in comps:
+        if c.role == "etcd":
+            c.argv[0] = etcd.path
+    return comps
+
+
+def to_process(c: topology.Component, data_dir: Path) -> Process:
+    return Process(name=c.name, role=c.role, argv=c.argv, grpc=c.grpc, admin=c.admin, health_path=c.health_path,
+                   log=str(data_dir / "logs" / f"{c.log_name}.log"), env=c.env)
+
+
+def up(cfg: topology.ClusterConfig, timeout: float = 60.0, echo=print) -> ClusterState:
+    """Start every implemented component; on failure stop what started and raise with its log."""
+    data_dir = Path(cfg.data_dir).resolve()
+    cfg.data_dir = str(data_dir)
+    data_dir.mkdir(parents=True, exist_ok=True)
+    previous = ClusterState.load(data_dir)
+    if previous is not None:
+        running = [p.name for p in previous.processes.values() if alive(p.pid)]
+        if running:
+            raise ClusterError(f"a cluster is already running in {data_dir} ({', '.join(running)}); "
+                               f"run `kplane down` first")
+        old_ports = previous.config.get("ports", {})
+        if previous.config.get("etcd_members", 1) != cfg.etcd_members and (data_dir / "etcd").exists():
+            raise ClusterError(f"{data_dir} holds a cluster with {previous.config.get('etcd_members')} etcd "
+                               f"member(s); use the same --etcd-members or `kplane down --purge` first")
+    else:
+        old_ports = {}
+    names = topology.port_names(cfg)
+    ports = {n: old_ports[n] for n in names if n in old_ports}
+    fresh = free_ports(len(names) - len(ports))
+    for n in names:
+        if n not in ports:
+            ports[n] = fresh.pop()
+    cfg.ports = ports
+    write_tokens(data_dir, [f"node-{i}" for i in range(1, cfg.nodes + 1)])
+    comps = resolve(cfg)
+    state = ClusterState(data_dir=str(data_dir), config=asdict(cfg))
+    state.save()
+    for c in comps:
+        proc = to_process(c, data_dir)
+        state.processes[c.name] = proc
+        launch(proc)
+        state.save()
+    for c in comps:
+        proc = state.processes[c.name]
+        ok, reason = wait_healthy(proc, timeout)
+        if not ok:
+            logs = tail(proc.log)
+            down(state)
+            raise ClusterError(f"{c.name} did not become healthy within {timeout:.0f}s: {reason}\n"
+                               f"--- last lines of {proc.log} ---\n{logs}")
+        echo(f"{c.name:<20} pid {proc.pid:<8} {('grpc ' + proc.grpc) if proc.grpc else '':<26} "
+             f"admin {proc.admin}")
+    return state
+
+
+def down(state: ClusterState, purge: bool = False) -> list[str]:
+    stopped = []
+    for proc in reversed(list(state.processes.values())):
+        if alive(proc.pid):
+            stop(proc)
+            stopped.append(proc.name)
+        proc.pid = None
+    if purge:
+        shutil.rmtree(state.data_dir, ignore_errors=True)
+    else:
+        state.save()
+    return stopped
+
+
+def select(state: ClusterState, component: str) -> list[Process]:
+    """The processes a COMPONENT argument names (``etcd`` names every member)."""
+    if component in state.processes:
+        return [state.processes[component]]
+    if component == "etcd":
+        members = [p for p in state.processes.values() if p.role == "etcd"]
+        if members:
+            return members
+    known = ", ".join(state.processes) or "none"
+    raise ClusterError(f'unknown component "{component}" (this cluster has: {known})')
+
+
+def start(state: ClusterState, proc: Process, wait: float = 30.0) -> tuple[bool, str]:
+    if alive(proc.pid):
+        return True, "already running"
+    launch(proc)
+    state.save()
+    if wait <= 0:
+        return True, "started"
+    return wait_healthy(proc, wait)

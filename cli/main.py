@@ -1,0 +1,542 @@
+"""The ``kplane`` command (DESIGN.md section 5).
+
+Finds the cluster through ``--server``, ``$KPLANE_SERVER`` or ``<data-dir>/cluster.json``
+(``--data-dir``, default ``$KPLANE_HOME`` or ``./.kplane``). On bad input it prints one line on
+stderr and exits non-zero, having changed nothing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import signal
+import sys
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+from cli import apply as apply_cmd
+from cli import check as check_cmd
+from cli import cluster, printers, topology
+from cli.etcd_binary import EtcdNotFound, find_etcd
+from machinery import errors, jsonconv, quantity
+from machinery.client import Client
+from machinery.kinds import UnknownKindError, lookup
+
+_REASONS = {
+    errors.NotFound: "NotFound", errors.AlreadyExists: "AlreadyExists", errors.Conflict: "Conflict",
+    errors.Invalid: "Invalid", errors.Forbidden: "Forbidden", errors.Unauthorized: "Unauthorized",
+    errors.TooManyRequests: "TooManyRequests", errors.BadRequest: "BadRequest", errors.Gone: "Expired",
+    errors.Unavailable: "ServiceUnavailable", errors.Timeout: "Timeout", errors.InternalError: "InternalError",
+    errors.MethodNotAllowed: "MethodNotAllowed", errors.FailedPrecondition: "BadRequest",
+}
+
+
+class UsageError(Exception):
+    """Bad input detected before anything was sent."""
+
+
+# ---------------------------------------------------------------- locating the cluster
+
+
+def data_dir_of(args: argparse.Namespace) -> Path:
+    return Path(args.data_dir or os.environ.get("KPLANE_HOME") or ".kplane")
+
+
+def connect(args: argparse.Namespace) -> Client:
+    server = args.server or os.environ.get("KPLANE_SERVER")
+    token = args.token or os.environ.get("KPLANE_TOKEN")
+    d = data_dir_of(args)
+    if not server or not token:
+        state = cluster.ClusterState.load(d)
+        if state is None:
+            if not server:
+                raise UsageError(f"no cluster found: no {d / cluster.STATE_FILE} (run `kplane up`, or give --server)")
+        else:
+            server = server or state.server
+            token = token or state.admin_token()
+    if not token:
+        raise UsageError("no token: give --token or $KPLANE_TOKEN, or use a --data-dir made by `kplane up`")
+    return Client(server, token, namespace=args.namespace or "default", timeout=args.request_timeout)
+
+
+def run_api(args: argparse.Namespace, fn) -> int:
+    async def main() -> int:
+        client = connect(args)
+        try:
+            return await fn(client)
+        finally:
+            await client.close()
+    return asyncio.run(main())
+
+
+# ---------------------------------------------------------------- cluster commands
+
+
+def cmd_up(args: argparse.Namespace) -> int:
+    cfg = topology.ClusterConfig(
+        data_dir=str(data_dir_of(args)), nodes=args.nodes, node_cpu=args.node_cpu, node_memory=args.node_memory,
+        etcd_members=args.etcd_members, feature_gates=args.feature_gates or "",
+        scheduler_config=args.scheduler_config or "", kube_reserved=args.kube_reserved or "",
+        dra_devices=args.dra_devices)
+    for flag, value in (("--node-cpu", args.node_cpu), ("--node-memory", args.node_memory)):
+        try:
+            quantity.parse_quantity(value)
+        except ValueError as exc:
+            raise UsageError(f"invalid {flag} {value!r}: {exc}") from None
+    if args.nodes < 0 or args.etcd_members not in (1, 3, 5):
+        raise UsageError("--nodes must be >= 0 and --etcd-members 1, 3 or 5")
+    if args.scheduler_config and not Path(args.scheduler_config).is_file():
+        raise UsageError(f"--scheduler-config {args.scheduler_config}: no such file")
+    try:
+        etcd = find_etcd()
+    except EtcdNotFound as exc:
+        raise UsageError(str(exc)) from None
+    if etcd.warning:
+        print(f"warning: {etcd.warning}", file=sys.stderr)
+    missing = [name for name, pkg in (("scheduler", "scheduler"), ("controller-manager", "controllers"),
+                                      ("kubelet and runtime per node", "kubelet")) if not topology.implemented(pkg)]
+    state = cluster.up(cfg, timeout=args.timeout)
+    if missing:
+        print(f"not started (not implemented in this version yet): {', '.join(missing)}")
+    print(f"cluster is up: server {state.server}, data in {state.data_dir}")
+    if args.detach:
+        return 0
+    print("press Ctrl-C to stop it (or use --detach and `kplane down`)")
+    stop = {"now": False}
+
+    def handler(signum, frame):
+        stop["now"] = True
+
+    signal.signal(signal.SIGINT, handler)
+    signal.signal(signal.SIGTERM, handler)
+    while not stop["now"]:
+        signal.pause()
+    stopped = cluster.down(state)
+    print(f"stopped: {', '.join(stopped) or 'nothing was running'}")
+    return 0
+
+
+def _state(args: argparse.Namespace) -> cluster.ClusterState:
+    d = data_dir_of(args)
+    state = cluster.ClusterState.load(d)
+    if state is None:
+        raise UsageError(f"no cluster in {d} (no {cluster.STATE_FILE}; run `kplane up`)")
+    return state
+
+
+def cmd_down(args: argparse.Namespace) -> int:
+    d = data_dir_of(args)
+    state = cluster.ClusterState.load(d)
+    if state is None:
+        if args.purge and d.exists():
+            import shutil
+            shutil.rmtree(d, ignore_errors=True)
+            print(f"purged {d}")
+            return 0
+        raise UsageError(f"no cluster in {d} (no {cluster.STATE_FILE})")
+    stopped = cluster.down(state, purge=args.purge)
+    print(f"stopped: {', '.join(stopped) or 'nothing was running'}" + (f"; purged {state.data_dir}" if args.purge else ""))
+    return 0
+
+
+def cmd_status(args: argparse.Namespace) -> int:
+    state = _state(args)
+    rows = []
+    for p in state.processes.values():
+        ok, reason = cluster.health(p)
+        rows.append({"name": p.name, "pid": p.pid if cluster.alive(p.pid) else None, "grpc": p.grpc,
+                     "admin": p.admin, "healthy": ok, "reason": "" if ok else reason})
+    if args.output == "json":
+        print(json.dumps({"components": rows}, indent=2))
+        return 0
+    table = [["COMPONENT", "PID", "GRPC", "ADMIN", "HEALTHY"]]
+    for r in rows:
+        table.append([r["name"], str(r["pid"] or "-"), r["grpc"] or "-", r["admin"] or "-",
+                      "yes" if r["healthy"] else f"no ({r['reason']})"])
+    print(printers.format_table(table))
+    return 0
+
+
+def cmd_kill(args: argparse.Namespace) -> int:
+    state = _state(args)
+    for p in cluster.select(state, args.component):
+        was = cluster.alive(p.pid)
+        cluster.kill(p)
+        state.save()
+        print(f"{p.name} killed" if was else f"{p.name} was not running")
+    return 0
+
+
+def cmd_start(args: argparse.Namespace) -> int:
+    state = _state(args)
+    rc = 0
+    for p in cluster.select(state, args.component):
+        ok, reason = cluster.start(state, p, wait=0 if args.no_wait else args.wait)
+        if ok:
+            print(f"{p.name} started (pid {p.pid})")
+        else:
+            print(f"{p.name} started (pid {p.pid}) but is not healthy: {reason}", file=sys.stderr)
+            rc = 1 if not cluster.alive(p.pid) else rc
+    return rc
+
+
+def cmd_restart(args: argparse.Namespace) -> int:
+    state = _state(args)
+    for p in cluster.select(state, args.component):
+        cluster.kill(p)
+        state.save()
+    return cmd_start(args)
+
+
+def cmd_failpoint(args: argparse.Namespace) -> int:
+    state = _state(args)
+    procs = cluster.select(state, args.component)
+    for p in procs:
+        if not p.admin or p.role == "etcd":
+            raise UsageError(f"{p.name} has no failpoints")
+        req = urllib.request.Request(f"http://{p.admin}/failpoints/{args.name}", data=args.action.encode(),
+                                     method="PUT")
+        try:
+            with urllib.request.urlopen(req, timeout=5) as resp:
+                print(f"{p.name}: {resp.read().decode().strip()}")
+        except urllib.error.HTTPError as exc:
+            raise UsageError(f"{p.name}: {exc.read().decode().strip()}") from None
+        except (urllib.error.URLError, OSError) as exc:
+            raise UsageError(f"{p.name} is not answering on {p.admin}: {getattr(exc, 'reason', exc)}") from None
+    return 0
+
+
+def cmd_compose(args: argparse.Namespace) -> int:
+    text = topology.render_compose()
+    if args.write:
+        Path(args.write).write_text(text)
+        print(f"wrote {args.write}")
+    else:
+        sys.stdout.write(text)
+    return 0
+
+
+def cmd_tokens(args: argparse.Namespace) -> int:
+    d = Path(args.data_dir or ".kplane")
+    d.mkdir(parents=True, exist_ok=True)
+    cluster.write_tokens(d, [f"node-{i}" for i in range(1, args.nodes + 1)])
+    print(f"tokens in {d / cluster.TOKENS_FILE}")
+    return 0
+
+
+# ---------------------------------------------------------------- API commands
+
+
+def _kind(name: str):
+    try:
+        return lookup(name)
+    except UnknownKindError as exc:
+        raise UsageError(str(exc)) from None
+
+
+def cmd_get(args: argparse.Namespace) -> int:
+    kind = _kind(args.kind)
+    ns = "" if args.all_namespaces else (args.namespace or "default")
+
+    async def go(client: Client) -> int:
+        rc = client.resource(kind)
+        wide = args.output == "wide"
+        all_ns = args.all_namespaces and kind.namespaced
+        if args.name:
+            obj = await rc.get(args.name, ns)
+            items, rv = [obj], obj.metadata.resource_version
+        else:
+            lst = await rc.list(ns, label_selector=args.selector or "", field_selector=args.field_selector or "")
+            items, rv = list(lst.items), lst.metadata.resource_version
+        if args.output == "json":
+            print(printers.to_json(items[0] if args.name else printers.as_list(items)))
+        elif args.output == "yaml":
+            print(printers.to_yaml(items[0] if args.name else printers.as_list(items)), end="")
+        elif args.output == "name":
+            for o in items:
+                print(printers.resource_name(kind, o.metadata.name))
+        else:
+            if not items and not args.watch:
+                where = f" in {ns} namespace" if kind.namespaced and ns else ""
+                print(f"No resources found{where}.", file=sys.stderr)
+            else:
+                rows = [printers.table_header(kind, wide, all_ns)]
+                rows += [printers.table_row(kind, o, wide, all_ns) for o in items]
+                print(printers.format_table(rows), flush=True)
+        if not args.watch:
+            return 0
+        field = args.field_selector or ""
+        if args.name:
+            field = ",".join(f for f in (field, f"metadata.name={args.name}") if f)
+        async for ev in rc.watch(ns, label_selector=args.selector or "", field_selector=field, resource_version=rv,
+                                 allow_bookmarks=False):
+            if args.output in ("json", "yaml"):
+                doc = {"type": ev.type, "object": jsonconv.to_dict(ev.object)}
+                print(json.dumps(doc) if args.output == "json" else "---\n" + printers.to_yaml(doc), flush=True)
+            else:
+                print(printers.format_table([printers.table_row(kind, ev.object, wide, all_ns)]), flush=True)
+        return 0
+
+    return run_api(args, go)
+
+
+def cmd_apply(args: argparse.Namespace) -> int:
+    docs = apply_cmd.load_documents(args.filename)
+    return run_api(args, lambda client: apply_cmd.apply(client, docs, args.namespace, dry_run=args.dry_run))
+
+
+def cmd_delete(args: argparse.Namespace) -> int:
+    kind = _kind(args.kind)
+
+    async def go(client: Client) -> int:
+        await client.resource(kind).delete(args.name, args.namespace or "", grace_period_seconds=args.grace_period)
+        print(f'{kind.name.lower()} "{args.name}" deleted')
+        return 0
+
+    return run_api(args, go)
+
+
+def cmd_patch(args: argparse.Namespace) -> int:
+    kind = _kind(args.kind)
+    try:
+        json.loads(args.patch)
+    except ValueError as exc:
+        raise UsageError(f"unable to parse the patch {args.patch!r}: {exc}") from None
+    if args.subresource == "resize" and kind.name != "Pod":
+        raise UsageError("only pods have the resize subresource")
+
+    async def go(client: Client) -> int:
+        rc = client.resource(kind)
+        before = await rc.get(args.name, args.namespace or "")
+        after = await rc.patch(args.name, args.patch, namespace=args.namespace or "", patch_type=args.type,
+                               subresource=args.subresource or "")
+        same = after.metadata.resource_version == before.metadata.resource_version
+        print(f"{printers.resource_name(kind, args.name)} patched{' (no change)' if same else ''}")
+        return 0
+
+    return run_api(args, go)
+
+
+def cmd_resize(args: argparse.Namespace) -> int:
+    if _kind(args.kind).name != "Pod":
+        raise UsageError("only pods can be resized")
+    values = {("requests", "cpu"): args.cpu, ("requests", "memory"): args.memory,
+              ("limits", "cpu"): args.limit_cpu, ("limits", "memory"): args.limit_memory}
+    if not any(values.values()):
+        raise UsageError("nothing to resize: give --cpu, --memory, --limit-cpu and/or --limit-memory")
+    resources: dict[str, dict[str, str]] = {}
+    for (section, res), value in values.items():
+        if value:
+            try:
+                quantity.parse_quantity(value)
+            except ValueError as exc:
+                raise UsageError(f"invalid {res} {section[:-1]} {value!r}: {exc}") from None
+            resources.setdefault(section, {})[res] = value
+
+    async def go(client: Client) -> int:
+        pod = await client.pods.get(args.name, args.namespace or "")
+        names = [c.name for c in pod.spec.containers] + [c.name for c in pod.spec.init_containers
+                                                          if c.restart_policy == "Always"]
+        container = args.container
+        if not container:
+            if len(pod.spec.containers) != 1:
+                raise UsageError(f"pod {args.name} has {len(pod.spec.containers)} containers; choose one with -c "
+                                 f"({', '.join(names)})")
+            container = pod.spec.containers[0].name
+        if container not in names:
+            raise UsageError(f"container {container} is not valid for pod {args.name} (resizable: {', '.join(names)})")
+        field = "containers" if any(c.name == container for c in pod.spec.containers) else "initContainers"
+        patch = {"spec": {field: [{"name": container, "resources": resources}]}}
+        after = await client.pods.patch(args.name, patch, namespace=args.namespace or "", subresource="resize")
+        same = after.metadata.resource_version == pod.metadata.resource_version
+        print(f"pod/{args.name} resized{' (no change)' if same else ''}")
+        return 0
+
+    return run_api(args, go)
+
+
+def cmd_evict(args: argparse.Namespace) -> int:
+    if _kind(args.kind).name != "Pod":
+        raise UsageError("only pods can be evicted")
+
+    async def go(client: Client) -> int:
+        await client.pods.evict(args.name, args.namespace or "", grace_period_seconds=args.grace_period)
+        print(f"pod/{args.name} evicted")
+        return 0
+
+    return run_api(args, go)
+
+
+def cmd_history(args: argparse.Namespace) -> int:
+    if args.since < 0:
+        raise UsageError("--since must be >= 0")
+
+    async def go(client: Client) -> int:
+        async for resp in client.history(args.since, follow=args.follow):
+            for e in resp.entries:
+                kind = lookup(e.kind)
+                obj = kind.message()
+                e.object.Unpack(obj)
+                print(json.dumps({"rev": e.rev, "type": e.type, "kind": e.kind, "namespace": e.namespace,
+                                  "name": e.name, "object": jsonconv.to_dict(obj)}), flush=True)
+        return 0
+
+    return run_api(args, go)
+
+
+def cmd_check(args: argparse.Namespace) -> int:
+    return run_api(args, lambda client: check_cmd.run(client, since=args.since))
+
+
+# ---------------------------------------------------------------- parser
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="kplane", description="Run and drive a kplane cluster (a Kubernetes "
+                                "control-plane emulator built from real processes).")
+    p.add_argument("--server", help="apiserver HOST:PORT (default: $KPLANE_SERVER or the data dir's cluster)")
+    p.add_argument("--token", help="bearer token (default: $KPLANE_TOKEN or the data dir's admin token)")
+    p.add_argument("--data-dir", help="cluster data dir (default: $KPLANE_HOME or ./.kplane)")
+    p.add_argument("--request-timeout", type=float, default=30.0, help="seconds per API call")
+    sub = p.add_subparsers(dest="command", metavar="COMMAND")
+
+    def add(name: str, fn, help_: str, **kw) -> argparse.ArgumentParser:
+        sp = sub.add_parser(name, help=help_, description=help_, **kw)
+        sp.set_defaults(fn=fn)
+        sp.add_argument("-n", "--namespace", default=None, help="namespace (default: default)")
+        return sp
+
+    sp = add("up", cmd_up, "start etcd, the apiserver and every other component as local processes")
+    sp.add_argument("--nodes", type=int, default=3)
+    sp.add_argument("--node-cpu", default="4")
+    sp.add_argument("--node-memory", default="8Gi")
+    sp.add_argument("--etcd-members", type=int, default=1)
+    sp.add_argument("--feature-gates", default="")
+    sp.add_argument("--scheduler-config")
+    sp.add_argument("--kube-reserved", default="")
+    sp.add_argument("--dra-devices", type=int, default=0)
+    sp.add_argument("--detach", action="store_true", help="return once the cluster is up")
+    sp.add_argument("--timeout", type=float, default=60.0, help="seconds to wait for each component")
+
+    sp = add("down", cmd_down, "stop every component (keep the data unless --purge)")
+    sp.add_argument("--purge", action="store_true")
+
+    sp = add("status", cmd_status, "each component: pid, ports, health")
+    sp.add_argument("-o", "--output", choices=["table", "json"], default="table")
+
+    sp = add("node", cmd_node, "add or remove a node (its runtime and kubelet) on a running cluster")
+    sp.add_argument("action", choices=["add", "remove"])
+    sp.add_argument("node_name", metavar="NAME")
+    sp.add_argument("--cpu")
+    sp.add_argument("--memory")
+    sp.add_argument("--pods", type=int)
+    sp.add_argument("--label", action="append", default=[])
+    sp.add_argument("--taint", action="append", default=[])
+
+    sp = add("apply", cmd_apply, "create or update objects from Kubernetes-style YAML/JSON (multi-document)")
+    sp.add_argument("-f", "--filename", required=True, help="FILE or - for stdin")
+    sp.add_argument("--dry-run", action="store_true", help="validate on the server, change nothing")
+
+    sp = add("get", cmd_get, "list or show objects")
+    sp.add_argument("kind", metavar="KIND")
+    sp.add_argument("name", metavar="NAME", nargs="?")
+    sp.add_argument("-A", "--all-namespaces", action="store_true")
+    sp.add_argument("-l", "--selector")
+    sp.add_argument("--field-selector")
+    sp.add_argument("-o", "--output", choices=["wide", "json", "yaml", "name"])
+    sp.add_argument("-w", "--watch", action="store_true")
+
+    sp = add("delete", cmd_delete, "delete an object (gracefully)")
+    sp.add_argument("kind", metavar="KIND")
+    sp.add_argument("name", metavar="NAME")
+    sp.add_argument("--grace-period", type=int, default=None)
+
+    sp = add("patch", cmd_patch, "patch an object (strategic merge patches merge containers by name)")
+    sp.add_argument("kind", metavar="KIND")
+    sp.add_argument("name", metavar="NAME")
+    sp.add_argument("-p", "--patch", required=True)
+    sp.add_argument("--type", choices=["strategic", "merge", "json"], default="strategic")
+    sp.add_argument("--subresource", choices=["resize", "status"])
+
+    sp = add("resize", cmd_resize, "resize a pod in place through the resize subresource (KEP-1287)")
+    sp.add_argument("kind", metavar="pod")
+    sp.add_argument("name", metavar="NAME")
+    sp.add_argument("-c", "--container")
+    sp.add_argument("--cpu")
+    sp.add_argument("--memory")
+    sp.add_argument("--limit-cpu")
+    sp.add_argument("--limit-memory")
+
+    sp = add("evict", cmd_evict, "evict a pod through the eviction subresource (honours PodDisruptionBudgets)")
+    sp.add_argument("kind", metavar="pod")
+    sp.add_argument("name", metavar="NAME")
+    sp.add_argument("--grace-period", type=int, default=None)
+
+    for name, fn, what in (("kill", cmd_kill, "SIGKILL a component"), ("start", cmd_start, "start a component"),
+                           ("restart", cmd_restart, "SIGKILL a component and start it again")):
+        sp = add(name, fn, f"{what} (etcd, apiserver, scheduler, controller-manager, kubelet/NODE, runtime/NODE)")
+        sp.add_argument("component", metavar="COMPONENT")
+        if name != "kill":
+            sp.add_argument("--wait", type=float, default=30.0, help="seconds to wait for it to be healthy")
+            sp.add_argument("--no-wait", action="store_true")
+
+    sp = add("failpoint", cmd_failpoint, "arm a failpoint at run time (panic, sleep(ms), error, off)")
+    sp.add_argument("component", metavar="COMPONENT")
+    sp.add_argument("name", metavar="NAME")
+    sp.add_argument("action", metavar="ACTION")
+
+    sp = add("history", cmd_history, "the cluster's event log: every revision as a JSON line")
+    sp.add_argument("--since", type=int, default=0)
+    sp.add_argument("-f", "--follow", action="store_true")
+
+    sp = add("check", cmd_check, "replay the event log and check the cluster's invariants")
+    sp.add_argument("--since", type=int, default=0)
+
+    sp = add("compose", cmd_compose, "print compose.yaml for the default topology")
+    sp.add_argument("--write", metavar="FILE")
+
+    sp = add("tokens", cmd_tokens, "write the cluster's token file (used by compose.yaml)")
+    sp.add_argument("--nodes", type=int, default=3)
+    return p
+
+
+def cmd_node(args: argparse.Namespace) -> int:
+    if not topology.implemented("kubelet"):
+        raise UsageError("nodes need the kubelet, which this version does not have yet")
+    raise UsageError("kplane node: not available in this version")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "fn", None):
+        parser.print_help()
+        return 2
+    try:
+        return args.fn(args) or 0
+    except errors.ApiError as exc:
+        reason = _REASONS.get(type(exc), type(exc).__name__)
+        print(f"Error from server ({reason}): {_one_line(exc.message)}", file=sys.stderr)
+        return 1
+    except (UsageError, cluster.ClusterError, apply_cmd.ApplyError) as exc:
+        text = str(exc)
+        first, _, rest = text.partition("\n")
+        print(f"error: {first}", file=sys.stderr)
+        if rest:
+            print(rest, file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        return 130
+    except BrokenPipeError:
+        return 0
+
+
+def _one_line(text: str) -> str:
+    return " ".join(text.split("\n"))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,168 @@
+"""kubectl-like output for ``kplane get``: tables per kind, and Kubernetes JSON/YAML.
+
+The columns are kubectl's (``kubectl get pods``: NAME READY STATUS RESTARTS AGE; ``-o wide`` adds
+IP, NODE, NOMINATED NODE, READINESS GATES; ...).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Callable, Sequence
+
+import yaml
+from google.protobuf.message import Message
+
+from machinery import jsonconv, timeutil
+from machinery.kinds import Kind
+
+
+def _age(obj: Message) -> str:
+    ts = obj.metadata.creation_timestamp
+    return timeutil.human_duration(timeutil.age(ts)) if ts else "<unknown>"
+
+
+def pod_status(pod: Message) -> str:
+    """kubectl's STATUS column (printPod), simplified to what kplane's pods can show."""
+    if pod.metadata.deletion_timestamp:
+        return "Terminating"
+    reason = pod.status.reason or pod.status.phase or "Pending"
+    if pod.spec.scheduling_gates and not pod.spec.node_name:
+        return "SchedulingGated"
+    for cs in pod.status.init_container_statuses:
+        if cs.state.HasField("terminated") and cs.state.terminated.exit_code != 0:
+            return f"Init:{cs.state.terminated.reason or 'Error'}"
+        if cs.state.HasField("waiting") and cs.state.waiting.reason and cs.state.waiting.reason != "PodInitializing":
+            return f"Init:{cs.state.waiting.reason}"
+    for cs in pod.status.container_statuses:
+        if cs.state.HasField("waiting") and cs.state.waiting.reason:
+            reason = cs.state.waiting.reason
+        elif cs.state.HasField("terminated") and cs.state.terminated.reason:
+            reason = cs.state.terminated.reason
+    return reason
+
+
+def _pod_row(p: Message, wide: bool) -> list[str]:
+    total = len(p.spec.containers)
+    ready = sum(1 for cs in p.status.container_statuses if cs.ready)
+    restarts = sum(cs.restart_count for cs in p.status.container_statuses)
+    row = [p.metadata.name, f"{ready}/{total}", pod_status(p), str(restarts), _age(p)]
+    if wide:
+        gates = p.spec.readiness_gates
+        row += [p.status.pod_ip or "<none>", p.spec.node_name or "<none>", p.status.nominated_node_name or "<none>",
+                f"{len(gates)}/{len(gates)}" if gates else "<none>"]
+    return row
+
+
+def node_status(n: Message) -> str:
+    ready = next((c for c in n.status.conditions if c.type == "Ready"), None)
+    status = "Unknown" if ready is None or ready.status == "Unknown" else (
+        "Ready" if ready.status == "True" else "NotReady")
+    return status + (",SchedulingDisabled" if n.spec.unschedulable else "")
+
+
+def _node_row(n: Message, wide: bool) -> list[str]:
+    roles = sorted(k.split("/", 1)[1] for k in n.metadata.labels if k.startswith("node-role.kubernetes.io/"))
+    row = [n.metadata.name, node_status(n), ",".join(roles) or "<none>", _age(n),
+           n.status.node_info.kubelet_version or "<none>"]
+    if wide:
+        internal = next((a.address for a in n.status.addresses if a.type == "InternalIP"), "<none>")
+        external = next((a.address for a in n.status.addresses if a.type == "ExternalIP"), "<none>")
+        row += [internal, external, n.status.node_info.os_image or "<unknown>",
+                n.status.node_info.kernel_version or "<unknown>",
+                n.status.node_info.container_runtime_version or "<unknown>"]
+    return row
+
+
+def _pc_row(pc: Message, wide: bool) -> list[str]:
+    return [pc.metadata.name, str(pc.value), "true" if pc.global_default else "false", _age(pc),
+            pc.preemption_policy if pc.HasField("preemption_policy") else "PreemptLowerPriority"]
+
+
+def _pdb_row(b: Message, wide: bool) -> list[str]:
+    return [b.metadata.name, b.spec.min_available if b.spec.HasField("min_available") else "N/A",
+            b.spec.max_unavailable if b.spec.HasField("max_unavailable") else "N/A",
+            str(b.status.disruptions_allowed), _age(b)]
+
+
+def _event_row(e: Message, wide: bool) -> list[str]:
+    last = e.last_timestamp or e.event_time or e.metadata.creation_timestamp
+    obj = f"{e.involved_object.kind.lower()}/{e.involved_object.name}"
+    return [timeutil.human_duration(timeutil.age(last)) if last else "<unknown>", e.type, e.reason, obj, e.message]
+
+
+def _lease_row(l: Message, wide: bool) -> list[str]:
+    return [l.metadata.name, l.spec.holder_identity if l.spec.HasField("holder_identity") else "", _age(l)]
+
+
+def _claim_row(c: Message, wide: bool) -> list[str]:
+    state = []
+    if c.status.HasField("allocation"):
+        state.append("allocated")
+    if c.status.reserved_for:
+        state.append("reserved")
+    return [c.metadata.name, ",".join(state) or "pending", _age(c)]
+
+
+def _slice_row(s: Message, wide: bool) -> list[str]:
+    return [s.metadata.name, s.spec.node_name if s.spec.HasField("node_name") else "", s.spec.driver,
+            s.spec.pool.name, _age(s)]
+
+
+def _name_age_row(o: Message, wide: bool) -> list[str]:
+    return [o.metadata.name, _age(o)]
+
+
+_TABLES: dict[str, tuple[list[str], list[str], Callable[[Message, bool], list[str]]]] = {
+    "Pod": (["NAME", "READY", "STATUS", "RESTARTS", "AGE"], ["IP", "NODE", "NOMINATED NODE", "READINESS GATES"],
+            _pod_row),
+    "Node": (["NAME", "STATUS", "ROLES", "AGE", "VERSION"],
+             ["INTERNAL-IP", "EXTERNAL-IP", "OS-IMAGE", "KERNEL-VERSION", "CONTAINER-RUNTIME"], _node_row),
+    "PriorityClass": (["NAME", "VALUE", "GLOBAL-DEFAULT", "AGE", "PREEMPTIONPOLICY"], [], _pc_row),
+    "PodDisruptionBudget": (["NAME", "MIN AVAILABLE", "MAX UNAVAILABLE", "ALLOWED DISRUPTIONS", "AGE"], [], _pdb_row),
+    "Event": (["LAST SEEN", "TYPE", "REASON", "OBJECT", "MESSAGE"], [], _event_row),
+    "Lease": (["NAME", "HOLDER", "AGE"], [], _lease_row),
+    "ResourceClaim": (["NAME", "STATE", "AGE"], [], _claim_row),
+    "ResourceSlice": (["NAME", "NODE", "DRIVER", "POOL", "AGE"], [], _slice_row),
+}
+
+
+def table_header(kind: Kind, wide: bool, all_namespaces: bool) -> list[str]:
+    head, extra, _ = _TABLES.get(kind.name, (["NAME", "AGE"], [], _name_age_row))
+    cols = head + (extra if wide else [])
+    return (["NAMESPACE"] + cols) if all_namespaces and kind.namespaced else cols
+
+
+def table_row(kind: Kind, obj: Message, wide: bool, all_namespaces: bool) -> list[str]:
+    _, _, fn = _TABLES.get(kind.name, (["NAME", "AGE"], [], _name_age_row))
+    row = fn(obj, wide)
+    return ([obj.metadata.namespace] + row) if all_namespaces and kind.namespaced else row
+
+
+def format_table(rows: Sequence[Sequence[str]]) -> str:
+    if not rows:
+        return ""
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    lines = []
+    for r in rows:
+        cells = [c.ljust(widths[i]) for i, c in enumerate(r[:-1])] + [r[-1]]
+        lines.append("   ".join(cells).rstrip())
+    return "\n".join(lines)
+
+
+def to_json(obj: Message | dict) -> str:
+    return json.dumps(obj if isinstance(obj, dict) else jsonconv.to_dict(obj), indent=4)
+
+
+def to_yaml(obj: Message | dict) -> str:
+    return yaml.safe_dump(obj if isinstance(obj, dict) else jsonconv.to_dict(obj), sort_keys=False)
+
+
+def as_list(items: list[Message]) -> dict:
+    return {"apiVersion": "v1", "items": [jsonconv.to_dict(i) for i in items], "kind": "List",
+            "metadata": {"resourceVersion": ""}}
+
+
+def resource_name(kind: Kind, name: str) -> str:
+    """kubectl's ``pod/web``, ``priorityclass.scheduling.k8s.io/high``."""
+    group = kind.group
+    return f"{kind.name.lower()}{'.' + group if group else ''}/{name}"

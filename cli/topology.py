@@ -1,0 +1,171 @@
+"""The one description of a kplane cluster's processes.
+
+``build(cfg, mode)`` lists every component with its command line, addresses and dependencies.
+``kplane up`` runs the "local" rendering as processes on this machine (127.0.0.1, ports chosen
+free, state under the data dir); ``render_compose`` turns the "compose" rendering (service
+names, fixed ports, volumes) into compose.yaml. The command lines are built by the same code in
+both modes, so running one tests the other.
+
+A component appears only once its code exists (its package has a ``__main__``), so the topology
+grows as the scheduler, controller-manager and kubelets land.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+from dataclasses import dataclass, field
+from typing import Literal
+
+import yaml
+
+Mode = Literal["local", "compose"]
+
+ETCD_CLIENT_PORT = 2379
+ETCD_PEER_PORT = 2380
+ETCD_METRICS_PORT = 2381
+APISERVER_PORT = 6443
+APISERVER_ADMIN_PORT = 8080
+
+
+@dataclass
+class ClusterConfig:
+    data_dir: str = ".kplane"
+    nodes: int = 3
+    node_cpu: str = "4"
+    node_memory: str = "8Gi"
+    node_pods: int = 110
+    etcd_members: int = 1
+    feature_gates: str = ""
+    scheduler_config: str = ""
+    kube_reserved: str = ""
+    dra_devices: int = 0
+    # Local mode: the port of each address name ("apiserver.grpc", "etcd-1.client", ...).
+    ports: dict[str, int] = field(default_factory=dict)
+
+
+@dataclass
+class Component:
+    name: str  # etcd, etcd-2, apiserver, scheduler, controller-manager, kubelet/node-1, runtime/node-1
+    role: str  # etcd, apiserver, scheduler, controller-manager, kubelet, runtime
+    argv: list[str]
+    grpc: str = ""  # host:port of its gRPC (etcd: client) endpoint
+    admin: str = ""  # host:port of its HTTP admin endpoint (/metrics, /healthz)
+    env: dict[str, str] = field(default_factory=dict)
+    depends_on: list[str] = field(default_factory=list)
+    data_dirs: list[str] = field(default_factory=list)
+    health_path: str = "/healthz"
+
+    @property
+    def log_name(self) -> str:
+        return self.name.replace("/", "-")
+
+
+def implemented(package: str) -> bool:
+    """Whether ``python -m package`` exists yet."""
+    return importlib.util.find_spec(f"{package}.__main__") is not None
+
+
+def etcd_member_names(cfg: ClusterConfig) -> list[str]:
+    if cfg.etcd_members == 1:
+        return ["etcd"]
+    return [f"etcd-{i}" for i in range(1, cfg.etcd_members + 1)]
+
+
+class _Addresses:
+    """Where each component listens, in each mode."""
+
+    def __init__(self, cfg: ClusterConfig, mode: Mode):
+        self.cfg, self.mode = cfg, mode
+
+    def host(self, component: str) -> str:
+        return "127.0.0.1" if self.mode == "local" else component.replace("/", "-")
+
+    def listen_host(self, component: str) -> str:
+        return "127.0.0.1" if self.mode == "local" else "0.0.0.0"
+
+    def port(self, name: str, fixed: int) -> int:
+        if self.mode == "compose":
+            return fixed
+        if name not in self.cfg.ports:
+            raise KeyError(f"no port allocated for {name}")
+        return self.cfg.ports[name]
+
+    def data(self, *parts: str) -> str:
+        base = self.cfg.data_dir if self.mode == "local" else "/var/lib/kplane"
+        return "/".join([base.rstrip("/"), *parts])
+
+
+def port_names(cfg: ClusterConfig) -> list[str]:
+    """Every port name a local cluster needs (allocated by ``kplane up``)."""
+    names = []
+    for m in etcd_member_names(cfg):
+        names += [f"{m}.client", f"{m}.peer", f"{m}.metrics"]
+    names += ["apiserver.grpc", "apiserver.admin"]
+    return names
+
+
+def build(cfg: ClusterConfig, mode: Mode = "local", python: str = "python") -> list[Component]:
+    a = _Addresses(cfg, mode)
+    components: list[Component] = []
+    members = etcd_member_names(cfg)
+    peers = ",".join(f"{m}=http://{a.host(m)}:{a.port(f'{m}.peer', ETCD_PEER_PORT)}" for m in members)
+    for m in members:
+        client = a.port(f"{m}.client", ETCD_CLIENT_PORT)
+        peer = a.port(f"{m}.peer", ETCD_PEER_PORT)
+        metrics = a.port(f"{m}.metrics", ETCD_METRICS_PORT)
+        components.append(Component(
+            name=m, role="etcd",
+            argv=["etcd", "--name", m, "--data-dir", a.data("etcd", m),
+                  "--listen-client-urls", f"http://{a.listen_host(m)}:{client}",
+                  "--advertise-client-urls", f"http://{a.host(m)}:{client}",
+                  "--listen-peer-urls", f"http://{a.listen_host(m)}:{peer}",
+                  "--initial-advertise-peer-urls", f"http://{a.host(m)}:{peer}",
+                  "--listen-metrics-urls", f"http://{a.listen_host(m)}:{metrics}",
+                  "--initial-cluster", peers, "--initial-cluster-state", "new",
+                  "--initial-cluster-token", "kplane", "--logger", "zap", "--log-outputs", "stderr"],
+            grpc=f"{a.host(m)}:{client}", admin=f"{a.host(m)}:{metrics}", data_dirs=[a.data("etcd", m)],
+            health_path="/health"))
+    endpoints = ",".join(c.grpc for c in components if c.role == "etcd")
+    api_port = a.port("apiserver.grpc", APISERVER_PORT)
+    api_admin = a.port("apiserver.admin", APISERVER_ADMIN_PORT)
+    api_argv = [python, "-m", "apiserver", "--etcd-endpoints", endpoints,
+                "--listen", f"{a.listen_host('apiserver')}:{api_port}",
+                "--admin-listen", f"{a.listen_host('apiserver')}:{api_admin}",
+                "--token-auth-file", a.data("tokens.csv")]
+    if cfg.feature_gates:
+        api_argv += ["--feature-gates", cfg.feature_gates]
+    components.append(Component(name="apiserver", role="apiserver", argv=api_argv,
+                                grpc=f"{a.host('apiserver')}:{api_port}",
+                                admin=f"{a.host('apiserver')}:{api_admin}", depends_on=members))
+    return components
+
+
+def render_compose(cfg: ClusterConfig | None = None) -> str:
+    """compose.yaml for the default topology (``kplane compose`` prints it; a test keeps it current)."""
+    cfg = cfg or ClusterConfig()
+    services: dict[str, dict] = {}
+    for c in build(cfg, "compose"):
+        svc_name = c.log_name
+        svc: dict = {}
+        # One image for every service: it carries kplane and Debian's etcd, as `make install` does.
+        svc["build"] = "."
+        svc["image"] = "kplane:dev"
+        svc["command"] = c.argv
+        if c.depends_on:
+            svc["depends_on"] = {d.replace("/", "-"): {"condition": "service_started"} for d in c.depends_on}
+        svc["volumes"] = ["kplane-data:/var/lib/kplane"]
+        if c.role == "apiserver":
+            svc["ports"] = [f"{APISERVER_PORT}:{APISERVER_PORT}", f"{APISERVER_ADMIN_PORT}:{APISERVER_ADMIN_PORT}"]
+        if c.env:
+            svc["environment"] = dict(c.env)
+        services[svc_name] = svc
+    services["tokens"] = {
+        "build": ".", "image": "kplane:dev",
+        "command": ["python", "-m", "cli", "tokens", "--data-dir", "/var/lib/kplane", "--nodes", str(cfg.nodes)],
+        "volumes": ["kplane-data:/var/lib/kplane"],
+    }
+    services["apiserver"].setdefault("depends_on", {})["tokens"] = {"condition": "service_completed_successfully"}
+    doc = {"name": "kplane", "services": services, "volumes": {"kplane-data": {}}}
+    header = ("# Generated by `kplane compose` from cli/topology.py (the same description `kplane up` runs).\n"
+              "# Do not edit by hand: `make compose` regenerates it and a test checks it is current.\n")
+    return header + yaml.safe_dump(doc, sort_keys=False, default_flow_style=False)

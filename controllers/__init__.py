@@ -1,0 +1,1 @@
+"""The controller-manager process (python -m controllers): arrives with its issue."""

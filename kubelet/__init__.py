@@ -1,0 +1,1 @@
+"""The kubelet and its CRI-like runtime (python -m kubelet): arrive with the Kubelet issue."""

@@ -1,0 +1,1 @@
+"""The scheduler process (python -m scheduler): arrives with the Scheduler issue."""

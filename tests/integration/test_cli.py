@@ -1,0 +1,239 @@
+"""The kplane command against a real cluster: the Foundation acceptance walk-through and bad input.
+
+Every bad input must give a non-zero exit, exactly one clear line on stderr (no traceback), and
+change nothing: the cluster's revision is the same before and after.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import ROOT
+
+pytestmark = pytest.mark.integration
+
+
+def _revision(kcluster) -> int:
+    out = kcluster.kplane("history")
+    assert out.returncode == 0, out.stderr
+    lines = out.stdout.strip().splitlines()
+    return json.loads(lines[-1])["rev"] if lines else 0
+
+
+def _fails_cleanly(kcluster, result, *fragments: str) -> None:
+    assert result.returncode != 0, f"expected failure, got: {result.stdout}"
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, f"want one line on stderr, got:\n{result.stderr}"
+    assert "Traceback" not in result.stderr
+    for f in fragments:
+        assert f in lines[0], f"{f!r} not in {lines[0]!r}"
+
+
+def test_foundation_acceptance_apply_get_history(kcluster, tmp_path):
+    """Issue 2: apply a PriorityClass and a Kubernetes-style Pod; get -o json shows Kubernetes JSON
+    with spec.priority resolved and status.qosClass set; history shows both creates."""
+    example = ROOT / "examples" / "pod.yaml"
+    out = kcluster.kplane("apply", "-f", str(example))
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.splitlines() == ["priorityclass.scheduling.k8s.io/high-priority created", "pod/web created"]
+
+    out = kcluster.kplane("get", "pods", "-o", "json")
+    assert out.returncode == 0, out.stderr
+    doc = json.loads(out.stdout)
+    assert doc["kind"] == "List"
+    web = next(p for p in doc["items"] if p["metadata"]["name"] == "web")
+    assert web["apiVersion"] == "v1" and web["kind"] == "Pod"
+    assert web["spec"]["priority"] == 1000000
+    assert web["spec"]["priorityClassName"] == "high-priority"
+    assert web["status"]["qosClass"] == "Burstable"
+    assert web["spec"]["containers"][0]["resources"]["limits"]["cpu"] == "1"
+    assert web["spec"]["containers"][0]["ports"] == [{"containerPort": 80, "protocol": "TCP"}]
+    assert web["metadata"]["generation"] == 1  # int64 fields print as numbers, as Kubernetes does
+
+    out = kcluster.kplane("get", "pod", "web", "-o", "json")
+    assert json.loads(out.stdout)["metadata"]["name"] == "web"
+
+    out = kcluster.kplane("history")
+    assert out.returncode == 0, out.stderr
+    entries = [json.loads(line) for line in out.stdout.splitlines()]
+    creates = [(e["type"], e["kind"], e["name"]) for e in entries if e["name"] in ("high-priority", "web")]
+    assert creates == [("ADDED", "PriorityClass", "high-priority"), ("ADDED", "Pod", "web")]
+    assert entries[-1]["object"]["metadata"]["resourceVersion"] == str(entries[-1]["rev"])
+
+    # Applying the same file again changes nothing.
+    out = kcluster.kplane("apply", "-f", str(example))
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.splitlines() == ["priorityclass.scheduling.k8s.io/high-priority unchanged", "pod/web unchanged"]
+
+    table = kcluster.kplane("get", "pods")
+    assert table.stdout.splitlines()[0].split() == ["NAME", "READY", "STATUS", "RESTARTS", "AGE"]
+    assert any(line.split()[:3] == ["web", "0/1", "Pending"] for line in table.stdout.splitlines())
+
+
+def test_apply_updates_labels_and_keeps_server_filled_fields(kcluster, tmp_path):
+    f = tmp_path / "p.yaml"
+    f.write_text("apiVersion: v1\nkind: Pod\nmetadata: {name: relabel, labels: {a: '1'}}\n"
+                 "spec: {containers: [{name: c, image: nginx}]}\n")
+    assert kcluster.kplane("apply", "-f", str(f)).returncode == 0
+    f.write_text("apiVersion: v1\nkind: Pod\nmetadata: {name: relabel, labels: {b: '2'}}\n"
+                 "spec: {containers: [{name: c, image: nginx}]}\n")
+    out = kcluster.kplane("apply", "-f", str(f))
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "pod/relabel configured"
+    pod = json.loads(kcluster.kplane("get", "pod", "relabel", "-o", "json").stdout)
+    assert pod["metadata"]["labels"] == {"b": "2"}
+
+
+def test_resize_patch_delete_and_evict_commands(kcluster, tmp_path):
+    f = tmp_path / "r.yaml"
+    f.write_text("apiVersion: v1\nkind: Pod\nmetadata: {name: cli-rs}\nspec:\n  containers:\n"
+                 "  - {name: c, image: nginx, resources: {requests: {cpu: 100m}, limits: {cpu: 500m}}}\n")
+    assert kcluster.kplane("apply", "-f", str(f)).returncode == 0
+    out = kcluster.kplane("resize", "pod", "cli-rs", "--cpu", "200m")
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "pod/cli-rs resized"
+    pod = json.loads(kcluster.kplane("get", "pod", "cli-rs", "-o", "json").stdout)
+    assert pod["spec"]["containers"][0]["resources"]["requests"]["cpu"] == "200m"
+    out = kcluster.kplane("patch", "pod", "cli-rs", "-p", '{"metadata":{"labels":{"p":"1"}}}')
+    assert out.returncode == 0 and out.stdout.strip() == "pod/cli-rs patched"
+    out = kcluster.kplane("patch", "pod", "cli-rs", "--subresource", "resize", "-p",
+                          '{"spec":{"containers":[{"name":"c","resources":{"limits":{"cpu":"1"}}}]}}')
+    assert out.returncode == 0, out.stderr
+    out = kcluster.kplane("evict", "pod", "cli-rs")
+    assert out.returncode == 0 and out.stdout.strip() == "pod/cli-rs evicted"
+    out = kcluster.kplane("get", "pod", "cli-rs")
+    _fails_cleanly(kcluster, out, "NotFound", 'pods "cli-rs" not found')
+    assert kcluster.kplane("delete", "pod", "web").returncode in (0, 1)
+
+
+def test_status_reports_each_component(kcluster):
+    out = kcluster.kplane("status", "-o", "json")
+    assert out.returncode == 0, out.stderr
+    comps = {c["name"]: c for c in json.loads(out.stdout)["components"]}
+    assert set(comps) >= {"etcd", "apiserver"}
+    for c in comps.values():
+        assert set(c) >= {"name", "pid", "grpc", "admin", "healthy"}
+        assert c["healthy"] is True and c["pid"]
+
+
+# ---------------------------------------------------------------- bad input
+
+
+def _write(tmp_path: Path, text: str) -> str:
+    p = tmp_path / "bad.yaml"
+    p.write_text(text)
+    return str(p)
+
+
+POD = "apiVersion: v1\nkind: Pod\nmetadata: {{name: {name}}}\nspec:\n  containers:\n  - name: c\n    image: nginx\n{extra}"
+
+BAD_DOCUMENTS = [
+    ("malformed-yaml", "apiVersion: v1\nkind: Pod\nmetadata: {name: x\n", ["error parsing"]),
+    ("malformed-json", '{"apiVersion": "v1", "kind": "Pod",', ["error parsing"]),
+    ("unknown-kind", "apiVersion: v1\nkind: Potato\nmetadata: {name: x}\n", ['no matches for kind "Potato"']),
+    ("unknown-field", POD.format(name="x", extra="    colour: red\n"), ['unknown field "spec.containers[0].colour"']),
+    ("invalid-name", POD.format(name="Not_A_Name", extra=""), ["metadata.name", "Invalid value"]),
+    ("bad-quantity-1.5.5", POD.format(name="q1", extra="    resources: {requests: {cpu: 1.5.5}}\n"),
+     ["quantities must match the regular expression"]),
+    ("bad-quantity-negative", POD.format(name="q2", extra="    resources: {requests: {cpu: '-1'}}\n"),
+     ["must be greater than or equal to 0"]),
+    ("bad-quantity-10Qi", POD.format(name="q3", extra="    resources: {requests: {memory: 10Qi}}\n"),
+     ["quantities must match the regular expression"]),
+    ("limits-below-requests", POD.format(name="q4", extra="    resources: {requests: {cpu: '2'}, limits: {cpu: '1'}}\n"),
+     ["must be less than or equal to cpu limit"]),
+    ("unknown-priority-class", POD.format(name="pcx", extra="  priorityClassName: no-such-class\n").replace(
+        "  priorityClassName", "  priorityClassName", 1), ["no PriorityClass with name no-such-class was found"]),
+    ("second-document-invalid", "apiVersion: scheduling.k8s.io/v1\nkind: PriorityClass\nmetadata: {name: ok-pc}\n"
+     "value: 5\n---\n" + POD.format(name="Bad_Name", extra=""), ["Invalid value"]),
+]
+
+
+@pytest.mark.parametrize("name,text,fragments", BAD_DOCUMENTS, ids=[b[0] for b in BAD_DOCUMENTS])
+def test_bad_documents_are_rejected_and_change_nothing(kcluster, tmp_path, name, text, fragments):
+    before = _revision(kcluster)
+    out = kcluster.kplane("apply", "-f", _write(tmp_path, text))
+    _fails_cleanly(kcluster, out, *fragments)
+    assert _revision(kcluster) == before
+
+
+def test_stale_resource_version_in_apply_conflicts(kcluster, tmp_path):
+    assert kcluster.kplane("apply", "-f", _write(tmp_path, POD.format(name="stale-cli", extra=""))).returncode == 0
+    before = _revision(kcluster)
+    doc = POD.format(name="stale-cli", extra="").replace("metadata: {name: stale-cli}",
+                                                         "metadata: {name: stale-cli, resourceVersion: '1'}")
+    out = kcluster.kplane("apply", "-f", _write(tmp_path, doc))
+    _fails_cleanly(kcluster, out, "Conflict")
+    assert _revision(kcluster) == before
+
+
+def test_resize_that_changes_qos_or_touches_ephemeral_storage_is_rejected(kcluster, tmp_path):
+    doc = ("apiVersion: v1\nkind: Pod\nmetadata: {name: rs-bad}\nspec:\n  containers:\n  - name: c\n    image: nginx\n"
+           "    resources: {requests: {cpu: 100m, ephemeral-storage: 1Gi}, limits: {cpu: 200m}}\n")
+    assert kcluster.kplane("apply", "-f", _write(tmp_path, doc)).returncode == 0
+    before = _revision(kcluster)
+    out = kcluster.kplane("resize", "pod", "rs-bad", "--cpu", "200m", "--memory", "1Gi", "--limit-memory", "1Gi")
+    _fails_cleanly(kcluster, out, "Invalid")
+    out = kcluster.kplane("patch", "pod", "rs-bad", "--subresource", "resize", "-p",
+                          '{"spec":{"containers":[{"name":"c","resources":{"requests":{"ephemeral-storage":"2Gi"}}}]}}')
+    _fails_cleanly(kcluster, out, "only cpu and memory resources are mutable")
+    out = kcluster.kplane("resize", "pod", "rs-bad", "--cpu", "1.5.5")
+    _fails_cleanly(kcluster, out, "invalid cpu request")
+    assert _revision(kcluster) == before
+
+
+def test_kubelet_token_writing_another_nodes_pod_is_forbidden(kcluster, tmp_path):
+    assert kcluster.kplane("apply", "-f", _write(tmp_path, POD.format(name="other-node", extra=""))).returncode == 0
+    import asyncio
+
+    async def bind():
+        c = kcluster.client()
+        try:
+            await c.pods.bind("other-node", "node-2")
+        finally:
+            await c.close()
+
+    asyncio.run(bind())
+    before = _revision(kcluster)
+    token = kcluster.token_for("system:node:node-1")
+    out = kcluster.kplane("--token", token, "patch", "pod", "other-node", "--subresource", "status", "-p",
+                          '{"status":{"phase":"Running"}}')
+    _fails_cleanly(kcluster, out, "Forbidden", "spec.nodeName set to itself")
+    assert _revision(kcluster) == before
+
+
+def test_request_without_a_valid_token_is_unauthenticated(kcluster):
+    out = kcluster.kplane("--token", "wrong", "get", "pods")
+    _fails_cleanly(kcluster, out, "Unauthorized")
+
+
+def test_eviction_blocked_by_a_pdb(kcluster, tmp_path):
+    import asyncio
+
+    from tests.helpers import make_pdb, make_pod, mark_running_and_ready
+
+    async def setup():
+        c = kcluster.client()
+        k = kcluster.client("system:node:node-1")
+        try:
+            await c.pod_disruption_budgets.create(make_pdb("guard", {"app": "guarded"}, min_available="1"))
+            await c.pods.create(make_pod("guarded-0", labels={"app": "guarded"}))
+            pod = await c.pods.bind("guarded-0", "node-1")
+            await k.pods.update_status(mark_running_and_ready(pod))
+        finally:
+            await c.close()
+            await k.close()
+
+    asyncio.run(setup())
+    before = _revision(kcluster)
+    out = kcluster.kplane("evict", "pod", "guarded-0")
+    _fails_cleanly(kcluster, out, "TooManyRequests", "disruption budget guard needs 1 healthy pods and has 1 currently")
+    assert _revision(kcluster) == before
+
+
+def test_unknown_kind_and_bad_flags_fail_before_contacting_the_server(kcluster):
+    _fails_cleanly(kcluster, kcluster.kplane("get", "potatoes"), 'the server doesn\'t have a resource type "potatoes"')
+    _fails_cleanly(kcluster, kcluster.kplane("patch", "pod", "x", "-p", "{nope"), "unable to parse the patch")
+    _fails_cleanly(kcluster, kcluster.kplane("kill", "no-such-component"), 'unknown component "no-such-component"')

@@ -1,0 +1,134 @@
+"""Unit tests for the CLI's pure parts: the topology and compose.yaml, apply's document loading,
+the invariant checker's rules, tables."""
+
+from __future__ import annotations
+
+import yaml
+import pytest
+
+from cli import apply, check, printers, topology
+from cli.main import build_parser
+from machinery.api import core_pb2
+from tests.conftest import ROOT
+
+
+def test_compose_yaml_is_current_with_the_topology():
+    assert (ROOT / "compose.yaml").read_text() == topology.render_compose(), "run `make compose`"
+
+
+def test_compose_and_local_topologies_run_the_same_commands():
+    cfg = topology.ClusterConfig(data_dir="/d", ports={n: 10000 + i for i, n in enumerate(
+        topology.port_names(topology.ClusterConfig()))})
+    local = {c.name: c for c in topology.build(cfg, "local")}
+    doc = yaml.safe_load((ROOT / "compose.yaml").read_text())
+    services = doc["services"]
+    for name, comp in local.items():
+        svc = services[comp.log_name]
+        flags = [a for a in svc["command"] if a.startswith("--")]
+        assert flags == [a for a in comp.argv if a.startswith("--")], name
+        for dep in svc.get("depends_on", {}):
+            assert dep in services
+
+
+def test_three_member_etcd_topology():
+    cfg = topology.ClusterConfig(etcd_members=3)
+    cfg.ports = {n: 20000 + i for i, n in enumerate(topology.port_names(cfg))}
+    comps = topology.build(cfg, "local")
+    members = [c for c in comps if c.role == "etcd"]
+    assert [m.name for m in members] == ["etcd-1", "etcd-2", "etcd-3"]
+    cluster_flag = members[0].argv[members[0].argv.index("--initial-cluster") + 1]
+    assert cluster_flag.count("=http://127.0.0.1:") == 3
+    api = next(c for c in comps if c.role == "apiserver")
+    assert api.argv[api.argv.index("--etcd-endpoints") + 1].count(",") == 2
+
+
+def test_kplane_help_lists_every_command_of_the_design():
+    text = build_parser().format_help()
+    for cmd in ("up", "down", "status", "node", "apply", "get", "delete", "patch", "resize", "evict", "kill",
+                "start", "restart", "failpoint", "history", "check"):
+        assert f" {cmd} " in text or f"{{{cmd}," in text or f",{cmd}," in text or f",{cmd}}}" in text, cmd
+
+
+def test_apply_loads_multi_document_yaml_and_lists(tmp_path):
+    f = tmp_path / "x.yaml"
+    f.write_text("apiVersion: v1\nkind: List\nitems:\n- apiVersion: v1\n  kind: Pod\n  metadata: {name: a}\n"
+                 "---\napiVersion: scheduling.k8s.io/v1\nkind: PriorityClass\nmetadata: {name: p}\nvalue: 1\n---\n")
+    docs = apply.load_documents(str(f))
+    assert [(d.kind.name, d.obj.metadata.name) for d in docs] == [("Pod", "a"), ("PriorityClass", "p")]
+
+
+@pytest.mark.parametrize("text,message", [
+    ("", "no objects passed to apply"),
+    ("- a\n- b\n", "expected an object"),
+    ("kind: Pod\nmetadata: {name: a}\n", "apiVersion and kind must be set"),
+    ("apiVersion: v1\nkind: Pod\nmetadata: {}\n", "metadata.name is required"),
+    ("apiVersion: v2\nkind: Pod\nmetadata: {name: a}\n", 'no matches for kind "Pod" in version "v2"'),
+])
+def test_apply_rejects_bad_documents_before_sending_anything(tmp_path, text, message):
+    f = tmp_path / "x.yaml"
+    f.write_text(text)
+    with pytest.raises(apply.ApplyError, match=message):
+        apply.load_documents(str(f))
+
+
+def _entry(rev: int, type_: str, pod: core_pb2.Pod) -> check.Entry:
+    return check.Entry(rev, type_, "Pod", pod.metadata.namespace, pod.metadata.name, pod)
+
+
+def _p(name: str, node: str = "", uid: str = "u1", alloc: str = "", actual: str = "") -> core_pb2.Pod:
+    p = core_pb2.Pod()
+    p.metadata.name, p.metadata.namespace, p.metadata.uid = name, "default", uid
+    p.spec.node_name = node
+    if alloc or actual:
+        cs = p.status.container_statuses.add(name="c")
+        if alloc:
+            cs.allocated_resources["cpu"] = alloc
+        if actual:
+            cs.resources.requests["cpu"] = actual
+    return p
+
+
+def test_check_bound_at_most_once():
+    entries = [_entry(1, "ADDED", _p("a")), _entry(2, "MODIFIED", _p("a", "n1")), _entry(3, "MODIFIED", _p("a", "n1"))]
+    assert check.check_entries(entries, [check.BoundAtMostOnce()]) == []
+    entries.append(_entry(4, "MODIFIED", _p("a", "n2")))
+    [v] = check.check_entries(entries, [check.BoundAtMostOnce()])
+    assert v.rev == 4 and "bound to n1 at rev 2 and to n2 at rev 4" in v.message
+
+
+def test_check_allocated_within_allocatable():
+    node = core_pb2.Node()
+    node.metadata.name = "n1"
+    node.status.allocatable["cpu"] = "2"
+    entries = [check.Entry(1, "ADDED", "Node", "", "n1", node), _entry(2, "MODIFIED", _p("a", "n1", "u1", alloc="1500m")),
+               _entry(3, "MODIFIED", _p("b", "n1", "u2", alloc="500m"))]
+    assert check.check_entries(entries, [check.AllocatedWithinAllocatable()]) == []
+    entries.append(_entry(4, "MODIFIED", _p("b", "n1", "u2", alloc="600m")))
+    [v] = check.check_entries(entries, [check.AllocatedWithinAllocatable()])
+    assert v.rev == 4 and "cpu 2100 > 2000" in v.message
+    entries.append(_entry(5, "DELETED", _p("a", "n1", "u1", alloc="1500m")))
+    assert [v.rev for v in check.check_entries(entries, [check.AllocatedWithinAllocatable()])] == [4]
+
+
+def test_check_actuated_within_allocated():
+    ok = [_entry(1, "MODIFIED", _p("a", "n", alloc="1", actual="1")), _entry(2, "MODIFIED", _p("a", "n", alloc="1500m", actual="1")),
+          _entry(3, "MODIFIED", _p("a", "n", alloc="1500m", actual="1500m"))]
+    assert check.check_entries(ok, [check.ActuatedWithinAllocated()]) == []
+    bad = ok + [_entry(4, "MODIFIED", _p("a", "n", alloc="1500m", actual="2"))]
+    [v] = check.check_entries(bad, [check.ActuatedWithinAllocated()])
+    assert v.rev == 4 and "actual cpu 2000 was never allocated" in v.message
+
+
+def test_pod_table_columns():
+    p = _p("web", "node-1")
+    p.metadata.creation_timestamp = "2020-01-01T00:00:00Z"
+    p.status.phase = "Running"
+    p.spec.containers.add(name="c")
+    p.status.container_statuses.add(name="c", ready=True)
+    from machinery.kinds import POD
+    assert printers.table_header(POD, True, False) == ["NAME", "READY", "STATUS", "RESTARTS", "AGE", "IP", "NODE",
+                                                       "NOMINATED NODE", "READINESS GATES"]
+    row = printers.table_row(POD, p, True, False)
+    assert row[0] == "web" and row[2] == "Running" and row[6] == "node-1"
+    p.metadata.deletion_timestamp = "2020-01-01T00:00:01Z"
+    assert printers.pod_status(p) == "Terminating"

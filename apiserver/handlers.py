@@ -13,7 +13,7 @@ from typing import Any, Awaitable, Callable
 
 import grpc
 from google.protobuf.message import Message
-from prometheus_client import Counter, Histogram
+from prometheus_client import Counter, Gauge, Histogram
 
 from apiserver import history
 from apiserver.admission import noderestriction
@@ -36,6 +36,12 @@ _LATENCY = Histogram("apiserver_request_duration_seconds", "Response latency dis
                      ["verb", "resource", "subresource"],
                      buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.2, 0.4, 0.6, 0.8, 1.0, 2, 5, 10, 30, 60))
 _INFLIGHT = Counter("apiserver_watch_streams_total", "Watch streams opened.", ["resource"])
+_CURRENT = Gauge("apiserver_current_inflight_requests", "Maximal number of currently used inflight request limit of "
+                 "this apiserver per request kind in last second.", ["request_kind"])
+_REJECTED = Counter("apiserver_rejected_requests_total", "Requests refused with 429 because too many were in flight.",
+                    ["request_kind"])
+TOO_MANY_REQUESTS = "Too many requests, please try again later."
+MUTATING_VERBS = frozenset({"CREATE", "UPDATE", "PATCH", "DELETE"})
 
 DRY_RUN_HEADER = "x-kplane-dry-run"
 WATCH_MAX_PENDING = 50_000
@@ -48,13 +54,19 @@ def _identity(b: bytes) -> bytes:
 class Api:
     """Everything a handler needs."""
 
-    def __init__(self, registry: Registry, pods: PodSubresources, cache: WatchCache, authn: TokenAuthenticator):
+    def __init__(self, registry: Registry, pods: PodSubresources, cache: WatchCache, authn: TokenAuthenticator,
+                 max_inflight: int = 400, max_mutating_inflight: int = 200):
         self.registry = registry
         self.pods = pods
         self.cache = cache
         self.authn = authn
         self.ready = False
         self.not_ready_reason = "starting"
+        # Kubernetes' --max-requests-inflight / --max-mutating-requests-inflight: beyond these,
+        # requests are refused at once with 429, so an overloaded apiserver sheds load with an
+        # answer clients know to retry (nothing was done) instead of queueing without bound.
+        self.limits = {"readOnly": max_inflight, "mutating": max_mutating_inflight}
+        self.inflight = {"readOnly": 0, "mutating": 0}
 
 
 def _metadata_value(context: grpc.aio.ServicerContext, key: str) -> str | None:
@@ -69,13 +81,33 @@ Handler = Callable[[Api, Kind, Any, User, bool], Awaitable[Message]]
 
 def _unary(api: Api, kind: Kind, fn: Handler, verb: str, subresource: str = ""):
     resource = kind.plural
+    request_kind = "mutating" if verb in MUTATING_VERBS else "readOnly"
+    limit = api.limits[request_kind]
+    gauge = _CURRENT.labels(request_kind=request_kind)
+    rejected = _REJECTED.labels(request_kind=request_kind)
+    latency = _LATENCY.labels(verb=verb, resource=resource, subresource=subresource)
+    counters: dict[int, Any] = {}  # HTTP code -> the labelled counter, looked up once
+
+    def count(code: int) -> None:
+        c = counters.get(code)
+        if c is None:
+            c = counters[code] = _REQUESTS.labels(verb=verb, resource=resource, subresource=subresource,
+                                                  code=str(code))
+        c.inc()
 
     async def handle(request: Any, context: grpc.aio.ServicerContext) -> Message:
         start = time.perf_counter()
         code = 200 if verb != "CREATE" else 201
+        counted = False
         try:
             if not api.ready:
                 raise errors.Unavailable(f"the apiserver is not ready: {api.not_ready_reason}")
+            if limit and api.inflight[request_kind] >= limit:
+                rejected.inc()
+                raise errors.TooManyRequests(TOO_MANY_REQUESTS)
+            api.inflight[request_kind] += 1
+            counted = True
+            gauge.set(api.inflight[request_kind])
             user = api.authn.authenticate(context.invocation_metadata())
             dry = (_metadata_value(context, DRY_RUN_HEADER) or "").lower() == "all"
             return await fn(api, kind, request, user, dry)
@@ -89,8 +121,10 @@ def _unary(api: Api, kind: Kind, fn: Handler, verb: str, subresource: str = ""):
             log.exception("request_failed", verb=verb, resource=resource, subresource=subresource)
             await context.abort(grpc.StatusCode.INTERNAL, f"internal error: {type(exc).__name__}: {exc}")
         finally:
-            _REQUESTS.labels(verb=verb, resource=resource, subresource=subresource, code=str(code)).inc()
-            _LATENCY.labels(verb=verb, resource=resource, subresource=subresource).observe(time.perf_counter() - start)
+            if counted:
+                api.inflight[request_kind] -= 1
+            count(code)
+            latency.observe(time.perf_counter() - start)
 
     return grpc.unary_unary_rpc_method_handler(
         handle, request_deserializer=_request_type(fn, kind).FromString,

@@ -31,6 +31,7 @@ from machinery.admin import AdminServer
 from machinery.featuregates import FeatureGates
 from machinery.kinds import KINDS, PRIORITY_CLASS
 from machinery.logging import get_logger, setup_logging
+from machinery.process import profiling, run_loop
 
 log = get_logger()
 SYSTEM_USER = User("system:apiserver", groups=("system:masters",))
@@ -46,8 +47,11 @@ class Options:
     watch_cache_size: int = 20_000
     history_window: int = 20_000
     bookmark_interval: float = 1.0
+    watch_batch_interval: float = 0.01
     compaction_retention: int = 0
     compaction_interval: float = 60.0
+    max_requests_inflight: int = 400
+    max_mutating_requests_inflight: int = 200
     log_level: str = "info"
 
 
@@ -62,17 +66,24 @@ def parse_args(argv: list[str] | None = None) -> Options:
     p.add_argument("--history-window", type=int, default=20_000,
                    help="revisions of etcd history replayed into the watch cache at start")
     p.add_argument("--bookmark-interval", type=float, default=1.0, help="seconds between watch BOOKMARKs")
+    p.add_argument("--watch-batch-interval", type=float, default=0.01,
+                   help="seconds a busy watch waits between stream messages, so one message carries many events")
     p.add_argument("--compaction-retention", type=int, default=0,
                    help="compact etcd history older than this many revisions (0: keep all history)")
     p.add_argument("--compaction-interval", type=float, default=60.0, help="seconds between compactions")
+    p.add_argument("--max-requests-inflight", type=int, default=400,
+                   help="read requests served at once; more are refused with 429 (0: no limit)")
+    p.add_argument("--max-mutating-requests-inflight", type=int, default=200,
+                   help="write requests served at once; more are refused with 429 (0: no limit)")
     p.add_argument("--log-level", default="info")
     a = p.parse_args(argv)
     return Options(
         etcd_endpoints=[e.strip() for e in a.etcd_endpoints.split(",") if e.strip()], listen=a.listen,
         admin_listen=a.admin_listen, token_auth_file=a.token_auth_file, feature_gates=a.feature_gates,
         watch_cache_size=a.watch_cache_size, history_window=a.history_window, bookmark_interval=a.bookmark_interval,
-        compaction_retention=a.compaction_retention, compaction_interval=a.compaction_interval,
-        log_level=a.log_level)
+        watch_batch_interval=a.watch_batch_interval, compaction_retention=a.compaction_retention,
+        compaction_interval=a.compaction_interval, max_requests_inflight=a.max_requests_inflight,
+        max_mutating_requests_inflight=a.max_mutating_requests_inflight, log_level=a.log_level)
 
 
 def _split(addr: str) -> tuple[str, int]:
@@ -86,10 +97,13 @@ class ApiServer:
         self.gates = FeatureGates.parse(opts.feature_gates)
         self.etcd = EtcdClient(opts.etcd_endpoints)
         self.cache = WatchCache(self.etcd, capacity=opts.watch_cache_size, window=opts.history_window,
-                                bookmark_interval=opts.bookmark_interval)
+                                bookmark_interval=opts.bookmark_interval,
+                                watch_batch_interval=opts.watch_batch_interval)
         self.registry = Registry(self.etcd, self.cache)
         self.pods = PodSubresources(self.registry, self.gates)
-        self.api = handlers.Api(self.registry, self.pods, self.cache, TokenAuthenticator(opts.token_auth_file))
+        self.api = handlers.Api(self.registry, self.pods, self.cache, TokenAuthenticator(opts.token_auth_file),
+                                max_inflight=opts.max_requests_inflight,
+                                max_mutating_inflight=opts.max_mutating_requests_inflight)
         self.health = health.aio.HealthServicer()
         self.grpc: grpc.aio.Server | None = None
         self.admin = AdminServer(*_split(opts.admin_listen), health=self._health_reason)
@@ -115,6 +129,14 @@ class ApiServer:
             ("grpc.max_send_message_length", 256 * 1024 * 1024),
             ("grpc.keepalive_permit_without_calls", 1),
             ("grpc.http2.min_recv_ping_interval_without_data_ms", 5_000),
+            # Clients' BDP and keepalive pings must never get a long watch cut off (GOAWAY
+            # "too_many_pings"): no strike limit.
+            ("grpc.http2.max_ping_strikes", 0),
+            ("grpc.max_concurrent_streams", 100_000),
+            # gRPC core cancels calls beyond 1,000 waiting for the application (an ambiguous
+            # CANCELLED); let them reach the handlers, which shed load explicitly (429) instead.
+            ("grpc.server.max_pending_requests", 20_000),
+            ("grpc.server.max_pending_requests_hard_limit", 40_000),
             ("grpc.so_reuseport", 0),
         ])
         self.grpc.add_generic_rpc_handlers(handlers.build(self.api))
@@ -223,4 +245,5 @@ def main(argv: list[str] | None = None) -> None:
     opts = parse_args(argv)
     setup_logging("apiserver", opts.log_level)
     failpoints.arm_from_env()
-    asyncio.run(run(opts))
+    with profiling("apiserver"):
+        run_loop(run(opts))

@@ -109,25 +109,14 @@ class CacheEvent:
         return self._deleted_prev
 
 
-class Watcher:
-    """One client's watch: a filter and a queue of encoded frames."""
+class WatchFilter:
+    """What a watch selects: a namespace, a label selector and a field selector."""
 
-    def __init__(self, cache: "KindCache", namespace: str, labels: LabelSelector, fields: FieldSelector,
-                 min_rev: int, bookmarks: bool, max_pending: int):
-        self.cache = cache
-        self.namespace = namespace
-        self.labels = labels
-        self.fields = fields
-        self.min_rev = min_rev
-        self.bookmarks = bookmarks
-        self.max_pending = max_pending
-        self.last_rev = min_rev
-        self.node_key: str | None = None
-        self._frames: list[bytes] = []
-        self._count = 0
-        self._wakeup = asyncio.Event()
-        self.closed = False
-        self.overflowed = False
+    __slots__ = ("namespace", "labels", "fields", "key")
+
+    def __init__(self, namespace: str, labels: LabelSelector, fields: FieldSelector):
+        self.namespace, self.labels, self.fields = namespace, labels, fields
+        self.key = (namespace, str(labels), str(fields))
 
     def matches(self, obj: Message) -> bool:
         if self.namespace and obj.metadata.namespace != self.namespace:
@@ -138,10 +127,45 @@ class Watcher:
             return False
         return True
 
+
+class WatcherGroup:
+    """Watchers with the same filter: each event is matched once for all of them."""
+
+    __slots__ = ("filter", "members", "node_key")
+
+    def __init__(self, flt: WatchFilter, node_key: str | None):
+        self.filter = flt
+        self.members: set[Watcher] = set()
+        self.node_key = node_key
+
+
+class Watcher:
+    """One client's watch: its filter (shared with its group) and a queue of encoded frames."""
+
+    def __init__(self, cache: "KindCache", flt: WatchFilter, min_rev: int, bookmarks: bool, max_pending: int,
+                 min_interval: float = 0.0):
+        self.cache = cache
+        self.filter = flt
+        self.min_rev = min_rev
+        self.bookmarks = bookmarks
+        self.max_pending = max_pending
+        self.last_rev = min_rev
+        self.group: WatcherGroup | None = None
+        self._frames: list[bytes] = []
+        self._count = 0
+        self._wakeup = asyncio.Event()
+        self.closed = False
+        self.overflowed = False
+        # Under load, wait until ``min_interval`` has passed since the last write so one stream
+        # message carries many events; an event after a quiet spell goes out at once.
+        self.min_interval = min_interval
+        self._last_write = 0.0
+
     def push(self, frame: bytes, rev: int) -> None:
         if self.closed:
             return
-        self._frames.append(frame)
+        frames = self._frames
+        frames.append(frame)
         self._count += 1
         if rev > self.last_rev:
             self.last_rev = rev
@@ -151,7 +175,8 @@ class Watcher:
             self.overflowed = True
             _TERMINATED.labels(resource=self.cache.kind.plural).inc()
             self.close()
-        self._wakeup.set()
+        elif len(frames) == 1:
+            self._wakeup.set()
 
     @property
     def pending(self) -> int:
@@ -164,6 +189,12 @@ class Watcher:
                 return None
             self._wakeup.clear()
             await self._wakeup.wait()
+        if self.min_interval:
+            loop = asyncio.get_running_loop()
+            wait = self._last_write + self.min_interval - loop.time()
+            if wait > 0:
+                await asyncio.sleep(wait)
+            self._last_write = loop.time()
         if self.overflowed:
             return None
         batch = b"".join(self._frames)
@@ -185,9 +216,9 @@ class KindCache:
         self.store: dict[str, Message] = {}
         self.ring: deque[CacheEvent] = deque()
         self.start_rev = 0
-        self._watchers: set[Watcher] = set()
-        # Pod watchers pinned to spec.nodeName (kubelets, the scheduler's unassigned pods).
-        self._by_node: dict[str, set[Watcher]] = {}
+        self._groups: dict[tuple, WatcherGroup] = {}
+        # Pod watcher groups pinned to spec.nodeName (kubelets, the scheduler's unassigned pods).
+        self._by_node: dict[str, dict[tuple, WatcherGroup]] = {}
         self._gauge = _WATCHERS.labels(group=kind.group, version="v1", kind=kind.name)
         self._sent = _EVENTS_SENT.labels(group=kind.group, version="v1", kind=kind.name)
         self._received = _EVENTS_RECEIVED.labels(resource=kind.plural)
@@ -213,31 +244,37 @@ class KindCache:
         self._received.inc()
         self._dispatch(ev)
 
-    def _targets(self, ev: CacheEvent) -> Iterable[Watcher]:
+    def _targets(self, ev: CacheEvent) -> Iterable[WatcherGroup]:
         if not self._by_node:
-            return self._watchers
-        targets = set(self._watchers)
-        targets.update(self._by_node.get(ev.obj.spec.node_name, ()))
+            return self._groups.values()
+        targets = list(self._groups.values())
+        by_node = self._by_node.get(ev.obj.spec.node_name)
+        if by_node:
+            targets.extend(by_node.values())
         if ev.prev is not None and ev.prev.spec.node_name != ev.obj.spec.node_name:
-            targets.update(self._by_node.get(ev.prev.spec.node_name, ()))
+            by_node = self._by_node.get(ev.prev.spec.node_name)
+            if by_node:
+                targets.extend(by_node.values())
         return targets
 
     def _dispatch(self, ev: CacheEvent) -> None:
         sent = 0
-        for w in self._targets(ev):
-            frame = self._frame_for(w, ev)
-            if frame is not None:
-                w.push(frame, ev.rev)
-                sent += 1
+        rev = ev.rev
+        for g in self._targets(ev):
+            frame = self._frame_for(g.filter, ev)
+            if frame is None:
+                continue
+            for w in g.members:
+                if rev > w.min_rev:
+                    w.push(frame, rev)
+                    sent += 1
         if sent:
             self._sent.inc(sent)
 
     @staticmethod
-    def _frame_for(w: Watcher, ev: CacheEvent) -> bytes | None:
-        if ev.rev <= w.min_rev:
-            return None
-        cur = ev.type != "DELETED" and w.matches(ev.obj)
-        old = ev.prev is not None and w.matches(ev.prev)
+    def _frame_for(flt: WatchFilter, ev: CacheEvent) -> bytes | None:
+        cur = ev.type != "DELETED" and flt.matches(ev.obj)
+        old = ev.prev is not None and flt.matches(ev.prev)
         if cur:
             return ev.frame("MODIFIED" if old else "ADDED")
         if old:
@@ -265,21 +302,27 @@ class KindCache:
 
     # ------------------------------------------------------------ watches
 
+    def _all_groups(self) -> Iterable[WatcherGroup]:
+        yield from self._groups.values()
+        for groups in self._by_node.values():
+            yield from groups.values()
+
     def _all_watchers(self) -> Iterable[Watcher]:
-        yield from self._watchers
-        for ws in self._by_node.values():
-            yield from ws
+        for g in list(self._all_groups()):
+            yield from list(g.members)
 
     @property
     def watcher_count(self) -> int:
-        return len(self._watchers) + sum(len(ws) for ws in self._by_node.values())
+        return sum(len(g.members) for g in self._all_groups())
 
     def watch(self, namespace: str, labels: LabelSelector, fields: FieldSelector, resource_version: str,
               bookmarks: bool, initial_events_end: bool, max_pending: int) -> Watcher:
+        interval = self.owner.watch_batch_interval
         """Register a watcher; synchronous, so no event can slip between replay and live."""
         current = self.owner.rev
+        flt = WatchFilter(namespace, labels, fields)
         if resource_version in ("", "0"):
-            w = Watcher(self, namespace, labels, fields, current, bookmarks, max_pending)
+            w = Watcher(self, flt, current, bookmarks, max_pending, interval)
             for obj in self.list(namespace, labels, fields):
                 w.push(encode_frame("ADDED", obj.SerializeToString()), 0)
             w.last_rev = current
@@ -292,37 +335,38 @@ class KindCache:
                 raise errors.BadRequest(f'invalid resource version "{resource_version}"') from None
             if rv < self.start_rev:
                 raise errors.Gone(f"too old resource version: {rv} ({self.start_rev})")
-            w = Watcher(self, namespace, labels, fields, rv, bookmarks, max_pending)
+            w = Watcher(self, flt, rv, bookmarks, max_pending, interval)
             replay = []
             for ev in reversed(self.ring):
                 if ev.rev <= rv:
                     break
                 replay.append(ev)
             for ev in reversed(replay):
-                frame = self._frame_for(w, ev)
+                frame = self._frame_for(flt, ev)
                 if frame is not None:
                     w.push(frame, ev.rev)
         node = fields.value_of("spec.nodeName") if self.kind is POD else None
-        if node is not None:
-            w.node_key = node
-            self._by_node.setdefault(node, set()).add(w)
-        else:
-            self._watchers.add(w)
+        groups = self._groups if node is None else self._by_node.setdefault(node, {})
+        group = groups.get(flt.key)
+        if group is None:
+            group = groups[flt.key] = WatcherGroup(flt, node)
+        group.members.add(w)
+        w.group = group
         self._gauge.inc()
         return w
 
     def remove(self, w: Watcher) -> None:
         w.close()
-        if w.node_key is not None:
-            ws = self._by_node.get(w.node_key)
-            if ws is not None and w in ws:
-                ws.discard(w)
-                if not ws:
-                    del self._by_node[w.node_key]
-                self._gauge.dec()
-        elif w in self._watchers:
-            self._watchers.discard(w)
-            self._gauge.dec()
+        g = w.group
+        if g is None or w not in g.members:
+            return
+        g.members.discard(w)
+        self._gauge.dec()
+        if not g.members:
+            groups = self._groups if g.node_key is None else self._by_node.get(g.node_key, {})
+            groups.pop(g.filter.key, None)
+            if g.node_key is not None and not groups:
+                self._by_node.pop(g.node_key, None)
 
     def _bookmark(self, rev: int, initial_end: bool = False) -> bytes:
         obj = self.kind.new()
@@ -347,8 +391,9 @@ class WatchCache:
     """All kinds' caches, fed by one etcd watch over ``/registry/``."""
 
     def __init__(self, etcd: EtcdClient, capacity: int = 20_000, window: int = 20_000,
-                 bookmark_interval: float = 1.0):
+                 bookmark_interval: float = 1.0, watch_batch_interval: float = 0.01):
         self.etcd = etcd
+        self.watch_batch_interval = watch_batch_interval
         self.window = window
         self.bookmark_interval = bookmark_interval
         self.caches: dict[str, KindCache] = {k.name: KindCache(self, k, capacity) for k in KINDS}

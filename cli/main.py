@@ -80,7 +80,7 @@ def cmd_up(args: argparse.Namespace) -> int:
         data_dir=str(data_dir_of(args)), nodes=args.nodes, node_cpu=args.node_cpu, node_memory=args.node_memory,
         etcd_members=args.etcd_members, feature_gates=args.feature_gates or "",
         scheduler_config=args.scheduler_config or "", kube_reserved=args.kube_reserved or "",
-        dra_devices=args.dra_devices)
+        dra_devices=args.dra_devices, apiserver_args=list(args.apiserver_arg))
     for flag, value in (("--node-cpu", args.node_cpu), ("--node-memory", args.node_memory)):
         try:
             quantity.parse_quantity(value)
@@ -418,6 +418,8 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("--scheduler-config")
     sp.add_argument("--kube-reserved", default="")
     sp.add_argument("--dra-devices", type=int, default=0)
+    sp.add_argument("--apiserver-arg", action="append", default=[], metavar="FLAG",
+                    help="extra apiserver flag, e.g. --apiserver-arg=--watch-cache-size=100 (repeatable)")
     sp.add_argument("--detach", action="store_true", help="return once the cluster is up")
     sp.add_argument("--timeout", type=float, default=60.0, help="seconds to wait for each component")
 

@@ -39,6 +39,8 @@ class ClusterConfig:
     scheduler_config: str = ""
     kube_reserved: str = ""
     dra_devices: int = 0
+    # Extra flags for the apiserver (``kplane up --apiserver-arg=--watch-cache-size=100``).
+    apiserver_args: list[str] = field(default_factory=list)
     # Local mode: the port of each address name ("apiserver.grpc", "etcd-1.client", ...).
     ports: dict[str, int] = field(default_factory=dict)
 
@@ -134,6 +136,7 @@ def build(cfg: ClusterConfig, mode: Mode = "local", python: str = "python") -> l
                 "--token-auth-file", a.data("tokens.csv")]
     if cfg.feature_gates:
         api_argv += ["--feature-gates", cfg.feature_gates]
+    api_argv += cfg.apiserver_args
     components.append(Component(name="apiserver", role="apiserver", argv=api_argv,
                                 grpc=f"{a.host('apiserver')}:{api_port}",
                                 admin=f"{a.host('apiserver')}:{api_admin}", depends_on=members))

@@ -30,6 +30,7 @@ from machinery.kinds import (DEVICE_CLASS, EVENT, KINDS, LEASE, NODE, POD, POD_D
 
 DEFAULT_TIMEOUT = 30.0
 DRY_RUN_HEADER = "x-kplane-dry-run"
+TOO_MANY_REQUESTS = "Too many requests"  # the apiserver's overload answer (retryable: nothing was done)
 
 CHANNEL_OPTIONS = [
     ("grpc.max_receive_message_length", 256 * 1024 * 1024),
@@ -193,7 +194,12 @@ class Client:
 
     async def call(self, method, request: Message, *, dry_run: bool = False, timeout: float | None = None,
                    retry: bool = False) -> Any:
-        """One unary call; reads (``retry``) are retried while the apiserver is unavailable."""
+        """One unary call.
+
+        Any call refused because the apiserver is overloaded (429 "Too many requests", nothing was
+        done) is retried with backoff, as client-go does; reads (``retry``) are also retried while
+        the apiserver is unavailable. Everything else is the caller's to decide.
+        """
         budget = timeout if timeout is not None else self.timeout
         deadline = time.monotonic() + budget
         delay = 0.1
@@ -203,7 +209,9 @@ class Client:
                 return await method(request, metadata=self.metadata(dry_run), timeout=max(remaining, 0.01))
             except grpc.aio.AioRpcError as exc:
                 err = errors.from_rpc_error(exc)
-                if retry and isinstance(err, errors.Unavailable) and time.monotonic() + delay < deadline:
+                overloaded = isinstance(err, errors.TooManyRequests) and err.message.startswith(TOO_MANY_REQUESTS)
+                if (overloaded or (retry and isinstance(err, errors.Unavailable))) and \
+                        time.monotonic() + delay < deadline:
                     await asyncio.sleep(delay)
                     delay = min(delay * 2, 1.0)
                     continue

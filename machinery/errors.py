@@ -113,6 +113,8 @@ _BY_CODE: dict[grpc.StatusCode, type[ApiError]] = {
     grpc.StatusCode.INTERNAL: InternalError,
     grpc.StatusCode.UNIMPLEMENTED: MethodNotAllowed,
     grpc.StatusCode.INVALID_ARGUMENT: Invalid,
+    # A server that cannot take a call answers CANCELLED (gRPC core's load shedding).
+    grpc.StatusCode.CANCELLED: Unavailable,
 }
 
 

@@ -316,6 +316,9 @@ class FieldSelector:
                 return False
         return True
 
+    def __str__(self) -> str:
+        return ",".join(f"{r.field}{r.operator}{r.value}" for r in self.requirements)
+
     def value_of(self, field: str) -> str | None:
         """The value an equality requirement pins ``field`` to (used to index watchers)."""
         for r in self.requirements:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from datetime import datetime, timezone
 
 
@@ -11,7 +12,11 @@ def now() -> datetime:
 
 def rfc3339(t: datetime | None = None) -> str:
     """metav1.Time: ``2026-11-22T01:53:13Z``."""
-    return (t or now()).astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    if t is None:
+        g = time.gmtime()
+        return (f"{g.tm_year:04d}-{g.tm_mon:02d}-{g.tm_mday:02d}T"
+                f"{g.tm_hour:02d}:{g.tm_min:02d}:{g.tm_sec:02d}Z")
+    return t.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def rfc3339_micro(t: datetime | None = None) -> str:

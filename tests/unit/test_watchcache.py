@@ -1,0 +1,151 @@
+"""The watch cache's fan-out, without etcd: groups, node index, selector transitions, replay, batching."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from apiserver.watchcache import CacheEvent, WatchCache, with_resource_version
+from machinery import errors
+from machinery.api import core_pb2
+from machinery.kinds import POD
+from machinery.selectors import EVERY_FIELD, EVERYTHING, parse_field_selector, parse_label_selector
+
+
+def _pod(name: str, rev: int, labels: dict | None = None, node: str = "") -> core_pb2.Pod:
+    p = core_pb2.Pod()
+    p.metadata.name, p.metadata.namespace, p.metadata.resource_version = name, "default", str(rev)
+    p.metadata.labels.update(labels or {})
+    p.spec.node_name = node
+    return p
+
+
+class Feed:
+    """Drives a pods cache the way the etcd watch does."""
+
+    def __init__(self, capacity: int = 100):
+        self.cache = WatchCache(etcd=None, capacity=capacity, watch_batch_interval=0)  # type: ignore[arg-type]
+        self.pods = self.cache[POD]
+        self.pods.reset([], 1)
+        self.cache.rev = 1
+
+    def put(self, pod: core_pb2.Pod) -> None:
+        rev = int(pod.metadata.resource_version)
+        key = POD.key(pod.metadata.namespace, pod.metadata.name)
+        prev = self.pods.store.get(key)
+        self.cache.rev = rev
+        self.pods.apply(CacheEvent(rev, "ADDED" if prev is None else "MODIFIED", key, pod, prev))
+
+    def delete(self, name: str, rev: int) -> None:
+        key = POD.key("default", name)
+        prev = self.pods.store[key]
+        self.cache.rev = rev
+        self.pods.apply(CacheEvent(rev, "DELETED", key, with_resource_version(prev, rev), prev))
+
+
+async def _drain(w) -> list[tuple[str, str, str]]:
+    batch = await asyncio.wait_for(w.next_batch(), 1)
+    resp = core_pb2.PodWatchResponse.FromString(batch)
+    return [(e.type, e.object.metadata.name, e.object.metadata.resource_version) for e in resp.events]
+
+
+def _labels(text: str):
+    return parse_label_selector(text)
+
+
+async def test_label_transitions_become_added_and_deleted_for_a_selecting_watcher():
+    f = Feed()
+    w = f.pods.watch("default", _labels("team=x"), EVERY_FIELD, "1", False, False, 1000)
+    f.put(_pod("a", 2, {"team": "x"}))
+    f.put(_pod("a", 3, {"team": "x", "more": "1"}))
+    f.put(_pod("a", 4, {"team": "y"}))  # leaves the selector: DELETED with the old state, at rev 4
+    f.put(_pod("b", 5, {"team": "y"}))  # never matched: nothing
+    f.put(_pod("a", 6, {"team": "x"}))  # comes back: ADDED
+    assert await _drain(w) == [("ADDED", "a", "2"), ("MODIFIED", "a", "3"), ("DELETED", "a", "4"), ("ADDED", "a", "6")]
+
+
+async def test_watchers_with_the_same_filter_share_a_group_and_all_get_every_event():
+    f = Feed()
+    ws = [f.pods.watch("default", _labels("app=web"), EVERY_FIELD, "1", False, False, 1000) for _ in range(5)]
+    other = f.pods.watch("default", EVERYTHING, EVERY_FIELD, "1", False, False, 1000)
+    assert len(f.pods._groups) == 2
+    f.put(_pod("w", 2, {"app": "web"}))
+    for w in ws:
+        assert await _drain(w) == [("ADDED", "w", "2")]
+    assert await _drain(other) == [("ADDED", "w", "2")]
+    for w in ws:
+        f.pods.remove(w)
+    f.pods.remove(other)
+    assert f.pods._groups == {} and f.pods.watcher_count == 0
+
+
+async def test_node_pinned_watchers_only_see_their_nodes_pods_and_binding_is_an_add():
+    f = Feed()
+    d = core_pb2.Pod.DESCRIPTOR
+    n1 = f.pods.watch("", EVERYTHING, parse_field_selector("spec.nodeName=n1", "Pod", d), "1", False, False, 100)
+    unbound = f.pods.watch("", EVERYTHING, parse_field_selector("spec.nodeName=", "Pod", d), "1", False, False, 100)
+    f.put(_pod("p", 2))
+    f.put(_pod("p", 3, node="n1"))  # bound: leaves "unbound", enters "n1"
+    f.put(_pod("q", 4, node="n2"))
+    assert await _drain(n1) == [("ADDED", "p", "3")]
+    assert await _drain(unbound) == [("ADDED", "p", "2"), ("DELETED", "p", "3")]
+    assert set(f.pods._by_node) == {"n1", ""}
+
+
+async def test_watch_from_a_version_replays_the_ring_and_too_old_is_gone():
+    f = Feed(capacity=3)
+    for rev in range(2, 7):
+        f.put(_pod(f"p{rev}", rev))
+    assert f.pods.start_rev == 3  # the ring holds 4, 5, 6
+    w = f.pods.watch("default", EVERYTHING, EVERY_FIELD, "4", False, False, 100)
+    assert await _drain(w) == [("ADDED", "p5", "5"), ("ADDED", "p6", "6")]
+    with pytest.raises(errors.Gone, match="too old resource version: 2"):
+        f.pods.watch("default", EVERYTHING, EVERY_FIELD, "2", False, False, 100)
+
+
+async def test_initial_events_then_bookmark_then_live():
+    f = Feed()
+    f.put(_pod("a", 2))
+    w = f.pods.watch("default", EVERYTHING, EVERY_FIELD, "", True, True, 100)
+    f.put(_pod("b", 3))
+    events = await _drain(w)
+    assert events[0] == ("ADDED", "a", "2")
+    assert events[1][0] == "BOOKMARK" and events[1][2] == "2"
+    assert events[2] == ("ADDED", "b", "3")
+    f.pods.send_bookmarks()  # nothing new since rev 3: no bookmark
+    assert w.pending == 0
+
+
+async def test_delete_event_carries_the_deletion_revision():
+    f = Feed()
+    f.put(_pod("a", 2))
+    w = f.pods.watch("default", EVERYTHING, EVERY_FIELD, "2", False, False, 100)
+    f.delete("a", 3)
+    assert await _drain(w) == [("DELETED", "a", "3")]
+
+
+async def test_a_watcher_that_falls_too_far_behind_is_cut_off():
+    f = Feed()
+    w = f.pods.watch("default", EVERYTHING, EVERY_FIELD, "1", False, False, max_pending=3)
+    for rev in range(2, 7):
+        f.put(_pod(f"p{rev}", rev))
+    assert w.closed and w.overflowed
+    assert await w.next_batch() is None
+
+
+async def test_a_busy_watcher_gets_many_events_per_message():
+    f = Feed()
+    f.cache.watch_batch_interval = 0.05
+    w = f.pods.watch("default", EVERYTHING, EVERY_FIELD, "1", False, False, 1000)
+    f.put(_pod("a", 2))
+    assert len(await _drain(w)) == 1  # quiet before: goes out at once
+
+    async def later():
+        for rev in range(3, 8):
+            await asyncio.sleep(0.005)
+            f.put(_pod(f"p{rev}", rev))
+
+    task = asyncio.create_task(later())
+    assert len(await _drain(w)) == 5  # within the interval: one message
+    await task

@@ -47,7 +47,7 @@ class Options:
     watch_cache_size: int = 20_000
     history_window: int = 20_000
     bookmark_interval: float = 1.0
-    watch_batch_interval: float = 0.01
+    watch_batch_interval: float = 0.025
     compaction_retention: int = 0
     compaction_interval: float = 60.0
     max_requests_inflight: int = 400
@@ -66,7 +66,7 @@ def parse_args(argv: list[str] | None = None) -> Options:
     p.add_argument("--history-window", type=int, default=20_000,
                    help="revisions of etcd history replayed into the watch cache at start")
     p.add_argument("--bookmark-interval", type=float, default=1.0, help="seconds between watch BOOKMARKs")
-    p.add_argument("--watch-batch-interval", type=float, default=0.01,
+    p.add_argument("--watch-batch-interval", type=float, default=0.025,
                    help="seconds a busy watch waits between stream messages, so one message carries many events")
     p.add_argument("--compaction-retention", type=int, default=0,
                    help="compact etcd history older than this many revisions (0: keep all history)")

@@ -391,7 +391,7 @@ class WatchCache:
     """All kinds' caches, fed by one etcd watch over ``/registry/``."""
 
     def __init__(self, etcd: EtcdClient, capacity: int = 20_000, window: int = 20_000,
-                 bookmark_interval: float = 1.0, watch_batch_interval: float = 0.01):
+                 bookmark_interval: float = 1.0, watch_batch_interval: float = 0.025):
         self.etcd = etcd
         self.watch_batch_interval = watch_batch_interval
         self.window = window

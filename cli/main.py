@@ -98,13 +98,13 @@ def cmd_up(args: argparse.Namespace) -> int:
         print(f"warning: {etcd.warning}", file=sys.stderr)
     missing = [name for name, pkg in (("scheduler", "scheduler"), ("controller-manager", "controllers"),
                                       ("kubelet and runtime per node", "kubelet")) if not topology.implemented(pkg)]
-    state = cluster.up(cfg, timeout=args.timeout)
+    state = cluster.up(cfg, timeout=args.timeout, echo=lambda line: print(line, flush=True))
     if missing:
         print(f"not started (not implemented in this version yet): {', '.join(missing)}")
-    print(f"cluster is up: server {state.server}, data in {state.data_dir}")
+    print(f"cluster is up: server {state.server}, data in {state.data_dir}", flush=True)
     if args.detach:
         return 0
-    print("press Ctrl-C to stop it (or use --detach and `kplane down`)")
+    print("press Ctrl-C to stop it (or use --detach and `kplane down`)", flush=True)
     stop = {"now": False}
 
     def handler(signum, frame):

@@ -10,6 +10,7 @@ Not done here, on purpose: a pod's ``status.phase`` (the registry sets ``Pending
 from __future__ import annotations
 
 from collections.abc import Callable, MutableMapping, Sequence
+from functools import lru_cache
 from typing import Any, Final
 
 from machinery import kinds, resources
@@ -32,25 +33,42 @@ _NANOS_PER_MILLI: Final = 10**6
 # ---------------------------------------------------------------- helpers
 
 
-def _normalize_quantities(m: MutableMapping[str, str]) -> None:
+@lru_cache(maxsize=4096)
+def _normalized_quantity(text: str) -> str | None:
+    """The stored form of a quantity string (see ``_normalize_quantities``); None if malformed."""
+    try:
+        q = parse_quantity(text)
+    except QuantityError:
+        return None
+    rest = q.nanos % _NANOS_PER_MILLI
+    if rest:
+        q = Quantity.from_nanos(q.nanos - rest + _NANOS_PER_MILLI, q.format)
+    return str(q)
+
+
+def _normalize_quantities(m: MutableMapping[str, str]) -> bool:
     """SetDefaults_ResourceList, and the form Kubernetes stores: values finer than a milli-unit
     are rounded up to it (``100u`` -> ``1m``) and every value is written as Go's Quantity prints
     it (``1.5`` -> ``1500m``; canonical input such as ``500m`` or ``1Gi`` is kept as given).
-    Malformed quantities are left for validation to report."""
-    for name in list(m):
+    Malformed quantities are left for validation to report. True if a value changed."""
+    if not m:
+        return False
+    changed = None
+    for name in m:  # (iterating a protobuf map's keys is much cheaper than its items())
         text = m[name]
-        try:
-            q = parse_quantity(text)
-        except QuantityError:
-            continue
-        rest = q.nanos % _NANOS_PER_MILLI
-        if rest:
-            q = Quantity.from_nanos(q.nanos - rest + _NANOS_PER_MILLI, q.format)
-        out = str(q)
-        if out != text:
-            m[name] = out
+        out = _normalized_quantity(text)
+        if out is not None and out != text:
+            if changed is None:
+                changed = []
+            changed.append((name, out))
+    if changed is None:
+        return False
+    for name, out in changed:
+        m[name] = out
+    return True
 
 
+@lru_cache(maxsize=4096)
 def _image_tag_is_latest(image: str) -> bool:
     """Kubernetes pulls ``:latest`` and untagged images Always (parsers.ParseImageName): the tag
     follows the last ':' of the last path component; a digest-only reference has no tag; a
@@ -71,41 +89,141 @@ def _image_tag_is_latest(image: str) -> bool:
     return not at
 
 
-def _default_container(c: core_pb2.Container, host_network: bool) -> None:
-    if not c.image_pull_policy:
-        c.image_pull_policy = "Always" if _image_tag_is_latest(c.image) else "IfNotPresent"
-    if not c.termination_message_path:
+# Scalar defaults and the DefaultTolerationSeconds tolerations are applied by merging
+# pre-serialized messages that hold just the missing fields: one MergeFromString is much cheaper
+# than setting the fields one by one through the protobuf Python API, and it sets exactly those
+# fields (the tolerations are appended in order). Maps are never merged: their entries are set
+# one by one, in the original order, so that their iteration order stays what it was.
+
+_PULL_POLICY_UNSET: Final = 1
+_MESSAGE_PATH_UNSET: Final = 2
+_MESSAGE_POLICY_UNSET: Final = 4
+
+
+@lru_cache(maxsize=None)
+def _container_defaults(unset: int, always: bool) -> bytes:
+    """The serialized Container of the defaults for the ``unset`` fields (a bit mask)."""
+    c = core_pb2.Container()
+    if unset & _PULL_POLICY_UNSET:
+        c.image_pull_policy = "Always" if always else "IfNotPresent"
+    if unset & _MESSAGE_PATH_UNSET:
         c.termination_message_path = TERMINATION_MESSAGE_PATH
-    if not c.termination_message_policy:
+    if unset & _MESSAGE_POLICY_UNSET:
         c.termination_message_policy = "File"
-    for port in c.ports:
-        if not port.protocol:
-            port.protocol = "TCP"
-        if host_network and port.host_port == 0:
-            port.host_port = port.container_port
-    r = c.resources
-    _normalize_quantities(r.limits)
-    _normalize_quantities(r.requests)
+    return c.SerializeToString()
+
+
+def _default_resources(r: core_pb2.ResourceRequirements) -> bool:
+    """SetDefaults_ResourceList and SetDefaults_Pod for a container's resources; True if
+    anything changed."""
+    limits, requests = r.limits, r.requests
+    changed = _normalize_quantities(limits) if limits else False
+    if requests and _normalize_quantities(requests):
+        changed = True
     # SetDefaults_Pod: a limit without a request makes the request equal to the limit.
-    for name in r.limits:
-        if name not in r.requests:
-            r.requests[name] = r.limits[name]
+    if limits:
+        for name in limits:
+            if name not in requests:
+                requests[name] = limits[name]
+                changed = True
+    return changed
 
 
-def _default_tolerations(tolerations: Any) -> None:
-    """DefaultTolerationSeconds admission: tolerate not-ready and unreachable nodes for 300s
-    unless the pod already tolerates them (an empty key or effect matches)."""
+# Serialized containers whose defaulting is merging the given serialized Container (b"": none)
+# and nothing else (no ports, resources left unchanged): the containers of one workload's pods
+# are alike. Equal bytes mean an equal container, which the defaulting below treats the same.
+# Bounded: cleared when full.
+_CONTAINER_MERGES: dict[bytes, bytes] = {}
+_CONTAINER_MERGES_MAX: Final = 1024
+
+
+def _default_container(c: core_pb2.Container, host_network: bool) -> bytes | None:
+    """SetDefaults_Container. Returns the serialized defaults merged into the container when
+    that was all the defaulting did (see _CONTAINER_MERGES), else None."""
+    key = c.SerializeToString()
+    merge = _CONTAINER_MERGES.get(key)
+    if merge is not None:
+        if merge:
+            c.MergeFromString(merge)
+        return merge
+    unset = 0
+    always = False
+    if not c.image_pull_policy:
+        unset = _PULL_POLICY_UNSET
+        always = _image_tag_is_latest(c.image)
+    if not c.termination_message_path:
+        unset |= _MESSAGE_PATH_UNSET
+    if not c.termination_message_policy:
+        unset |= _MESSAGE_POLICY_UNSET
+    merge = _container_defaults(unset, always) if unset else b""
+    if merge:
+        c.MergeFromString(merge)
+    ports = c.ports
+    if ports:
+        for port in ports:
+            if not port.protocol:
+                port.protocol = "TCP"
+            if host_network and port.host_port == 0:
+                port.host_port = port.container_port
+    if c.HasField("resources") and _default_resources(c.resources):
+        return None
+    if ports:
+        return None
+    if len(_CONTAINER_MERGES) >= _CONTAINER_MERGES_MAX:
+        _CONTAINER_MERGES.clear()
+    _CONTAINER_MERGES[key] = merge
+    return merge
+
+
+def _tolerations_to_add(tolerations: Any) -> int:
+    """DefaultTolerationSeconds admission: which of the not-ready (1) and unreachable (2)
+    tolerations the pod lacks (an empty key or effect matches)."""
     not_ready = unreachable = False
     for t in tolerations:
-        if t.effect in ("NoExecute", ""):
-            if t.key in (TAINT_NODE_NOT_READY, ""):
+        effect = t.effect
+        if effect == "NoExecute" or not effect:
+            key = t.key
+            if key == TAINT_NODE_NOT_READY or not key:
                 not_ready = True
-            if t.key in (TAINT_NODE_UNREACHABLE, ""):
+            if key == TAINT_NODE_UNREACHABLE or not key:
                 unreachable = True
-    if not not_ready:
+    return (0 if not_ready else 1) | (0 if unreachable else 2)
+
+
+_DNS_POLICY_UNSET: Final = 1
+_RESTART_POLICY_UNSET: Final = 2
+_GRACE_PERIOD_UNSET: Final = 4
+_SCHEDULER_NAME_UNSET: Final = 8
+_SERVICE_LINKS_UNSET: Final = 16
+_NOT_READY_MISSING: Final = 32
+_UNREACHABLE_MISSING: Final = 64
+
+
+@lru_cache(maxsize=None)
+def _pod_spec_defaults(unset: int) -> bytes:
+    """The serialized PodSpec of the defaults for the ``unset`` fields (a bit mask), with the
+    DefaultTolerationSeconds tolerations the pod lacks (appended in this order)."""
+    spec = core_pb2.PodSpec()
+    if unset & _DNS_POLICY_UNSET:
+        spec.dns_policy = "ClusterFirst"
+    if unset & _RESTART_POLICY_UNSET:
+        spec.restart_policy = "Always"
+    if unset & _GRACE_PERIOD_UNSET:
+        spec.termination_grace_period_seconds = DEFAULT_TERMINATION_GRACE_PERIOD_SECONDS
+    if unset & _SCHEDULER_NAME_UNSET:
+        spec.scheduler_name = DEFAULT_SCHEDULER_NAME
+    if unset & _SERVICE_LINKS_UNSET:
+        spec.enable_service_links = True
+    _default_tolerations_into(spec.tolerations, (1 if unset & _NOT_READY_MISSING else 0)
+                              | (2 if unset & _UNREACHABLE_MISSING else 0))
+    return spec.SerializeToString()
+
+
+def _default_tolerations_into(tolerations: Any, missing: int) -> None:
+    if missing & 1:
         tolerations.add(key=TAINT_NODE_NOT_READY, operator="Exists", effect="NoExecute",
                         toleration_seconds=DEFAULT_NOT_READY_TOLERATION_SECONDS)
-    if not unreachable:
+    if missing & 2:
         tolerations.add(key=TAINT_NODE_UNREACHABLE, operator="Exists", effect="NoExecute",
                         toleration_seconds=DEFAULT_UNREACHABLE_TOLERATION_SECONDS)
 
@@ -164,26 +282,67 @@ def _default_pod_level_resources(pod: core_pb2.Pod) -> None:
 # ---------------------------------------------------------------- kinds
 
 
+# Serialized pod specs whose defaulting is only merges: the serialized PodSpec defaults (scalars
+# and tolerations) and, per container and init container, the serialized Container defaults
+# (see _CONTAINER_MERGES). The pods of one workload are alike; equal bytes mean an equal spec,
+# which the defaulting treats the same. Bounded: cleared when full.
+_POD_SPEC_MERGES: dict[bytes, tuple[bytes, tuple[bytes, ...], tuple[bytes, ...]]] = {}
+_POD_SPEC_MERGES_MAX: Final = 512
+
+
 def default_pod(pod: core_pb2.Pod) -> None:
     """SetDefaults_Pod, SetDefaults_PodSpec, SetDefaults_Container and DefaultTolerationSeconds."""
     spec = pod.spec
+    key = spec.SerializeToString()
+    plan = _POD_SPEC_MERGES.get(key)
+    if plan is not None:
+        spec_merge, merges, init_merges = plan
+        for c, merge in zip(spec.containers, merges):
+            if merge:
+                c.MergeFromString(merge)
+        if init_merges:
+            for c, merge in zip(spec.init_containers, init_merges):
+                if merge:
+                    c.MergeFromString(merge)
+        if spec_merge:
+            spec.MergeFromString(spec_merge)
+        return
+    unset = 0
     if not spec.dns_policy:
-        spec.dns_policy = "ClusterFirst"
+        unset = _DNS_POLICY_UNSET
     if not spec.restart_policy:
-        spec.restart_policy = "Always"
+        unset |= _RESTART_POLICY_UNSET
     if not spec.HasField("termination_grace_period_seconds"):
-        spec.termination_grace_period_seconds = DEFAULT_TERMINATION_GRACE_PERIOD_SECONDS
+        unset |= _GRACE_PERIOD_UNSET
     if not spec.scheduler_name:
-        spec.scheduler_name = DEFAULT_SCHEDULER_NAME
+        unset |= _SCHEDULER_NAME_UNSET
     if not spec.HasField("enable_service_links"):
-        spec.enable_service_links = True
-    for c in spec.containers:
-        _default_container(c, spec.host_network)
-    for c in spec.init_containers:
-        _default_container(c, spec.host_network)
-    _normalize_quantities(spec.overhead)
-    _default_pod_level_resources(pod)
-    _default_tolerations(spec.tolerations)
+        unset |= _SERVICE_LINKS_UNSET
+    host_network = spec.host_network
+    merges = tuple(_default_container(c, host_network) for c in spec.containers)
+    init_containers = spec.init_containers
+    init_merges = tuple(_default_container(c, host_network) for c in init_containers) if init_containers else ()
+    only_merges = None not in merges and None not in init_merges
+    overhead = spec.overhead
+    if overhead and _normalize_quantities(overhead):
+        only_merges = False
+    if spec.HasField("resources"):
+        # (reads only the containers and spec.resources, which nothing below changes)
+        _default_pod_level_resources(pod)
+        only_merges = False
+    tolerations = spec.tolerations
+    missing = _tolerations_to_add(tolerations) if tolerations else 3
+    if missing & 1:
+        unset |= _NOT_READY_MISSING
+    if missing & 2:
+        unset |= _UNREACHABLE_MISSING
+    spec_merge = _pod_spec_defaults(unset) if unset else b""
+    if spec_merge:
+        spec.MergeFromString(spec_merge)
+    if only_merges:
+        if len(_POD_SPEC_MERGES) >= _POD_SPEC_MERGES_MAX:
+            _POD_SPEC_MERGES.clear()
+        _POD_SPEC_MERGES[key] = (spec_merge, merges, init_merges)  # type: ignore[assignment]
 
 
 def default_node(node: core_pb2.Node) -> None:
@@ -242,8 +401,14 @@ _DEFAULTERS: Final[dict[str, Callable[[Any], None]]] = {
 }
 
 
+# The defaulters by canonical kind name, for which kinds.lookup is the identity.
+_DEFAULTERS_BY_NAME: Final = {name: fn for name, fn in _DEFAULTERS.items() if kinds.lookup(name).name == name}
+
+
 def default_object(kind_name: str, obj: Any) -> None:
     """Apply the kind's defaults in place (kinds without defaults are left unchanged)."""
-    fn = _DEFAULTERS.get(kinds.lookup(kind_name).name)
+    fn = _DEFAULTERS_BY_NAME.get(kind_name) if type(kind_name) is str else None
+    if fn is None:
+        fn = _DEFAULTERS.get(kinds.lookup(kind_name).name)
     if fn is not None:
         fn(obj)

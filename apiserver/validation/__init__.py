@@ -133,20 +133,34 @@ def _kind(kind_name: str) -> str:
     return kinds.lookup(kind_name).name
 
 
+# By canonical kind name, for which kinds.lookup is the identity (no lookup on the hot path).
+_CREATE_BY_NAME: dict[str, _Create] = {n: fn for n, fn in _CREATE.items() if _kind(n) == n}
+_UPDATE_BY_NAME: dict[str, _Update] = {n: fn for n, fn in _UPDATE.items() if _kind(n) == n}
+_STATUS_UPDATE_BY_NAME: dict[str, _Update] = {n: fn for n, fn in _STATUS_UPDATE.items() if _kind(n) == n}
+
+
 def validate_create(kind_name: str, obj: Message) -> list[FieldError]:
     """The kind's create validation (after defaulting)."""
-    return _CREATE[_kind(kind_name)](obj)
+    fn = _CREATE_BY_NAME.get(kind_name) if type(kind_name) is str else None
+    if fn is None:
+        fn = _CREATE[_kind(kind_name)]
+    return fn(obj)
 
 
 def validate_update(kind_name: str, new: Message, old: Message) -> list[FieldError]:
     """The kind's update validation of the main resource."""
-    return _UPDATE[_kind(kind_name)](new, old)
+    fn = _UPDATE_BY_NAME.get(kind_name) if type(kind_name) is str else None
+    if fn is None:
+        fn = _UPDATE[_kind(kind_name)]
+    return fn(new, old)
 
 
 def validate_status_update(kind_name: str, new: Message, old: Message) -> list[FieldError]:
     """The kind's status-subresource validation; ValueError for kinds without status."""
-    name = _kind(kind_name)
-    fn = _STATUS_UPDATE.get(name)
+    fn = _STATUS_UPDATE_BY_NAME.get(kind_name) if type(kind_name) is str else None
     if fn is None:
-        raise ValueError(f"{name} has no status subresource")
+        name = _kind(kind_name)
+        fn = _STATUS_UPDATE.get(name)
+        if fn is None:
+            raise ValueError(f"{name} has no status subresource")
     return fn(new, old)

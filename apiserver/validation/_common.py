@@ -174,6 +174,7 @@ def is_relaxed_env_var_name(value: str) -> list[str]:
     return errs
 
 
+@lru_cache(maxsize=16384)
 def is_valid_ip(value: str) -> bool:
     try:
         ipaddress.ip_address(value)
@@ -182,6 +183,7 @@ def is_valid_ip(value: str) -> bool:
     return True
 
 
+@lru_cache(maxsize=16384)
 def ip_family(value: str) -> int:
     return ipaddress.ip_address(value).version
 
@@ -258,9 +260,24 @@ def validate_nonnegative(value: int, path: str) -> list[FieldError]:
     return [invalid(path, value, IS_NEGATIVE)] if value < 0 else []
 
 
+@lru_cache(maxsize=16384)
+def _label_ok(key: str, value: str) -> bool:
+    return not is_qualified_name(key) and not is_valid_label_value(value)
+
+
+def labels_ok(labels: Mapping[str, str]) -> bool:
+    """Whether ``validate_labels`` finds nothing wrong (a fast pre-check on memoised verdicts)."""
+    for k in labels:
+        if not _label_ok(k, labels[k]):
+            return False
+    return True
+
+
 def validate_labels(labels: Mapping[str, str], path: str) -> list[FieldError]:
     """metav1 ValidateLabels: keys are qualified names, values label values; errors at ``path``
     itself (Kubernetes does not key them)."""
+    if not labels or labels_ok(labels):
+        return []
     errs: list[FieldError] = []
     for k in sorted(labels):
         errs.extend(invalid(path, k, m) for m in is_qualified_name(k))

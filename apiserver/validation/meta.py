@@ -7,6 +7,7 @@ Name functions take ``(name, prefix)`` and return Kubernetes' messages, as Go's
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from functools import lru_cache
 from typing import Final
 
 from machinery import timeutil
@@ -20,6 +21,7 @@ from apiserver.validation._common import (
     is_dns1123_label,
     is_dns1123_subdomain,
     is_qualified_name,
+    labels_ok,
     too_long,
     validate_labels,
     validate_nonnegative,
@@ -57,8 +59,25 @@ def name_is_path_segment(name: str, prefix: bool) -> list[str]:
     return [f"may not contain '{c}'" for c in ("/", "%") if c in name]
 
 
+@lru_cache(maxsize=16384)
+def _annotation_key_ok(key: str) -> bool:
+    return not is_qualified_name(key.lower())
+
+
+def annotations_ok(annotations: Mapping[str, str]) -> bool:
+    """Whether ``validate_annotations`` finds nothing wrong (a fast pre-check)."""
+    size = 0
+    for k in annotations:
+        if not _annotation_key_ok(k):
+            return False
+        size += len(k.encode()) + len(annotations[k].encode())
+    return size <= TOTAL_ANNOTATION_SIZE_LIMIT
+
+
 def validate_annotations(annotations: Mapping[str, str], path: str) -> list[FieldError]:
     """Keys are qualified names (case-insensitive); keys and values total at most 256 KiB."""
+    if not annotations or annotations_ok(annotations):
+        return []
     errs: list[FieldError] = []
     size = 0
     for k in sorted(annotations):
@@ -116,25 +135,43 @@ def validate_object_meta(meta: meta_pb2.ObjectMeta, namespaced: bool, name_fn: N
 
     ``kube_finalizers`` adds core/v1's check that unqualified finalizers are standard ones."""
     errs: list[FieldError] = []
-    if meta.generate_name:
-        errs.extend(invalid(f"{path}.generateName", meta.generate_name, m)
-                    for m in name_fn(meta.generate_name, True))
-    if not meta.name:
+    generate_name = meta.generate_name
+    if generate_name:
+        msgs = name_fn(generate_name, True)
+        if msgs:
+            errs.extend(invalid(f"{path}.generateName", generate_name, m) for m in msgs)
+    name = meta.name
+    if not name:
         errs.append(required(f"{path}.name", "name or generateName is required"))
     else:
-        errs.extend(invalid(f"{path}.name", meta.name, m) for m in name_fn(meta.name, False))
+        msgs = name_fn(name, False)
+        if msgs:
+            errs.extend(invalid(f"{path}.name", name, m) for m in msgs)
+    namespace = meta.namespace
     if namespaced:
-        if not meta.namespace:
+        if not namespace:
             errs.append(required(f"{path}.namespace"))
         else:
-            errs.extend(invalid(f"{path}.namespace", meta.namespace, m) for m in is_dns1123_label(meta.namespace))
-    elif meta.namespace:
+            msgs = is_dns1123_label(namespace)
+            if msgs:
+                errs.extend(invalid(f"{path}.namespace", namespace, m) for m in msgs)
+    elif namespace:
         errs.append(forbidden(f"{path}.namespace", "not allowed on this type"))
-    errs.extend(validate_nonnegative(meta.generation, f"{path}.generation"))
-    errs.extend(validate_labels(meta.labels, f"{path}.labels"))
-    errs.extend(validate_annotations(meta.annotations, f"{path}.annotations"))
-    errs.extend(_validate_owner_references(meta.owner_references, f"{path}.ownerReferences"))
-    errs.extend(_validate_finalizers(meta.finalizers, f"{path}.finalizers", kube_finalizers))
+    generation = meta.generation
+    if generation < 0:
+        errs.extend(validate_nonnegative(generation, f"{path}.generation"))
+    labels = meta.labels
+    if labels and not labels_ok(labels):
+        errs.extend(validate_labels(labels, f"{path}.labels"))
+    annotations = meta.annotations
+    if annotations and not annotations_ok(annotations):
+        errs.extend(validate_annotations(annotations, f"{path}.annotations"))
+    refs = meta.owner_references
+    if refs:
+        errs.extend(_validate_owner_references(refs, f"{path}.ownerReferences"))
+    finalizers = meta.finalizers
+    if finalizers:
+        errs.extend(_validate_finalizers(finalizers, f"{path}.finalizers", kube_finalizers))
     return errs
 
 
@@ -158,34 +195,49 @@ def validate_object_meta_update(new: meta_pb2.ObjectMeta, old: meta_pb2.ObjectMe
     The resourceVersion precondition is the registry's (optimistic concurrency), not checked here.
     """
     errs: list[FieldError] = []
-    if old.deletion_timestamp:
+    old_deletion = old.deletion_timestamp
+    if old_deletion:
         extra = sorted(set(new.finalizers) - set(old.finalizers))
         if extra:
             errs.append(forbidden(f"{path}.finalizers", "no new finalizers can be added if the object is being "
                                   f"deleted, found new finalizers {go_strings(extra)}"))
     if new.generation < old.generation:
         errs.append(invalid(f"{path}.generation", new.generation, "must not be decremented"))
-    if new.name != old.name:
-        errs.append(invalid(f"{path}.name", new.name, FIELD_IMMUTABLE))
-    if new.namespace != old.namespace:
-        errs.append(invalid(f"{path}.namespace", new.namespace, FIELD_IMMUTABLE))
-    if new.uid and new.uid != old.uid:
-        errs.append(invalid(f"{path}.uid", new.uid, FIELD_IMMUTABLE))
-    if new.creation_timestamp and new.creation_timestamp != old.creation_timestamp:
-        errs.append(invalid(f"{path}.creationTimestamp", _go_time(new.creation_timestamp), FIELD_IMMUTABLE))
-    if not old.deletion_timestamp and new.deletion_timestamp:
-        errs.append(invalid(f"{path}.deletionTimestamp", _go_time(new.deletion_timestamp), FIELD_IMMUTABLE))
+    name = new.name
+    if name != old.name:
+        errs.append(invalid(f"{path}.name", name, FIELD_IMMUTABLE))
+    namespace = new.namespace
+    if namespace != old.namespace:
+        errs.append(invalid(f"{path}.namespace", namespace, FIELD_IMMUTABLE))
+    uid = new.uid
+    if uid and uid != old.uid:
+        errs.append(invalid(f"{path}.uid", uid, FIELD_IMMUTABLE))
+    created = new.creation_timestamp
+    if created and created != old.creation_timestamp:
+        errs.append(invalid(f"{path}.creationTimestamp", _go_time(created), FIELD_IMMUTABLE))
+    if not old_deletion:
+        deletion = new.deletion_timestamp
+        if deletion:
+            errs.append(invalid(f"{path}.deletionTimestamp", _go_time(deletion), FIELD_IMMUTABLE))
     if new.HasField("deletion_grace_period_seconds"):
         if not old.HasField("deletion_grace_period_seconds") or \
                 old.deletion_grace_period_seconds != new.deletion_grace_period_seconds:
             errs.append(invalid(f"{path}.deletionGracePeriodSeconds", new.deletion_grace_period_seconds,
                                 FIELD_IMMUTABLE))
-    errs.extend(validate_labels(new.labels, f"{path}.labels"))
-    errs.extend(validate_annotations(new.annotations, f"{path}.annotations"))
-    errs.extend(_validate_owner_references(new.owner_references, f"{path}.ownerReferences"))
+    labels = new.labels
+    if labels and not labels_ok(labels):
+        errs.extend(validate_labels(labels, f"{path}.labels"))
+    annotations = new.annotations
+    if annotations and not annotations_ok(annotations):
+        errs.extend(validate_annotations(annotations, f"{path}.annotations"))
+    refs = new.owner_references
+    if refs:
+        errs.extend(_validate_owner_references(refs, f"{path}.ownerReferences"))
     if kube_finalizers:
-        for i, f in enumerate(new.finalizers):
-            if "/" not in f and f not in _STANDARD_FINALIZERS:
-                errs.append(invalid(f"{path}.finalizers[{i}]", f,
-                                    "name is neither a standard finalizer name nor is it fully qualified"))
+        finalizers = new.finalizers
+        if finalizers:
+            for i, f in enumerate(finalizers):
+                if "/" not in f and f not in _STANDARD_FINALIZERS:
+                    errs.append(invalid(f"{path}.finalizers[{i}]", f,
+                                        "name is neither a standard finalizer name nor is it fully qualified"))
     return errs

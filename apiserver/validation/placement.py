@@ -5,6 +5,7 @@ the scheduling-related parts of a PodSpec and of Node taints)."""
 from __future__ import annotations
 
 from collections.abc import Sequence
+from functools import lru_cache
 from typing import Final
 
 from machinery.api import core_pb2, meta_pb2
@@ -71,7 +72,44 @@ def validate_taint_effect(effect: str, allow_empty: bool, path: str) -> list[Fie
     return []
 
 
+@lru_cache(maxsize=4096)
+def _toleration_ok(key: str, operator: str, value: str, effect: str, has_seconds: bool) -> bool:
+    """Whether ``validate_tolerations`` finds nothing wrong with one toleration."""
+    if key:
+        if is_qualified_name(key):
+            return False
+    elif operator != "Exists":
+        return False
+    if has_seconds and effect != "NoExecute":
+        return False
+    if operator == "Equal" or not operator:
+        if is_valid_label_value(value):
+            return False
+    elif operator == "Exists":
+        if value:
+            return False
+    else:
+        return False
+    return not effect or effect in TAINT_EFFECTS
+
+
+def _toleration_facts(tolerations: Sequence[core_pb2.Toleration]) -> list[tuple[str, str, str, str, bool]]:
+    return [(t.key, t.operator, t.value, t.effect, t.HasField("toleration_seconds")) for t in tolerations]
+
+
+def valid_toleration_facts(tolerations: Sequence[core_pb2.Toleration]) -> list[tuple[str, str, str, str, bool]] | None:
+    """(key, operator, value, effect, has tolerationSeconds) of each toleration when
+    ``validate_tolerations`` finds nothing wrong with them, else None."""
+    facts = _toleration_facts(tolerations)
+    for f in facts:
+        if not _toleration_ok(*f):
+            return None
+    return facts
+
+
 def validate_tolerations(tolerations: Sequence[core_pb2.Toleration], path: str) -> list[FieldError]:
+    if not tolerations or valid_toleration_facts(tolerations) is not None:
+        return []
     errs: list[FieldError] = []
     for i, t in enumerate(tolerations):
         p = f"{path}[{i}]"
@@ -96,17 +134,23 @@ def validate_tolerations(tolerations: Sequence[core_pb2.Toleration], path: str) 
 
 
 def validate_only_added_tolerations(new: Sequence[core_pb2.Toleration], old: Sequence[core_pb2.Toleration],
-                                    path: str) -> list[FieldError]:
-    """Pod updates may add tolerations and change an existing one's tolerationSeconds only."""
-    for o in old:
-        found = False
-        for n in new:
-            if (o.key, o.operator, o.value, o.effect) == (n.key, n.operator, n.value, n.effect):
-                found = True
-                break
-        if not found:
-            return [forbidden(path, "existing toleration can not be modified except its tolerationSeconds")]
-    return validate_tolerations(new, path)
+                                    path: str, *,
+                                    new_valid_facts: list[tuple[str, str, str, str, bool]] | None = None
+                                    ) -> list[FieldError]:
+    """Pod updates may add tolerations and change an existing one's tolerationSeconds only.
+
+    ``new_valid_facts``: ``valid_toleration_facts(new)`` when the caller has it (not None)."""
+    facts = new_valid_facts if new_valid_facts is not None else _toleration_facts(new)
+    if old:
+        new_keys = {f[:4] for f in facts}
+        for o in old:
+            if (o.key, o.operator, o.value, o.effect) not in new_keys:
+                return [forbidden(path, "existing toleration can not be modified except its tolerationSeconds")]
+    if new_valid_facts is None:
+        for f in facts:
+            if not _toleration_ok(*f):
+                return validate_tolerations(new, path)
+    return []
 
 
 def validate_taints(taints: Sequence[core_pb2.Taint], path: str) -> list[FieldError]:

@@ -9,7 +9,7 @@ schema: names, mutual exclusion, and what other fields reference.
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Sequence, Set
 from dataclasses import dataclass
 from typing import Final
 
@@ -30,11 +30,14 @@ from apiserver.validation._common import (
     go_string_map,
     inclusive_range_error,
     ip_family,
+    is_dns1123_label,
     is_dns1123_subdomain,
+    is_qualified_name,
     is_relaxed_env_var_name,
     is_valid_ip,
     is_valid_port_name,
     is_valid_port_num,
+    labels_ok,
     not_found,
     parse_q,
     quantity_maps_equal,
@@ -90,22 +93,41 @@ class PodValidationOptions:
 _CREATE_OPTIONS: Final = PodValidationOptions()
 
 
+_HUGEPAGES_BYTES: Final = quantities.HUGEPAGES_PREFIX.encode()
+
+# The four results of options_for_update (frozen, so shared).
+_UPDATE_OPTIONS: Final = {
+    (cost, huge): PodValidationOptions(allow_invalid_pod_deletion_cost=cost, allow_indivisible_hugepages=huge)
+    for cost in (False, True) for huge in (False, True)
+}
+
+
 def options_for_update(old: core_pb2.Pod) -> PodValidationOptions:
     """What GetValidationOptionsFromPodSpecAndMeta allows an update because the old pod had it."""
-    cost = old.metadata.annotations.get(POD_DELETION_COST_ANNOTATION)
+    return _options_for_update(old)[0]
+
+
+def _options_for_update(old: core_pb2.Pod) -> tuple[PodValidationOptions, bytes]:
+    """options_for_update, and the serialized old spec it looked at."""
+    annotations = old.metadata.annotations
+    cost = annotations[POD_DELETION_COST_ANNOTATION] \
+        if annotations and POD_DELETION_COST_ANNOTATION in annotations else None
     indivisible = False
-    for c in (*old.spec.containers, *old.spec.init_containers):
-        for m in (c.resources.requests, c.resources.limits):
-            for name in m:
-                if quantities.is_hugepages(name):
-                    errs: list[FieldError] = []
-                    q = parse_q(m[name], "", errs)
-                    if q is not None and quantities._hugepage_error(name, q):
-                        indivisible = True
-    return PodValidationOptions(
-        allow_invalid_pod_deletion_cost=cost is not None and not _valid_deletion_cost(cost),
-        allow_indivisible_hugepages=indivisible,
-    )
+    spec = old.spec
+    # Only hugepages matter: when "hugepages-" occurs nowhere in the serialized spec, no
+    # container has a hugepages resource, and the walk over the resource maps is skipped.
+    serialized = spec.SerializeToString()
+    if _HUGEPAGES_BYTES in serialized:
+        for c in (*spec.containers, *spec.init_containers):
+            r = c.resources
+            for m in (r.requests, r.limits):
+                for name in m:
+                    if quantities.is_hugepages(name):
+                        errs: list[FieldError] = []
+                        q = parse_q(m[name], "", errs)
+                        if q is not None and quantities._hugepage_error(name, q):
+                            indivisible = True
+    return _UPDATE_OPTIONS[(cost is not None and not _valid_deletion_cost(cost), indivisible)], serialized
 
 
 def _valid_deletion_cost(value: str) -> bool:
@@ -120,19 +142,37 @@ def _valid_deletion_cost(value: str) -> bool:
 def _validate_pod_annotations(pod: core_pb2.Pod, opts: PodValidationOptions) -> list[FieldError]:
     errs: list[FieldError] = []
     annotations = pod.metadata.annotations
+    if not annotations:
+        return errs
     path = "metadata.annotations"
-    mirror = annotations.get(MIRROR_POD_ANNOTATION)
-    if mirror is not None and not pod.spec.node_name:
-        errs.append(invalid(f"{path}[{MIRROR_POD_ANNOTATION}]", mirror,
+    if MIRROR_POD_ANNOTATION in annotations and not pod.spec.node_name:
+        errs.append(invalid(f"{path}[{MIRROR_POD_ANNOTATION}]", annotations[MIRROR_POD_ANNOTATION],
                             "must set spec.nodeName if mirror pod annotation is set"))
-    if not opts.allow_invalid_pod_deletion_cost:
-        cost = annotations.get(POD_DELETION_COST_ANNOTATION)
-        if cost is not None and not _valid_deletion_cost(cost):
+    if not opts.allow_invalid_pod_deletion_cost and POD_DELETION_COST_ANNOTATION in annotations:
+        cost = annotations[POD_DELETION_COST_ANNOTATION]
+        if not _valid_deletion_cost(cost):
             errs.append(invalid(f"{path}[{POD_DELETION_COST_ANNOTATION}]", cost, "must be a 32bit integer"))
     return errs
 
 
 # ---------------------------------------------------------------- volumes and containers
+
+
+class _SpecScan:
+    """What one validation of a pod's spec learned that later checks of the same call reuse
+    instead of walking the (slow to access) protobuf message again."""
+
+    __slots__ = ("bad_images", "images_ok", "spec_bytes", "tolerations")
+
+    def __init__(self) -> None:
+        # validatePodMetadataAndSpec's whitespace errors, in its order (containers, then init).
+        self.bad_images: list[FieldError] = []
+        # every container and init container has an image without surrounding whitespace
+        self.images_ok = True
+        # placement.valid_toleration_facts of spec.tolerations (None: invalid or not scanned)
+        self.tolerations: list[tuple[str, str, str, str, bool]] | None = None
+        # the serialized spec, when the spec verdict cache was consulted
+        self.spec_bytes: bytes | None = None
 
 
 def _struct_str(s: struct_pb2.Struct, key: str) -> str:
@@ -259,31 +299,54 @@ def _validate_resize_policy(policies: Sequence[core_pb2.ContainerResizePolicy], 
     return errs
 
 
-def _validate_container_common(c: core_pb2.Container, volumes: set[str], claim_names: set[str], path: str,
-                               spec: core_pb2.PodSpec, opts: PodValidationOptions) -> list[FieldError]:
+def _validate_container_common(c: core_pb2.Container, volumes: Set[str], claim_names: Set[str], path: str,
+                               spec: core_pb2.PodSpec, opts: PodValidationOptions,
+                               scan: _SpecScan | None = None) -> list[FieldError]:
     errs: list[FieldError] = []
-    if not c.name:
+    name = c.name
+    if not name:
         errs.append(required(f"{path}.name"))
     else:
-        errs.extend(validate_dns1123_label(c.name, f"{path}.name"))
-    if not c.image:
+        msgs = is_dns1123_label(name)
+        if msgs:
+            errs.extend(invalid(f"{path}.name", name, m) for m in msgs)
+    image = c.image
+    if not image:
         errs.append(required(f"{path}.image"))
-    if not c.termination_message_policy:
-        errs.append(required(f"{path}.terminationMessagePolicy"))
-    elif c.termination_message_policy not in _TERMINATION_MESSAGE_POLICIES:
-        errs.append(not_supported(f"{path}.terminationMessagePolicy", c.termination_message_policy,
-                                  _TERMINATION_MESSAGE_POLICIES))
-    errs.extend(_validate_ports(c.ports, f"{path}.ports"))
-    errs.extend(_validate_env(c.env, f"{path}.env"))
-    errs.extend(_validate_volume_mounts(c.volume_mounts, volumes, f"{path}.volumeMounts"))
-    if not c.image_pull_policy:
-        errs.append(required(f"{path}.imagePullPolicy"))
-    elif c.image_pull_policy not in _PULL_POLICIES:
-        errs.append(not_supported(f"{path}.imagePullPolicy", c.image_pull_policy, _PULL_POLICIES))
+        if scan is not None:
+            scan.images_ok = False
+    elif scan is not None and image != image.strip():
+        scan.images_ok = False
+        scan.bad_images.append(invalid(f"{path}.image", image, "must not have leading or trailing whitespace"))
+    policy = c.termination_message_policy
+    if policy not in _TERMINATION_MESSAGE_POLICIES:
+        if not policy:
+            errs.append(required(f"{path}.terminationMessagePolicy"))
+        else:
+            errs.append(not_supported(f"{path}.terminationMessagePolicy", policy, _TERMINATION_MESSAGE_POLICIES))
+    ports = c.ports
+    if ports:
+        errs.extend(_validate_ports(ports, f"{path}.ports"))
+    env = c.env
+    if env:
+        errs.extend(_validate_env(env, f"{path}.env"))
+    mounts = c.volume_mounts
+    if mounts:
+        errs.extend(_validate_volume_mounts(mounts, volumes, f"{path}.volumeMounts"))
+    policy = c.image_pull_policy
+    if policy not in _PULL_POLICIES:
+        if not policy:
+            errs.append(required(f"{path}.imagePullPolicy"))
+        else:
+            errs.append(not_supported(f"{path}.imagePullPolicy", policy, _PULL_POLICIES))
     r = c.resources
-    errs.extend(quantities.validate_requirements(r.limits, r.requests, r.claims, claim_names, f"{path}.resources",
-                                                 allow_indivisible_hugepages=opts.allow_indivisible_hugepages))
-    errs.extend(_validate_resize_policy(c.resize_policy, f"{path}.resizePolicy", spec.restart_policy))
+    limits, requests, claims = r.limits, r.requests, r.claims
+    if limits or requests or claims:
+        errs.extend(quantities.validate_requirements(limits, requests, claims, claim_names, f"{path}.resources",
+                                                     allow_indivisible_hugepages=opts.allow_indivisible_hugepages))
+    resize_policy = c.resize_policy
+    if resize_policy:
+        errs.extend(_validate_resize_policy(resize_policy, f"{path}.resizePolicy", spec.restart_policy))
     return errs
 
 
@@ -302,32 +365,45 @@ def _host_port_conflicts(containers: Sequence[core_pb2.Container], path: str) ->
     return errs
 
 
-def _validate_containers(spec: core_pb2.PodSpec, volumes: set[str], claim_names: set[str], path: str,
-                         opts: PodValidationOptions) -> list[FieldError]:
-    if not spec.containers:
+def _validate_containers(spec: core_pb2.PodSpec, volumes: Set[str], claim_names: Set[str], path: str,
+                         opts: PodValidationOptions, scan: _SpecScan | None = None) -> list[FieldError]:
+    containers = spec.containers
+    if not containers:
         return [required(path)]
     errs: list[FieldError] = []
     names: set[str] = set()
-    for i, c in enumerate(spec.containers):
+    host_ports = False
+    for i, c in enumerate(containers):
         p = f"{path}[{i}]"
-        errs.extend(_validate_container_common(c, volumes, claim_names, p, spec, opts))
-        if c.name in names:
-            errs.append(duplicate(f"{p}.name", c.name))
+        errs.extend(_validate_container_common(c, volumes, claim_names, p, spec, opts, scan))
+        name = c.name
+        if name in names:
+            errs.append(duplicate(f"{p}.name", name))
         else:
-            names.add(c.name)
+            names.add(name)
         if c.HasField("restart_policy"):
             errs.append(forbidden(f"{p}.restartPolicy", "may not be set for non-init containers"))
-    errs.extend(_host_port_conflicts(spec.containers, path))
+        if not host_ports and c.ports:
+            host_ports = True
+    if host_ports:
+        errs.extend(_host_port_conflicts(containers, path))
     return errs
 
 
-def _validate_init_containers(spec: core_pb2.PodSpec, volumes: set[str], claim_names: set[str], path: str,
-                              opts: PodValidationOptions) -> list[FieldError]:
+_INIT_ONLY_WITH_RESTART: Final = (("lifecycle", "lifecycle"), ("liveness_probe", "livenessProbe"),
+                                  ("readiness_probe", "readinessProbe"), ("startup_probe", "startupProbe"))
+
+
+def _validate_init_containers(spec: core_pb2.PodSpec, volumes: Set[str], claim_names: Set[str], path: str,
+                              opts: PodValidationOptions, scan: _SpecScan | None = None) -> list[FieldError]:
     errs: list[FieldError] = []
+    init_containers = spec.init_containers
+    if not init_containers:
+        return errs
     names = {c.name for c in spec.containers}
-    for i, c in enumerate(spec.init_containers):
+    for i, c in enumerate(init_containers):
         p = f"{path}[{i}]"
-        errs.extend(_validate_container_common(c, volumes, claim_names, p, spec, opts))
+        errs.extend(_validate_container_common(c, volumes, claim_names, p, spec, opts, scan))
         restart_always = False
         if c.HasField("restart_policy"):
             if c.restart_policy != "Always":
@@ -339,10 +415,10 @@ def _validate_init_containers(spec: core_pb2.PodSpec, volumes: set[str], claim_n
             names.add(c.name)
         # Init containers run one by one: ports conflict only within one (Kubernetes reports
         # them at index 0 of a one-container list).
-        errs.extend(_host_port_conflicts([c], path))
+        if c.ports:
+            errs.extend(_host_port_conflicts([c], path))
         if not restart_always:
-            for field, json in (("lifecycle", "lifecycle"), ("liveness_probe", "livenessProbe"),
-                                ("readiness_probe", "readinessProbe"), ("startup_probe", "startupProbe")):
+            for field, json in _INIT_ONLY_WITH_RESTART:
                 if c.HasField(field):
                     errs.append(forbidden(f"{p}.{json}",
                                           "may not be set for init containers without restartPolicy=Always"))
@@ -418,19 +494,68 @@ def _validate_pod_resources(pod: core_pb2.Pod, claim_names: set[str], path: str,
 # ---------------------------------------------------------------- pod spec
 
 
+_NO_NAMES: Final[frozenset[str]] = frozenset()
+
+
+# Pod specs found valid, by their serialized form and the options (the shared option objects
+# only): the pods of one workload share their spec, and an update that leaves the spec alone
+# validates the same spec again. The value is placement.valid_toleration_facts of the
+# tolerations. Only specs without errors (and without images that have surrounding whitespace)
+# are remembered; equal bytes mean an equal spec, which the checks treat the same (they read
+# nothing but the spec and the options; the path only goes into error messages). Bounded:
+# cleared when full.
+_VALID_SPECS: dict[tuple[int, bytes], tuple[tuple[str, str, str, str, bool], ...]] = {}
+_VALID_SPECS_MAX: Final = 512
+_OPTIONS_SLOTS: Final = {id(o): i for i, o in enumerate((_CREATE_OPTIONS, *_UPDATE_OPTIONS.values()))}
+
+
 def validate_pod_spec(pod: core_pb2.Pod, opts: PodValidationOptions = _CREATE_OPTIONS,
                       path: str = "spec") -> list[FieldError]:
     """Kubernetes' ValidatePodSpec for a pod's spec (defaults already applied)."""
+    return _validate_pod_spec(pod, opts, path, None)
+
+
+def _validate_pod_spec(pod: core_pb2.Pod, opts: PodValidationOptions, path: str,
+                       scan: _SpecScan | None) -> list[FieldError]:
     spec = pod.spec
+    slot = _OPTIONS_SLOTS.get(id(opts))
+    if slot is None:
+        return _check_pod_spec(pod, spec, opts, path, scan)
+    serialized = spec.SerializeToString()
+    key = (slot, serialized)
+    tolerations = _VALID_SPECS.get(key)
+    if scan is not None:
+        scan.spec_bytes = serialized
+    if tolerations is not None:
+        if scan is not None:
+            scan.tolerations = list(tolerations)
+        return []
+    if scan is None:
+        scan = _SpecScan()
+    errs = _check_pod_spec(pod, spec, opts, path, scan)
+    if not errs and scan.images_ok and scan.tolerations is not None:
+        if len(_VALID_SPECS) >= _VALID_SPECS_MAX:
+            _VALID_SPECS.clear()
+        _VALID_SPECS[key] = tuple(scan.tolerations)
+    return errs
+
+
+def _check_pod_spec(pod: core_pb2.Pod, spec: core_pb2.PodSpec, opts: PodValidationOptions, path: str,
+                    scan: _SpecScan | None) -> list[FieldError]:
     errs: list[FieldError] = []
     if not spec.HasField("termination_grace_period_seconds"):
         errs.append(required(f"{path}.terminationGracePeriodSeconds"))
-    volumes, verrs = _validate_volumes(spec.volumes, f"{path}.volumes")
-    errs.extend(verrs)
-    claim_names = {c.name for c in spec.resource_claims if c.name}
-    errs.extend(_validate_pod_resource_claims(spec, f"{path}.resourceClaims"))
-    errs.extend(_validate_containers(spec, volumes, claim_names, f"{path}.containers", opts))
-    errs.extend(_validate_init_containers(spec, volumes, claim_names, f"{path}.initContainers", opts))
+    volumes: Set[str] = _NO_NAMES
+    if spec.volumes:
+        volumes, verrs = _validate_volumes(spec.volumes, f"{path}.volumes")
+        errs.extend(verrs)
+    claim_names: Set[str] = _NO_NAMES
+    if spec.resource_claims:
+        claim_names = {c.name for c in spec.resource_claims if c.name}
+        errs.extend(_validate_pod_resource_claims(spec, f"{path}.resourceClaims"))
+    errs.extend(_validate_containers(spec, volumes, claim_names, f"{path}.containers", opts, scan))
+    if spec.init_containers:
+        errs.extend(_validate_init_containers(spec, volumes, claim_names, f"{path}.initContainers", opts, scan))
     if opts.pod_level_resources and spec.HasField("resources"):
         errs.extend(_validate_pod_resources(pod, claim_names, f"{path}.resources", opts))
     if spec.host_network:
@@ -439,21 +564,27 @@ def validate_pod_spec(pod: core_pb2.Pod, opts: PodValidationOptions = _CREATE_OP
                 if port.host_port != port.container_port:
                     errs.append(invalid(f"{path}.containers[{i}].ports[{j}].hostPort", port.host_port,
                                         "must match `containerPort` when `hostNetwork` is true"))
-    if not spec.restart_policy:
-        errs.append(required(f"{path}.restartPolicy"))
-    elif spec.restart_policy not in _RESTART_POLICIES:
-        errs.append(not_supported(f"{path}.restartPolicy", spec.restart_policy, _RESTART_POLICIES))
-    if not spec.dns_policy:
-        errs.append(required(f"{path}.dnsPolicy"))
-    elif spec.dns_policy not in _DNS_POLICIES:
-        errs.append(not_supported(f"{path}.dnsPolicy", spec.dns_policy, _DNS_POLICIES))
-    errs.extend(validate_labels(spec.node_selector, f"{path}.nodeSelector"))
+    restart_policy = spec.restart_policy
+    if restart_policy not in _RESTART_POLICIES:
+        if not restart_policy:
+            errs.append(required(f"{path}.restartPolicy"))
+        else:
+            errs.append(not_supported(f"{path}.restartPolicy", restart_policy, _RESTART_POLICIES))
+    dns_policy = spec.dns_policy
+    if dns_policy not in _DNS_POLICIES:
+        if not dns_policy:
+            errs.append(required(f"{path}.dnsPolicy"))
+        else:
+            errs.append(not_supported(f"{path}.dnsPolicy", dns_policy, _DNS_POLICIES))
+    node_selector = spec.node_selector
+    if node_selector and not labels_ok(node_selector):
+        errs.extend(validate_labels(node_selector, f"{path}.nodeSelector"))
     if spec.HasField("affinity"):
         errs.extend(placement.validate_affinity(
             spec.affinity, f"{path}.affinity",
             allow_invalid_selector_value=opts.allow_invalid_label_value_in_selector,
             allow_invalid_required_node_affinity_value=opts.allow_invalid_label_value_in_required_node_affinity))
-    if spec.dns_policy == "None":
+    if dns_policy == "None":
         if not spec.HasField("dns_config"):
             errs.append(required(f"{path}.dnsConfig", "must provide `dnsConfig` when `dnsPolicy` is None"))
         else:
@@ -461,41 +592,64 @@ def validate_pod_spec(pod: core_pb2.Pod, opts: PodValidationOptions = _CREATE_OP
             if ns is None or not ns.list_value.values:
                 errs.append(required(f"{path}.dnsConfig.nameservers",
                                      "must provide at least one DNS nameserver when `dnsPolicy` is None"))
-    for i, gate in enumerate(spec.readiness_gates):
-        errs.extend(validate_qualified_name(gate.condition_type, f"{path}.readinessGates[{i}].conditionType"))
-    errs.extend(placement.validate_scheduling_gates(spec.scheduling_gates, f"{path}.schedulingGates"))
-    errs.extend(placement.validate_topology_spread_constraints(spec.topology_spread_constraints,
-                                                               f"{path}.topologySpreadConstraints"))
+    readiness_gates = spec.readiness_gates
+    if readiness_gates:
+        for i, gate in enumerate(readiness_gates):
+            errs.extend(validate_qualified_name(gate.condition_type, f"{path}.readinessGates[{i}].conditionType"))
+    gates = spec.scheduling_gates
+    if gates:
+        errs.extend(placement.validate_scheduling_gates(gates, f"{path}.schedulingGates"))
+    constraints = spec.topology_spread_constraints
+    if constraints:
+        errs.extend(placement.validate_topology_spread_constraints(constraints, f"{path}.topologySpreadConstraints"))
     if spec.HasField("host_users") and not spec.host_users:
         for flag, json in ((spec.host_network, "hostNetwork"), (spec.host_pid, "HostPID"), (spec.host_ipc, "HostIPC")):
             if flag:
                 errs.append(forbidden(f"{path}.{json}", "when `pod.Spec.HostUsers` is false"))
-    if spec.service_account_name:
-        errs.extend(invalid(f"{path}.serviceAccountName", spec.service_account_name, m)
-                    for m in is_dns1123_subdomain(spec.service_account_name))
-    if spec.node_name:
-        errs.extend(invalid(f"{path}.nodeName", spec.node_name, m) for m in is_dns1123_subdomain(spec.node_name))
+    service_account_name = spec.service_account_name
+    if service_account_name:
+        msgs = is_dns1123_subdomain(service_account_name)
+        if msgs:
+            errs.extend(invalid(f"{path}.serviceAccountName", service_account_name, m) for m in msgs)
+    node_name = spec.node_name
+    if node_name:
+        msgs = is_dns1123_subdomain(node_name)
+        if msgs:
+            errs.extend(invalid(f"{path}.nodeName", node_name, m) for m in msgs)
     if spec.HasField("active_deadline_seconds"):
         value = spec.active_deadline_seconds
         if value < 1 or value > MAX_INT32:
             errs.append(invalid(f"{path}.activeDeadlineSeconds", value, inclusive_range_error(1, MAX_INT32)))
-    if spec.hostname:
-        errs.extend(validate_dns1123_label(spec.hostname, f"{path}.hostname"))
-    if spec.subdomain:
-        errs.extend(validate_dns1123_label(spec.subdomain, f"{path}.subdomain"))
-    if spec.tolerations:
-        errs.extend(placement.validate_tolerations(spec.tolerations, f"{path}.tolerations"))
-    if spec.priority_class_name:
-        errs.extend(invalid(f"{path}.priorityClassName", spec.priority_class_name, m)
-                    for m in is_dns1123_subdomain(spec.priority_class_name))
+    hostname = spec.hostname
+    if hostname and is_dns1123_label(hostname):
+        errs.extend(validate_dns1123_label(hostname, f"{path}.hostname"))
+    subdomain = spec.subdomain
+    if subdomain and is_dns1123_label(subdomain):
+        errs.extend(validate_dns1123_label(subdomain, f"{path}.subdomain"))
+    tolerations = spec.tolerations
+    if tolerations:
+        facts = placement.valid_toleration_facts(tolerations)
+        if facts is None:
+            errs.extend(placement.validate_tolerations(tolerations, f"{path}.tolerations"))
+        elif scan is not None:
+            scan.tolerations = facts
+    elif scan is not None:
+        scan.tolerations = []
+    priority_class_name = spec.priority_class_name
+    if priority_class_name:
+        msgs = is_dns1123_subdomain(priority_class_name)
+        if msgs:
+            errs.extend(invalid(f"{path}.priorityClassName", priority_class_name, m) for m in msgs)
     if spec.HasField("runtime_class_name"):
-        errs.extend(invalid(f"{path}.runtimeClassName", spec.runtime_class_name, m)
-                    for m in is_dns1123_subdomain(spec.runtime_class_name))
+        msgs = is_dns1123_subdomain(spec.runtime_class_name)
+        if msgs:
+            errs.extend(invalid(f"{path}.runtimeClassName", spec.runtime_class_name, m) for m in msgs)
     if spec.HasField("preemption_policy"):
         errs.extend(validate_preemption_policy(spec.preemption_policy, f"{path}.preemptionPolicy"))
-    if spec.overhead:
+    overhead = spec.overhead
+    if overhead:
         # Kubernetes validates overhead as the limits of a ResourceRequirements.
-        errs.extend(quantities.validate_requirements(spec.overhead, {}, (), None, f"{path}.overhead",
+        errs.extend(quantities.validate_requirements(overhead, {}, (), None, f"{path}.overhead",
                                                      allow_indivisible_hugepages=opts.allow_indivisible_hugepages))
     if spec.HasField("os"):
         if not spec.os.name:
@@ -515,22 +669,26 @@ def validate_preemption_policy(policy: str, path: str) -> list[FieldError]:
 
 def validate_pod_metadata_and_spec(pod: core_pb2.Pod, opts: PodValidationOptions = _CREATE_OPTIONS) -> list[FieldError]:
     """Kubernetes' validatePodMetadataAndSpec: what a pod must satisfy after any write."""
+    return _validate_pod_metadata_and_spec(pod, opts, _SpecScan())
+
+
+def _validate_pod_metadata_and_spec(pod: core_pb2.Pod, opts: PodValidationOptions,
+                                    scan: _SpecScan) -> list[FieldError]:
     errs = validate_object_meta(pod.metadata, True, name_is_dns_subdomain)
     errs.extend(_validate_pod_annotations(pod, opts))
-    errs.extend(validate_pod_spec(pod, opts))
-    for field, path in (("containers", "spec.containers"), ("init_containers", "spec.initContainers")):
-        for i, c in enumerate(getattr(pod.spec, field)):
-            if c.image != c.image.strip():
-                errs.append(invalid(f"{path}[{i}].image", c.image, "must not have leading or trailing whitespace"))
+    errs.extend(_validate_pod_spec(pod, opts, "spec", scan))
+    # Images with leading or trailing whitespace (found while validating the containers).
+    errs.extend(scan.bad_images)
     return errs
 
 
 def validate_pod_create(pod: core_pb2.Pod) -> list[FieldError]:
     """Kubernetes' ValidatePodCreate."""
     errs = validate_pod_metadata_and_spec(pod, _CREATE_OPTIONS)
-    if pod.spec.ephemeral_containers:
+    spec = pod.spec
+    if spec.ephemeral_containers:
         errs.append(forbidden("spec.ephemeralContainers", "cannot be set on create"))
-    if pod.spec.node_name and pod.spec.scheduling_gates:
+    if spec.node_name and spec.scheduling_gates:
         errs.append(forbidden("spec.nodeName", "cannot be set until all schedulingGates have been cleared"))
     return errs
 
@@ -544,10 +702,11 @@ def _container_updates(new: Sequence[core_pb2.Container], old: Sequence[core_pb2
         return [forbidden(path, "pod updates may not add or remove containers")], True
     errs: list[FieldError] = []
     for i, c in enumerate(new):
-        if not c.image:
+        image = c.image
+        if not image:
             errs.append(required(f"{path}[{i}].image"))
-        if c.image.strip() != c.image:
-            errs.append(invalid(f"{path}[{i}].image", c.image, "must not have leading or trailing whitespace"))
+        elif image.strip() != image:
+            errs.append(invalid(f"{path}[{i}].image", image, "must not have leading or trailing whitespace"))
     return errs, False
 
 
@@ -641,19 +800,26 @@ def validate_pod_update(new: core_pb2.Pod, old: core_pb2.Pod) -> list[FieldError
     """Kubernetes' ValidatePodUpdate: the spec is immutable except images, activeDeadlineSeconds
     (set or decrease), added tolerations, removed scheduling gates, and for gated pods additions
     to nodeSelector and required node affinity. Resources change only through ``resize``."""
-    opts = options_for_update(old)
-    errs = validate_object_meta_update(new.metadata, old.metadata)
-    errs.extend(validate_pod_metadata_and_spec(new, opts))
-    errs.extend(_mirror_annotation_updates(new, old))
-    cerrs, stop = _container_updates(new.spec.containers, old.spec.containers, "spec.containers")
-    errs.extend(cerrs)
-    if stop:
-        return errs
-    cerrs, stop = _container_updates(new.spec.init_containers, old.spec.init_containers, "spec.initContainers")
-    errs.extend(cerrs)
-    if stop:
-        return errs
+    opts, old_spec_bytes = _options_for_update(old)
+    nm, om = new.metadata, old.metadata
+    errs = validate_object_meta_update(nm, om)
+    scan = _SpecScan()
+    errs.extend(_validate_pod_metadata_and_spec(new, opts, scan))
+    if nm.annotations or om.annotations:
+        errs.extend(_mirror_annotation_updates(new, old))
     ns, os_ = new.spec, old.spec
+    # An unchanged spec (the common update: metadata only) makes several checks below trivial.
+    same_spec = scan.spec_bytes == old_spec_bytes or ns == os_  # (equal bytes: equal specs)
+    if not (same_spec and scan.images_ok):
+        for new_containers, old_containers, path in (
+                (ns.containers, os_.containers, "spec.containers"),
+                (ns.init_containers, os_.init_containers, "spec.initContainers")):
+            if scan.images_ok and len(new_containers) == len(old_containers):
+                continue  # _container_updates would find nothing: the images were checked above
+            cerrs, stop = _container_updates(new_containers, old_containers, path)
+            errs.extend(cerrs)
+            if stop:
+                return errs
     if ns.HasField("active_deadline_seconds"):
         value = ns.active_deadline_seconds
         if value < 0 or value > MAX_INT32:
@@ -664,11 +830,18 @@ def validate_pod_update(new: core_pb2.Pod, old: core_pb2.Pod) -> list[FieldError
             return errs
     elif os_.HasField("active_deadline_seconds"):
         errs.append(invalid("spec.activeDeadlineSeconds", None, "must not update from a positive integer to nil value"))
-    errs.extend(placement.validate_only_added_tolerations(ns.tolerations, os_.tolerations, "spec.tolerations"))
-    errs.extend(placement.validate_only_deleted_scheduling_gates(ns.scheduling_gates, os_.scheduling_gates,
-                                                                 "spec.schedulingGates"))
-    if ns == os_:
+    if same_spec:
+        # Every old toleration is still there and no scheduling gate was added: what remains of
+        # validate_only_added_tolerations is validating the tolerations again.
+        if scan.tolerations is None:
+            errs.extend(placement.validate_tolerations(ns.tolerations, "spec.tolerations"))
         return errs
+    errs.extend(placement.validate_only_added_tolerations(ns.tolerations, os_.tolerations, "spec.tolerations",
+                                                          new_valid_facts=scan.tolerations))
+    new_gates = ns.scheduling_gates
+    if new_gates:
+        errs.extend(placement.validate_only_deleted_scheduling_gates(new_gates, os_.scheduling_gates,
+                                                                     "spec.schedulingGates"))
     changed, mutation_errs = _spec_diff(ns, os_, gated=len(os_.scheduling_gates) > 0)
     errs.extend(mutation_errs)
     if changed:
@@ -731,73 +904,128 @@ def _validate_ips(ips: Sequence[core_pb2.PodIP] | Sequence[core_pb2.HostIP], pat
     return errs
 
 
+# Serialized container statuses whose reported quantities passed _validate_status_resources (a
+# status is reported again and again unchanged). Bounded: cleared when full.
+_OK_STATUS_RESOURCES: set[bytes] = set()
+_OK_STATUS_RESOURCES_MAX: Final = 4096
+
+
 def _validate_status_resources(statuses: Sequence[core_pb2.ContainerStatus], path: str) -> list[FieldError]:
     """kplane: quantities a kubelet reports must parse and be non-negative (Kubernetes decodes
     them as quantities, so a malformed one never reaches validation there)."""
     errs: list[FieldError] = []
+    ok = quantities.resource_list_ok
     for i, cs in enumerate(statuses):
-        p = f"{path}[{i}]"
-        errs.extend(quantities.validate_resource_list(cs.allocated_resources, f"{p}.allocatedResources"))
+        key = cs.SerializeToString()
+        if key in _OK_STATUS_RESOURCES:
+            continue
+        before = len(errs)
+        allocated = cs.allocated_resources
+        if allocated and not ok(allocated):
+            errs.extend(quantities.validate_resource_list(allocated, f"{path}[{i}].allocatedResources"))
         if cs.HasField("resources"):
-            errs.extend(quantities.validate_resource_list(cs.resources.requests, f"{p}.resources.requests"))
-            errs.extend(quantities.validate_resource_list(cs.resources.limits, f"{p}.resources.limits"))
+            r = cs.resources
+            requests, limits = r.requests, r.limits
+            if requests and not ok(requests):
+                errs.extend(quantities.validate_resource_list(requests, f"{path}[{i}].resources.requests"))
+            if limits and not ok(limits):
+                errs.extend(quantities.validate_resource_list(limits, f"{path}[{i}].resources.limits"))
+        if len(errs) == before:
+            if len(_OK_STATUS_RESOURCES) >= _OK_STATUS_RESOURCES_MAX:
+                _OK_STATUS_RESOURCES.clear()
+            _OK_STATUS_RESOURCES.add(key)
     return errs
+
+
+def _conditions_ok(conditions: Sequence[core_pb2.PodCondition]) -> bool:
+    """Whether the condition checks of validate_pod_status_update find nothing wrong."""
+    for cond in conditions:
+        ctype = cond.type
+        if ctype not in _SYSTEM_CONDITIONS and is_qualified_name(ctype):
+            return False
+        if cond.status not in _CONDITION_STATUSES or cond.observed_generation < 0:
+            return False
+    return True
 
 
 def validate_pod_status_update(new: core_pb2.Pod, old: core_pb2.Pod) -> list[FieldError]:
     """Kubernetes' ValidatePodStatusUpdate, plus kplane's checks of the phase (values, and no way
     out of Succeeded/Failed), condition statuses, observedGeneration and reported quantities."""
-    opts = options_for_update(old)
-    errs = validate_object_meta_update(new.metadata, old.metadata)
-    errs.extend(_mirror_annotation_updates(new, old))
-    errs.extend(_validate_pod_annotations(new, opts))
+    nm, om = new.metadata, old.metadata
+    errs = validate_object_meta_update(nm, om)
+    if nm.annotations or om.annotations:
+        errs.extend(_mirror_annotation_updates(new, old))
+        if nm.annotations:  # (_validate_pod_annotations finds nothing otherwise)
+            errs.extend(_validate_pod_annotations(new, options_for_update(old)))
     status, old_status = new.status, old.status
-    for i, cond in enumerate(status.conditions):
-        if cond.type not in _SYSTEM_CONDITIONS:
-            # Kubernetes reports these under "metadata.conditions".
-            errs.extend(validate_qualified_name(cond.type, f"metadata.conditions[{i}].Type"))
-    for i, cond in enumerate(status.conditions):
-        if cond.status not in _CONDITION_STATUSES:
-            errs.append(not_supported(f"status.conditions[{i}].status", cond.status, _CONDITION_STATUSES))
-        errs.extend(validate_nonnegative(cond.observed_generation, f"status.conditions[{i}].observedGeneration"))
-    if status.phase and status.phase not in _PHASES:
-        errs.append(not_supported("status.phase", status.phase, _PHASES))
-    if old_status.phase in _TERMINAL_PHASES and status.phase != old_status.phase:
-        errs.append(forbidden("status.phase",
-                              f"may not transition from {old_status.phase} to {status.phase or '(none)'}"))
-    errs.extend(validate_nonnegative(status.observed_generation, "status.observedGeneration"))
-    if new.spec.node_name != old.spec.node_name:
+    conditions = status.conditions
+    if conditions and not _conditions_ok(conditions):
+        for i, cond in enumerate(conditions):
+            if cond.type not in _SYSTEM_CONDITIONS:
+                # Kubernetes reports these under "metadata.conditions".
+                errs.extend(validate_qualified_name(cond.type, f"metadata.conditions[{i}].Type"))
+        for i, cond in enumerate(conditions):
+            if cond.status not in _CONDITION_STATUSES:
+                errs.append(not_supported(f"status.conditions[{i}].status", cond.status, _CONDITION_STATUSES))
+            errs.extend(validate_nonnegative(cond.observed_generation, f"status.conditions[{i}].observedGeneration"))
+    phase, old_phase = status.phase, old_status.phase
+    if phase and phase not in _PHASES:
+        errs.append(not_supported("status.phase", phase, _PHASES))
+    if old_phase in _TERMINAL_PHASES and phase != old_phase:
+        errs.append(forbidden("status.phase", f"may not transition from {old_phase} to {phase or '(none)'}"))
+    observed_generation = status.observed_generation
+    if observed_generation < 0:
+        errs.extend(validate_nonnegative(observed_generation, "status.observedGeneration"))
+    old_spec = old.spec
+    if new.spec.node_name != old_spec.node_name:
         errs.append(forbidden("status.nodeName", "may not be changed directly"))
-    if status.nominated_node_name != old_status.nominated_node_name and status.nominated_node_name:
-        errs.extend(invalid("status.nominatedNodeName", status.nominated_node_name, m)
-                    for m in is_dns1123_subdomain(status.nominated_node_name))
-    if status.qos_class and status.qos_class != old_status.qos_class:
-        errs.append(invalid("status.qosClass", status.qos_class, FIELD_IMMUTABLE))
-    errs.extend(_state_transitions(status.container_statuses, old_status.container_statuses,
-                                   "status.containerStatuses", old.spec.restart_policy))
-    restartable = frozenset(c.name for c in old.spec.init_containers if c.restart_policy == "Always")
-    errs.extend(_state_transitions(status.init_container_statuses, old_status.init_container_statuses,
-                                   "status.initContainerStatuses", old.spec.restart_policy, restartable))
-    errs.extend(_state_transitions(status.ephemeral_container_statuses, old_status.ephemeral_container_statuses,
-                                   "status.ephemeralContainerStatuses", "Never"))
-    claim_names = {c.name for c in new.spec.resource_claims}
-    seen: set[str] = set()
-    for i, rcs in enumerate(status.resource_claim_statuses):
-        p = f"status.resourceClaimStatuses[{i}].name"
-        if rcs.name not in claim_names:
-            errs.append(invalid(p, rcs.name, "must match the name of an entry in `spec.resourceClaims`"))
-        if rcs.name in seen:
-            errs.append(duplicate(p, rcs.name))
-        seen.add(rcs.name)
-        if rcs.HasField("resource_claim_name"):
-            errs.extend(invalid(p, rcs.resource_claim_name, m) for m in is_dns1123_subdomain(rcs.resource_claim_name))
-    errs.extend(_validate_ips(status.pod_ips, "status.podIPs", core_pb2.PodIP.DESCRIPTOR))
-    if status.host_ips:
-        if status.host_ip != status.host_ips[0].ip:
-            errs.append(invalid("status.hostIPs[0].ip", status.host_ips[0].ip, "must be equal to `hostIP`"))
-        errs.extend(_validate_ips(status.host_ips, "status.hostIPs", core_pb2.HostIP.DESCRIPTOR))
-    errs.extend(_validate_status_resources(status.container_statuses, "status.containerStatuses"))
-    errs.extend(_validate_status_resources(status.init_container_statuses, "status.initContainerStatuses"))
+    nominated = status.nominated_node_name
+    if nominated and nominated != old_status.nominated_node_name:
+        errs.extend(invalid("status.nominatedNodeName", nominated, m) for m in is_dns1123_subdomain(nominated))
+    qos_class = status.qos_class
+    if qos_class and qos_class != old_status.qos_class:
+        errs.append(invalid("status.qosClass", qos_class, FIELD_IMMUTABLE))
+    restart_policy = old_spec.restart_policy
+    if restart_policy != "Always":  # (_state_transitions finds nothing then)
+        errs.extend(_state_transitions(status.container_statuses, old_status.container_statuses,
+                                       "status.containerStatuses", restart_policy))
+        restartable = frozenset(c.name for c in old_spec.init_containers if c.restart_policy == "Always")
+        errs.extend(_state_transitions(status.init_container_statuses, old_status.init_container_statuses,
+                                       "status.initContainerStatuses", restart_policy, restartable))
+    old_ephemeral = old_status.ephemeral_container_statuses
+    if old_ephemeral:
+        errs.extend(_state_transitions(status.ephemeral_container_statuses, old_ephemeral,
+                                       "status.ephemeralContainerStatuses", "Never"))
+    claim_statuses = status.resource_claim_statuses
+    if claim_statuses:
+        claim_names = {c.name for c in new.spec.resource_claims}
+        seen: set[str] = set()
+        for i, rcs in enumerate(claim_statuses):
+            p = f"status.resourceClaimStatuses[{i}].name"
+            if rcs.name not in claim_names:
+                errs.append(invalid(p, rcs.name, "must match the name of an entry in `spec.resourceClaims`"))
+            if rcs.name in seen:
+                errs.append(duplicate(p, rcs.name))
+            seen.add(rcs.name)
+            if rcs.HasField("resource_claim_name"):
+                errs.extend(invalid(p, rcs.resource_claim_name, m)
+                            for m in is_dns1123_subdomain(rcs.resource_claim_name))
+    pod_ips = status.pod_ips
+    if pod_ips and (len(pod_ips) > 1 or not is_valid_ip(pod_ips[0].ip)):  # (one valid IP: nothing to report)
+        errs.extend(_validate_ips(pod_ips, "status.podIPs", core_pb2.PodIP.DESCRIPTOR))
+    host_ips = status.host_ips
+    if host_ips:
+        first = host_ips[0].ip
+        if status.host_ip != first:
+            errs.append(invalid("status.hostIPs[0].ip", first, "must be equal to `hostIP`"))
+        if len(host_ips) > 1 or not is_valid_ip(first):
+            errs.extend(_validate_ips(host_ips, "status.hostIPs", core_pb2.HostIP.DESCRIPTOR))
+    statuses = status.container_statuses
+    if statuses:
+        errs.extend(_validate_status_resources(statuses, "status.containerStatuses"))
+    statuses = status.init_container_statuses
+    if statuses:
+        errs.extend(_validate_status_resources(statuses, "status.initContainerStatuses"))
     return errs
 
 

@@ -128,10 +128,75 @@ def validate_quantity_value(name: str, q: Quantity, path: str) -> list[FieldErro
     return errs
 
 
+@lru_cache(maxsize=4096)
+def _quantity_value_ok(name: str, text: str) -> Quantity | None:
+    """The parsed quantity if it parses and ``validate_quantity_value`` accepts it, else None."""
+    try:
+        q = parse_quantity(text)
+    except QuantityError:
+        return None
+    if q.sign() < 0 or (is_integer_resource(name) and q.milli_value() % 1000 != 0):
+        return None
+    return q
+
+
+@lru_cache(maxsize=4096)
+def _requirement_ok(name: str, text: str, pod_level: bool) -> Quantity | None:
+    """The parsed quantity of one limit or request that ``validate_requirements`` finds nothing
+    wrong with on its own (valid name and quantity, not hugepages), else None."""
+    if is_hugepages(name):
+        return None
+    if pod_level:
+        if _resource_name_msgs(name) or name not in (CPU, MEMORY):
+            return None
+    elif _container_resource_name_msgs(name):
+        return None
+    return _quantity_value_ok(name, text)
+
+
+def resource_list_ok(m: Mapping[str, str]) -> bool:
+    """Whether ``validate_resource_list`` finds nothing wrong (a fast pre-check)."""
+    for name in m:
+        if _quantity_value_ok(name, m[name]) is None:
+            return False
+    return True
+
+
+@lru_cache(maxsize=4096)
+def _request_ok(name: str, text: str, limit_text: str | None, pod_level: bool) -> bool:
+    """Whether ``validate_requirements`` finds nothing wrong with a request (and its limit,
+    ``None`` when the resource has none)."""
+    q = _requirement_ok(name, text, pod_level)
+    if q is None:
+        return False
+    if limit_text is None:
+        return is_overcommit_allowed(name)
+    limit = _requirement_ok(name, limit_text, pod_level)
+    if limit is None:
+        return False
+    if q != limit and not is_overcommit_allowed(name):
+        return False
+    return not q > limit
+
+
+def _requirements_ok(limits: Mapping[str, str], requests: Mapping[str, str], pod_level: bool) -> bool:
+    """Whether ``validate_requirements`` finds nothing wrong with the limits and requests (a fast
+    pre-check on memoised per-resource verdicts; hugepages always take the full path)."""
+    for name in limits:
+        if _requirement_ok(name, limits[name], pod_level) is None:
+            return False
+    for name in requests:
+        if not _request_ok(name, requests[name], limits[name] if name in limits else None, pod_level):
+            return False
+    return True
+
+
 def validate_resource_list(m: Mapping[str, str], path: str, *, keyed: bool = True) -> list[FieldError]:
     """Quantities of a plain ResourceList (node capacity, allocatable, status resources):
     parseable, non-negative, whole where required. ``keyed`` builds ``path[name]``, otherwise
     ``path.name`` (Kubernetes' node capacity paths)."""
+    if not m or resource_list_ok(m):
+        return []
     errs: list[FieldError] = []
     for name in sorted(m):
         p = f"{path}[{name}]" if keyed else f"{path}.{name}"
@@ -159,6 +224,8 @@ def validate_requirements(limits: Mapping[str, str], requests: Mapping[str, str]
     """Kubernetes' validateResourceRequirements for container (or, with ``pod_level``, pod-level)
     resources: names, quantities, request <= limit (== for resources that cannot be
     overcommitted), hugepages rules, and claim references."""
+    if (pod_claim_names is None or not claims) and _requirements_ok(limits, requests, pod_level):
+        return []
     name_fn = validate_pod_resource_name if pod_level else validate_container_resource_name
     lim_path, req_path = f"{path}.limits", f"{path}.requests"
     errs: list[FieldError] = []

@@ -14,14 +14,12 @@
 
 from __future__ import annotations
 
-import json
-
 from google.protobuf.message import Message
 
 from apiserver import defaults, strategy, validation
 from apiserver.admission import noderestriction
 from apiserver.auth import User
-from apiserver.registry import Registry, patched
+from apiserver.registry import Registry, parse_patch, patched
 from machinery import disruption, errors, timeutil
 from machinery.api import core_pb2, meta_pb2
 from machinery.featuregates import FeatureGates
@@ -134,13 +132,7 @@ class PodSubresources:
 
     async def resize_patch(self, req: meta_pb2.PatchRequest, user: User, dry_run: bool = False) -> core_pb2.Pod:
         """Patch through the resize subresource (strategic merge merges containers by name)."""
-        try:
-            document = json.loads(req.patch or "null")
-        except ValueError as exc:
-            raise errors.BadRequest(f"the patch is not valid JSON: {exc}") from None
-        precondition = ""
-        if isinstance(document, dict):
-            precondition = str((document.get("metadata") or {}).get("resourceVersion") or "")
+        document, precondition = parse_patch(req)
         return await self.registry.guaranteed_update(
             POD, req.namespace or "default", req.name,
             lambda old: self._resized(patched(POD, old, document, req.patch_type), old, user),

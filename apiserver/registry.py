@@ -210,13 +210,7 @@ class Registry:
             new.metadata.namespace = namespace
             if new.metadata.name != old.metadata.name:
                 raise errors.BadRequest("the name of the object does not match the name on the URL")
-            noderestriction.authorize(user, verb, kind, namespace, old.metadata.name, obj=new, old=old)
-            if verb == "status":
-                if kind is POD:
-                    noderestriction.check_allocated_resources(user, new, old)
-                return strategy.prepare_for_status_update(kind, new, old)
-            strategy.prepare_for_update(kind, new, old)
-            return new
+            return _admit_update(kind, verb, user, new, old)
 
         return await self.guaranteed_update(kind, namespace, meta.name, build,
                                             precondition_rv=meta.resource_version, dry_run=dry_run)
@@ -225,27 +219,14 @@ class Registry:
         """Server-side patch: applied to the current object, then stored as an update would be."""
         if req.subresource not in ("", "status"):
             raise errors.BadRequest(f'unknown subresource "{req.subresource}" for {kind.plural}')
-        try:
-            document = json.loads(req.patch or "null")
-        except ValueError as exc:
-            raise errors.BadRequest(f"the patch is not valid JSON: {exc}") from None
+        document, precondition = parse_patch(req)
         namespace = self._namespace(kind, req.namespace)
         verb = "status" if req.subresource == "status" else "update"
         if verb == "status" and not kind.has_status:
             raise errors.MethodNotAllowed(f"{kind.plural} have no status subresource")
-        precondition = ""
-        if isinstance(document, dict):
-            precondition = str((document.get("metadata") or {}).get("resourceVersion") or "")
 
         def build(old: Message) -> Message:
-            new = patched(kind, old, document, req.patch_type)
-            noderestriction.authorize(user, verb, kind, namespace, old.metadata.name, obj=new, old=old)
-            if verb == "status":
-                if kind is POD:
-                    noderestriction.check_allocated_resources(user, new, old)
-                return strategy.prepare_for_status_update(kind, new, old)
-            strategy.prepare_for_update(kind, new, old)
-            return new
+            return _admit_update(kind, verb, user, patched(kind, old, document, req.patch_type), old)
 
         return await self.guaranteed_update(kind, namespace, req.name, build, precondition_rv=precondition,
                                             dry_run=dry_run)
@@ -309,6 +290,29 @@ class Registry:
                 return new
             fresh = True
         raise errors.conflict(kind.plural, req.name, "too many concurrent writers; try again")
+
+
+def _admit_update(kind: Kind, verb: str, user: User, new: Message, old: Message) -> Message:
+    """Authorize and prepare an update ("update") or status update ("status") of ``old`` to ``new``."""
+    noderestriction.authorize(user, verb, kind, old.metadata.namespace, old.metadata.name, obj=new, old=old)
+    if verb == "status":
+        if kind is POD:
+            noderestriction.check_allocated_resources(user, new, old)
+        return strategy.prepare_for_status_update(kind, new, old)
+    strategy.prepare_for_update(kind, new, old)
+    return new
+
+
+def parse_patch(req: meta_pb2.PatchRequest) -> tuple[object, str]:
+    """The patch document, and the resourceVersion it requires (metadata.resourceVersion), if any."""
+    try:
+        document = json.loads(req.patch or "null")
+    except ValueError as exc:
+        raise errors.BadRequest(f"the patch is not valid JSON: {exc}") from None
+    precondition = ""
+    if isinstance(document, dict):
+        precondition = str((document.get("metadata") or {}).get("resourceVersion") or "")
+    return document, precondition
 
 
 def patched(kind: Kind, old: Message, document, patch_type: str) -> Message:

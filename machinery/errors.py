@@ -144,7 +144,8 @@ def conflict(resource: str, name: str, reason: str = "the object has been modifi
 # ---------------------------------------------------------------- field errors
 
 
-def _fmt_value(value: Any) -> str:
+def format_value(value: Any) -> str:
+    """How field.Error prints a bad value (strings quoted, bools lower case, nil as null)."""
     if isinstance(value, str):
         return f'"{value}"'
     if isinstance(value, bool):
@@ -169,17 +170,17 @@ class FieldError:
             text = f"{self.path}: Required value"
             return f"{text}: {self.detail}" if self.detail else text
         if self.type == "Invalid":
-            text = f"{self.path}: Invalid value: {_fmt_value(self.value)}"
+            text = f"{self.path}: Invalid value: {format_value(self.value)}"
             return f"{text}: {self.detail}" if self.detail else text
         if self.type == "Forbidden":
             return f"{self.path}: Forbidden: {self.detail}" if self.detail else f"{self.path}: Forbidden"
         if self.type == "NotSupported":
             quoted = ", ".join(f'"{s}"' for s in self.supported)
-            return f"{self.path}: Unsupported value: {_fmt_value(self.value)}: supported values: {quoted}"
+            return f"{self.path}: Unsupported value: {format_value(self.value)}: supported values: {quoted}"
         if self.type == "Duplicate":
-            return f"{self.path}: Duplicate value: {_fmt_value(self.value)}"
+            return f"{self.path}: Duplicate value: {format_value(self.value)}"
         if self.type == "TooMany":
-            return f"{self.path}: Too many: {_fmt_value(self.value)}: {self.detail}"
+            return f"{self.path}: Too many: {format_value(self.value)}: {self.detail}"
         if self.type == "TooLong":
             return f"{self.path}: Too long: {self.detail}"
         return f"{self.path}: {self.type}: {self.detail}"

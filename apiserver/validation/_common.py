@@ -18,7 +18,7 @@ from typing import Any, Final
 
 from google.protobuf.message import Message
 
-from machinery.errors import FieldError, invalid
+from machinery.errors import FieldError, format_value, invalid
 from machinery.quantity import Quantity, QuantityError, parse_quantity
 
 # ---------------------------------------------------------------- messages
@@ -226,17 +226,6 @@ def too_long(path: str, max_length: int) -> FieldError:
     """Go's field.TooLong: the value is omitted."""
     unit = "byte" if max_length == 1 else "bytes"
     return FieldError("TooLong", path, f"may not be more than {max_length} {unit}")
-
-
-def format_value(value: Any) -> str:
-    """How field.Error prints a bad value (strings quoted, bools lower case, nil as null)."""
-    if isinstance(value, str):
-        return f'"{value}"'
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if value is None:
-        return "null"
-    return str(value)
 
 
 def name_errors(path: str, value: str, messages: Iterable[str]) -> list[FieldError]:

@@ -95,12 +95,12 @@ async def test_informer_resumes_across_apiserver_restart_with_1000_writes_in_fli
     writers = [asyncio.create_task(writer()) for _ in range(WRITERS)]
     try:
         await eventually(lambda: len(added) >= 300, timeout=60, what="300 writes observed before the restart")
-        api = fresh_cluster.process("apiserver")
         loop = asyncio.get_running_loop()
-        await loop.run_in_executor(None, cluster.kill, api)
+        killed = await loop.run_in_executor(None, fresh_cluster.kplane, "kill", "apiserver")
+        assert killed.returncode == 0, killed.stderr
         await asyncio.sleep(0.5)  # writes keep coming and fail while the apiserver is down
-        ok, reason = await loop.run_in_executor(None, cluster.start, fresh_cluster.state, api, 60.0)
-        assert ok, reason
+        started = await loop.run_in_executor(None, fresh_cluster.kplane, "start", "apiserver")
+        assert started.returncode == 0, started.stderr
         await asyncio.wait_for(asyncio.gather(*writers), 120)
         await eventually(lambda: len(added) == WRITES, timeout=30, what="every write observed by the informer")
     finally:
@@ -177,3 +177,30 @@ def test_apiserver_with_unreachable_etcd_says_so_and_keeps_retrying(tmp_path):
             proc.wait(10)
         except subprocess.TimeoutExpired:
             proc.kill()
+
+
+async def test_informer_relists_when_its_version_is_too_old():
+    """A watch that cannot deliver while more changes happen than the watch cache keeps resumes
+    from a version the apiserver no longer has (Gone): the informer relists and converges."""
+    tc = start_cluster(apiserver_args=["--watch-cache-size=5"])
+    client = tc.client()
+    inf = Informer(client, POD, namespace="default", label_selector="relist=yes")
+    try:
+        await inf.start()
+        await inf.wait_for_sync(10)
+        await client.pods.create(make_pod("r-0", labels={"relist": "yes"}))
+        await eventually(lambda: inf.get("r-0", "default") is not None, what="first pod seen")
+        out = tc.kplane("failpoint", "apiserver", "apiserver/watch-delivery", "error")
+        assert out.returncode == 0, out.stderr
+        for i in range(1, 21):
+            await client.pods.create(make_pod(f"r-{i}", labels={"relist": "yes"}))
+        await client.pods.delete("r-0")
+        out = tc.kplane("failpoint", "apiserver", "apiserver/watch-delivery", "off")
+        assert out.returncode == 0, out.stderr
+        await eventually(lambda: sorted(p.metadata.name for p in inf.list()) == sorted(f"r-{i}" for i in range(1, 21)),
+                         timeout=20, what="the informer to converge after relisting")
+        assert inf.lists >= 2, "the informer should have relisted"
+    finally:
+        await inf.stop()
+        await client.close()
+        stop_cluster(tc)

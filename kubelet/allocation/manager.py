@@ -1,0 +1,373 @@
+"""The allocation manager: admission of pods and of resizes, and the pending-resize queue.
+
+Kubernetes' pkg/kubelet/allocation, as KEP-1287 describes it:
+
+- ``add_pod``: a new pod is admitted against the node's allocatable and the other admitted pods
+  (``OutOfcpu`` / ``OutOfmemory`` / ``OutOfpods`` otherwise — what resolves scheduler races). After
+  a kubelet restart a pod is re-admitted at its checkpointed allocation, not its spec, so a resize
+  that was not yet admitted does not sneak in ("Kubelet Restart Tolerance").
+- ``handle_resize``: desired != allocated. Infeasible when the pod's requests exceed what the node
+  has at all ("Node didn't have enough capacity: cpu, requested: 5000, capacity: 4000"); Deferred
+  when they do not fit next to the other pods now ("Node didn't have enough resource: ..."); else
+  the allocation is checkpointed and PodResizeInProgress set with the pod's generation. Other pods
+  count for max(allocated, actuated), so another pod's downsize frees room once actuated.
+- pending resizes are retried in the KEP's order — resizes that do not increase requests first,
+  then higher priority, then Guaranteed before Burstable, then longest pending — on pod removal,
+  another pod's update or resize, and periodically.
+- KEP-5836: a Deferred resize on a node whose ``spec.podPreemptionPolicy.disableResizePreemption``
+  is non-empty also gets PodResizePreemptionDisabled (reason PreemptionDisabledByNodePolicy).
+
+The manager only decides and records; the kubelet's pod workers actuate.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Callable, Iterable, Mapping, Protocol
+
+from google.protobuf.message import Message
+from prometheus_client import Counter, Gauge
+
+from kubelet.allocation import conditions as cond
+from kubelet.allocation.checkpoint import ACTUATED_FILE, ALLOCATED_FILE, CheckpointStore, Resources
+from machinery import resources
+from machinery.api import core_pb2
+from machinery.logging import get_logger
+
+log = get_logger()
+
+TRIGGER_POD_RESIZED = "pod_resized"
+TRIGGER_POD_UPDATED = "pod_updated"
+TRIGGER_PODS_ADDED = "pods_added"
+TRIGGER_PODS_REMOVED = "pods_removed"
+TRIGGER_PERIODIC = "periodic_retry"
+
+REQUESTED_RESIZES = Counter("kubelet_container_requested_resizes_total", "Number of requested resizes, counted "
+                            "at the container level.", ["resource", "requirement", "operation"])
+INFEASIBLE_RESIZES = Counter("kubelet_pod_infeasible_resizes_total", "Number of infeasible resizes for pods.",
+                             ["reason_detail"])
+PENDING_RESIZES = Gauge("kubelet_pod_pending_resizes", "Number of pending resizes for pods.", ["reason"])
+IN_PROGRESS_RESIZES = Gauge("kubelet_pod_in_progress_resizes", "Number of in-progress resizes for pods.")
+DEFERRED_ACCEPTED = Counter("kubelet_pod_deferred_resize_accepted_total", "Cumulative number of resizes that were "
+                            "accepted after being deferred.", ["retry_trigger"])
+
+
+class EventRecorder(Protocol):
+    def __call__(self, pod: Message, type_: str, reason: str, message: str) -> None: ...
+
+
+@dataclass(frozen=True)
+class Admission:
+    ok: bool
+    reason: str = ""
+    message: str = ""
+
+
+ADMITTED = Admission(True)
+
+
+def resizable_containers(pod: core_pb2.Pod) -> list[core_pb2.Container]:
+    """Regular containers and sidecars: non-sidecar init containers are never resized (KEP-1287)."""
+    return list(pod.spec.containers) + [c for c in pod.spec.init_containers
+                                        if resources.is_restartable_init_container(c)]
+
+
+def allocation_from_pod(pod: core_pb2.Pod) -> dict[str, Resources]:
+    return {c.name: Resources.of(c.resources) for c in resizable_containers(pod)}
+
+
+def _copy(pod: core_pb2.Pod) -> core_pb2.Pod:
+    out = core_pb2.Pod()
+    out.CopyFrom(pod)
+    return out
+
+
+def _set_resources(container: core_pb2.Container, r: Resources) -> None:
+    container.resources.ClearField("requests")
+    container.resources.ClearField("limits")
+    container.resources.requests.update(r.requests)
+    container.resources.limits.update(r.limits)
+
+
+def _same(a: Resources, b: Resources) -> bool:
+    """Semantic equality of two requirements (1 == 1000m)."""
+    return (resources.to_resource_list(a.requests) == resources.to_resource_list(b.requests)
+            and resources.to_resource_list(a.limits) == resources.to_resource_list(b.limits))
+
+
+class AllocationManager:
+    def __init__(self, checkpoint_dir: str | os.PathLike, node_name: str, allocatable: Mapping[str, int],
+                 max_pods: int, record_event: EventRecorder | None = None):
+        self.node_name = node_name
+        self.allocated = CheckpointStore(checkpoint_dir, ALLOCATED_FILE)
+        self.actuated = CheckpointStore(checkpoint_dir, ACTUATED_FILE)
+        self.conditions = cond.ResizeConditions()
+        self.allocatable = dict(allocatable)
+        self.max_pods = max_pods
+        # Owners that disabled resize preemption on this node (KEP-5836), from the Node's spec.
+        self.resize_preemption_disabled_by: list[str] = []
+        self.pending: list[str] = []
+        self._record = record_event or (lambda *a: None)
+
+    def load(self) -> None:
+        self.allocated.load()
+        self.actuated.load()
+
+    # ------------------------------------------------------------ allocation views
+
+    def is_allocated(self, pod: core_pb2.Pod) -> bool:
+        return self.allocated.get_pod(pod.metadata.uid) is not None
+
+    def with_allocation(self, pod: core_pb2.Pod) -> tuple[core_pb2.Pod, bool]:
+        """The pod with its containers' resources replaced by the allocation, and whether they differ."""
+        alloc = self.allocated.get_pod(pod.metadata.uid)
+        if alloc is None:
+            return pod, False
+        out = None
+        for group in ("containers", "init_containers"):
+            for i, c in enumerate(getattr(pod.spec, group)):
+                r = alloc.get(c.name)
+                if r is None or _same(Resources.of(c.resources), r):
+                    continue
+                if out is None:
+                    out = _copy(pod)
+                _set_resources(getattr(out.spec, group)[i], r)
+        return (out, True) if out is not None else (pod, False)
+
+    def set_allocated(self, pod: core_pb2.Pod) -> None:
+        self.allocated.set_pod(pod.metadata.uid, allocation_from_pod(pod))
+
+    def actuated_of(self, uid: str, container: str) -> Resources | None:
+        return self.actuated.get(uid, container)
+
+    def set_actuated(self, uid: str, container: str, r: Resources) -> None:
+        self.actuated.set(uid, container, r)
+
+    def remove_pod(self, uid: str) -> None:
+        self.allocated.remove_pod(uid)
+        self.actuated.remove_pod(uid)
+        self.conditions.forget(uid)
+        if uid in self.pending:
+            self.pending.remove(uid)
+
+    def remove_orphans(self, keep: set[str]) -> None:
+        for uid in self.allocated.remove_orphans(keep):
+            self.conditions.forget(uid)
+        self.actuated.remove_orphans(keep)
+        self.pending = [u for u in self.pending if u in keep]
+
+    # ------------------------------------------------------------ fit
+
+    def _usage(self, pod: core_pb2.Pod) -> dict[str, int]:
+        """What an admitted pod holds: per container max(allocated, actuated) requests, plus overhead."""
+        held, _ = self.with_allocation(pod)
+        uid = pod.metadata.uid
+        raised = None
+        for group in ("containers", "init_containers"):
+            for i, c in enumerate(getattr(held.spec, group)):
+                act = self.actuated.get(uid, c.name)
+                if act is None:
+                    continue
+                want = resources.to_resource_list(c.resources.requests)
+                have = resources.to_resource_list(act.requests)
+                if any(v > want.get(k, 0) for k, v in have.items()):
+                    if raised is None:
+                        raised = _copy(held)
+                    merged = resources.max_of(want, have)
+                    target = getattr(raised.spec, group)[i]
+                    target.resources.requests.update(resources.format_resource_list(merged))
+        return resources.pod_requests(raised or held, use_status_resources=False)
+
+    def _fits(self, pod: core_pb2.Pod, others: Iterable[core_pb2.Pod]) -> Admission:
+        """Kubernetes' kubelet fit predicate: pods count, then each requested resource in turn."""
+        others = [o for o in others if o.metadata.uid != pod.metadata.uid]
+        if len(others) + 1 > self.max_pods:
+            return Admission(False, "OutOfpods", f"Node didn't have enough resource: pods, requested: 1, used: "
+                                                 f"{len(others)}, capacity: {self.max_pods}")
+        used: dict[str, int] = {}
+        for o in others:
+            used = resources.add(used, self._usage(o))
+        want = resources.pod_requests(pod, use_status_resources=False)
+        for name in sorted(want, key=lambda r: (r not in ("cpu", "memory"), r != "cpu", r)):
+            requested = want[name]
+            if requested == 0:
+                continue
+            capacity = self.allocatable.get(name, 0)
+            if requested > capacity - used.get(name, 0):
+                return Admission(False, f"OutOf{name}", f"Node didn't have enough resource: {name}, requested: "
+                                                        f"{requested}, used: {used.get(name, 0)}, capacity: {capacity}")
+        return ADMITTED
+
+    # ------------------------------------------------------------ admission
+
+    def add_pod(self, pod: core_pb2.Pod, active_pods: Iterable[core_pb2.Pod]) -> Admission:
+        """Admit a pod; on success its allocation is checkpointed (before its workers start it)."""
+        pod_alloc, _ = self.with_allocation(pod)
+        result = self._fits(pod_alloc, active_pods)
+        if result.ok:
+            self.set_allocated(pod_alloc)
+        else:
+            log.info("pod_admission_denied", pod=_name(pod), node=self.node_name, reason=result.reason,
+                     message=result.message)
+        return result
+
+    def handle_resize(self, pod: core_pb2.Pod, active_pods: Iterable[core_pb2.Pod]) -> bool:
+        """Try to allocate a pod's desired resources; True if the allocation changed now."""
+        uid = pod.metadata.uid
+        _, differs = self.with_allocation(pod)
+        if not differs:
+            self.conditions.clear(uid, cond.PENDING)
+            self.conditions.clear(uid, cond.PREEMPTION_DISABLED)
+            return False
+        generation = pod.metadata.generation
+        verdict = self._resize_verdict(pod, active_pods)
+        if verdict.ok:
+            self.set_allocated(pod)
+            self.conditions.clear(uid, cond.PENDING)
+            self.conditions.clear(uid, cond.PREEMPTION_DISABLED)
+            self.conditions.clear(uid, cond.IN_PROGRESS)
+            self.conditions.set(uid, cond.IN_PROGRESS, "", "", generation)
+            self._record(pod, "Normal", "ResizeStarted", f"Pod resize started: {_summary(pod)}, generation: "
+                                                         f"{generation}")
+            log.info("resize_allocated", pod=_name(pod), node=self.node_name, generation=generation)
+            self._export()
+            return True
+        if self.conditions.set(uid, cond.PENDING, verdict.reason, verdict.message, generation):
+            event = "ResizeInfeasible" if verdict.reason == cond.INFEASIBLE else "ResizeDeferred"
+            self._record(pod, "Warning", event, f"Pod resize {verdict.reason}: {verdict.message}, generation: "
+                                                 f"{generation}")
+            log.info("resize_pending", pod=_name(pod), node=self.node_name, reason=verdict.reason,
+                     message=verdict.message)
+        if verdict.reason == cond.DEFERRED and self.resize_preemption_disabled_by:
+            self.conditions.set(uid, cond.PREEMPTION_DISABLED, cond.PREEMPTION_DISABLED_BY_NODE_POLICY,
+                                f"Preemption for in-place pod resize is disabled on node '{self.node_name}' by "
+                                f"preemption policy.", generation)
+        else:
+            self.conditions.clear(uid, cond.PREEMPTION_DISABLED)
+        self._export()
+        return False
+
+    def _resize_verdict(self, pod: core_pb2.Pod, active_pods: Iterable[core_pb2.Pod]) -> Admission:
+        want = resources.pod_requests(pod, use_status_resources=False)
+        for name in ("memory", "cpu"):
+            capacity = self.allocatable.get(name, 0)
+            if want.get(name, 0) > capacity:
+                INFEASIBLE_RESIZES.labels(reason_detail="insufficient_node_allocatable").inc()
+                return Admission(False, cond.INFEASIBLE, f"Node didn't have enough capacity: {name}, requested: "
+                                                          f"{want[name]}, capacity: {capacity}")
+        fit = self._fits(pod, active_pods)
+        if fit.ok:
+            return ADMITTED
+        return Admission(False, cond.DEFERRED, fit.message)
+
+    def refresh_preemption_policy(self, owners: list[str], pods_by_uid: Mapping[str, core_pb2.Pod]) -> list[str]:
+        """The Node's disableResizePreemption changed: update Deferred pods' conditions (KEP-5836).
+
+        Returns the uids whose conditions changed (their status must be written).
+        """
+        self.resize_preemption_disabled_by = list(owners)
+        changed = []
+        for uid, pod in pods_by_uid.items():
+            if not self.conditions.is_deferred(uid):
+                continue
+            if owners:
+                did = self.conditions.set(uid, cond.PREEMPTION_DISABLED, cond.PREEMPTION_DISABLED_BY_NODE_POLICY,
+                                          f"Preemption for in-place pod resize is disabled on node "
+                                          f"'{self.node_name}' by preemption policy.", pod.metadata.generation)
+            else:
+                did = self.conditions.clear(uid, cond.PREEMPTION_DISABLED)
+            if did:
+                changed.append(uid)
+        return changed
+
+    # ------------------------------------------------------------ pending resizes
+
+    def _increases_requests(self, pod: core_pb2.Pod) -> bool:
+        allocated, differs = self.with_allocation(pod)
+        if not differs:
+            return False
+        old = resources.pod_requests(allocated, use_status_resources=False)
+        new = resources.pod_requests(pod, use_status_resources=False)
+        return new.get("memory", 0) > old.get("memory", 0) or new.get("cpu", 0) > old.get("cpu", 0)
+
+    def _sort_key(self, pod: core_pb2.Pod):
+        qos = resources.qos_class(pod)
+        pending = self.conditions.condition(pod.metadata.uid, cond.PENDING)
+        since = pending.last_transition_time if pending is not None and pending.last_transition_time else None
+        return (self._increases_requests(pod), -(pod.spec.priority if pod.spec.HasField("priority") else 0),
+                qos != "Guaranteed", since is None, since or "")
+
+    def push_pending(self, uid: str, pods_by_uid: Mapping[str, core_pb2.Pod]) -> None:
+        if uid not in self.pending:
+            self.pending.append(uid)
+        self._sort_pending(pods_by_uid)
+
+    def _sort_pending(self, pods_by_uid: Mapping[str, core_pb2.Pod]) -> None:
+        live = [pods_by_uid[u] for u in self.pending if u in pods_by_uid]
+        live.sort(key=self._sort_key)
+        self.pending = [p.metadata.uid for p in live]
+
+    def retry_pending(self, trigger: str, pods_by_uid: Mapping[str, core_pb2.Pod],
+                      active_pods: Callable[[], list[core_pb2.Pod]]) -> list[str]:
+        """Retry every pending resize in priority order; returns the uids whose status changed."""
+        self._sort_pending(pods_by_uid)
+        still: list[str] = []
+        changed: list[str] = []
+        for uid in self.pending:
+            pod = pods_by_uid.get(uid)
+            if pod is None:
+                continue
+            before = self.conditions.get(uid)
+            was_deferred = self.conditions.is_deferred(uid)
+            allocated = self.handle_resize(pod, active_pods())
+            if self.conditions.is_deferred(uid):
+                still.append(uid)
+            elif allocated and was_deferred:
+                DEFERRED_ACCEPTED.labels(retry_trigger=trigger).inc()
+                log.info("deferred_resize_accepted", pod=_name(pod), node=self.node_name, trigger=trigger)
+            if allocated or self.conditions.get(uid) != before:
+                changed.append(uid)
+        self.pending = still
+        return changed
+
+    def _export(self) -> None:
+        counts = self.conditions.counts()
+        PENDING_RESIZES.labels(reason="deferred").set(counts["deferred"])
+        PENDING_RESIZES.labels(reason="infeasible").set(counts["infeasible"])
+        IN_PROGRESS_RESIZES.set(counts["in_progress"])
+
+
+def count_requested_resizes(old: core_pb2.Pod, new: core_pb2.Pod) -> None:
+    """kubelet_container_requested_resizes_total for a spec change the kubelet observed."""
+    before = {c.name: c.resources for c in resizable_containers(old)}
+    for c in resizable_containers(new):
+        prev = before.get(c.name)
+        if prev is None:
+            continue
+        for requirement in ("requests", "limits"):
+            a = resources.to_resource_list(getattr(prev, requirement))
+            b = resources.to_resource_list(getattr(c.resources, requirement))
+            for name in ("cpu", "memory"):
+                if a.get(name) == b.get(name):
+                    continue
+                if name not in a:
+                    op = "add"
+                elif name not in b:
+                    op = "remove"
+                else:
+                    op = "increase" if b[name] > a[name] else "decrease"
+                REQUESTED_RESIZES.labels(resource=name, requirement=requirement, operation=op).inc()
+
+
+def _name(pod: core_pb2.Pod) -> str:
+    return f"{pod.metadata.namespace}/{pod.metadata.name}"
+
+
+def _summary(pod: core_pb2.Pod) -> str:
+    parts = []
+    for c in resizable_containers(pod):
+        req = ",".join(f"{k}={v}" for k, v in sorted(c.resources.requests.items()))
+        lim = ",".join(f"{k}={v}" for k, v in sorted(c.resources.limits.items()))
+        parts.append(f"{c.name}(requests {req or '-'}; limits {lim or '-'})")
+    return " ".join(parts)

@@ -1,0 +1,259 @@
+"""The kubelet's allocation manager and checkpoints, against KEP-1287's own examples."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from kubelet.allocation import conditions as cond
+from kubelet.allocation.checkpoint import ALLOCATED_FILE, CheckpointStore, Resources
+from kubelet.allocation.manager import AllocationManager
+from machinery.api import core_pb2
+from tests.helpers import make_pod
+
+
+def _pod(name: str, cpu: str, *, memory: str = "", limit_cpu: str = "", limit_memory: str = "", priority: int = 0,
+         generation: int = 1) -> core_pb2.Pod:
+    pod = make_pod(name, cpu=cpu, memory=memory or None, limit_cpu=limit_cpu or None,
+                   limit_memory=limit_memory or None)
+    pod.metadata.uid = f"uid-{name}"
+    pod.metadata.generation = generation
+    pod.spec.priority = priority
+    return pod
+
+
+def _resize(pod: core_pb2.Pod, cpu: str, limits: dict | None = None) -> core_pb2.Pod:
+    out = core_pb2.Pod()
+    out.CopyFrom(pod)
+    out.spec.containers[0].resources.requests["cpu"] = cpu
+    for k, v in (limits or {}).items():
+        out.spec.containers[0].resources.limits[k] = v
+    out.metadata.generation = pod.metadata.generation + 1
+    return out
+
+
+def _manager(tmp_path, cpu_millis: int = 2500, memory: int = 8 << 30, pods: int = 110, events=None):
+    m = AllocationManager(tmp_path, "node-1", {"cpu": cpu_millis, "memory": memory, "pods": pods}, pods,
+                          record_event=(lambda *a: events.append(a[1:])) if events is not None else None)
+    m.load()
+    return m
+
+
+def _allocated_cpu(m: AllocationManager, pod: core_pb2.Pod) -> str:
+    return m.allocated.get(pod.metadata.uid, "c1").requests["cpu"]
+
+
+# ---------------------------------------------------------------- KEP-1287 Flow Control
+
+
+def test_kep1287_flow_control_allocation_steps(tmp_path):
+    """Steps 1-15 as the allocation manager sees them (node: 2.5 cpu, another pod holds 0.75)."""
+    events = []
+    m = _manager(tmp_path, events=events)
+    other = _pod("other", "750m")
+    assert m.add_pod(other, []).ok
+    pod = _pod("flow", "1")
+    # Steps 1-3: created, scheduled, admitted: allocated cpu 1.
+    assert m.add_pod(pod, [other]).ok
+    assert _allocated_cpu(m, pod) == "1"
+    # Step 4: resize #1 to 1.5.
+    r1 = _resize(pod, "1.5")
+    # Step 5: the kubelet restarts: allocated read back from the checkpoint; the pod is re-admitted
+    # at its allocated resources, not the spec's 1.5.
+    m = _manager(tmp_path, events=events)
+    assert m.add_pod(r1, [other]).ok
+    assert _allocated_cpu(m, r1) == "1"
+    # Step 6: the kubelet syncs the pod, sees resize #1 and admits it: InProgress.
+    assert m.handle_resize(r1, [other]) is True
+    assert _allocated_cpu(m, r1) == "1.5"
+    assert m.conditions.condition(r1.metadata.uid, cond.IN_PROGRESS).observed_generation == 2
+    # Steps 7-9: resize #2 to 2: feasible in theory, not now (0.75 + 2 > 2.5): Deferred.
+    r2 = _resize(r1, "2")
+    assert m.handle_resize(r2, [other]) is False
+    pending = m.conditions.condition(r2.metadata.uid, cond.PENDING)
+    assert pending.reason == cond.DEFERRED
+    assert pending.message == "Node didn't have enough resource: cpu, requested: 2000, used: 750, capacity: 2500"
+    assert _allocated_cpu(m, r2) == "1.5"
+    # Steps 10-11: resize #3 to 1.6 fits: Pending removed, allocated 1.6, InProgress.
+    r3 = _resize(r2, "1.6")
+    assert m.handle_resize(r3, [other]) is True
+    assert m.conditions.condition(r3.metadata.uid, cond.PENDING) is None
+    assert _allocated_cpu(m, r3) == "1.6"
+    # Steps 14-15: resize #4 to 100 cpus: Infeasible; allocation stays 1.6.
+    r4 = _resize(r3, "100")
+    assert m.handle_resize(r4, [other]) is False
+    pending = m.conditions.condition(r4.metadata.uid, cond.PENDING)
+    assert pending.reason == cond.INFEASIBLE
+    assert pending.message == "Node didn't have enough capacity: cpu, requested: 100000, capacity: 2500"
+    assert _allocated_cpu(m, r4) == "1.6"
+    reasons = [e[1] for e in events]
+    assert reasons.count("ResizeStarted") == 2 and "ResizeDeferred" in reasons and "ResizeInfeasible" in reasons
+
+
+def test_restart_before_checkpointing_readmits_as_new(tmp_path):
+    """Kubelet Restart Analysis 1: restart before checkpointing -> admission again as if new."""
+    m = _manager(tmp_path)
+    pod = _pod("fresh", "1")
+    assert not m.is_allocated(pod)
+    m2 = _manager(tmp_path)
+    assert m2.add_pod(_resize(pod, "1.2"), []).ok
+    assert m2.allocated.get(pod.metadata.uid, "c1").requests["cpu"] == "1.2"
+
+
+def test_admission_rejects_with_out_of_cpu_and_counts_other_pods_at_max_of_allocated_and_actuated(tmp_path):
+    m = _manager(tmp_path, cpu_millis=2000)
+    a = _pod("a", "1500m")
+    assert m.add_pod(a, []).ok
+    # a is resized down: allocated 500m, but the runtime still runs it at 1500m (not actuated yet).
+    m.set_actuated(a.metadata.uid, "c1", Resources({"cpu": "1500m"}))
+    assert m.handle_resize(_resize(a, "500m"), [])
+    b = _pod("b", "1")
+    result = m.add_pod(b, [a])
+    assert (result.ok, result.reason) == (False, "OutOfcpu")
+    assert result.message == "Node didn't have enough resource: cpu, requested: 1000, used: 1500, capacity: 2000"
+    m.set_actuated(a.metadata.uid, "c1", Resources({"cpu": "500m"}))  # now actuated: room for b
+    assert m.add_pod(b, [a]).ok
+
+
+def test_out_of_pods(tmp_path):
+    m = _manager(tmp_path, pods=1)
+    assert m.add_pod(_pod("one", "10m"), []).ok
+    r = m.add_pod(_pod("two", "10m"), [_pod("one", "10m")])
+    assert r.reason == "OutOfpods" and r.message.startswith("Node didn't have enough resource: pods")
+
+
+# ---------------------------------------------------------------- pending resizes
+
+
+def test_pending_resizes_are_sorted_by_the_keps_priority(tmp_path):
+    m = _manager(tmp_path, cpu_millis=10_000)
+    low = _pod("low", "1", priority=10)
+    high = _pod("high", "1", priority=100)
+    guaranteed = _pod("guaranteed", "1", memory="1Gi", limit_cpu="1", limit_memory="1Gi", priority=10)
+    shrink = _pod("shrink", "2", priority=0)
+    pods = [low, high, guaranteed, shrink]
+    for p in pods:
+        assert m.add_pod(p, [])
+    want = {"low": _resize(low, "2"), "high": _resize(high, "2"),
+            "guaranteed": _resize(guaranteed, "2", {"cpu": "2"}), "shrink": _resize(shrink, "1")}
+    by_uid = {p.metadata.uid: p for p in want.values()}
+    for p in want.values():
+        m.push_pending(p.metadata.uid, by_uid)
+    order = [by_uid[u].metadata.name for u in m.pending]
+    # Not increasing first; then priority; then Guaranteed before Burstable at equal priority.
+    assert order == ["shrink", "high", "guaranteed", "low"]
+
+
+def test_retry_of_deferred_resizes_chain_reaction(tmp_path):
+    """KEP-1287 "Retry of deferred resizes", case 3: deleting pod1 makes room for pod2's resize,
+    pod2's makes room for pod3's (once actuated, here at once), pod3's for pod4's."""
+    m = _manager(tmp_path, cpu_millis=4000)
+    p1, p2, p3, p4 = _pod("p1", "1"), _pod("p2", "1"), _pod("p3", "1"), _pod("p4", "900m")
+    live = [p1, p2, p3, p4]
+    for p in live:
+        assert m.add_pod(p, [q for q in live if q is not p and m.is_allocated(q)]).ok
+    # p2 wants +1 cpu and gives nothing back; p3 wants +0.9; p4 +1: only room for p2 once p1 goes.
+    # Resizes chosen so that each allocation, once actuated, frees exactly what the next needs.
+    want = {p2.metadata.uid: _resize(p2, "2"), p3.metadata.uid: _resize(p3, "1900m"),
+            p4.metadata.uid: _resize(p4, "1900m")}
+    for uid, p in want.items():
+        assert m.handle_resize(p, [want.get(q.metadata.uid, q) for q in live]) is False
+        m.push_pending(uid, want)
+    assert all(m.conditions.is_deferred(uid) for uid in want)
+    # pod1 is deleted.
+    live.remove(p1)
+    m.remove_pod(p1.metadata.uid)
+
+    def active():
+        return [want.get(q.metadata.uid, q) for q in live]
+
+    changed = m.retry_pending("pods_removed", want, active)
+    assert changed == [p2.metadata.uid]
+    assert _allocated_cpu(m, p2) == "2" and m.conditions.is_deferred(p3.metadata.uid)
+    # p2 actuated; now shrink p2 back to make room for p3, as the test's chain does.
+    p2_down = _resize(want[p2.metadata.uid], "1100m")
+    want[p2.metadata.uid] = p2_down
+    m.handle_resize(p2_down, active())
+    changed = m.retry_pending("pod_resized", want, active)
+    assert p3.metadata.uid in changed and _allocated_cpu(m, p3) == "1900m"
+    assert m.conditions.is_deferred(p4.metadata.uid)
+
+
+def test_node_policy_sets_and_clears_preemption_disabled_on_deferred_pods(tmp_path):
+    """KEP-5836: Deferred + non-empty disableResizePreemption -> PodResizePreemptionDisabled."""
+    m = _manager(tmp_path, cpu_millis=2000)
+    big, other = _pod("big", "1"), _pod("other", "1")
+    m.add_pod(big, [])
+    m.add_pod(other, [big])
+    m.resize_preemption_disabled_by = ["autoscaling.k8s.io/cluster-autoscaler"]
+    grown = _resize(big, "1500m")
+    m.handle_resize(grown, [other])
+    c = m.conditions.condition(grown.metadata.uid, cond.PREEMPTION_DISABLED)
+    assert c.reason == "PreemptionDisabledByNodePolicy"
+    assert c.message == "Preemption for in-place pod resize is disabled on node 'node-1' by preemption policy."
+    assert m.refresh_preemption_policy([], {grown.metadata.uid: grown}) == [grown.metadata.uid]
+    assert m.conditions.condition(grown.metadata.uid, cond.PREEMPTION_DISABLED) is None
+    m.refresh_preemption_policy(["x.io/y"], {grown.metadata.uid: grown})
+    assert m.conditions.condition(grown.metadata.uid, cond.PREEMPTION_DISABLED) is not None
+    # The resize resolves (it is reverted): both conditions go.
+    m.handle_resize(big, [other])
+    assert m.conditions.get(grown.metadata.uid) == {}
+
+
+def test_pending_condition_keeps_its_transition_time_until_its_reason_changes(tmp_path):
+    m = _manager(tmp_path, cpu_millis=1000)
+    pod = _pod("t", "500m")
+    m.add_pod(pod, [])
+    other = _pod("o", "500m")
+    m.add_pod(other, [pod])
+    m.handle_resize(_resize(pod, "800m"), [other])
+    first = m.conditions.condition(pod.metadata.uid, cond.PENDING)
+    first_time = first.last_transition_time
+    m.conditions._by_pod[pod.metadata.uid][cond.PENDING] = first.__class__(**{**first.__dict__,
+                                                                              "last_transition_time": "2000-01-01T00:00:00Z"})
+    m.handle_resize(_resize(_resize(pod, "800m"), "900m"), [other])  # still Deferred, new generation
+    assert m.conditions.condition(pod.metadata.uid, cond.PENDING).last_transition_time == "2000-01-01T00:00:00Z"
+    m.handle_resize(_resize(pod, "5"), [other])  # now Infeasible: a new transition
+    assert m.conditions.condition(pod.metadata.uid, cond.PENDING).last_transition_time != "2000-01-01T00:00:00Z"
+    assert first_time
+
+
+# ---------------------------------------------------------------- checkpoints
+
+
+def test_checkpoint_survives_restart_and_detects_corruption(tmp_path):
+    s = CheckpointStore(tmp_path, ALLOCATED_FILE)
+    s.load()
+    s.set_pod("u1", {"c": Resources({"cpu": "1"}, {"cpu": "2"})})
+    s2 = CheckpointStore(tmp_path, ALLOCATED_FILE)
+    s2.load()
+    assert s2.get("u1", "c") == Resources({"cpu": "1"}, {"cpu": "2"})
+    doc = json.loads((tmp_path / ALLOCATED_FILE).read_text())
+    doc["pods"]["u1"]["c"]["requests"]["cpu"] = "9"  # tampered: checksum no longer matches
+    (tmp_path / ALLOCATED_FILE).write_text(json.dumps(doc))
+    s3 = CheckpointStore(tmp_path, ALLOCATED_FILE)
+    s3.load()
+    assert s3.get_pod("u1") is None and s3.recovered_from_corruption
+    assert list(tmp_path.glob(f"{ALLOCATED_FILE}.corrupt-*"))
+    (tmp_path / ALLOCATED_FILE).write_bytes(b"\x00garbage")
+    s4 = CheckpointStore(tmp_path, ALLOCATED_FILE)
+    s4.load()  # never raises
+    assert s4.pods() == []
+
+
+@pytest.mark.parametrize("old,new,expected", [
+    ({"cpu": "1"}, {"cpu": "2"}, ("cpu", "requests", "increase")),
+    ({"cpu": "2"}, {"cpu": "1"}, ("cpu", "requests", "decrease")),
+    ({}, {"memory": "1Gi"}, ("memory", "requests", "add")),
+])
+def test_requested_resizes_are_counted_per_container_resource_and_direction(old, new, expected):
+    from prometheus_client import REGISTRY
+
+    from kubelet.allocation.manager import count_requested_resizes
+    a = make_pod("m", containers=[("c1", old, {})])
+    b = make_pod("m", containers=[("c1", new, {})])
+    labels = dict(zip(("resource", "requirement", "operation"), expected))
+    before = REGISTRY.get_sample_value("kubelet_container_requested_resizes_total", labels) or 0
+    count_requested_resizes(a, b)
+    assert REGISTRY.get_sample_value("kubelet_container_requested_resizes_total", labels) == before + 1

@@ -1,0 +1,259 @@
+"""The kubelet's Node: registration, status (capacity, allocatable, conditions, nodeInfo) and Lease.
+
+As Kubernetes' kubelet: the Node is created at start (or adopted if it exists — a restarted
+kubelet keeps its node, its spec and the taints others put on it); allocatable = capacity minus
+--kube-reserved; status is written every ``status_interval`` when something changed and at least
+every ``status_report_interval`` (Kubernetes' nodeStatusUpdateFrequency / nodeStatusReportFrequency);
+the Lease ``kube-node-lease/<node>`` is renewed every ``lease_interval`` with a 40 s duration.
+The node's ``spec.podPreemptionPolicy`` is read back for KEP-5836.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from dataclasses import dataclass, field
+from typing import Callable
+
+from machinery import errors, resources, timeutil
+from machinery.api import coordination_pb2, core_pb2
+from machinery.client import Client
+from machinery.logging import get_logger
+
+log = get_logger()
+
+NODE_LEASE_NAMESPACE = "kube-node-lease"
+LEASE_DURATION_SECONDS = 40
+CONDITION_TYPES = ("MemoryPressure", "DiskPressure", "PIDPressure", "Ready")
+_CONDITION_TEXT = {
+    "MemoryPressure": (("KubeletHasSufficientMemory", "kubelet has sufficient memory available"),
+                       ("KubeletHasInsufficientMemory", "kubelet has insufficient memory available")),
+    "DiskPressure": (("KubeletHasNoDiskPressure", "kubelet has no disk pressure"),
+                     ("KubeletHasDiskPressure", "kubelet has disk pressure")),
+    "PIDPressure": (("KubeletHasSufficientPID", "kubelet has sufficient PID available"),
+                    ("KubeletHasInsufficientPID", "kubelet has insufficient PID available")),
+}
+
+
+@dataclass
+class NodeConfig:
+    name: str
+    cpu: str = "4"
+    memory: str = "8Gi"
+    pods: int = 110
+    ephemeral_storage: str = "100Gi"
+    kube_reserved: dict[str, str] = field(default_factory=dict)
+    labels: dict[str, str] = field(default_factory=dict)
+    taints: list[core_pb2.Taint] = field(default_factory=list)
+    kubelet_version: str = "v1.35.0"
+    runtime_version: str = "kplane-fake://0.1.0"
+    address: str = "127.0.0.1"
+
+
+def capacity(cfg: NodeConfig) -> dict[str, str]:
+    return {"cpu": cfg.cpu, "memory": cfg.memory, "pods": str(cfg.pods), "ephemeral-storage": cfg.ephemeral_storage}
+
+
+def allocatable(cfg: NodeConfig) -> dict[str, str]:
+    """Capacity minus --kube-reserved, never below zero (Kubernetes' node allocatable)."""
+    cap = resources.to_resource_list(capacity(cfg))
+    reserved = resources.to_resource_list(cfg.kube_reserved)
+    left = {k: max(0, v - reserved.get(k, 0)) for k, v in cap.items()}
+    return resources.format_resource_list(left)
+
+
+def allocatable_units(cfg: NodeConfig) -> dict[str, int]:
+    return resources.to_resource_list(allocatable(cfg))
+
+
+def build_node(cfg: NodeConfig) -> core_pb2.Node:
+    node = core_pb2.Node(api_version="v1", kind="Node")
+    node.metadata.name = cfg.name
+    node.metadata.labels.update({"kubernetes.io/hostname": cfg.name, "kubernetes.io/os": "linux",
+                                 "kubernetes.io/arch": "amd64", "beta.kubernetes.io/os": "linux",
+                                 "beta.kubernetes.io/arch": "amd64"})
+    node.metadata.labels.update(cfg.labels)
+    node.spec.taints.extend(cfg.taints)
+    return node
+
+
+@dataclass
+class Conditions:
+    """What the kubelet reports about itself; True means the condition holds."""
+
+    ready: bool = True
+    ready_message: str = "kubelet is posting ready status"
+    memory_pressure: bool = False
+    disk_pressure: bool = False
+    pid_pressure: bool = False
+
+
+def set_status(node: core_pb2.Node, cfg: NodeConfig, c: Conditions) -> None:
+    """Fill node.status from the config and conditions; transition times kept when unchanged."""
+    st = node.status
+    st.capacity.clear()
+    st.capacity.update(capacity(cfg))
+    st.allocatable.clear()
+    st.allocatable.update(allocatable(cfg))
+    info = st.node_info
+    info.kubelet_version = cfg.kubelet_version
+    info.kube_proxy_version = cfg.kubelet_version
+    info.container_runtime_version = cfg.runtime_version
+    info.os_image = "kplane emulated node"
+    info.kernel_version = "kplane"
+    info.operating_system = "linux"
+    info.architecture = "amd64"
+    info.machine_id = info.machine_id or cfg.name
+    info.system_uuid = info.system_uuid or cfg.name
+    info.boot_id = info.boot_id or cfg.name
+    del st.addresses[:]
+    st.addresses.add(type="InternalIP", address=cfg.address)
+    st.addresses.add(type="Hostname", address=cfg.name)
+    now = timeutil.rfc3339()
+    values = {"MemoryPressure": c.memory_pressure, "DiskPressure": c.disk_pressure, "PIDPressure": c.pid_pressure,
+              "Ready": c.ready}
+    existing = {x.type: x for x in st.conditions}
+    del st.conditions[:]
+    for type_ in CONDITION_TYPES:
+        status = "True" if values[type_] else "False"
+        if type_ == "Ready":
+            reason, message = ("KubeletReady", c.ready_message) if c.ready else ("KubeletNotReady", c.ready_message)
+        else:
+            reason, message = _CONDITION_TEXT[type_][1 if values[type_] else 0]
+        old = existing.get(type_)
+        transition = old.last_transition_time if old is not None and old.status == status else now
+        st.conditions.add(type=type_, status=status, reason=reason, message=message, last_heartbeat_time=now,
+                          last_transition_time=transition)
+
+
+def _status_signature(node: core_pb2.Node) -> bytes:
+    """The status without heartbeat times: what must change for a status write to matter."""
+    tmp = core_pb2.NodeStatus()
+    tmp.CopyFrom(node.status)
+    for c in tmp.conditions:
+        c.last_heartbeat_time = ""
+    return tmp.SerializeToString(deterministic=True)
+
+
+class NodeAgent:
+    """Keeps the kubelet's Node and Lease current. ``conditions()`` is asked at every status round."""
+
+    def __init__(self, client: Client, cfg: NodeConfig, conditions: Callable[[], Conditions],
+                 status_interval: float = 10.0, status_report_interval: float = 300.0, lease_interval: float = 10.0,
+                 on_node: Callable[[core_pb2.Node], None] | None = None):
+        self.client = client
+        self.cfg = cfg
+        self.conditions = conditions
+        self.status_interval = status_interval
+        self.status_report_interval = status_report_interval
+        self.lease_interval = lease_interval
+        self.on_node = on_node
+        self.node: core_pb2.Node | None = None
+        self._last_report = 0.0
+        self._tasks: list[asyncio.Task] = []
+        self._wake = asyncio.Event()
+
+    async def register(self) -> core_pb2.Node:
+        """Create the Node, or adopt the existing one (keeping its spec), and write its status."""
+        while True:
+            try:
+                try:
+                    node = await self.client.nodes.create(build_node(self.cfg))
+                    log.info("node_registered", node=self.cfg.name)
+                except errors.AlreadyExists:
+                    node = await self.client.nodes.get(self.cfg.name)
+                    log.info("node_adopted", node=self.cfg.name)
+                self.node = node
+                await self.update_status(force=True)
+                return self.node
+            except (errors.Unavailable, errors.Timeout) as exc:
+                log.warning("node_register_retry", node=self.cfg.name, error=exc.message)
+                await asyncio.sleep(1.0)
+
+    async def update_status(self, force: bool = False) -> None:
+        for _ in range(5):
+            node = self.node if self.node is not None else await self.client.nodes.get(self.cfg.name)
+            before = _status_signature(node)
+            fresh = core_pb2.Node()
+            fresh.CopyFrom(node)
+            set_status(fresh, self.cfg, self.conditions())
+            due = time.monotonic() - self._last_report >= self.status_report_interval
+            if not force and not due and _status_signature(fresh) == before:
+                return
+            try:
+                self.node = await self.client.nodes.update_status(fresh)
+                self._last_report = time.monotonic()
+                if self.on_node is not None:
+                    self.on_node(self.node)
+                return
+            except errors.Conflict:
+                self.node = await self.client.nodes.get(self.cfg.name)
+            except errors.NotFound:
+                self.node = None
+                await self.register()
+                return
+
+    async def renew_lease(self) -> None:
+        now = timeutil.rfc3339_micro()
+        lease = coordination_pb2.Lease(api_version="coordination.k8s.io/v1", kind="Lease")
+        lease.metadata.name, lease.metadata.namespace = self.cfg.name, NODE_LEASE_NAMESPACE
+        lease.spec.holder_identity = self.cfg.name
+        lease.spec.lease_duration_seconds = LEASE_DURATION_SECONDS
+        lease.spec.renew_time = now
+        try:
+            existing = await self.client.leases.get(self.cfg.name, NODE_LEASE_NAMESPACE)
+        except errors.NotFound:
+            if self.node is not None:
+                lease.metadata.owner_references.add(api_version="v1", kind="Node", name=self.node.metadata.name,
+                                                    uid=self.node.metadata.uid)
+            await self.client.leases.create(lease)
+            return
+        existing.spec.holder_identity = self.cfg.name
+        existing.spec.lease_duration_seconds = LEASE_DURATION_SECONDS
+        existing.spec.renew_time = now
+        await self.client.leases.update(existing)
+
+    async def refresh_node(self) -> None:
+        """Re-read the Node (its spec changes: taints, podPreemptionPolicy)."""
+        node = await self.client.nodes.get(self.cfg.name)
+        self.node = node
+        if self.on_node is not None:
+            self.on_node(node)
+
+    def poke(self) -> None:
+        """Ask for a status round now (a condition changed)."""
+        self._wake.set()
+
+    async def run(self) -> None:
+        self._tasks = [asyncio.create_task(self._status_loop(), name="node-status"),
+                       asyncio.create_task(self._lease_loop(), name="node-lease")]
+        await asyncio.gather(*self._tasks)
+
+    async def stop(self) -> None:
+        for t in self._tasks:
+            t.cancel()
+        for t in self._tasks:
+            try:
+                await t
+            except (asyncio.CancelledError, Exception):
+                pass
+
+    async def _status_loop(self) -> None:
+        while True:
+            try:
+                await asyncio.wait_for(self._wake.wait(), self.status_interval)
+            except asyncio.TimeoutError:
+                pass
+            self._wake.clear()
+            try:
+                await self.update_status()
+            except errors.ApiError as exc:
+                log.warning("node_status_update_failed", node=self.cfg.name, error=exc.message)
+
+    async def _lease_loop(self) -> None:
+        while True:
+            try:
+                await self.renew_lease()
+            except errors.ApiError as exc:
+                log.warning("node_lease_renew_failed", node=self.cfg.name, error=exc.message)
+            await asyncio.sleep(self.lease_interval)

@@ -1,7 +1,9 @@
 """Regenerate machinery/api from protos/ (``make proto``), or check it is current (``--check``).
 
-protoc names Python imports after the proto paths (``from kplane.v1 import core_pb2``); the
-generated modules live in the package ``machinery.api``, so the imports are rewritten to it.
+Two proto packages are generated: ``kplane.v1`` (the API, protos/kplane/v1) and ``kplane.cri.v1``
+(the CRI-like runtime API, protos/kplane/cri/v1). protoc names Python imports after the proto
+paths (``from kplane.v1 import core_pb2``, ``from kplane.cri.v1 import cri_pb2``); the generated
+modules live in the package ``machinery.api``, so the imports are rewritten to it.
 The output is deterministic for a given grpcio-tools version (pinned in pyproject.toml).
 """
 
@@ -17,16 +19,18 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 PROTO_ROOT = ROOT / "protos"
-PROTO_DIR = PROTO_ROOT / "kplane" / "v1"
+# Each proto package's directory (relative to PROTO_ROOT); their modules share machinery/api.
+PROTO_PACKAGES = (Path("kplane") / "v1", Path("kplane") / "cri" / "v1")
 OUT_DIR = ROOT / "machinery" / "api"
 GENERATED_SUFFIXES = ("_pb2.py", "_pb2.pyi", "_pb2_grpc.py")
-_IMPORT = re.compile(r"^from kplane\.v1 import (\w+)", re.MULTILINE)
+_IMPORT = re.compile(r"^from kplane\.(?:cri\.)?v1 import (\w+)", re.MULTILINE)
 
 
 def _generate(into: Path) -> None:
     from grpc_tools import protoc  # imported here: only needed by developers
 
-    protos = sorted(str(p.relative_to(PROTO_ROOT)) for p in PROTO_DIR.glob("*.proto"))
+    protos = sorted(str(p.relative_to(PROTO_ROOT))
+                    for pkg in PROTO_PACKAGES for p in (PROTO_ROOT / pkg).glob("*.proto"))
     include = Path(protoc.__file__).parent / "_proto"
     args = [
         "protoc",
@@ -39,11 +43,13 @@ def _generate(into: Path) -> None:
     ]
     if protoc.main(args) != 0:
         raise SystemExit("protoc failed")
-    generated = into / "kplane" / "v1"
-    for path in generated.iterdir():
-        if path.name.endswith(GENERATED_SUFFIXES):
-            text = _IMPORT.sub(r"from machinery.api import \1", path.read_text())
-            (into / path.name).write_text(text)
+    for pkg in PROTO_PACKAGES:
+        for path in sorted((into / pkg).iterdir()):
+            if path.name.endswith(GENERATED_SUFFIXES):
+                if (into / path.name).exists():
+                    raise SystemExit(f"two proto packages generate {path.name}; rename one .proto file")
+                text = _IMPORT.sub(r"from machinery.api import \1", path.read_text())
+                (into / path.name).write_text(text)
     shutil.rmtree(into / "kplane")
 
 

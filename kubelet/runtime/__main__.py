@@ -1,0 +1,4 @@
+"""python -m kubelet.runtime"""
+from kubelet.runtime.server import main
+
+main()

@@ -1,0 +1,196 @@
+"""The kubelet's side of the runtime: one async interface, over gRPC or over an in-process object.
+
+    runtime = RuntimeClient("unix:///var/run/kplane/node-1.sock")      # python -m kubelet.runtime
+    runtime = InProcessRuntime(FakeRuntime("node-1"))                   # hollow nodes
+    resp = await runtime.create_container(cri_pb2.CreateContainerRequest(...))
+    status = (await runtime.container_status(cri_pb2.ContainerStatusRequest(container_id=cid))).status
+
+Every method takes a ``cri_pb2`` request and returns the ``cri_pb2`` response of the RPC of the
+same name (CRI's, in snake_case), with a timeout (``StopContainer`` gets its grace period on top).
+Failures raise ``RuntimeCallError`` (method, message, gRPC code); ``RuntimeNotFound`` for a
+sandbox or container that does not exist; ``RuntimeUnavailable`` when the runtime cannot be
+reached. Both implementations behave alike, timeouts included.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import grpc
+from google.protobuf.message import Message
+
+from kubelet.runtime.errors import RuntimeCallError, RuntimeNotFound, RuntimeUnavailable, call_error
+from kubelet.runtime.fake import FakeRuntime
+from kubelet.runtime.methods import METHODS, Method
+from machinery.api import cri_pb2
+
+__all__ = ["DEFAULT_TIMEOUT", "RuntimeApi", "RuntimeClient", "InProcessRuntime", "RuntimeCallError",
+           "RuntimeNotFound", "RuntimeUnavailable"]
+
+DEFAULT_TIMEOUT = 10.0
+
+_CHANNEL_OPTIONS = [
+    ("grpc.keepalive_time_ms", 10_000),
+    ("grpc.keepalive_timeout_ms", 5_000),
+    ("grpc.keepalive_permit_without_calls", 1),
+    ("grpc.http2.max_pings_without_data", 0),
+    ("grpc.initial_reconnect_backoff_ms", 100),
+    ("grpc.min_reconnect_backoff_ms", 100),
+    ("grpc.max_reconnect_backoff_ms", 1_000),
+    ("grpc.enable_retries", 0),
+]
+
+
+class RuntimeApi:
+    """The runtime's calls; subclasses provide ``_call``."""
+
+    def __init__(self, timeout: float = DEFAULT_TIMEOUT):
+        self.timeout = timeout
+
+    async def _call(self, method: Method, request: Message, timeout: float) -> Message:
+        raise NotImplementedError
+
+    async def _do(self, attr: str, request: Message, timeout: float | None) -> Message:
+        return await self._call(METHODS[attr], request, self.timeout if timeout is None else timeout)
+
+    # RuntimeService
+
+    async def version(self, request: cri_pb2.VersionRequest | None = None, *,
+                      timeout: float | None = None) -> cri_pb2.VersionResponse:
+        return await self._do("version", request or cri_pb2.VersionRequest(version="v1"), timeout)
+
+    async def status(self, request: cri_pb2.StatusRequest | None = None, *,
+                     timeout: float | None = None) -> cri_pb2.StatusResponse:
+        return await self._do("status", request or cri_pb2.StatusRequest(), timeout)
+
+    async def run_pod_sandbox(self, request: cri_pb2.RunPodSandboxRequest, *,
+                              timeout: float | None = None) -> cri_pb2.RunPodSandboxResponse:
+        return await self._do("run_pod_sandbox", request, timeout)
+
+    async def stop_pod_sandbox(self, request: cri_pb2.StopPodSandboxRequest, *,
+                               timeout: float | None = None) -> cri_pb2.StopPodSandboxResponse:
+        return await self._do("stop_pod_sandbox", request, timeout)
+
+    async def remove_pod_sandbox(self, request: cri_pb2.RemovePodSandboxRequest, *,
+                                 timeout: float | None = None) -> cri_pb2.RemovePodSandboxResponse:
+        return await self._do("remove_pod_sandbox", request, timeout)
+
+    async def pod_sandbox_status(self, request: cri_pb2.PodSandboxStatusRequest, *,
+                                 timeout: float | None = None) -> cri_pb2.PodSandboxStatusResponse:
+        return await self._do("pod_sandbox_status", request, timeout)
+
+    async def list_pod_sandbox(self, request: cri_pb2.ListPodSandboxRequest | None = None, *,
+                               timeout: float | None = None) -> cri_pb2.ListPodSandboxResponse:
+        return await self._do("list_pod_sandbox", request or cri_pb2.ListPodSandboxRequest(), timeout)
+
+    async def create_container(self, request: cri_pb2.CreateContainerRequest, *,
+                               timeout: float | None = None) -> cri_pb2.CreateContainerResponse:
+        return await self._do("create_container", request, timeout)
+
+    async def start_container(self, request: cri_pb2.StartContainerRequest, *,
+                              timeout: float | None = None) -> cri_pb2.StartContainerResponse:
+        return await self._do("start_container", request, timeout)
+
+    async def stop_container(self, request: cri_pb2.StopContainerRequest, *,
+                             timeout: float | None = None) -> cri_pb2.StopContainerResponse:
+        """Waits up to the grace period (``request.timeout``) plus the call timeout, as the kubelet does."""
+        extra = self.timeout if timeout is None else timeout
+        return await self._call(METHODS["stop_container"], request, max(0, request.timeout) + extra)
+
+    async def remove_container(self, request: cri_pb2.RemoveContainerRequest, *,
+                               timeout: float | None = None) -> cri_pb2.RemoveContainerResponse:
+        return await self._do("remove_container", request, timeout)
+
+    async def list_containers(self, request: cri_pb2.ListContainersRequest | None = None, *,
+                              timeout: float | None = None) -> cri_pb2.ListContainersResponse:
+        return await self._do("list_containers", request or cri_pb2.ListContainersRequest(), timeout)
+
+    async def container_status(self, request: cri_pb2.ContainerStatusRequest, *,
+                               timeout: float | None = None) -> cri_pb2.ContainerStatusResponse:
+        return await self._do("container_status", request, timeout)
+
+    async def update_container_resources(self, request: cri_pb2.UpdateContainerResourcesRequest, *,
+                                         timeout: float | None = None) -> cri_pb2.UpdateContainerResourcesResponse:
+        return await self._do("update_container_resources", request, timeout)
+
+    async def update_pod_sandbox_resources(
+            self, request: cri_pb2.UpdatePodSandboxResourcesRequest, *,
+            timeout: float | None = None) -> cri_pb2.UpdatePodSandboxResourcesResponse:
+        return await self._do("update_pod_sandbox_resources", request, timeout)
+
+    async def container_stats(self, request: cri_pb2.ContainerStatsRequest, *,
+                              timeout: float | None = None) -> cri_pb2.ContainerStatsResponse:
+        return await self._do("container_stats", request, timeout)
+
+    async def list_container_stats(self, request: cri_pb2.ListContainerStatsRequest | None = None, *,
+                                   timeout: float | None = None) -> cri_pb2.ListContainerStatsResponse:
+        return await self._do("list_container_stats", request or cri_pb2.ListContainerStatsRequest(), timeout)
+
+    # FakeRuntimeControl
+
+    async def set_container_usage(self, request: cri_pb2.SetContainerUsageRequest, *,
+                                  timeout: float | None = None) -> cri_pb2.SetContainerUsageResponse:
+        return await self._do("set_container_usage", request, timeout)
+
+    async def exit_container(self, request: cri_pb2.ExitContainerRequest, *,
+                             timeout: float | None = None) -> cri_pb2.ExitContainerResponse:
+        return await self._do("exit_container", request, timeout)
+
+    async def get_state(self, request: cri_pb2.GetStateRequest | None = None, *,
+                        timeout: float | None = None) -> cri_pb2.GetStateResponse:
+        return await self._do("get_state", request or cri_pb2.GetStateRequest(), timeout)
+
+    # Helpers
+
+    async def wait_ready(self, timeout: float = 30.0) -> cri_pb2.VersionResponse:
+        """Call Version until the runtime answers; RuntimeUnavailable if it does not within ``timeout``."""
+        deadline = time.monotonic() + timeout
+        while True:
+            left = deadline - time.monotonic()
+            try:
+                return await self.version(timeout=max(0.1, min(left, self.timeout)))
+            except RuntimeCallError as exc:
+                if time.monotonic() + 0.1 >= deadline:
+                    raise RuntimeUnavailable("Version", f"runtime not ready after {timeout:g}s: {exc.message}",
+                                             grpc.StatusCode.UNAVAILABLE) from None
+            await asyncio.sleep(0.1)
+
+    async def close(self) -> None:
+        pass
+
+
+class RuntimeClient(RuntimeApi):
+    """The runtime over gRPC: ``address`` is ``unix:///path/runtime.sock`` or ``HOST:PORT``."""
+
+    def __init__(self, address: str, *, timeout: float = DEFAULT_TIMEOUT):
+        super().__init__(timeout)
+        self.address = address
+        self.channel = grpc.aio.insecure_channel(address, options=_CHANNEL_OPTIONS)
+        self._stubs = {m.attr: self.channel.unary_unary(m.path, request_serializer=m.request.SerializeToString,
+                                                        response_deserializer=m.response.FromString)
+                       for m in METHODS.values()}
+
+    async def _call(self, method: Method, request: Message, timeout: float) -> Message:
+        try:
+            return await self._stubs[method.attr](request, timeout=timeout)
+        except grpc.aio.AioRpcError as exc:
+            raise call_error(method.name, exc.code(), exc.details() or exc.code().name) from None
+
+    async def close(self) -> None:
+        await self.channel.close()
+
+
+class InProcessRuntime(RuntimeApi):
+    """A ``FakeRuntime`` in this process behind the same interface (hollow nodes)."""
+
+    def __init__(self, runtime: FakeRuntime, *, timeout: float = DEFAULT_TIMEOUT):
+        super().__init__(timeout)
+        self.runtime = runtime
+
+    async def _call(self, method: Method, request: Message, timeout: float) -> Message:
+        fn = getattr(self.runtime, method.attr)
+        try:
+            return await asyncio.wait_for(fn(request), timeout=timeout)
+        except asyncio.TimeoutError:
+            raise RuntimeCallError(method.name, "Deadline Exceeded", grpc.StatusCode.DEADLINE_EXCEEDED) from None

@@ -109,6 +109,18 @@ def write_tokens(data_dir: Path, nodes: list[str]) -> None:
         tmp.write_text("".join(",".join(r) + "\n" for r in rows))
         os.chmod(tmp, 0o600)
         os.replace(tmp, path)
+    # One file per user, for the components (--token-file): tokens/<node>.token, tokens/<user>.token.
+    token_dir = data_dir / "tokens"
+    token_dir.mkdir(exist_ok=True)
+    for r in rows:
+        user = r[1]
+        name = user.removeprefix("system:node:").removeprefix("system:")
+        target = token_dir / f"{name}.token"
+        if not target.exists() or target.read_text().strip() != r[0]:
+            tmp = target.with_suffix(".tmp")
+            tmp.write_text(r[0] + "\n")
+            os.chmod(tmp, 0o600)
+            os.replace(tmp, target)
 
 
 def read_token(data_dir: Path, user: str) -> str:

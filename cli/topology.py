@@ -41,6 +41,8 @@ class ClusterConfig:
     dra_devices: int = 0
     # Extra flags for the apiserver (``kplane up --apiserver-arg=--watch-cache-size=100``).
     apiserver_args: list[str] = field(default_factory=list)
+    # Extra flags for every kubelet (``--kubelet-arg=--sync-frequency=1``).
+    kubelet_args: list[str] = field(default_factory=list)
     # Local mode: the port of each address name ("apiserver.grpc", "etcd-1.client", ...).
     ports: dict[str, int] = field(default_factory=dict)
 
@@ -103,7 +105,41 @@ def port_names(cfg: ClusterConfig) -> list[str]:
     for m in etcd_member_names(cfg):
         names += [f"{m}.client", f"{m}.peer", f"{m}.metrics"]
     names += ["apiserver.grpc", "apiserver.admin"]
+    if implemented("kubelet"):
+        for n in node_names(cfg):
+            names += [f"runtime/{n}.admin", f"kubelet/{n}.admin"]
     return names
+
+
+def node_names(cfg: ClusterConfig) -> list[str]:
+    return [f"node-{i}" for i in range(1, cfg.nodes + 1)]
+
+
+def node_components(cfg: ClusterConfig, a: "_Addresses", node: str, server: str, python: str) -> list[Component]:
+    """One node's runtime and kubelet (``kplane up`` and ``kplane node add`` use the same)."""
+    sock = a.data("nodes", node, "runtime.sock")
+    runtime_admin = a.port(f"runtime/{node}.admin", 10250)
+    kubelet_admin = a.port(f"kubelet/{node}.admin", 10248)
+    runtime = Component(
+        name=f"runtime/{node}", role="runtime",
+        argv=[python, "-m", "kubelet.runtime", "--listen", f"unix://{sock}",
+              "--admin-listen", f"{a.listen_host(node)}:{runtime_admin}",
+              "--state-file", a.data("nodes", node, "runtime-state.json"), "--node-name", node],
+        admin=f"{a.host(f'runtime/{node}')}:{runtime_admin}", data_dirs=[a.data("nodes", node)])
+    kubelet_argv = [python, "-m", "kubelet", "--node-name", node, "--server", server,
+                    "--token-file", a.data("tokens", f"{node}.token"), "--runtime-endpoint", f"unix://{sock}",
+                    "--checkpoint-dir", a.data("nodes", node, "checkpoints"), "--cpu", cfg.node_cpu,
+                    "--memory", cfg.node_memory, "--pods", str(cfg.node_pods),
+                    "--admin-listen", f"{a.listen_host(node)}:{kubelet_admin}"]
+    if cfg.kube_reserved:
+        kubelet_argv += ["--kube-reserved", cfg.kube_reserved]
+    if cfg.feature_gates:
+        kubelet_argv += ["--feature-gates", cfg.feature_gates]
+    kubelet_argv += cfg.kubelet_args
+    kubelet = Component(name=f"kubelet/{node}", role="kubelet", argv=kubelet_argv,
+                        admin=f"{a.host(f'kubelet/{node}')}:{kubelet_admin}",
+                        depends_on=["apiserver", f"runtime/{node}"])
+    return [runtime, kubelet]
 
 
 def build(cfg: ClusterConfig, mode: Mode = "local", python: str = "python") -> list[Component]:
@@ -140,6 +176,10 @@ def build(cfg: ClusterConfig, mode: Mode = "local", python: str = "python") -> l
     components.append(Component(name="apiserver", role="apiserver", argv=api_argv,
                                 grpc=f"{a.host('apiserver')}:{api_port}",
                                 admin=f"{a.host('apiserver')}:{api_admin}", depends_on=members))
+    if implemented("kubelet"):
+        server = f"{a.host('apiserver')}:{api_port}"
+        for n in node_names(cfg):
+            components += node_components(cfg, a, n, server, python)
     return components
 
 
@@ -157,6 +197,8 @@ def render_compose(cfg: ClusterConfig | None = None) -> str:
         if c.depends_on:
             svc["depends_on"] = {d.replace("/", "-"): {"condition": "service_started"} for d in c.depends_on}
         svc["volumes"] = ["kplane-data:/var/lib/kplane"]
+        if c.role == "runtime":  # kubelets reach their runtime through a socket on the shared volume
+            svc.pop("depends_on", None)
         if c.role == "apiserver":
             svc["ports"] = [f"{APISERVER_PORT}:{APISERVER_PORT}", f"{APISERVER_ADMIN_PORT}:{APISERVER_ADMIN_PORT}"]
         if c.env:

@@ -264,6 +264,8 @@ def compute_status(pod: core_pb2.Pod, view: PodView, allocation: dict[str, Resou
     for type_ in KEPT_CONDITIONS:
         if type_ in old:
             st.conditions.append(old[type_])
+    if "PodScheduled" not in old:  # a pod bound by its spec: the kubelet says it is scheduled
+        st.conditions.add(type="PodScheduled", status="True", last_transition_time=now)
     st.conditions.append(_condition("PodReadyToStartContainers", view.sandbox_ready and not terminal, "", old, now,
                                     gen))
     st.conditions.append(_condition("Initialized", initialized, "ContainersNotInitialized", old, now, gen))

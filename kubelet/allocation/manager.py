@@ -109,6 +109,8 @@ class AllocationManager:
         self.resize_preemption_disabled_by: list[str] = []
         self.pending: list[str] = []
         self._record = record_event or (lambda *a: None)
+        # Called between deciding a resize fits and checkpointing it (the kubelet's failpoint).
+        self.before_allocate: Callable[[core_pb2.Pod], None] | None = None
 
     def load(self) -> None:
         self.allocated.load()
@@ -179,7 +181,7 @@ class AllocationManager:
                     target.resources.requests.update(resources.format_resource_list(merged))
         return resources.pod_requests(raised or held, use_status_resources=False)
 
-    def _fits(self, pod: core_pb2.Pod, others: Iterable[core_pb2.Pod]) -> Admission:
+    def fits(self, pod: core_pb2.Pod, others: Iterable[core_pb2.Pod]) -> Admission:
         """Kubernetes' kubelet fit predicate: pods count, then each requested resource in turn."""
         others = [o for o in others if o.metadata.uid != pod.metadata.uid]
         if len(others) + 1 > self.max_pods:
@@ -204,7 +206,7 @@ class AllocationManager:
     def add_pod(self, pod: core_pb2.Pod, active_pods: Iterable[core_pb2.Pod]) -> Admission:
         """Admit a pod; on success its allocation is checkpointed (before its workers start it)."""
         pod_alloc, _ = self.with_allocation(pod)
-        result = self._fits(pod_alloc, active_pods)
+        result = self.fits(pod_alloc, active_pods)
         if result.ok:
             self.set_allocated(pod_alloc)
         else:
@@ -223,6 +225,8 @@ class AllocationManager:
         generation = pod.metadata.generation
         verdict = self._resize_verdict(pod, active_pods)
         if verdict.ok:
+            if self.before_allocate is not None:
+                self.before_allocate(pod)
             self.set_allocated(pod)
             self.conditions.clear(uid, cond.PENDING)
             self.conditions.clear(uid, cond.PREEMPTION_DISABLED)
@@ -256,7 +260,7 @@ class AllocationManager:
                 INFEASIBLE_RESIZES.labels(reason_detail="insufficient_node_allocatable").inc()
                 return Admission(False, cond.INFEASIBLE, f"Node didn't have enough capacity: {name}, requested: "
                                                           f"{want[name]}, capacity: {capacity}")
-        fit = self._fits(pod, active_pods)
+        fit = self.fits(pod, active_pods)
         if fit.ok:
             return ADMITTED
         return Admission(False, cond.DEFERRED, fit.message)

@@ -1,0 +1,4 @@
+"""python -m kubelet"""
+from kubelet.main import main
+
+main()

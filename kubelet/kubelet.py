@@ -1,0 +1,598 @@
+"""The kubelet: one node's agent, level-triggered like Kubernetes' (pod workers over a workqueue).
+
+Informers watch this node's pods (``spec.nodeName=N``) and its Node; handlers only enqueue pod
+keys. Workers sync one pod at a time (the workqueue never hands a key to two workers), always
+from the current state — the API's pod, the runtime's containers, the allocation checkpoints:
+
+1. a pod being deleted is stopped with its grace period, its final status written, and deleted;
+2. a pod not yet admitted is admitted or refused (OutOfcpu ... the pod fails with that reason);
+3. a changed spec is a resize: allocated, Deferred or Infeasible (``kubelet.allocation``);
+4. the runtime is reconciled: sandbox, init containers, containers (created with the allocated
+   resources, which then count as actuated), restarts with back-off, and the KEP-1287 actuation
+   of allocated resizes (``kubelet.resize``); RestartContainer restarts with the new resources;
+5. the status is written if it changed, keeping conditions other components own.
+
+Housekeeping removes runtime pods the API no longer has, retries pending resizes periodically
+and after pods go, and resyncs every pod every ``sync_frequency``. On start the allocation is
+read from its checkpoints, resize conditions are restored from the pods' API status, and pods
+the runtime still runs are recognised by their labels — a kubelet restart never loses a pod.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import time
+from dataclasses import dataclass, field
+
+from kubelet.allocation import conditions as cond
+from kubelet.allocation.checkpoint import Resources
+from kubelet.allocation.manager import AllocationManager, count_requested_resizes, resizable_containers
+from kubelet.node import Conditions, NodeAgent, NodeConfig, allocatable_units
+from kubelet.resize import ContainerResize, actuate, changed_resources, needs_restart
+from kubelet.runtime.errors import RuntimeCallError, RuntimeUnavailable
+from kubelet.runtime_ops import Observed, RuntimeOps
+from kubelet.status import LinuxResources, compute_status, to_linux
+from machinery import errors, failpoints, resources, timeutil
+from machinery.api import core_pb2
+from machinery.client import Client
+from machinery.events import EventRecorder
+from machinery.informer import Informer
+from machinery.kinds import NODE, POD
+from machinery.logging import get_logger
+from machinery.workqueue import RateLimitingQueue
+
+log = get_logger()
+
+# KEP-1287 "Kubelet Restart Analysis": one failpoint per restart point.
+FP_BEFORE_ADMIT_CHECKPOINT = failpoints.declare(
+    "kubelet/admit-before-checkpoint", "a new pod passed admission; its allocation is not checkpointed yet")
+FP_AFTER_ADMIT_CHECKPOINT = failpoints.declare(
+    "kubelet/admit-after-checkpoint", "a new pod's allocation is checkpointed; its containers are not created yet")
+FP_BEFORE_CREATE_ACK = failpoints.declare(
+    "kubelet/create-before-actuated", "a container was created; its resources are not recorded as actuated yet")
+FP_RESIZE_BEFORE_ALLOCATE = failpoints.declare(
+    "kubelet/resize-before-allocate", "a resize fits; the allocation checkpoint is not updated yet")
+FP_RESIZE_AFTER_ALLOCATE = failpoints.declare(
+    "kubelet/resize-after-allocate", "a resize is allocated and checkpointed; nothing sent to the runtime yet")
+FP_RESIZE_AFTER_CRI = failpoints.declare(
+    "kubelet/resize-after-cri", "UpdateContainerResources succeeded; the actuated checkpoint is not updated yet")
+FP_RESIZE_AFTER_ACTUATED = failpoints.declare(
+    "kubelet/resize-after-actuated", "the actuated checkpoint is updated; the status is not written yet")
+
+MANAGED_CONDITIONS = frozenset({"PodReadyToStartContainers", "Initialized", "Ready", "ContainersReady",
+                                *cond.RESIZE_CONDITION_TYPES})
+RESIZE_VERSION = (1, 33)  # in-place resize on by default (KEP-1287 beta)
+NODE_POLICY_VERSION = (1, 36)  # KEP-5836's node-level podPreemptionPolicy
+
+
+def parse_version(text: str) -> tuple[int, int]:
+    text = text.lstrip("v")
+    major, _, rest = text.partition(".")
+    minor = rest.split(".")[0] if rest else "0"
+    return int(major), int(minor)
+
+
+@dataclass
+class KubeletConfig:
+    node: NodeConfig
+    checkpoint_dir: str
+    emulated_version: str = "1.35"
+    in_place_resize: bool = True  # the InPlacePodVerticalScaling gate
+    sync_frequency: float = 10.0
+    resize_retry_initial: float = 30.0
+    resize_retry_interval: float = 180.0
+    restart_backoff: float = 10.0
+    restart_backoff_max: float = 300.0
+    workers: int = 8
+    node_status_interval: float = 10.0
+
+
+@dataclass
+class _Backoff:
+    delay: float
+    until: float
+
+
+@dataclass
+class _PodState:
+    """Per pod bookkeeping that is not in the checkpoints."""
+
+    backoff: dict[str, _Backoff] = field(default_factory=dict)
+
+
+class Kubelet:
+    def __init__(self, cfg: KubeletConfig, client: Client, runtime):
+        self.cfg = cfg
+        self.name = cfg.node.name
+        self.client = client
+        self.ops = RuntimeOps(runtime)
+        version = parse_version(cfg.emulated_version)
+        cfg.node.kubelet_version = f"v{version[0]}.{version[1]}.0"
+        self.resize_supported = cfg.in_place_resize and version >= RESIZE_VERSION
+        self.node_policy_supported = version >= NODE_POLICY_VERSION
+        self.recorder = EventRecorder(client, "kubelet", self.name)
+        self.alloc = AllocationManager(cfg.checkpoint_dir, self.name, allocatable_units(cfg.node), cfg.node.pods,
+                                       record_event=self._event)
+        self.alloc.before_allocate = lambda pod: failpoints.hit_sync(FP_RESIZE_BEFORE_ALLOCATE)
+        self.node_conditions = Conditions()
+        self.node_agent = NodeAgent(client, cfg.node, lambda: self.node_conditions,
+                                    status_interval=cfg.node_status_interval, on_node=self._on_node)
+        self.pods = Informer(client, POD, field_selector=f"spec.nodeName={self.name}")
+        self.node_informer = Informer(client, NODE, field_selector=f"metadata.name={self.name}")
+        self.queue: RateLimitingQueue[str] = RateLimitingQueue(f"kubelet-{self.name}")
+        self._state: dict[str, _PodState] = {}
+        self._tasks: list[asyncio.Task] = []
+        self.ready = False
+
+    # ------------------------------------------------------------ lifecycle
+
+    async def start(self) -> None:
+        self.alloc.load()
+        await self._wait_runtime()
+        self.recorder.start()
+        await self.node_agent.register()
+        self.pods.add_handler(self._on_pod_add, self._on_pod_update, self._on_pod_delete)
+        self.node_informer.add_handler(self._on_node, lambda old, new: self._on_node(new))
+        await self.pods.start()
+        await self.node_informer.start()
+        await self.pods.wait_for_sync()
+        await self.node_informer.wait_for_sync()
+        for pod in self.pods.list():
+            self.alloc.conditions.restore(pod.metadata.uid, pod.status.conditions)
+        self._tasks += [asyncio.create_task(self._worker(i), name=f"pod-worker-{i}") for i in range(self.cfg.workers)]
+        self._tasks += [asyncio.create_task(self.node_agent.run(), name="node-agent"),
+                        asyncio.create_task(self._housekeeping(), name="housekeeping"),
+                        asyncio.create_task(self._resize_retries(), name="resize-retries")]
+        for pod in self.pods.list():
+            self._enqueue(pod)
+        self.ready = True
+        log.info("kubelet_ready", node=self.name, pods=len(self.pods.list()), resize=self.resize_supported,
+                 emulated_version=self.cfg.emulated_version)
+
+    async def _wait_runtime(self) -> None:
+        delay = 0.2
+        while True:
+            try:
+                await self.ops.rt.version()
+                return
+            except (RuntimeUnavailable, RuntimeCallError) as exc:
+                log.warning("runtime_unreachable", node=self.name, error=str(exc), retry_in=delay)
+                self.node_conditions.ready = False
+                self.node_conditions.ready_message = "container runtime is down"
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, 5.0)
+
+    async def stop(self) -> None:
+        self.queue.shutdown()
+        for t in self._tasks:
+            t.cancel()
+        for t in self._tasks:
+            try:
+                await t
+            except (asyncio.CancelledError, Exception):
+                pass
+        await self.pods.stop()
+        await self.node_informer.stop()
+        await self.recorder.stop()
+
+    # ------------------------------------------------------------ events in
+
+    def _event(self, pod, type_: str, reason: str, message: str) -> None:
+        self.recorder.event(pod, type_, reason, message)
+
+    def _key(self, pod: core_pb2.Pod) -> str:
+        return f"{pod.metadata.namespace}/{pod.metadata.name}"
+
+    def _enqueue(self, pod: core_pb2.Pod) -> None:
+        self.queue.add(self._key(pod))
+
+    def _on_pod_add(self, pod: core_pb2.Pod) -> None:
+        self._enqueue(pod)
+
+    def _on_pod_update(self, old: core_pb2.Pod, new: core_pb2.Pod) -> None:
+        if self.resize_supported and old.spec.containers != new.spec.containers:
+            count_requested_resizes(old, new)
+        self._enqueue(new)
+
+    def _on_pod_delete(self, pod: core_pb2.Pod) -> None:
+        self.queue.add(f"cleanup:{pod.metadata.uid}")
+
+    def _on_node(self, node: core_pb2.Node) -> None:
+        if not self.node_policy_supported:
+            return
+        owners = list(node.spec.pod_preemption_policy.disable_resize_preemption)
+        if owners == self.alloc.resize_preemption_disabled_by:
+            return
+        changed = self.alloc.refresh_preemption_policy(owners, self._pods_by_uid())
+        by_uid = self._pods_by_uid()
+        for uid in changed:
+            if uid in by_uid:
+                self._enqueue(by_uid[uid])
+
+    def _pods_by_uid(self) -> dict[str, core_pb2.Pod]:
+        return {p.metadata.uid: p for p in self.pods.list()}
+
+    def _active_pods(self) -> list[core_pb2.Pod]:
+        """Admitted pods still holding resources (not finished)."""
+        return [p for p in self.pods.list()
+                if self.alloc.is_allocated(p) and p.status.phase not in ("Succeeded", "Failed")]
+
+    # ------------------------------------------------------------ workers
+
+    async def _worker(self, index: int) -> None:
+        while True:
+            key, shutdown = await self.queue.get()
+            if shutdown:
+                return
+            try:
+                if key.startswith("cleanup:"):
+                    await self._cleanup(key.split(":", 1)[1])
+                else:
+                    await self.sync(key)
+                self.queue.forget(key)
+            except (errors.Unavailable, errors.Timeout, RuntimeUnavailable) as exc:
+                log.info("pod_sync_retry", node=self.name, pod=key, error=str(exc))
+                self.queue.add_rate_limited(key)
+            except failpoints.FailpointError:
+                self.queue.add_rate_limited(key)
+            except Exception as exc:
+                log.exception("pod_sync_failed", node=self.name, pod=key, error=str(exc))
+                self.queue.add_rate_limited(key)
+            finally:
+                self.queue.done(key)
+
+    async def sync(self, key: str) -> None:
+        namespace, name = key.split("/", 1)
+        pod = self.pods.get(name, namespace)
+        if pod is None:
+            return
+        uid = pod.metadata.uid
+        observed = await self.ops.observe(uid)
+        if pod.metadata.deletion_timestamp:
+            await self._terminate(pod, observed)
+            return
+        if pod.status.phase in ("Succeeded", "Failed"):
+            await self._stop_all(observed, 0)
+            return
+        if not self.alloc.is_allocated(pod):
+            if not await self._admit(pod, observed):
+                return
+        if self.resize_supported:
+            await self._handle_resize(pod)
+        allocated_pod, _ = self.alloc.with_allocation(pod)
+        changed = await self._reconcile(pod, allocated_pod, observed)
+        if changed:
+            observed = await self.ops.observe(uid)
+        await self._write_status(pod, observed)
+        self._requeue_for_backoff(pod)
+
+    # ------------------------------------------------------------ admission and resize
+
+    async def _admit(self, pod: core_pb2.Pod, observed: Observed) -> bool:
+        running = any(v.state == "running" for v in observed.view.containers.values())
+        if running:
+            # Our checkpoint was lost but the runtime runs the pod: it was admitted before.
+            self._recover_allocation(pod, observed)
+            return True
+        others = [p for p in self._active_pods() if p.metadata.uid != pod.metadata.uid]
+        pod_alloc, _ = self.alloc.with_allocation(pod)
+        verdict = self.alloc.fits(pod_alloc, others)
+        if not verdict.ok:
+            log.info("pod_rejected", node=self.name, pod=self._key(pod), reason=verdict.reason)
+            self._event(pod, "Warning", verdict.reason, verdict.message)
+            await self._write_failed(pod, verdict.reason, verdict.message)
+            return False
+        await failpoints.hit(FP_BEFORE_ADMIT_CHECKPOINT)
+        self.alloc.set_allocated(pod_alloc)
+        await failpoints.hit(FP_AFTER_ADMIT_CHECKPOINT)
+        return True
+
+    def _recover_allocation(self, pod: core_pb2.Pod, observed: Observed) -> None:
+        """Rebuild allocated/actuated from what the API and the runtime say (lost checkpoint dir)."""
+        statuses = {cs.name: cs for cs in list(pod.status.container_statuses) + list(pod.status.init_container_statuses)}
+        alloc: dict[str, Resources] = {}
+        for c in resizable_containers(pod):
+            cs = statuses.get(c.name)
+            requests = dict(cs.allocated_resources) if cs is not None and cs.allocated_resources else dict(
+                c.resources.requests)
+            limits = dict(cs.resources.limits) if cs is not None and cs.HasField("resources") else dict(
+                c.resources.limits)
+            alloc[c.name] = Resources(requests, limits)
+            view = observed.view.containers.get(c.name)
+            if view is not None and view.state == "running" and to_linux(alloc[c.name]) == view.applied:
+                self.alloc.set_actuated(pod.metadata.uid, c.name, alloc[c.name])
+        self.alloc.allocated.set_pod(pod.metadata.uid, alloc)
+        log.warning("allocation_recovered", node=self.name, pod=self._key(pod))
+
+    async def _handle_resize(self, pod: core_pb2.Pod) -> None:
+        if self.alloc.handle_resize(pod, self._active_pods()):
+            await failpoints.hit(FP_RESIZE_AFTER_ALLOCATE)
+        elif self.alloc.conditions.is_deferred(pod.metadata.uid):
+            self.alloc.push_pending(pod.metadata.uid, self._pods_by_uid())
+
+    # ------------------------------------------------------------ runtime reconcile
+
+    async def _reconcile(self, pod: core_pb2.Pod, allocated: core_pb2.Pod, observed: Observed) -> bool:
+        uid = pod.metadata.uid
+        changed = False
+        sandbox = observed.sandbox_id
+        if sandbox is None or not observed.sandbox_ready:
+            if sandbox is not None:
+                await self.ops.remove_sandbox(sandbox)
+            sandbox = await self.ops.run_sandbox(pod, observed.sandbox_attempt + 1)
+            observed = await self.ops.observe(uid)
+            changed = True
+        view = observed.view
+        allocations = self.alloc.allocated.get_pod(uid) or {}
+        # Init containers, in order; sidecars keep running.
+        for c in allocated.spec.init_containers:
+            sidecar = resources.is_restartable_init_container(c)
+            v = view.containers.get(c.name)
+            if sidecar:
+                if await self._ensure_running(pod, sandbox, c, observed, allocations.get(c.name)):
+                    changed = True
+                continue
+            if v is not None and v.state == "exited" and v.exit_code == 0:
+                continue
+            if v is None or v.state == "exited":
+                if v is not None and not self._may_restart(pod, c.name, v):
+                    return changed
+                cid = await self._start(pod, sandbox, c, observed, allocations.get(c.name))
+                await self.ops.finish_init_container(cid)
+                changed = True
+                continue
+            return changed  # running: wait for it
+        for c in allocated.spec.containers:
+            if await self._ensure_running(pod, sandbox, c, observed, allocations.get(c.name)):
+                changed = True
+        if self.resize_supported and await self._actuate(pod, allocated, observed, sandbox, allocations):
+            changed = True
+        return changed
+
+    def _may_restart(self, pod: core_pb2.Pod, name: str, v, sidecar: bool = False) -> bool:
+        policy = "Always" if sidecar else (pod.spec.restart_policy or "Always")
+        if policy == "Never" or (policy == "OnFailure" and v.exit_code == 0):
+            return False
+        b = self._state.setdefault(pod.metadata.uid, _PodState()).backoff.get(name)
+        return b is None or time.monotonic() >= b.until
+
+    async def _ensure_running(self, pod, sandbox: str, c, observed: Observed, allocated: Resources | None) -> bool:
+        v = observed.view.containers.get(c.name)
+        if v is not None and v.state in ("running", "created"):
+            return False
+        if v is not None and v.state == "exited":
+            if not self._may_restart(pod, c.name, v, sidecar=resources.is_restartable_init_container(c)):
+                return False
+            self._bump_backoff(pod.metadata.uid, c.name)
+        await self._start(pod, sandbox, c, observed, allocated)
+        return True
+
+    def _bump_backoff(self, uid: str, name: str) -> None:
+        st = self._state.setdefault(uid, _PodState())
+        prev = st.backoff.get(name)
+        delay = self.cfg.restart_backoff if prev is None else min(prev.delay * 2, self.cfg.restart_backoff_max)
+        st.backoff[name] = _Backoff(delay, time.monotonic() + delay)
+
+    async def _start(self, pod, sandbox: str, c, observed: Observed, allocated: Resources | None) -> str:
+        instances = observed.ids.get(c.name, [])
+        attempt = instances[-1][0] + 1 if instances else 0
+        for _, old_id, state in instances[:-1]:  # older instances go; the newest stays as lastState
+            if state != "running":
+                await self.ops.remove_container(old_id)
+        resources_ = allocated or Resources.of(c.resources)
+        cid = await self.ops.start_container(pod, sandbox, c, attempt, resources_)
+        await failpoints.hit(FP_BEFORE_CREATE_ACK)
+        self.alloc.set_actuated(pod.metadata.uid, c.name, resources_)
+        log.info("container_started", node=self.name, pod=self._key(pod), container=c.name, attempt=attempt)
+        return cid
+
+    async def _actuate(self, pod, allocated_pod, observed: Observed, sandbox: str,
+                       allocations: dict[str, Resources]) -> bool:
+        uid = pod.metadata.uid
+        plan = []
+        for c in resizable_containers(allocated_pod):
+            v = observed.view.containers.get(c.name)
+            alloc = allocations.get(c.name)
+            if v is None or v.state != "running" or alloc is None:
+                continue
+            act = self.alloc.actuated_of(uid, c.name) or Resources()
+            changed_r = changed_resources(alloc, act)
+            if changed_r:
+                plan.append(ContainerResize(c.name, v.id, alloc, act, needs_restart(c, changed_r)))
+        in_progress = self.alloc.conditions.condition(uid, cond.IN_PROGRESS)
+        if not plan:
+            # Allocated == actuated: done. What the runtime really applied may differ (rounding);
+            # status shows it, and it is not acted upon (KEP-1287 "Actuating Resizes").
+            if in_progress is not None:
+                self.alloc.conditions.clear(uid, cond.IN_PROGRESS)
+                self._event(pod, "Normal", "ResizeCompleted", f"Pod resize completed, generation: "
+                                                               f"{in_progress.observed_generation}")
+                self.alloc._export()
+                await self._retry_pending("pod_resized")
+            return False
+        outcome = await actuate(plan, self.ops.for_sandbox(sandbox), pod=self._key(pod))
+        for name, r in outcome.actuated.items():
+            await failpoints.hit(FP_RESIZE_AFTER_CRI)
+            self.alloc.set_actuated(uid, name, r)
+        if outcome.actuated:
+            await failpoints.hit(FP_RESIZE_AFTER_ACTUATED)
+        for name in outcome.restart:
+            v = observed.view.containers[name]
+            await self.ops.stop_container(v.id, int(pod.spec.termination_grace_period_seconds or 0))
+            c = next(x for x in resizable_containers(allocated_pod) if x.name == name)
+            await self._start(pod, sandbox, c, await self.ops.observe(uid), allocations.get(name))
+        gen = in_progress.observed_generation if in_progress is not None else pod.metadata.generation
+        if outcome.errors:
+            if self.alloc.conditions.set(uid, cond.IN_PROGRESS, cond.ERROR, outcome.error_message, gen):
+                self._event(pod, "Warning", "ResizeError", outcome.error_message)
+        elif in_progress is not None and in_progress.reason == cond.ERROR:
+            self.alloc.conditions.set(uid, cond.IN_PROGRESS, "", "", gen)
+        return bool(outcome.actuated or outcome.restart)
+
+    def _requeue_for_backoff(self, pod: core_pb2.Pod) -> None:
+        st = self._state.get(pod.metadata.uid)
+        if st is None:
+            return
+        now = time.monotonic()
+        waits = [b.until - now for b in st.backoff.values() if b.until > now]
+        if waits:
+            self.queue.add_after(self._key(pod), min(waits) + 0.01)
+
+    # ------------------------------------------------------------ termination
+
+    async def _stop_all(self, observed: Observed, grace: int) -> None:
+        running = [v for v in observed.view.containers.values() if v.state in ("running", "created")]
+        await asyncio.gather(*(self.ops.stop_container(v.id, grace) for v in running))
+
+    async def _terminate(self, pod: core_pb2.Pod, observed: Observed) -> None:
+        deadline = timeutil.parse(pod.metadata.deletion_timestamp)
+        if deadline is not None:  # the apiserver set it to the time of deletion plus the grace period
+            grace = max(0, int((deadline - timeutil.now()).total_seconds() + 0.999))
+        else:
+            grace = pod.metadata.deletion_grace_period_seconds
+        await self._stop_all(observed, grace)
+        observed = await self.ops.observe(pod.metadata.uid)
+        await self._write_status(pod, observed, terminated=True)
+        for containers in observed.ids.values():
+            for _, cid, _ in containers:
+                await self.ops.remove_container(cid)
+        if observed.sandbox_id is not None:
+            await self.ops.remove_sandbox(observed.sandbox_id)
+        try:
+            await self.client.pods.delete(pod.metadata.name, pod.metadata.namespace, grace_period_seconds=0,
+                                          uid=pod.metadata.uid)
+        except errors.NotFound:
+            pass
+        except errors.Conflict:
+            pass  # a new pod with the same name: not ours to delete
+        self.alloc.remove_pod(pod.metadata.uid)
+        self._state.pop(pod.metadata.uid, None)
+        log.info("pod_terminated", node=self.name, pod=self._key(pod), grace=grace)
+        await self._retry_pending("pods_removed")
+
+    async def _cleanup(self, uid: str) -> None:
+        """A pod the API no longer has: stop and remove whatever the runtime still runs for it."""
+        if uid in self._pods_by_uid():
+            return
+        observed = await self.ops.observe(uid)
+        await self._stop_all(observed, 0)
+        for containers in observed.ids.values():
+            for _, cid, _ in containers:
+                await self.ops.remove_container(cid)
+        uids = await self.ops.pod_uids()
+        for sid in uids.get(uid, []):
+            await self.ops.remove_sandbox(sid)
+        removed = self.alloc.allocated.get_pod(uid) is not None
+        self.alloc.remove_pod(uid)
+        self._state.pop(uid, None)
+        if removed:
+            await self._retry_pending("pods_removed")
+
+    # ------------------------------------------------------------ status
+
+    async def _write_failed(self, pod: core_pb2.Pod, reason: str, message: str) -> None:
+        def build(current: core_pb2.Pod) -> core_pb2.PodStatus:
+            st = core_pb2.PodStatus()
+            st.CopyFrom(current.status)
+            st.phase, st.reason, st.message = "Failed", reason, message
+            return st
+        await self._update_status(pod, build)
+
+    async def _write_status(self, pod: core_pb2.Pod, observed: Observed, terminated: bool = False) -> None:
+        uid = pod.metadata.uid
+        allocation = self.alloc.allocated.get_pod(uid)
+        computed = compute_status(pod, observed.view, allocation, self.alloc.conditions.get(uid),
+                                  report_resources=self.resize_supported, host_ip=self.cfg.node.address)
+        if terminated:
+            # A deleted pod ends in a terminal phase (Kubernetes 1.27+): Failed unless all succeeded.
+            views = [observed.view.containers.get(c.name) for c in pod.spec.containers]
+            ok = all(v is None or (v.state == "exited" and v.exit_code == 0) for v in views)
+            computed.phase = "Succeeded" if ok else "Failed"
+        if pod.status.reason and pod.status.phase == "Failed":
+            return
+
+        def build(current: core_pb2.Pod) -> core_pb2.PodStatus:
+            st = core_pb2.PodStatus()
+            st.CopyFrom(computed)
+            kept = [c for c in current.status.conditions if c.type not in MANAGED_CONDITIONS]
+            present = {c.type for c in kept}
+            # Ours, plus what the kubelet fills in when nobody has (PodScheduled of a bound pod).
+            mine = [c for c in computed.conditions if c.type in MANAGED_CONDITIONS or c.type not in present]
+            del st.conditions[:]
+            st.conditions.extend(kept + mine)
+            st.nominated_node_name = current.status.nominated_node_name
+            st.qos_class = current.status.qos_class
+            return st
+
+        await self._update_status(pod, build)
+
+    async def _update_status(self, pod: core_pb2.Pod, build) -> None:
+        current = pod
+        for _ in range(5):
+            desired = build(current)
+            if _same_status(current.status, desired):
+                return
+            new = core_pb2.Pod()
+            new.CopyFrom(current)
+            new.status.CopyFrom(desired)
+            try:
+                await self.client.pods.update_status(new)
+                return
+            except errors.Conflict:
+                current = await self.client.pods.get(pod.metadata.name, pod.metadata.namespace)
+                if current.metadata.uid != pod.metadata.uid:
+                    return
+            except errors.NotFound:
+                return
+
+    # ------------------------------------------------------------ background loops
+
+    async def _retry_pending(self, trigger: str) -> None:
+        if not self.alloc.pending:
+            return
+        by_uid = self._pods_by_uid()
+        for uid in self.alloc.retry_pending(trigger, by_uid, self._active_pods):
+            if uid in by_uid:
+                self._enqueue(by_uid[uid])
+
+    async def _resize_retries(self) -> None:
+        await asyncio.sleep(self.cfg.resize_retry_initial)
+        while True:
+            await self._retry_pending("periodic_retry")
+            await asyncio.sleep(self.cfg.resize_retry_interval)
+
+    async def _housekeeping(self) -> None:
+        last_resync = time.monotonic()
+        while True:
+            await asyncio.sleep(min(2.0, self.cfg.sync_frequency))
+            try:
+                known = self._pods_by_uid()
+                for uid in (await self.ops.pod_uids()):
+                    if uid not in known:
+                        self.queue.add(f"cleanup:{uid}")
+                self.alloc.remove_orphans(set(known))
+                runtime_ok = True
+            except (RuntimeUnavailable, RuntimeCallError) as exc:
+                log.warning("runtime_unreachable", node=self.name, error=str(exc))
+                runtime_ok = False
+            if runtime_ok != self.node_conditions.ready:
+                self.node_conditions.ready = runtime_ok
+                self.node_conditions.ready_message = ("kubelet is posting ready status" if runtime_ok
+                                                      else "container runtime is down")
+                self.node_agent.poke()
+            if time.monotonic() - last_resync >= self.cfg.sync_frequency:
+                last_resync = time.monotonic()
+                for pod in self.pods.list():
+                    self._enqueue(pod)
+
+
+def _same_status(a: core_pb2.PodStatus, b: core_pb2.PodStatus) -> bool:
+    """Equal but for probe times (which change on every write)."""
+    x, y = core_pb2.PodStatus(), core_pb2.PodStatus()
+    x.CopyFrom(a)
+    y.CopyFrom(b)
+    for st in (x, y):
+        for c in st.conditions:
+            c.last_probe_time = ""
+    return x.SerializeToString(deterministic=True) == y.SerializeToString(deterministic=True)

@@ -1,0 +1,129 @@
+"""``python -m kubelet --node-name N --server S --token-file F --runtime-endpoint E --checkpoint-dir D``."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import signal
+from pathlib import Path
+
+from kubelet.kubelet import Kubelet, KubeletConfig
+from kubelet.node import NodeConfig
+from kubelet.runtime.client import RuntimeClient
+from machinery import failpoints, quantity
+from machinery.admin import AdminServer
+from machinery.api import core_pb2
+from machinery.client import Client
+from machinery.featuregates import FeatureGates
+from machinery.logging import get_logger, setup_logging
+from machinery.process import profiling, run_loop
+
+log = get_logger()
+
+
+def _pairs(text: str, what: str) -> dict[str, str]:
+    out = {}
+    for item in (text or "").split(","):
+        item = item.strip()
+        if not item:
+            continue
+        k, eq, v = item.partition("=")
+        if not eq or not k:
+            raise SystemExit(f"invalid {what} {item!r}: want key=value")
+        out[k.strip()] = v.strip()
+    return out
+
+
+def _taints(text: str) -> list[core_pb2.Taint]:
+    out = []
+    for item in (text or "").split(","):
+        item = item.strip()
+        if not item:
+            continue
+        kv, colon, effect = item.rpartition(":")
+        if not colon or effect not in ("NoSchedule", "PreferNoSchedule", "NoExecute"):
+            raise SystemExit(f"invalid taint {item!r}: want key[=value]:NoSchedule|PreferNoSchedule|NoExecute")
+        key, _, value = kv.partition("=")
+        out.append(core_pb2.Taint(key=key, value=value, effect=effect))
+    return out
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(prog="python -m kubelet", description="kplane kubelet: one node's agent")
+    p.add_argument("--node-name", required=True)
+    p.add_argument("--server", required=True, help="apiserver HOST:PORT")
+    p.add_argument("--token-file", required=True, help="file holding this kubelet's bearer token")
+    p.add_argument("--runtime-endpoint", required=True, help="unix:///path/runtime.sock or HOST:PORT")
+    p.add_argument("--checkpoint-dir", required=True)
+    p.add_argument("--cpu", default="4")
+    p.add_argument("--memory", default="8Gi")
+    p.add_argument("--pods", type=int, default=110)
+    p.add_argument("--kube-reserved", default="", help="cpu=500m,memory=1Gi")
+    p.add_argument("--node-labels", default="", help="k=v,k2=v2")
+    p.add_argument("--register-with-taints", default="", help="key=value:NoSchedule,...")
+    p.add_argument("--emulated-version", default="1.35")
+    p.add_argument("--feature-gates", default="")
+    p.add_argument("--admin-listen", default="127.0.0.1:0")
+    p.add_argument("--sync-frequency", type=float, default=10.0)
+    p.add_argument("--resize-retry-initial", type=float, default=30.0)
+    p.add_argument("--resize-retry-interval", type=float, default=180.0)
+    p.add_argument("--restart-backoff", type=float, default=10.0)
+    p.add_argument("--node-status-interval", type=float, default=10.0)
+    p.add_argument("--log-level", default="info")
+    return p.parse_args(argv)
+
+
+def config_from(a: argparse.Namespace) -> KubeletConfig:
+    for flag, value in (("--cpu", a.cpu), ("--memory", a.memory)):
+        try:
+            quantity.parse_quantity(value)
+        except ValueError as exc:
+            raise SystemExit(f"invalid {flag} {value!r}: {exc}") from None
+    gates = FeatureGates.parse(a.feature_gates)
+    node = NodeConfig(a.node_name, cpu=a.cpu, memory=a.memory, pods=a.pods,
+                      kube_reserved=_pairs(a.kube_reserved, "--kube-reserved"),
+                      labels=_pairs(a.node_labels, "--node-labels"), taints=_taints(a.register_with_taints))
+    return KubeletConfig(node=node, checkpoint_dir=a.checkpoint_dir, emulated_version=a.emulated_version,
+                         in_place_resize=gates.enabled("InPlacePodVerticalScaling"), sync_frequency=a.sync_frequency,
+                         resize_retry_initial=a.resize_retry_initial, resize_retry_interval=a.resize_retry_interval,
+                         restart_backoff=a.restart_backoff, node_status_interval=a.node_status_interval)
+
+
+async def run(a: argparse.Namespace) -> None:
+    cfg = config_from(a)
+    token = Path(a.token_file).read_text().strip()
+    client = Client(a.server, token, timeout=10.0)
+    runtime = RuntimeClient(a.runtime_endpoint)
+    kubelet = Kubelet(cfg, client, runtime)
+    host, _, port = a.admin_listen.rpartition(":")
+    admin = AdminServer(host or "127.0.0.1", int(port),
+                        health=lambda: None if kubelet.ready else "starting",
+                        ready=lambda: None if kubelet.ready and kubelet.node_conditions.ready else
+                        ("starting" if not kubelet.ready else kubelet.node_conditions.ready_message))
+    await admin.start()
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    log.info("kubelet_starting", node=cfg.node.name, admin_port=admin.port, runtime=a.runtime_endpoint)
+    starting = asyncio.create_task(kubelet.start())
+    waiter = asyncio.create_task(stop.wait())
+    done, _ = await asyncio.wait({starting, waiter}, return_when=asyncio.FIRST_COMPLETED)
+    if starting in done:
+        starting.result()
+        await waiter
+    else:
+        starting.cancel()
+    log.info("kubelet_stopping", node=cfg.node.name)
+    await kubelet.stop()
+    await admin.stop()
+    await runtime.close()
+    await client.close()
+
+
+def main(argv: list[str] | None = None) -> None:
+    a = parse_args(argv)
+    setup_logging("kubelet", a.log_level)
+    failpoints.arm_from_env()
+    with profiling("kubelet"):
+        run_loop(run(a))

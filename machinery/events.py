@@ -1,0 +1,127 @@
+"""Recording Kubernetes Events (Scheduled, Preempted, ResizeDeferred, Evicted, ...).
+
+``recorder.event(obj, "Warning", "ResizeDeferred", "...")`` never blocks and never fails the
+caller: events go through a bounded queue to one background task that writes them. An event
+repeating one already written (same object, type, reason, message) within ``dedup_window`` bumps
+that Event's ``count`` and ``lastTimestamp`` instead of creating another, as Kubernetes' event
+correlator does. Events are best effort: when the queue is full they are dropped and counted.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from dataclasses import dataclass
+
+from google.protobuf.message import Message
+from prometheus_client import Counter
+
+from machinery import errors, timeutil
+from machinery.api import core_pb2
+from machinery.client import Client
+from machinery.kinds import of_message
+from machinery.logging import get_logger
+
+log = get_logger()
+
+_DROPPED = Counter("kplane_events_dropped_total", "Events not written because the queue was full or the API "
+                   "refused them.", ["component"])
+
+
+@dataclass(frozen=True)
+class _Key:
+    namespace: str
+    kind: str
+    name: str
+    uid: str
+    type: str
+    reason: str
+    message: str
+
+
+class EventRecorder:
+    def __init__(self, client: Client, component: str, host: str = "", *, max_queue: int = 1000,
+                 dedup_window: float = 600.0):
+        self.client = client
+        self.component = component
+        self.host = host
+        self.dedup_window = dedup_window
+        self._queue: asyncio.Queue[tuple[_Key, Message, str]] = asyncio.Queue(maxsize=max_queue)
+        self._written: dict[_Key, tuple[str, float]] = {}  # key -> (event name, when)
+        self._task: asyncio.Task | None = None
+        self._dropped = _DROPPED.labels(component=component)
+
+    def start(self) -> None:
+        if self._task is None:
+            self._task = asyncio.create_task(self._run(), name=f"events-{self.component}")
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            try:
+                await self._task
+            except (asyncio.CancelledError, Exception):
+                pass
+            self._task = None
+
+    async def flush(self, timeout: float = 5.0) -> None:
+        """Wait until every queued event is written (tests)."""
+        deadline = time.monotonic() + timeout
+        while not self._queue.empty() and time.monotonic() < deadline:
+            await asyncio.sleep(0.02)
+
+    def event(self, obj: Message, type_: str, reason: str, message: str, related: Message | None = None) -> None:
+        kind = of_message(obj).name
+        key = _Key(obj.metadata.namespace or "default", kind, obj.metadata.name, obj.metadata.uid, type_, reason,
+                   message)
+        related_ref = ""
+        if related is not None:
+            related_ref = f"{of_message(related).name}/{related.metadata.namespace}/{related.metadata.name}/" \
+                          f"{related.metadata.uid}"
+        try:
+            self._queue.put_nowait((key, obj, related_ref))
+        except asyncio.QueueFull:
+            self._dropped.inc()
+
+    async def _run(self) -> None:
+        while True:
+            key, obj, related = await self._queue.get()
+            try:
+                await self._write(key, obj, related)
+            except errors.ApiError as exc:
+                self._dropped.inc()
+                log.debug("event_write_failed", reason=key.reason, error=exc.message)
+            except Exception:  # never let event writing take a component down
+                self._dropped.inc()
+                log.exception("event_write_crashed", reason=key.reason)
+
+    async def _write(self, key: _Key, obj: Message, related: str) -> None:
+        now = timeutil.rfc3339()
+        seen = self._written.get(key)
+        if seen is not None and time.monotonic() - seen[1] < self.dedup_window:
+            try:
+                ev = await self.client.events.get(seen[0], key.namespace)
+                ev.count += 1
+                ev.last_timestamp = now
+                await self.client.events.update(ev)
+                self._written[key] = (seen[0], time.monotonic())
+                return
+            except (errors.NotFound, errors.Conflict):
+                pass
+        ev = core_pb2.Event(api_version="v1", kind="Event", reason=key.reason, message=key.message, type=key.type,
+                            count=1, first_timestamp=now, last_timestamp=now, reporting_component=self.component,
+                            reporting_instance=self.host)
+        ev.metadata.namespace = key.namespace
+        ev.metadata.generate_name = f"{key.name}."
+        ref = ev.involved_object
+        ref.kind, ref.namespace, ref.name, ref.uid = key.kind, key.namespace, key.name, key.uid
+        ref.api_version = obj.api_version or "v1"
+        ev.source.component, ev.source.host = self.component, self.host
+        if related:
+            kind, ns, name, uid = related.split("/", 3)
+            ev.related.kind, ev.related.namespace, ev.related.name, ev.related.uid = kind, ns, name, uid
+        created = await self.client.events.create(ev)
+        self._written[key] = (created.metadata.name, time.monotonic())
+        if len(self._written) > 10_000:
+            cutoff = time.monotonic() - self.dedup_window
+            self._written = {k: v for k, v in self._written.items() if v[1] >= cutoff}

@@ -1,0 +1,269 @@
+"""The kubelet with its runtime, as real processes on a real cluster (pods bound by nodeName: the
+scheduler is not part of this). KEP-1287's node side, restarts, graceful termination, admission."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from machinery import errors
+from machinery.api import core_pb2
+from tests.conftest import start_cluster, stop_cluster
+from tests.helpers import eventually, make_pod
+
+pytestmark = pytest.mark.integration
+
+FAST = ["--sync-frequency=1", "--resize-retry-initial=1", "--resize-retry-interval=1", "--restart-backoff=0.2",
+        "--node-status-interval=1"]
+
+
+@pytest.fixture(scope="module")
+def node_cluster():
+    tc = start_cluster(nodes=1, node_cpu="4", node_memory="8Gi", kubelet_args=FAST)
+    try:
+        yield tc
+    finally:
+        stop_cluster(tc)
+
+
+@pytest.fixture
+async def api(node_cluster):
+    c = node_cluster.client()
+    try:
+        yield c
+    finally:
+        await c.close()
+
+
+@pytest.fixture(autouse=True)
+async def empty_node(node_cluster, request):
+    """Every test starts and ends with no pods on the node."""
+    yield
+    if "node_cluster" not in request.fixturenames:
+        return
+    c = node_cluster.client()
+    try:
+        for p in (await c.pods.list("default")).items:
+            try:
+                await c.pods.delete(p.metadata.name, grace_period_seconds=0)
+            except errors.NotFound:
+                pass
+
+        async def empty():
+            return not (await c.pods.list("default")).items
+
+        await eventually(empty, timeout=20, what="pods gone")
+    finally:
+        await c.close()
+
+
+def _bound(name: str, cpu: str = "500m", memory: str = "64Mi", limit_cpu: str | None = None,
+           limit_memory: str | None = None, **kw) -> core_pb2.Pod:
+    pod = make_pod(name, cpu=cpu, memory=memory, limit_cpu=limit_cpu, limit_memory=limit_memory, node="node-1", **kw)
+    pod.spec.termination_grace_period_seconds = 5
+    return pod
+
+
+def _cs(pod: core_pb2.Pod, name: str = "c1") -> core_pb2.ContainerStatus:
+    return next(c for c in pod.status.container_statuses if c.name == name)
+
+
+def _cond(pod: core_pb2.Pod, type_: str) -> core_pb2.PodCondition | None:
+    return next((c for c in pod.status.conditions if c.type == type_), None)
+
+
+async def _running(api, name: str, timeout: float = 20) -> core_pb2.Pod:
+    box = {}
+
+    async def check():
+        pod = await api.pods.get(name)
+        box["pod"] = pod
+        return pod.status.phase == "Running" and all(c.ready for c in pod.status.container_statuses)
+
+    await eventually(check, timeout=timeout, what=f"pod {name} running")
+    return box["pod"]
+
+
+async def _resize(api, name: str, container: str = "c1", **res) -> core_pb2.Pod:
+    spec = {"requests": {}, "limits": {}}
+    for key, value in res.items():
+        section, _, resource = key.partition("_")
+        spec["requests" if section == "req" else "limits"][resource] = value
+    return await api.pods.patch(name, {"spec": {"containers": [{"name": container, "resources": spec}]}},
+                                subresource="resize")
+
+
+async def test_node_registers_ready_and_a_pod_runs_with_kep1287_status(api):
+    node = await api.nodes.get("node-1")
+    assert {c.type: c.status for c in node.status.conditions}["Ready"] == "True"
+    await api.pods.create(_bound("runs", cpu="500m", memory="64Mi", limit_cpu="1", limit_memory="128Mi"))
+    pod = await _running(api, "runs")
+    cs = _cs(pod)
+    assert dict(cs.allocated_resources) == {"cpu": "500m", "memory": "64Mi"}
+    assert dict(cs.resources.requests) == {"cpu": "500m", "memory": "64Mi"}
+    assert dict(cs.resources.limits) == {"cpu": "1", "memory": "128Mi"}
+    assert _cond(pod, "PodScheduled").status == "True" and pod.status.pod_ip
+
+
+async def test_resize_goes_desired_allocated_actuated_actual(api):
+    await api.pods.create(_bound("rs", cpu="1", limit_cpu="2"))
+    await _running(api, "rs")
+    await _resize(api, "rs", req_cpu="1.5")
+
+    async def done():
+        pod = await api.pods.get("rs")
+        cs = _cs(pod)
+        return (cs.allocated_resources["cpu"] == "1500m" and cs.resources.requests["cpu"] == "1500m"
+                and _cond(pod, "PodResizeInProgress") is None and pod.status.observed_generation == 2)
+
+    await eventually(done, timeout=15, what="resize to 1.5 cpu completed")
+    events = [e.reason for e in (await api.events.list("default", field_selector="involvedObject.name=rs")).items]
+    assert "ResizeStarted" in events
+    await eventually(lambda: _has_event(api, "rs", "ResizeCompleted"), what="ResizeCompleted event")
+
+
+async def _has_event(api, name: str, reason: str) -> bool:
+    evs = await api.events.list("default", field_selector=f"involvedObject.name={name}")
+    return any(e.reason == reason for e in evs.items)
+
+
+async def test_infeasible_and_deferred_resizes_then_deferred_accepted_after_a_pod_leaves(api):
+    await api.pods.create(_bound("big", cpu="1"))
+    await api.pods.create(_bound("filler", cpu="3"))  # 1 + 3 of 4 cpus: the node is full
+    await _running(api, "big")
+    await _running(api, "filler")
+    await _resize(api, "big", req_cpu="100")
+
+    async def infeasible():
+        c = _cond(await api.pods.get("big"), "PodResizePending")
+        return c is not None and c.reason == "Infeasible"
+
+    await eventually(infeasible, what="Infeasible")
+    c = _cond(await api.pods.get("big"), "PodResizePending")
+    assert c.message == "Node didn't have enough capacity: cpu, requested: 100000, capacity: 4000"
+    await _resize(api, "big", req_cpu="2")  # the others hold 3 of 4 cpus: Deferred
+
+    async def deferred():
+        c = _cond(await api.pods.get("big"), "PodResizePending")
+        return c is not None and c.reason == "Deferred"
+
+    await eventually(deferred, what="Deferred")
+    await api.pods.delete("filler")
+
+    async def accepted():
+        pod = await api.pods.get("big")
+        return _cond(pod, "PodResizePending") is None and _cs(pod).allocated_resources["cpu"] == "2"
+
+    await eventually(accepted, timeout=20, what="the deferred resize accepted once filler left")
+
+
+async def test_memory_limit_decrease_below_usage_stays_in_progress_with_error(api):
+    pod = _bound("mem", cpu="100m", memory="100Mi", limit_memory="200Mi")
+    pod.metadata.annotations["kplane.dev/memory-usage"] = "150Mi"
+    await api.pods.create(pod)
+    await _running(api, "mem")
+    await _resize(api, "mem", lim_memory="120Mi")
+
+    async def errored():
+        c = _cond(await api.pods.get("mem"), "PodResizeInProgress")
+        return c is not None and c.reason == "Error" and "below current usage" in c.message
+
+    await eventually(errored, timeout=15, what="PodResizeInProgress Error")
+    pod = await api.pods.get("mem")
+    assert "memory limit (125829120) below current usage (157286400)" in _cond(pod, "PodResizeInProgress").message
+    assert _cs(pod).resources.limits["memory"] == "200Mi"  # actual unchanged
+    assert _cs(pod).restart_count == 0 and pod.status.phase == "Running"
+
+
+async def test_restart_container_resize_policy_bumps_restart_count(api):
+    pod = _bound("rst", cpu="100m", memory="64Mi", limit_memory="128Mi")
+    pod.spec.containers[0].resize_policy.add(resource_name="memory", restart_policy="RestartContainer")
+    pod.spec.containers[0].resize_policy.add(resource_name="cpu", restart_policy="NotRequired")
+    await api.pods.create(pod)
+    await _running(api, "rst")
+    await _resize(api, "rst", lim_memory="256Mi")
+
+    async def restarted():
+        pod = await api.pods.get("rst")
+        cs = _cs(pod)
+        return cs.restart_count == 1 and cs.ready and cs.resources.limits["memory"] == "256Mi"
+
+    await eventually(restarted, timeout=15, what="container restarted with the new memory limit")
+
+
+async def test_graceful_delete_stops_containers_within_the_grace_period(api, node_cluster):
+    pod = _bound("grace")
+    pod.metadata.annotations["kplane.dev/shutdown-seconds"] = "1"
+    await api.pods.create(pod)
+    await _running(api, "grace")
+    marked = await api.pods.delete("grace")
+    assert marked.metadata.deletion_timestamp
+
+    async def gone():
+        try:
+            await api.pods.get("grace")
+            return False
+        except errors.NotFound:
+            return True
+
+    await eventually(gone, timeout=15, what="pod deleted by its kubelet")
+    last = None
+    async for resp in api.history(0):
+        for e in resp.entries:
+            if e.name == "grace" and e.type == "MODIFIED":
+                last = e
+    final = core_pb2.Pod()
+    last.object.Unpack(final)
+    assert final.status.phase == "Succeeded"
+    assert _cs(final).state.HasField("terminated") and _cs(final).state.terminated.exit_code == 0
+
+
+async def test_admission_refuses_a_pod_that_does_not_fit_with_out_of_cpu(api):
+    await api.pods.create(_bound("too-big", cpu="5"))
+
+    async def failed():
+        return (await api.pods.get("too-big")).status.phase == "Failed"
+
+    await eventually(failed, what="pod refused")
+    pod = await api.pods.get("too-big")
+    assert pod.status.reason == "OutOfcpu"
+    assert pod.status.message == "Node didn't have enough resource: cpu, requested: 5000, used: 0, capacity: 4000"
+
+
+async def test_killing_the_kubelet_or_the_runtime_never_loses_a_running_pod(api, node_cluster):
+    await api.pods.create(_bound("survivor", cpu="100m"))
+    before = await _running(api, "survivor")
+    cid = _cs(before).container_id
+    for component in ("kubelet/node-1", "runtime/node-1"):
+        out = node_cluster.kplane("kill", component)
+        assert out.returncode == 0, out.stderr
+        await asyncio.sleep(0.5)
+        out = node_cluster.kplane("start", component)
+        assert out.returncode == 0, out.stderr
+        pod = await _running(api, "survivor")
+        assert _cs(pod).container_id == cid and _cs(pod).restart_count == 0, component
+    # The restarted kubelet still knows the allocation: a resize still works.
+    await _resize(api, "survivor", req_cpu="200m")
+
+    async def resized():
+        return _cs(await api.pods.get("survivor")).resources.requests["cpu"] == "200m"
+
+    await eventually(resized, timeout=15, what="resize after restarts")
+
+
+async def test_an_old_kubelet_reports_no_status_resources_and_its_pods_cannot_be_resized():
+    """KEP-1287 Version Skew Strategy, end to end: a kubelet emulating 1.30."""
+    tc = start_cluster(nodes=1, kubelet_args=FAST + ["--emulated-version=1.30"])
+    api = tc.client()
+    try:
+        node = await api.nodes.get("node-1")
+        assert node.status.node_info.kubelet_version == "v1.30.0"
+        await api.pods.create(_bound("old", cpu="100m"))
+        pod = await _running(api, "old")
+        assert not _cs(pod).HasField("resources") and not _cs(pod).allocated_resources
+        with pytest.raises(errors.Invalid, match="Pod running on node without support for resize"):
+            await _resize(api, "old", req_cpu="200m")
+    finally:
+        await api.close()
+        stop_cluster(tc)

@@ -485,7 +485,7 @@ def build_parser() -> argparse.ArgumentParser:
             sp.add_argument("--wait", type=float, default=30.0, help="seconds to wait for it to be healthy")
             sp.add_argument("--no-wait", action="store_true")
 
-    sp = add("failpoint", cmd_failpoint, "arm a failpoint at run time (panic, sleep(ms), error, off)")
+    sp = add("failpoint", cmd_failpoint, "arm a failpoint at run time (panic, sleep(ms), error, pause, off)")
     sp.add_argument("component", metavar="COMPONENT")
     sp.add_argument("name", metavar="NAME")
     sp.add_argument("action", metavar="ACTION")

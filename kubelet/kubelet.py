@@ -21,18 +21,20 @@ the runtime still runs are recognised by their labels — a kubelet restart neve
 from __future__ import annotations
 
 import asyncio
-import random
 import time
 from dataclasses import dataclass, field
 
+from kubelet import preemption
 from kubelet.allocation import conditions as cond
 from kubelet.allocation.checkpoint import Resources
-from kubelet.allocation.manager import AllocationManager, count_requested_resizes, resizable_containers
+from kubelet.allocation.manager import (TRIGGER_PERIODIC, TRIGGER_POD_RESIZED, TRIGGER_POD_UPDATED, TRIGGER_PODS_ADDED,
+                                        TRIGGER_PODS_REMOVED, Admission, AllocationManager, count_requested_resizes,
+                                        resizable_containers)
 from kubelet.node import Conditions, NodeAgent, NodeConfig, allocatable_units
 from kubelet.resize import ContainerResize, actuate, changed_resources, needs_restart
 from kubelet.runtime.errors import RuntimeCallError, RuntimeUnavailable
 from kubelet.runtime_ops import Observed, RuntimeOps
-from kubelet.status import LinuxResources, compute_status, to_linux
+from kubelet.status import compute_status, to_linux
 from machinery import errors, failpoints, resources, timeutil
 from machinery.api import core_pb2
 from machinery.client import Client
@@ -60,6 +62,7 @@ FP_RESIZE_AFTER_CRI = failpoints.declare(
 FP_RESIZE_AFTER_ACTUATED = failpoints.declare(
     "kubelet/resize-after-actuated", "the actuated checkpoint is updated; the status is not written yet")
 
+TERMINAL_PHASES = ("Succeeded", "Failed")
 MANAGED_CONDITIONS = frozenset({"PodReadyToStartContainers", "Initialized", "Ready", "ContainersReady",
                                 *cond.RESIZE_CONDITION_TYPES})
 RESIZE_VERSION = (1, 33)  # in-place resize on by default (KEP-1287 beta)
@@ -77,8 +80,9 @@ def parse_version(text: str) -> tuple[int, int]:
 class KubeletConfig:
     node: NodeConfig
     checkpoint_dir: str
-    emulated_version: str = "1.35"
+    emulated_version: str = "1.36"
     in_place_resize: bool = True  # the InPlacePodVerticalScaling gate
+    resize_preemption: bool = False  # the SchedulerPreemptionForPodResize gate (KEP-5836, alpha)
     sync_frequency: float = 10.0
     resize_retry_initial: float = 30.0
     resize_retry_interval: float = 180.0
@@ -110,7 +114,7 @@ class Kubelet:
         version = parse_version(cfg.emulated_version)
         cfg.node.kubelet_version = f"v{version[0]}.{version[1]}.0"
         self.resize_supported = cfg.in_place_resize and version >= RESIZE_VERSION
-        self.node_policy_supported = version >= NODE_POLICY_VERSION
+        self.node_policy_supported = cfg.resize_preemption and version >= NODE_POLICY_VERSION
         self.recorder = EventRecorder(client, "kubelet", self.name)
         self.alloc = AllocationManager(cfg.checkpoint_dir, self.name, allocatable_units(cfg.node), cfg.node.pods,
                                        record_event=self._event)
@@ -122,6 +126,7 @@ class Kubelet:
         self.node_informer = Informer(client, NODE, field_selector=f"metadata.name={self.name}")
         self.queue: RateLimitingQueue[str] = RateLimitingQueue(f"kubelet-{self.name}")
         self._state: dict[str, _PodState] = {}
+        self._preempted: set[str] = set()  # uids killed for a critical pod, until they are gone
         self._tasks: list[asyncio.Task] = []
         self.ready = False
 
@@ -144,6 +149,13 @@ class Kubelet:
         self._tasks += [asyncio.create_task(self.node_agent.run(), name="node-agent"),
                         asyncio.create_task(self._housekeeping(), name="housekeeping"),
                         asyncio.create_task(self._resize_retries(), name="resize-retries")]
+        # "Pending resizes are handled after all existing Pods have been added" (KEP-1287): pods
+        # re-admitted from the checkpoint whose spec differs are queued and retried once.
+        by_uid = self._pods_by_uid()
+        for pod in by_uid.values():
+            if self.alloc.is_allocated(pod) and self.alloc.with_allocation(pod)[1]:
+                self.alloc.push_pending(pod.metadata.uid, by_uid)
+        await self._retry_pending(TRIGGER_PODS_ADDED)
         for pod in self.pods.list():
             self._enqueue(pod)
         self.ready = True
@@ -215,8 +227,8 @@ class Kubelet:
 
     def _active_pods(self) -> list[core_pb2.Pod]:
         """Admitted pods still holding resources (not finished)."""
-        return [p for p in self.pods.list()
-                if self.alloc.is_allocated(p) and p.status.phase not in ("Succeeded", "Failed")]
+        return [p for p in self.pods.list() if self.alloc.is_allocated(p) and p.metadata.uid not in self._preempted
+                and p.status.phase not in ("Succeeded", "Failed")]
 
     # ------------------------------------------------------------ workers
 
@@ -252,14 +264,23 @@ class Kubelet:
         if pod.metadata.deletion_timestamp:
             await self._terminate(pod, observed)
             return
-        if pod.status.phase in ("Succeeded", "Failed"):
+        if pod.status.phase in ("Succeeded", "Failed") or uid in self._preempted:
             await self._stop_all(observed, 0)
             return
         if not self.alloc.is_allocated(pod):
             if not await self._admit(pod, observed):
                 return
         if self.resize_supported:
+            before = self.alloc.conditions.get(uid)
             await self._handle_resize(pod)
+            completed = self._track_in_progress(pod, observed)
+            if before or self.alloc.conditions.get(uid):
+                # As Kubernetes' SyncPod: while a resize is in the air the status (allocation,
+                # resize conditions) is set before the runtime is asked to act, so it shows while
+                # the runtime works. (Nothing is written when it is already what the API has.)
+                await self._write_status(pod, observed)
+            if completed:
+                await self._retry_pending(TRIGGER_POD_RESIZED)
         allocated_pod, _ = self.alloc.with_allocation(pod)
         changed = await self._reconcile(pod, allocated_pod, observed)
         if changed:
@@ -278,6 +299,8 @@ class Kubelet:
         others = [p for p in self._active_pods() if p.metadata.uid != pod.metadata.uid]
         pod_alloc, _ = self.alloc.with_allocation(pod)
         verdict = self.alloc.fits(pod_alloc, others)
+        if not verdict.ok and preemption.is_critical(pod):
+            verdict = await self._admit_by_preemption(pod_alloc, others)
         if not verdict.ok:
             log.info("pod_rejected", node=self.name, pod=self._key(pod), reason=verdict.reason)
             self._event(pod, "Warning", verdict.reason, verdict.message)
@@ -305,11 +328,105 @@ class Kubelet:
         self.alloc.allocated.set_pod(pod.metadata.uid, alloc)
         log.warning("allocation_recovered", node=self.name, pod=self._key(pod))
 
+    def _track_in_progress(self, pod: core_pb2.Pod, observed: Observed) -> bool:
+        """PodResizeInProgress is on while a running container's allocation is not actuated.
+
+        Kubernetes' IsPodResizeInProgress: only resizable containers that run count (others get
+        their allocation when they start). After a restart the condition comes back from the
+        API status with its lastTransitionTime; if it was lost (restart before the status was
+        written) it is set again. Returns True when a resize just completed.
+        """
+        uid = pod.metadata.uid
+        allocations = self.alloc.allocated.get_pod(uid) or {}
+        resizing = False
+        for c in resizable_containers(pod):
+            v = observed.view.containers.get(c.name)
+            alloc = allocations.get(c.name)
+            if v is None or v.state != "running" or alloc is None:
+                continue
+            if changed_resources(alloc, self.alloc.actuated_of(uid, c.name) or Resources()):
+                resizing = True
+                break
+        in_progress = self.alloc.conditions.condition(uid, cond.IN_PROGRESS)
+        if resizing and in_progress is None:
+            self.alloc.conditions.set(uid, cond.IN_PROGRESS, "", "", pod.metadata.generation)
+            self.alloc.export_metrics()
+        elif not resizing and in_progress is not None:
+            self.alloc.conditions.clear(uid, cond.IN_PROGRESS)
+            self._event(pod, "Normal", "ResizeCompleted",
+                        f"Pod resize completed, generation: {in_progress.observed_generation}")
+            self.alloc.export_metrics()
+            return True
+        return False
+
+    async def _admit_by_preemption(self, pod: core_pb2.Pod, others: list[core_pb2.Pod]) -> Admission:
+        """A critical pod that does not fit is admitted by evicting pods it may preempt."""
+        try:
+            await self._preempt_for(pod, others)
+        except preemption.NoVictims as exc:
+            return Admission(False, "UnexpectedAdmissionError", "Unexpected error while attempting to recover from "
+                             f"admission failure: preemption: error finding a set of pods to preempt: {exc}")
+        return self.alloc.fits(pod, [o for o in others if o.metadata.uid not in self._preempted])
+
+    async def _preempt_for(self, pod: core_pb2.Pod, others: list[core_pb2.Pod]) -> None:
+        """Evict the pods ``preemption.pods_to_preempt`` picks so that ``pod`` fits (blocking, as Kubernetes)."""
+        missing = self.alloc.missing(pod, others)
+        victims = preemption.pods_to_preempt(pod, others, missing, self.alloc.held)
+        log.info("preempting_for_critical_pod", node=self.name, pod=self._key(pod), missing=missing,
+                 victims=[self._key(v) for v in victims])
+        signal = next(iter(missing), "")
+        for victim in victims:
+            await self._kill_preempted(victim)
+            preemption.PREEMPTIONS.labels(preemption_signal=signal).inc()
+
+    async def _kill_preempted(self, victim: core_pb2.Pod) -> None:
+        uid = victim.metadata.uid
+        self._preempted.add(uid)
+        self._event(victim, "Warning", preemption.PREEMPTING_EVENT, preemption.PREEMPTED_MESSAGE)
+        await self._write_failed(victim, preemption.PREEMPTED_REASON, preemption.PREEMPTED_MESSAGE)
+        observed = await self.ops.observe(uid)
+        await self._stop_all(observed, int(victim.spec.termination_grace_period_seconds or 0))
+        log.info("pod_preempted", node=self.name, pod=self._key(victim))
+        self.queue.add(self._key(victim))
+
     async def _handle_resize(self, pod: core_pb2.Pod) -> None:
-        if self.alloc.handle_resize(pod, self._active_pods()):
+        """A resize request goes through the pending queue, as Kubernetes' allocation manager does.
+
+        A new request (a generation not yet decided) is queued and every pending resize is retried
+        in the KEP's order (trigger ``pod_updated``): an older, higher-priority resize waiting for
+        room gets it first. A request already decided Deferred or Infeasible is not looked at again
+        by the pod's own syncs, only by the retries (a pod leaving, a resize completing, a new
+        request, the periodic retry) — so room is always handed out in order.
+        """
+        uid = pod.metadata.uid
+        _, differs = self.alloc.with_allocation(pod)
+        if not differs:
+            self.alloc.handle_resize(pod, ())  # reverted or done: its pending conditions go
+            return
+        pending = self.alloc.conditions.condition(uid, cond.PENDING)
+        self.alloc.push_pending(uid, self._pods_by_uid())
+        if pending is not None and pending.observed_generation == pod.metadata.generation:
+            return
+        await self._retry_pending(TRIGGER_POD_UPDATED)
+        if not self.alloc.with_allocation(pod)[1]:
             await failpoints.hit(FP_RESIZE_AFTER_ALLOCATE)
-        elif self.alloc.conditions.is_deferred(pod.metadata.uid):
-            self.alloc.push_pending(pod.metadata.uid, self._pods_by_uid())
+
+    async def _preempt_for_critical_resizes(self, pods_by_uid: dict[str, core_pb2.Pod]) -> None:
+        """KEP-1287: a critical pod's resize that does not fit evicts non-critical pods — not on a
+        node whose podPreemptionPolicy disables resize preemption (KEP-5836)."""
+        if self.alloc.resize_preemption_disabled_by:
+            return
+        for uid in list(self.alloc.pending):
+            pod = pods_by_uid.get(uid)
+            if pod is None or not preemption.is_critical(pod) or not self.alloc.with_allocation(pod)[1]:
+                continue
+            active = self._active_pods()
+            if self.alloc.resize_verdict(pod, active).reason != cond.DEFERRED:
+                continue
+            try:
+                await self._preempt_for(pod, [p for p in active if p.metadata.uid != uid])
+            except preemption.NoVictims as exc:
+                log.info("resize_preemption_impossible", node=self.name, pod=self._key(pod), error=str(exc))
 
     # ------------------------------------------------------------ runtime reconcile
 
@@ -400,17 +517,13 @@ class Kubelet:
             changed_r = changed_resources(alloc, act)
             if changed_r:
                 plan.append(ContainerResize(c.name, v.id, alloc, act, needs_restart(c, changed_r)))
-        in_progress = self.alloc.conditions.condition(uid, cond.IN_PROGRESS)
         if not plan:
-            # Allocated == actuated: done. What the runtime really applied may differ (rounding);
-            # status shows it, and it is not acted upon (KEP-1287 "Actuating Resizes").
-            if in_progress is not None:
-                self.alloc.conditions.clear(uid, cond.IN_PROGRESS)
-                self._event(pod, "Normal", "ResizeCompleted", f"Pod resize completed, generation: "
-                                                               f"{in_progress.observed_generation}")
-                self.alloc._export()
-                await self._retry_pending("pod_resized")
+            # Allocated == actuated: nothing to do. What the runtime really applied may differ
+            # (rounding); status shows it, and it is not acted upon (KEP-1287 "Actuating Resizes").
+            # PodResizeInProgress goes on the next sync (``_track_in_progress``), as Kubernetes'
+            # goes on the sync the runtime's pod event triggers.
             return False
+        in_progress = self.alloc.conditions.condition(uid, cond.IN_PROGRESS)
         outcome = await actuate(plan, self.ops.for_sandbox(sandbox), pod=self._key(pod))
         for name, r in outcome.actuated.items():
             await failpoints.hit(FP_RESIZE_AFTER_CRI)
@@ -428,6 +541,8 @@ class Kubelet:
                 self._event(pod, "Warning", "ResizeError", outcome.error_message)
         elif in_progress is not None and in_progress.reason == cond.ERROR:
             self.alloc.conditions.set(uid, cond.IN_PROGRESS, "", "", gen)
+        if outcome.actuated:
+            self._enqueue(pod)  # "marked for resync to read the latest resources" (KEP-1287)
         return bool(outcome.actuated or outcome.restart)
 
     def _requeue_for_backoff(self, pod: core_pb2.Pod) -> None:
@@ -468,8 +583,9 @@ class Kubelet:
             pass  # a new pod with the same name: not ours to delete
         self.alloc.remove_pod(pod.metadata.uid)
         self._state.pop(pod.metadata.uid, None)
+        self._preempted.discard(pod.metadata.uid)
         log.info("pod_terminated", node=self.name, pod=self._key(pod), grace=grace)
-        await self._retry_pending("pods_removed")
+        await self._retry_pending(TRIGGER_PODS_REMOVED)
 
     async def _cleanup(self, uid: str) -> None:
         """A pod the API no longer has: stop and remove whatever the runtime still runs for it."""
@@ -486,8 +602,9 @@ class Kubelet:
         removed = self.alloc.allocated.get_pod(uid) is not None
         self.alloc.remove_pod(uid)
         self._state.pop(uid, None)
+        self._preempted.discard(uid)
         if removed:
-            await self._retry_pending("pods_removed")
+            await self._retry_pending(TRIGGER_PODS_REMOVED)
 
     # ------------------------------------------------------------ status
 
@@ -533,6 +650,10 @@ class Kubelet:
             desired = build(current)
             if _same_status(current.status, desired):
                 return
+            if current.status.phase in TERMINAL_PHASES and desired.phase not in TERMINAL_PHASES:
+                # As Kubernetes' status manager: a pod that ended (Failed by preemption or
+                # eviction, or Succeeded) never goes back to a running phase.
+                return
             new = core_pb2.Pod()
             new.CopyFrom(current)
             new.status.CopyFrom(desired)
@@ -549,9 +670,11 @@ class Kubelet:
     # ------------------------------------------------------------ background loops
 
     async def _retry_pending(self, trigger: str) -> None:
+        """Retry every pending resize in the KEP's order; pods whose status changed are synced."""
         if not self.alloc.pending:
             return
         by_uid = self._pods_by_uid()
+        await self._preempt_for_critical_resizes(by_uid)
         for uid in self.alloc.retry_pending(trigger, by_uid, self._active_pods):
             if uid in by_uid:
                 self._enqueue(by_uid[uid])
@@ -559,7 +682,7 @@ class Kubelet:
     async def _resize_retries(self) -> None:
         await asyncio.sleep(self.cfg.resize_retry_initial)
         while True:
-            await self._retry_pending("periodic_retry")
+            await self._retry_pending(TRIGGER_PERIODIC)
             await asyncio.sleep(self.cfg.resize_retry_interval)
 
     async def _housekeeping(self) -> None:
@@ -568,10 +691,13 @@ class Kubelet:
             await asyncio.sleep(min(2.0, self.cfg.sync_frequency))
             try:
                 known = self._pods_by_uid()
-                for uid in (await self.ops.pod_uids()):
+                in_runtime = await self.ops.pod_uids()
+                for uid in in_runtime:
                     if uid not in known:
                         self.queue.add(f"cleanup:{uid}")
-                self.alloc.remove_orphans(set(known))
+                # A pod with containers left holds its allocation until its cleanup stopped them.
+                if self.alloc.remove_orphans(set(known) | set(in_runtime)):
+                    await self._retry_pending(TRIGGER_PODS_REMOVED)
                 runtime_ok = True
             except (RuntimeUnavailable, RuntimeCallError) as exc:
                 log.warning("runtime_unreachable", node=self.name, error=str(exc))

@@ -61,7 +61,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--kube-reserved", default="", help="cpu=500m,memory=1Gi")
     p.add_argument("--node-labels", default="", help="k=v,k2=v2")
     p.add_argument("--register-with-taints", default="", help="key=value:NoSchedule,...")
-    p.add_argument("--emulated-version", default="1.35")
+    p.add_argument("--emulated-version", default="1.36", help="behave as this kubelet release (version skew)")
     p.add_argument("--feature-gates", default="")
     p.add_argument("--admin-listen", default="127.0.0.1:0")
     p.add_argument("--sync-frequency", type=float, default=10.0)
@@ -84,7 +84,8 @@ def config_from(a: argparse.Namespace) -> KubeletConfig:
                       kube_reserved=_pairs(a.kube_reserved, "--kube-reserved"),
                       labels=_pairs(a.node_labels, "--node-labels"), taints=_taints(a.register_with_taints))
     return KubeletConfig(node=node, checkpoint_dir=a.checkpoint_dir, emulated_version=a.emulated_version,
-                         in_place_resize=gates.enabled("InPlacePodVerticalScaling"), sync_frequency=a.sync_frequency,
+                         in_place_resize=gates.enabled("InPlacePodVerticalScaling"),
+                         resize_preemption=gates.enabled("SchedulerPreemptionForPodResize"), sync_frequency=a.sync_frequency,
                          resize_retry_initial=a.resize_retry_initial, resize_retry_interval=a.resize_retry_interval,
                          restart_backoff=a.restart_backoff, node_status_interval=a.node_status_interval)
 

@@ -45,7 +45,7 @@ class NodeConfig:
     kube_reserved: dict[str, str] = field(default_factory=dict)
     labels: dict[str, str] = field(default_factory=dict)
     taints: list[core_pb2.Taint] = field(default_factory=list)
-    kubelet_version: str = "v1.35.0"
+    kubelet_version: str = "v1.36.0"
     runtime_version: str = "kplane-fake://0.1.0"
     address: str = "127.0.0.1"
 

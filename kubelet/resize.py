@@ -119,6 +119,16 @@ def _with(r: Resources, source: Resources, name: str) -> Resources:
     return Resources(req, lim)
 
 
+def _with_request(r: Resources, source: Resources, name: str) -> Resources:
+    """``r`` with the request of ``name`` taken from ``source`` (its limit unchanged)."""
+    req = dict(r.requests)
+    if name in source.requests:
+        req[name] = source.requests[name]
+    else:
+        req.pop(name, None)
+    return Resources(req, dict(r.limits))
+
+
 def _total_limit(values: list[Resources], name: str) -> int:
     return sum(_limit(r, name) for r in values)
 
@@ -172,6 +182,9 @@ async def actuate(containers: list[ContainerResize], runtime: ResizeRuntime, pod
         for c in (c for c in moving if _direction(c, name) > 0):
             await _update(runtime, c, _with(current[c.name], c.allocated, name), current, out, pod)
     for c in in_place:
+        if _direction(c, "memory") == 0:
+            # A memory request is not a runtime setting (only the limit is): it is actuated as is.
+            current[c.name] = _with_request(current[c.name], c.allocated, "memory")
         if current[c.name] != c.actuated:
             out.actuated[c.name] = current[c.name]
     RESIZE_DURATION.observe(time.perf_counter() - start)

@@ -2,8 +2,8 @@
 
 - ``GET /metrics``: Prometheus text format (prometheus-client's default registry).
 - ``GET /healthz`` and ``GET /readyz``: 200 ``ok``, or 503 with the reason from the health check.
-- ``GET /failpoints``: JSON ``{"declared": {name: doc}, "armed": {name: action}}``.
-- ``PUT /failpoints/NAME`` with the action as body (``panic``, ``sleep(200)``, ``error``, ``off``).
+- ``GET /failpoints``: JSON ``{"declared": {name: doc}, "armed": {name: action}, "paused": {name: held}}``.
+- ``PUT /failpoints/NAME`` with the action as body (``panic``, ``sleep(200)``, ``error``, ``pause``, ``off``).
 
 A tiny HTTP/1.1 server on asyncio streams: one request per connection, no keep-alive. It runs on
 the process's own event loop and needs no thread.
@@ -92,7 +92,7 @@ class AdminServer:
                 return 503, "text/plain", f"unhealthy: {reason}\n".encode()
             return 200, "text/plain", b"ok\n"
         if path == "/failpoints" and method == "GET":
-            doc = {"declared": failpoints.declared(), "armed": failpoints.armed()}
+            doc = {"declared": failpoints.declared(), "armed": failpoints.armed(), "paused": failpoints.paused()}
             return 200, "application/json", json.dumps(doc, indent=2).encode() + b"\n"
         if path.startswith("/failpoints/") and method in ("PUT", "POST", "DELETE"):
             name = path[len("/failpoints/"):]

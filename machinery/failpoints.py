@@ -6,8 +6,13 @@ A component declares its points once (``declare("scheduler/before-bind", "...")`
 (``kplane failpoint COMPONENT NAME ACTION``).
 
 Actions (gofail's terms): ``panic`` (the process dies at once, like SIGKILL), ``sleep(ms)``,
-``error`` (raises FailpointError where the point sits), ``off``. A term may be prefixed with a
-count ``N*`` (fire on the next N hits only) or a percentage ``P%`` (fire with that probability).
+``error`` (raises FailpointError where the point sits), ``pause`` (the code reaching the point
+waits there until the point is re-armed or turned ``off``: a test holds a component between two
+steps, looks, then lets it go), ``off``. A term may be prefixed with a count ``N*`` (fire on the
+next N hits only) or a percentage ``P%`` (fire with that probability).
+
+``pause`` only holds at points in async code (``hit``); at a synchronous point (``hit_sync``) it
+would stop the event loop that serves the admin port, so there it does nothing but log.
 """
 
 from __future__ import annotations
@@ -26,7 +31,7 @@ from prometheus_client import Counter
 ENV_VAR = "KPLANE_FAILPOINTS"
 
 _HITS = Counter("kplane_failpoint_hits_total", "Times an armed failpoint fired.", ["name", "action"])
-_TERM = re.compile(r"^(?:(?P<pct>\d+(?:\.\d+)?)%)?(?:(?P<count>\d+)\*)?(?P<action>panic|sleep|error|off)"
+_TERM = re.compile(r"^(?:(?P<pct>\d+(?:\.\d+)?)%)?(?:(?P<count>\d+)\*)?(?P<action>panic|sleep|error|pause|off)"
                    r"(?:\((?P<arg>[^)]*)\))?$")
 
 
@@ -57,6 +62,8 @@ class _Armed:
 
 _declared: dict[str, str] = {}
 _armed: dict[str, _Armed] = {}
+_generation: dict[str, int] = {}  # bumped on every arm(): releases what a pause holds
+_paused: dict[str, int] = {}  # how many callers a pause holds now, by point
 
 
 def declare(name: str, doc: str) -> str:
@@ -73,11 +80,16 @@ def armed() -> dict[str, str]:
     return {name: a.text for name, a in _armed.items()}
 
 
+def paused() -> dict[str, int]:
+    """Points where a ``pause`` holds callers now, with how many (a test waits for this)."""
+    return dict(_paused)
+
+
 def _parse(text: str) -> _Armed:
     m = _TERM.match(text.strip())
     if not m:
         raise BadFailpointActionError(
-            f"bad failpoint action {text!r}: want panic, sleep(ms), error or off, optionally N* or P% first")
+            f"bad failpoint action {text!r}: want panic, sleep(ms), error, pause or off, optionally N* or P% first")
     action, arg = m.group("action"), m.group("arg")
     value = 0.0
     if action == "sleep":
@@ -97,6 +109,7 @@ def arm(name: str, action: str) -> None:
         known = ", ".join(sorted(_declared)) or "none"
         raise UnknownFailpointError(f"unknown failpoint {name!r} (this component has: {known})")
     parsed = _parse(action)
+    _generation[name] = _generation.get(name, 0) + 1
     if parsed.action == "off":
         _armed.pop(name, None)
     else:
@@ -136,13 +149,31 @@ def _fire(name: str) -> _Armed | None:
     return a
 
 
+_PAUSE_POLL = 0.01
+
+
 async def hit(name: str) -> None:
     """The failpoint ``name`` in async code. Costs one dict lookup when not armed."""
     if name not in _armed:
         return
     a = _fire(name)
-    if a is not None and a.action == "sleep":
+    if a is None:
+        return
+    if a.action == "sleep":
         await asyncio.sleep(a.arg / 1000.0)
+    elif a.action == "pause":
+        # Held until the point is armed again (with anything, ``off`` included); a counted
+        # ``1*pause`` is no longer armed once fired, and is released the same way.
+        generation = _generation.get(name, 0)
+        sys.stderr.write(f'{{"level": "info", "event": "failpoint_paused", "failpoint": "{name}"}}\n')
+        _paused[name] = _paused.get(name, 0) + 1
+        try:
+            while _generation.get(name, 0) == generation:
+                await asyncio.sleep(_PAUSE_POLL)
+        finally:
+            _paused[name] -= 1
+            if not _paused[name]:
+                del _paused[name]
 
 
 def hit_sync(name: str) -> None:
@@ -152,8 +183,13 @@ def hit_sync(name: str) -> None:
     a = _fire(name)
     if a is not None and a.action == "sleep":
         time.sleep(a.arg / 1000.0)
+    elif a is not None and a.action == "pause":
+        sys.stderr.write(f'{{"level": "warning", "event": "failpoint_pause_ignored", "failpoint": "{name}", '
+                         f'"reason": "synchronous point"}}\n')
 
 
 def reset() -> None:
-    """Disarm everything (tests)."""
+    """Disarm everything and release what is paused (tests)."""
     _armed.clear()
+    for name in list(_generation):
+        _generation[name] += 1

@@ -62,6 +62,11 @@ def _checksum(pods: dict) -> str:
     return hashlib.sha256(body).hexdigest()
 
 
+def read(path: str | os.PathLike) -> dict[str, dict[str, Resources]]:
+    """A checkpoint file's content, read only (for tools and tests); CorruptCheckpoint if damaged."""
+    return CheckpointStore._decode(Path(path).read_bytes())
+
+
 class CheckpointStore:
     """``{pod uid: {container name: Resources}}`` backed by one checkpoint file."""
 

@@ -153,11 +153,14 @@ class AllocationManager:
         if uid in self.pending:
             self.pending.remove(uid)
 
-    def remove_orphans(self, keep: set[str]) -> None:
-        for uid in self.allocated.remove_orphans(keep):
+    def remove_orphans(self, keep: set[str]) -> list[str]:
+        """Forget pods not in ``keep``; the uids whose allocation went (their room is free now)."""
+        gone = self.allocated.remove_orphans(keep)
+        for uid in gone:
             self.conditions.forget(uid)
         self.actuated.remove_orphans(keep)
         self.pending = [u for u in self.pending if u in keep]
+        return gone
 
     # ------------------------------------------------------------ fit
 
@@ -180,6 +183,28 @@ class AllocationManager:
                     target = getattr(raised.spec, group)[i]
                     target.resources.requests.update(resources.format_resource_list(merged))
         return resources.pod_requests(raised or held, use_status_resources=False)
+
+    def held(self, pod: core_pb2.Pod) -> dict[str, int]:
+        """What an admitted pod holds on the node, its one pod slot included (preemption's view)."""
+        return {**self._usage(pod), "pods": 1}
+
+    def missing(self, pod: core_pb2.Pod, others: Iterable[core_pb2.Pod]) -> dict[str, int]:
+        """What the node lacks for ``pod`` next to ``others``: resource -> amount; empty if it fits.
+
+        Kubernetes' InsufficientResourceError amounts: requested - (capacity - used).
+        """
+        others = [o for o in others if o.metadata.uid != pod.metadata.uid]
+        out: dict[str, int] = {}
+        if len(others) + 1 > self.max_pods:
+            out["pods"] = len(others) + 1 - self.max_pods
+        used: dict[str, int] = {}
+        for o in others:
+            used = resources.add(used, self._usage(o))
+        for name, requested in resources.pod_requests(pod, use_status_resources=False).items():
+            free = self.allocatable.get(name, 0) - used.get(name, 0)
+            if requested and requested > free:
+                out[name] = requested - free
+        return out
 
     def fits(self, pod: core_pb2.Pod, others: Iterable[core_pb2.Pod]) -> Admission:
         """Kubernetes' kubelet fit predicate: pods count, then each requested resource in turn."""
@@ -223,7 +248,7 @@ class AllocationManager:
             self.conditions.clear(uid, cond.PREEMPTION_DISABLED)
             return False
         generation = pod.metadata.generation
-        verdict = self._resize_verdict(pod, active_pods)
+        verdict = self.resize_verdict(pod, active_pods)
         if verdict.ok:
             if self.before_allocate is not None:
                 self.before_allocate(pod)
@@ -235,7 +260,7 @@ class AllocationManager:
             self._record(pod, "Normal", "ResizeStarted", f"Pod resize started: {_summary(pod)}, generation: "
                                                          f"{generation}")
             log.info("resize_allocated", pod=_name(pod), node=self.node_name, generation=generation)
-            self._export()
+            self.export_metrics()
             return True
         if self.conditions.set(uid, cond.PENDING, verdict.reason, verdict.message, generation):
             event = "ResizeInfeasible" if verdict.reason == cond.INFEASIBLE else "ResizeDeferred"
@@ -249,10 +274,10 @@ class AllocationManager:
                                 f"preemption policy.", generation)
         else:
             self.conditions.clear(uid, cond.PREEMPTION_DISABLED)
-        self._export()
+        self.export_metrics()
         return False
 
-    def _resize_verdict(self, pod: core_pb2.Pod, active_pods: Iterable[core_pb2.Pod]) -> Admission:
+    def resize_verdict(self, pod: core_pb2.Pod, active_pods: Iterable[core_pb2.Pod]) -> Admission:
         want = resources.pod_requests(pod, use_status_resources=False)
         for name in ("memory", "cpu"):
             capacity = self.allocatable.get(name, 0)
@@ -335,7 +360,7 @@ class AllocationManager:
         self.pending = still
         return changed
 
-    def _export(self) -> None:
+    def export_metrics(self) -> None:
         counts = self.conditions.counts()
         PENDING_RESIZES.labels(reason="deferred").set(counts["deferred"])
         PENDING_RESIZES.labels(reason="infeasible").set(counts["infeasible"])

@@ -11,20 +11,13 @@ from machinery import errors
 from machinery.api import core_pb2
 from tests.conftest import start_cluster, stop_cluster
 from tests.helpers import eventually, make_pod
+from tests.nodes import FAST_KUBELET, cluster_fixture, delete_all_pods
 
 pytestmark = pytest.mark.integration
 
-FAST = ["--sync-frequency=1", "--resize-retry-initial=1", "--resize-retry-interval=1", "--restart-backoff=0.2",
-        "--node-status-interval=1"]
+FAST = FAST_KUBELET
 
-
-@pytest.fixture(scope="module")
-def node_cluster():
-    tc = start_cluster(nodes=1, node_cpu="4", node_memory="8Gi", kubelet_args=FAST)
-    try:
-        yield tc
-    finally:
-        stop_cluster(tc)
+node_cluster = cluster_fixture(nodes=1, node_cpu="4", node_memory="8Gi", kubelet_args=FAST)
 
 
 @pytest.fixture
@@ -44,16 +37,7 @@ async def empty_node(node_cluster, request):
         return
     c = node_cluster.client()
     try:
-        for p in (await c.pods.list("default")).items:
-            try:
-                await c.pods.delete(p.metadata.name, grace_period_seconds=0)
-            except errors.NotFound:
-                pass
-
-        async def empty():
-            return not (await c.pods.list("default")).items
-
-        await eventually(empty, timeout=20, what="pods gone")
+        await delete_all_pods(c)
     finally:
         await c.close()
 

@@ -143,6 +143,38 @@ async def test_failpoints_sleep_error_count_and_off():
     assert name not in failpoints.armed()
 
 
+async def test_pause_holds_callers_until_the_point_is_armed_again():
+    failpoints.reset()
+    name = failpoints.declare("test/pause-point", "a test point")
+    failpoints.arm(name, "pause")
+    first = asyncio.create_task(failpoints.hit(name))
+    second = asyncio.create_task(failpoints.hit(name))
+    await asyncio.sleep(0.05)
+    assert not first.done() and not second.done()
+    assert failpoints.paused() == {name: 2}
+    failpoints.arm(name, "off")
+    await asyncio.wait_for(asyncio.gather(first, second), 1)
+    assert failpoints.paused() == {}
+    await failpoints.hit(name)  # off: passes
+
+    failpoints.arm(name, "1*pause")  # holds the next caller only
+    held = asyncio.create_task(failpoints.hit(name))
+    await asyncio.sleep(0.05)
+    assert name not in failpoints.armed() and failpoints.paused() == {name: 1}
+    await asyncio.wait_for(failpoints.hit(name), 1)  # the count is used up: the next one passes
+    assert not held.done()
+    failpoints.arm(name, "off")  # releases the held one although nothing is armed
+    await asyncio.wait_for(held, 1)
+
+
+def test_pause_at_a_synchronous_point_does_not_block():
+    failpoints.reset()
+    name = failpoints.declare("test/sync-pause", "a test point")
+    failpoints.arm(name, "pause")
+    failpoints.hit_sync(name)  # would stop the event loop: ignored
+    failpoints.reset()
+
+
 def test_failpoint_arming_errors_and_env():
     failpoints.reset()
     name = failpoints.declare("test/env-point", "a test point")

@@ -95,3 +95,23 @@ async def test_unchanged_containers_are_left_alone():
     rt = FakeRuntime()
     out = await actuate([_c("same", 100, 100)], rt)
     assert rt.calls == [] and out.actuated == {} and out.errors == []
+
+
+async def test_a_memory_request_change_is_actuated_without_a_runtime_call():
+    """Only the memory limit is a runtime setting: a request-only change is recorded as actuated."""
+    rt = FakeRuntime()
+    c = ContainerResize("c1", "c1", Resources({"cpu": "1", "memory": "128Mi"}, {"memory": "256Mi"}),
+                        Resources({"cpu": "1", "memory": "64Mi"}, {"memory": "256Mi"}), False)
+    out = await actuate([c], rt)
+    assert rt.calls == [] and out.errors == []
+    assert out.actuated == {"c1": Resources({"cpu": "1", "memory": "128Mi"}, {"memory": "256Mi"})}
+
+
+async def test_missing_actuated_resources_are_set_by_one_update():
+    """A container created but never recorded as actuated (kubelet killed in between): one
+    superfluous update brings the record to the whole allocation, memory request included."""
+    rt = FakeRuntime()
+    c = ContainerResize("c1", "c1", Resources({"cpu": "1", "memory": "64Mi"}, {}), Resources(), False)
+    out = await actuate([c], rt)
+    assert [x[:2] for x in rt.calls] == [("container", "c1")]
+    assert out.actuated == {"c1": Resources({"cpu": "1", "memory": "64Mi"}, {})}

@@ -16,6 +16,10 @@ Housekeeping removes runtime pods the API no longer has, retries pending resizes
 and after pods go, and resyncs every pod every ``sync_frequency``. On start the allocation is
 read from its checkpoints, resize conditions are restored from the pods' API status, and pods
 the runtime still runs are recognised by their labels — a kubelet restart never loses a pod.
+
+Node-pressure eviction (``kubelet.eviction``) runs as its own task: it reports MemoryPressure
+through the node agent, refuses BestEffort pods while it holds, and has the pod it picks killed
+by that pod's worker (``kill_pod_abnormally``), which leaves the pod Failed with reason Evicted.
 """
 
 from __future__ import annotations
@@ -30,12 +34,16 @@ from kubelet.allocation.checkpoint import Resources
 from kubelet.allocation.manager import (TRIGGER_PERIODIC, TRIGGER_POD_RESIZED, TRIGGER_POD_UPDATED, TRIGGER_PODS_ADDED,
                                         TRIGGER_PODS_REMOVED, Admission, AllocationManager, count_requested_resizes,
                                         resizable_containers)
+from kubelet.eviction import signals as eviction_signals
+from kubelet.eviction.evaluate import MEMORY_PRESSURE
+from kubelet.eviction.manager import EvictionManager, PodKill
+from kubelet.eviction.thresholds import EvictionConfig
 from kubelet.node import Conditions, NodeAgent, NodeConfig, allocatable_units
 from kubelet.resize import ContainerResize, actuate, changed_resources, needs_restart
 from kubelet.runtime.errors import RuntimeCallError, RuntimeUnavailable
 from kubelet.runtime_ops import Observed, RuntimeOps
 from kubelet.status import compute_status, to_linux
-from machinery import errors, failpoints, resources, timeutil
+from machinery import errors, failpoints, quantity, resources, timeutil
 from machinery.api import core_pb2
 from machinery.client import Client
 from machinery.events import EventRecorder
@@ -90,12 +98,22 @@ class KubeletConfig:
     restart_backoff_max: float = 300.0
     workers: int = 8
     node_status_interval: float = 10.0
+    eviction: EvictionConfig = field(default_factory=EvictionConfig)
+    system_memory_usage: int = 0  # bytes of simulated non-pod memory use (kubelet/eviction/signals.py)
 
 
 @dataclass
 class _Backoff:
     delay: float
     until: float
+
+
+@dataclass
+class _AbnormalKill:
+    """A pod the eviction manager asked to end: its worker kills it once, then keeps it stopped."""
+
+    kill: PodKill
+    done: asyncio.Future
 
 
 @dataclass
@@ -126,7 +144,8 @@ class Kubelet:
         self.node_informer = Informer(client, NODE, field_selector=f"metadata.name={self.name}")
         self.queue: RateLimitingQueue[str] = RateLimitingQueue(f"kubelet-{self.name}")
         self._state: dict[str, _PodState] = {}
-        self._preempted: set[str] = set()  # uids killed for a critical pod, until they are gone
+        self._abnormal_kills: dict[str, _AbnormalKill] = {}  # pods being evicted or preempted
+        self.eviction = self._new_eviction_manager()
         self._tasks: list[asyncio.Task] = []
         self.ready = False
 
@@ -148,7 +167,8 @@ class Kubelet:
         self._tasks += [asyncio.create_task(self._worker(i), name=f"pod-worker-{i}") for i in range(self.cfg.workers)]
         self._tasks += [asyncio.create_task(self.node_agent.run(), name="node-agent"),
                         asyncio.create_task(self._housekeeping(), name="housekeeping"),
-                        asyncio.create_task(self._resize_retries(), name="resize-retries")]
+                        asyncio.create_task(self._resize_retries(), name="resize-retries"),
+                        asyncio.create_task(self.eviction.run(), name="eviction-manager")]
         # "Pending resizes are handled after all existing Pods have been added" (KEP-1287): pods
         # re-admitted from the checkpoint whose spec differs are queued and retried once.
         by_uid = self._pods_by_uid()
@@ -227,8 +247,13 @@ class Kubelet:
 
     def _active_pods(self) -> list[core_pb2.Pod]:
         """Admitted pods still holding resources (not finished)."""
-        return [p for p in self.pods.list() if self.alloc.is_allocated(p) and p.metadata.uid not in self._preempted
-                and p.status.phase not in ("Succeeded", "Failed")]
+        return [p for p in self.pods.list() if self.alloc.is_allocated(p) and not self._killed(p.metadata.uid)
+                and p.status.phase not in TERMINAL_PHASES]
+
+    def _killed(self, uid: str) -> bool:
+        """Evicted or preempted, containers stopped: it holds nothing, even before the API says Failed."""
+        entry = self._abnormal_kills.get(uid)
+        return entry is not None and entry.done.done()
 
     # ------------------------------------------------------------ workers
 
@@ -264,7 +289,9 @@ class Kubelet:
         if pod.metadata.deletion_timestamp:
             await self._terminate(pod, observed)
             return
-        if pod.status.phase in ("Succeeded", "Failed") or uid in self._preempted:
+        if await self._sync_abnormal_kill(pod, observed):
+            return
+        if pod.status.phase in TERMINAL_PHASES:
             await self._stop_all(observed, 0)
             return
         if not self.alloc.is_allocated(pod):
@@ -296,6 +323,8 @@ class Kubelet:
             # Our checkpoint was lost but the runtime runs the pod: it was admitted before.
             self._recover_allocation(pod, observed)
             return True
+        if not await self._admit_under_pressure(pod):
+            return False
         others = [p for p in self._active_pods() if p.metadata.uid != pod.metadata.uid]
         pod_alloc, _ = self.alloc.with_allocation(pod)
         verdict = self.alloc.fits(pod_alloc, others)
@@ -366,7 +395,7 @@ class Kubelet:
         except preemption.NoVictims as exc:
             return Admission(False, "UnexpectedAdmissionError", "Unexpected error while attempting to recover from "
                              f"admission failure: preemption: error finding a set of pods to preempt: {exc}")
-        return self.alloc.fits(pod, [o for o in others if o.metadata.uid not in self._preempted])
+        return self.alloc.fits(pod, [o for o in others if not self._killed(o.metadata.uid)])
 
     async def _preempt_for(self, pod: core_pb2.Pod, others: list[core_pb2.Pod]) -> None:
         """Evict the pods ``preemption.pods_to_preempt`` picks so that ``pod`` fits (blocking, as Kubernetes)."""
@@ -380,14 +409,16 @@ class Kubelet:
             preemption.PREEMPTIONS.labels(preemption_signal=signal).inc()
 
     async def _kill_preempted(self, victim: core_pb2.Pod) -> None:
-        uid = victim.metadata.uid
-        self._preempted.add(uid)
+        """Kill a victim through its own worker (as an eviction), with its grace period; wait for it."""
         self._event(victim, "Warning", preemption.PREEMPTING_EVENT, preemption.PREEMPTED_MESSAGE)
-        await self._write_failed(victim, preemption.PREEMPTED_REASON, preemption.PREEMPTED_MESSAGE)
-        observed = await self.ops.observe(uid)
-        await self._stop_all(observed, int(victim.spec.termination_grace_period_seconds or 0))
+        grace = int(victim.spec.termination_grace_period_seconds or 0)
+        kill = PodKill(grace, preemption.PREEMPTED_REASON, preemption.PREEMPTED_MESSAGE,
+                       condition_message=preemption.DISRUPTION_MESSAGE)
+        try:
+            await asyncio.wait_for(self.kill_pod_abnormally(victim, kill), grace + 30)
+        except asyncio.TimeoutError:
+            log.warning("preemption_kill_slow", node=self.name, pod=self._key(victim), grace=grace)
         log.info("pod_preempted", node=self.name, pod=self._key(victim))
-        self.queue.add(self._key(victim))
 
     async def _handle_resize(self, pod: core_pb2.Pod) -> None:
         """A resize request goes through the pending queue, as Kubernetes' allocation manager does.
@@ -583,7 +614,6 @@ class Kubelet:
             pass  # a new pod with the same name: not ours to delete
         self.alloc.remove_pod(pod.metadata.uid)
         self._state.pop(pod.metadata.uid, None)
-        self._preempted.discard(pod.metadata.uid)
         log.info("pod_terminated", node=self.name, pod=self._key(pod), grace=grace)
         await self._retry_pending(TRIGGER_PODS_REMOVED)
 
@@ -602,7 +632,6 @@ class Kubelet:
         removed = self.alloc.allocated.get_pod(uid) is not None
         self.alloc.remove_pod(uid)
         self._state.pop(uid, None)
-        self._preempted.discard(uid)
         if removed:
             await self._retry_pending(TRIGGER_PODS_REMOVED)
 
@@ -711,6 +740,100 @@ class Kubelet:
                 last_resync = time.monotonic()
                 for pod in self.pods.list():
                     self._enqueue(pod)
+
+    # ------------------------------------------------------------ node-pressure eviction (kubelet/eviction)
+
+    def _new_eviction_manager(self) -> EvictionManager:
+        capacity = quantity.bytes_value(self.cfg.node.memory)
+
+        async def stats() -> eviction_signals.Summary:
+            return await eviction_signals.collect(self.ops.rt, capacity, self.cfg.system_memory_usage)
+
+        return EvictionManager(self.cfg.eviction, stats=stats, active_pods=self._eviction_candidates, killer=self,
+                               record_event=self._event, node_ref=lambda: self.node_agent.node,
+                               on_conditions=self._on_pressure, node=self.name)
+
+    def _eviction_candidates(self) -> list[core_pb2.Pod]:
+        """Kubernetes' active pods: admitted, not finished, not being deleted, not already being killed."""
+        return [p for p in self._active_pods()
+                if not p.metadata.deletion_timestamp and p.metadata.uid not in self._abnormal_kills]
+
+    def _on_pressure(self, conditions: list[str]) -> None:
+        pressure = MEMORY_PRESSURE in conditions
+        if pressure != self.node_conditions.memory_pressure:
+            self.node_conditions.memory_pressure = pressure
+            self.node_agent.poke()
+
+    async def _admit_under_pressure(self, pod: core_pb2.Pod) -> bool:
+        """The eviction admit handler: BestEffort pods are refused while MemoryPressure holds."""
+        verdict = self.eviction.admit(pod)
+        if verdict.admit:
+            return True
+        log.info("pod_rejected", node=self.name, pod=self._key(pod), reason=verdict.reason, message=verdict.message)
+        self._event(pod, "Warning", verdict.reason, verdict.message)
+        await self._write_failed(pod, verdict.reason, verdict.message)
+        return False
+
+    async def kill_pod_abnormally(self, pod: core_pb2.Pod, kill: PodKill) -> None:
+        """Evict: the pod's own worker (never two at once) stops it and writes its status; wait for that."""
+        known = self._pods_by_uid()
+        for uid in [u for u in self._abnormal_kills if u not in known]:
+            del self._abnormal_kills[uid]
+        entry = _AbnormalKill(kill, asyncio.get_running_loop().create_future())
+        self._abnormal_kills[pod.metadata.uid] = entry
+        self._enqueue(pod)
+        while not entry.done.done() and pod.metadata.uid in self._pods_by_uid():
+            await asyncio.wait({entry.done}, timeout=1.0)
+
+    async def pod_cleaned_up(self, pod: core_pb2.Pod) -> bool:
+        observed = await self.ops.observe(pod.metadata.uid)
+        return not any(v.state in ("running", "created") for v in observed.view.containers.values())
+
+    async def _sync_abnormal_kill(self, pod: core_pb2.Pod, observed: Observed) -> bool:
+        """Kill a pod the eviction manager chose; keep it stopped until the informer shows it Failed."""
+        uid = pod.metadata.uid
+        entry = self._abnormal_kills.get(uid)
+        if entry is None:
+            return False
+        if entry.done.done():
+            if pod.status.phase == "Failed":
+                del self._abnormal_kills[uid]  # from here the usual path for finished pods keeps it stopped
+                return False
+            await self._stop_all(observed, 0)
+            return True
+        await self._stop_all(observed, entry.kill.grace_period)
+        observed = await self.ops.observe(uid)
+        await self._write_killed_status(pod, observed, entry.kill)
+        entry.done.set_result(None)
+        log.info("pod_killed", node=self.name, pod=self._key(pod), reason=entry.kill.reason,
+                 grace=entry.kill.grace_period)
+        return True
+
+    async def _write_killed_status(self, pod: core_pb2.Pod, observed: Observed, kill: PodKill) -> None:
+        """Failed with the kill's reason and message, plus its condition (DisruptionTarget)."""
+        uid = pod.metadata.uid
+        computed = compute_status(pod, observed.view, self.alloc.allocated.get_pod(uid), self.alloc.conditions.get(uid),
+                                  report_resources=self.resize_supported, host_ip=self.cfg.node.address)
+        computed.phase, computed.reason, computed.message = "Failed", kill.reason, kill.message
+        now = timeutil.rfc3339()
+
+        def build(current: core_pb2.Pod) -> core_pb2.PodStatus:
+            st = core_pb2.PodStatus()
+            st.CopyFrom(computed)
+            kept = [c for c in current.status.conditions
+                    if c.type not in MANAGED_CONDITIONS and c.type != kill.condition_type]
+            present = {c.type for c in kept}
+            mine = [c for c in computed.conditions if c.type != kill.condition_type
+                    and (c.type in MANAGED_CONDITIONS or c.type not in present)]
+            del st.conditions[:]
+            st.conditions.extend(kept + mine)
+            st.conditions.add(type=kill.condition_type, status="True", reason=kill.condition_reason,
+                              message=kill.condition_message or kill.message, last_transition_time=now)
+            st.nominated_node_name = current.status.nominated_node_name
+            st.qos_class = current.status.qos_class
+            return st
+
+        await self._update_status(pod, build)
 
 
 def _same_status(a: core_pb2.PodStatus, b: core_pb2.PodStatus) -> bool:

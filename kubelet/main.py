@@ -7,6 +7,7 @@ import asyncio
 import signal
 from pathlib import Path
 
+from kubelet.eviction.thresholds import ThresholdError, parse_config
 from kubelet.kubelet import Kubelet, KubeletConfig
 from kubelet.node import NodeConfig
 from kubelet.runtime.client import RuntimeClient
@@ -69,6 +70,20 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--resize-retry-interval", type=float, default=180.0)
     p.add_argument("--restart-backoff", type=float, default=10.0)
     p.add_argument("--node-status-interval", type=float, default=10.0)
+    # Node-pressure eviction (kubelet/eviction; Kubernetes' flags and syntax).
+    p.add_argument("--eviction-hard", default=None,
+                   help="memory.available<100Mi,... (default memory.available<100Mi; given, it replaces the default)")
+    p.add_argument("--eviction-soft", default="", help="memory.available<1.5Gi,... (each needs a grace period)")
+    p.add_argument("--eviction-soft-grace-period", default="", help="memory.available=1m30s,...")
+    p.add_argument("--eviction-minimum-reclaim", default="", help="memory.available=100Mi,...")
+    p.add_argument("--eviction-max-pod-grace-period", type=int, default=0,
+                   help="seconds; caps a pod's grace period on soft evictions (0: kill at once)")
+    p.add_argument("--eviction-pressure-transition-period", default="5m",
+                   help="how long a pressure condition stays after the pressure ends (Go duration)")
+    p.add_argument("--eviction-monitoring-interval", type=float, default=10.0,
+                   help="seconds between eviction checks (Kubernetes' housekeeping interval)")
+    p.add_argument("--system-memory-usage", default="0",
+                   help="simulated memory used outside pods (kernel, daemons), counted in memory.available")
     p.add_argument("--log-level", default="info")
     return p.parse_args(argv)
 
@@ -79,6 +94,18 @@ def config_from(a: argparse.Namespace) -> KubeletConfig:
             quantity.parse_quantity(value)
         except ValueError as exc:
             raise SystemExit(f"invalid {flag} {value!r}: {exc}") from None
+    try:
+        system_memory = quantity.bytes_value(a.system_memory_usage)
+    except ValueError as exc:
+        raise SystemExit(f"invalid --system-memory-usage {a.system_memory_usage!r}: {exc}") from None
+    if system_memory < 0:
+        raise SystemExit(f"invalid --system-memory-usage {a.system_memory_usage!r}: must not be negative")
+    try:
+        eviction = parse_config(a.eviction_hard, a.eviction_soft, a.eviction_soft_grace_period,
+                                a.eviction_minimum_reclaim, a.eviction_max_pod_grace_period,
+                                a.eviction_pressure_transition_period, a.eviction_monitoring_interval)
+    except ThresholdError as exc:
+        raise SystemExit(f"invalid eviction configuration: {exc}") from None
     gates = FeatureGates.parse(a.feature_gates)
     node = NodeConfig(a.node_name, cpu=a.cpu, memory=a.memory, pods=a.pods,
                       kube_reserved=_pairs(a.kube_reserved, "--kube-reserved"),
@@ -87,7 +114,8 @@ def config_from(a: argparse.Namespace) -> KubeletConfig:
                          in_place_resize=gates.enabled("InPlacePodVerticalScaling"),
                          resize_preemption=gates.enabled("SchedulerPreemptionForPodResize"), sync_frequency=a.sync_frequency,
                          resize_retry_initial=a.resize_retry_initial, resize_retry_interval=a.resize_retry_interval,
-                         restart_backoff=a.restart_backoff, node_status_interval=a.node_status_interval)
+                         restart_backoff=a.restart_backoff, node_status_interval=a.node_status_interval,
+                         eviction=eviction, system_memory_usage=system_memory)
 
 
 async def run(a: argparse.Namespace) -> None:

@@ -6,6 +6,12 @@ kubelet keeps its node, its spec and the taints others put on it); allocatable =
 every ``status_report_interval`` (Kubernetes' nodeStatusUpdateFrequency / nodeStatusReportFrequency);
 the Lease ``kube-node-lease/<node>`` is renewed every ``lease_interval`` with a 40 s duration.
 The node's ``spec.podPreemptionPolicy`` is read back for KEP-5836.
+
+While a pressure condition is True the Node carries its ``NoSchedule`` taint
+(``node.kubernetes.io/memory-pressure``, ``…/disk-pressure``, ``…/pid-pressure``), removed when
+the condition goes False; other taints are left alone. In Kubernetes the node lifecycle
+controller does this from the conditions (TaintNodesByCondition); kplane has no such controller
+yet, so the node agent does it right after writing the conditions.
 """
 
 from __future__ import annotations
@@ -33,6 +39,10 @@ _CONDITION_TEXT = {
     "PIDPressure": (("KubeletHasSufficientPID", "kubelet has sufficient PID available"),
                     ("KubeletHasInsufficientPID", "kubelet has insufficient PID available")),
 }
+# The taint each pressure condition puts on the node while True (Kubernetes' TaintNodesByCondition).
+PRESSURE_TAINTS = {"MemoryPressure": "node.kubernetes.io/memory-pressure",
+                   "DiskPressure": "node.kubernetes.io/disk-pressure",
+                   "PIDPressure": "node.kubernetes.io/pid-pressure"}
 
 
 @dataclass
@@ -110,8 +120,7 @@ def set_status(node: core_pb2.Node, cfg: NodeConfig, c: Conditions) -> None:
     st.addresses.add(type="InternalIP", address=cfg.address)
     st.addresses.add(type="Hostname", address=cfg.name)
     now = timeutil.rfc3339()
-    values = {"MemoryPressure": c.memory_pressure, "DiskPressure": c.disk_pressure, "PIDPressure": c.pid_pressure,
-              "Ready": c.ready}
+    values = _condition_values(c)
     existing = {x.type: x for x in st.conditions}
     del st.conditions[:]
     for type_ in CONDITION_TYPES:
@@ -124,6 +133,24 @@ def set_status(node: core_pb2.Node, cfg: NodeConfig, c: Conditions) -> None:
         transition = old.last_transition_time if old is not None and old.status == status else now
         st.conditions.add(type=type_, status=status, reason=reason, message=message, last_heartbeat_time=now,
                           last_transition_time=transition)
+
+
+def _condition_values(c: Conditions) -> dict[str, bool]:
+    return {"MemoryPressure": c.memory_pressure, "DiskPressure": c.disk_pressure, "PIDPressure": c.pid_pressure,
+            "Ready": c.ready}
+
+
+def pressure_taints(node: core_pb2.Node, c: Conditions) -> list[core_pb2.Taint] | None:
+    """The node's taints with a NoSchedule taint per pressure condition that is True (and none for
+    those that are False), other taints kept in place; None when they already are so."""
+    values = _condition_values(c)
+    keys = set(PRESSURE_TAINTS.values())
+    want = [key for type_, key in PRESSURE_TAINTS.items() if values[type_]]
+    ours = [t for t in node.spec.taints if t.key in keys and t.effect == "NoSchedule"]
+    if sorted(t.key for t in ours) == sorted(want) and len(ours) == len(want):
+        return None
+    kept = [t for t in node.spec.taints if not (t.key in keys and t.effect == "NoSchedule")]
+    return kept + [core_pb2.Taint(key=key, effect="NoSchedule") for key in want]
 
 
 def _status_signature(node: core_pb2.Node) -> bytes:
@@ -171,12 +198,39 @@ class NodeAgent:
                 await asyncio.sleep(1.0)
 
     async def update_status(self, force: bool = False) -> None:
+        """Write the status if it changed (or is due), then the pressure taints if they changed."""
+        conditions = self.conditions()
+        await self._write_status(conditions, force)
+        await self.sync_pressure_taints(conditions)
+
+    async def sync_pressure_taints(self, conditions: Conditions) -> None:
+        for _ in range(5):
+            node = self.node if self.node is not None else await self.client.nodes.get(self.cfg.name)
+            taints = pressure_taints(node, conditions)
+            if taints is None:
+                return
+            fresh = core_pb2.Node()
+            fresh.CopyFrom(node)
+            del fresh.spec.taints[:]
+            fresh.spec.taints.extend(taints)
+            try:
+                self.node = await self.client.nodes.update(fresh)
+                log.info("node_taints_updated", node=self.cfg.name, taints=[f"{t.key}:{t.effect}" for t in taints])
+                if self.on_node is not None:
+                    self.on_node(self.node)
+                return
+            except errors.Conflict:
+                self.node = await self.client.nodes.get(self.cfg.name)
+            except errors.NotFound:
+                return
+
+    async def _write_status(self, conditions: Conditions, force: bool) -> None:
         for _ in range(5):
             node = self.node if self.node is not None else await self.client.nodes.get(self.cfg.name)
             before = _status_signature(node)
             fresh = core_pb2.Node()
             fresh.CopyFrom(node)
-            set_status(fresh, self.cfg, self.conditions())
+            set_status(fresh, self.cfg, conditions)
             due = time.monotonic() - self._last_report >= self.status_report_interval
             if not force and not due and _status_signature(fresh) == before:
                 return

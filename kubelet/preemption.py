@@ -16,7 +16,8 @@ KEP-5836: a node whose ``spec.podPreemptionPolicy.disableResizePreemption`` is n
 preempt for resizes (the resize is Deferred with PodResizePreemptionDisabled); new critical pods
 are still admitted by preemption.
 
-The choice is pure (``pods_to_preempt``); the kubelet kills the victims.
+The choice is pure (``pods_to_preempt``); the kubelet kills the victims, each through its own pod
+worker with its grace period, as it kills an evicted pod.
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ SYSTEM_CRITICAL_PRIORITY = 2_000_000_000
 PREEMPTED_REASON = "Preempted"
 PREEMPTED_MESSAGE = "Preempted in order to admit critical pod"
 PREEMPTING_EVENT = "Preempting"
+DISRUPTION_MESSAGE = "Pod was preempted by Kubelet to accommodate a critical pod."
 
 PREEMPTIONS = Counter("kubelet_preemptions", "Cumulative number of pod preemptions by preemption resource.",
                       ["preemption_signal"])

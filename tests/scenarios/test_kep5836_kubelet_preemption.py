@@ -87,6 +87,9 @@ async def _preempted(api, name: str) -> None:
     await eventually(check, timeout=20, what=f"{name} preempted")
     pod = await api.pods.get(name)
     assert pod.status.message == "Preempted in order to admit critical pod"
+    target = condition(pod, "DisruptionTarget")
+    assert target is not None and target.status == "True" and target.reason == "TerminationByKubelet"
+    assert target.message == "Pod was preempted by Kubelet to accommodate a critical pod."
     events = await api.events.list("default", field_selector=f"involvedObject.name={name}")
     assert any(e.reason == "Preempting" and e.type == "Warning" for e in events.items)
 

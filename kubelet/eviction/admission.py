@@ -1,0 +1,55 @@
+"""Admission under node pressure (Kubernetes' eviction admit handler).
+
+While the eviction manager reports a node condition:
+
+- critical pods are admitted (they keep the node running);
+- with MemoryPressure alone, pods that are not BestEffort are admitted, and so are BestEffort
+  pods that tolerate the ``node.kubernetes.io/memory-pressure:NoSchedule`` taint;
+- everything else is refused: phase Failed, reason ``Evicted``, message
+  ``The node had condition: [MemoryPressure].`` (any other pressure refuses all but critical pods).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Sequence
+
+from kubelet.eviction import pods as podinfo
+from kubelet.eviction.evaluate import MEMORY_PRESSURE
+from kubelet.eviction.message import REASON, node_condition_message
+from machinery import resources
+from machinery.api import core_pb2
+
+TAINT_MEMORY_PRESSURE = "node.kubernetes.io/memory-pressure"
+
+
+@dataclass(frozen=True)
+class AdmitResult:
+    admit: bool
+    reason: str = ""
+    message: str = ""
+
+
+def admit(pod: core_pb2.Pod, conditions: Sequence[str]) -> AdmitResult:
+    if not conditions or podinfo.is_critical(pod):
+        return AdmitResult(True)
+    if list(conditions) == [MEMORY_PRESSURE]:
+        if resources.qos_class(pod) != resources.QOS_BEST_EFFORT:
+            return AdmitResult(True)
+        taint = core_pb2.Taint(key=TAINT_MEMORY_PRESSURE, effect="NoSchedule")
+        if any(tolerates(t, taint) for t in pod.spec.tolerations):
+            return AdmitResult(True)
+    return AdmitResult(False, REASON, node_condition_message(conditions))
+
+
+def tolerates(t: core_pb2.Toleration, taint: core_pb2.Taint) -> bool:
+    """Kubernetes' Toleration.ToleratesTaint."""
+    if t.effect and t.effect != taint.effect:
+        return False
+    if t.key and t.key != taint.key:
+        return False
+    if t.operator == "Exists":
+        return True
+    if t.operator in ("", "Equal"):
+        return t.value == taint.value
+    return False

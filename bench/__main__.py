@@ -9,7 +9,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from bench import api
+from bench import api, kubelet
 
 
 def main() -> int:
@@ -21,7 +21,10 @@ def main() -> int:
     print("== API: creates/s vs raw etcd puts/s; watch delivery to 50 watchers ==", flush=True)
     r = api.run(out, quick=args.quick)
     print(api.summary(r))
-    print(f"\nresults: {out / 'api.json'}")
+    print("\n== kubelet: pods started/s on one node; resize request -> actual ==", flush=True)
+    k = kubelet.run(out, quick=args.quick)
+    print(kubelet.summary(k))
+    print(f"\nresults: {out / 'api.json'}, {out / 'kubelet.json'}")
     return 0
 
 

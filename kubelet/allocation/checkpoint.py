@@ -73,12 +73,14 @@ class CheckpointStore:
     def __init__(self, directory: str | os.PathLike, name: str):
         self.path = Path(directory) / name
         self._pods: dict[str, dict[str, Resources]] = {}
+        self._fragments: dict[str, str] = {}
         self.recovered_from_corruption = False
 
     # ------------------------------------------------------------ load / save
 
     def load(self) -> None:
         """Read the checkpoint; a missing file is an empty store, a damaged one is set aside."""
+        self._fragments = {}
         self.path.parent.mkdir(parents=True, exist_ok=True)
         try:
             raw = self.path.read_bytes()
@@ -113,10 +115,22 @@ class CheckpointStore:
         except (AttributeError, TypeError) as exc:
             raise CorruptCheckpoint(f"bad entry: {exc}") from None
 
+    def _fragment(self, uid: str) -> str:
+        """A pod's entry in canonical JSON, cached until the pod changes: a save joins them."""
+        frag = self._fragments.get(uid)
+        if frag is None:
+            doc = {name: r.to_json() for name, r in self._pods[uid].items()}
+            frag = self._fragments[uid] = json.dumps(uid) + ":" + json.dumps(doc, sort_keys=True, separators=(",", ":"))
+        return frag
+
     def _save(self) -> None:
-        pods = {uid: {name: r.to_json() for name, r in sorted(cs.items())} for uid, cs in sorted(self._pods.items())}
-        data = json.dumps({"version": FORMAT_VERSION, "pods": pods, "checksum": _checksum(pods)},
-                          sort_keys=True).encode()
+        # The canonical form of "pods" (what _checksum hashes), built from cached per-pod pieces so
+        # a save costs a join, not a re-encoding of every pod.
+        for uid in [u for u in self._fragments if u not in self._pods]:
+            del self._fragments[uid]
+        body = "{" + ",".join(self._fragment(uid) for uid in sorted(self._pods)) + "}"
+        checksum = hashlib.sha256(body.encode()).hexdigest()
+        data = f'{{"checksum":"{checksum}","pods":{body},"version":{FORMAT_VERSION}}}'.encode()
         tmp = self.path.with_name(f".{self.path.name}.tmp")
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         try:
@@ -146,6 +160,7 @@ class CheckpointStore:
         if self._pods.get(uid) == new:
             return
         self._pods[uid] = new
+        self._fragments.pop(uid, None)
         self._save()
 
     def set(self, uid: str, container: str, resources: Resources) -> None:
@@ -154,6 +169,7 @@ class CheckpointStore:
             return
         pod[container] = resources
         self._pods[uid] = pod
+        self._fragments.pop(uid, None)
         self._save()
 
     def remove_pod(self, uid: str) -> None:

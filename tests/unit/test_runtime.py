@@ -426,7 +426,8 @@ async def test_state_survives_a_restart(tmp_path):
     await again.close()
 
 
-@pytest.mark.parametrize("content", [b"{not json", b"", b"\xff\xfe\x00garbage", b'{"sandboxes": 7}'])
+@pytest.mark.parametrize("content", [b"{not json", b"", b"\xff\xfe\x00garbage", b'{"sandboxes": 7}',
+                                     statefile.MAGIC + b"0" * 64 + b"\n\x08\x01"])
 async def test_corrupt_state_file_is_moved_aside_and_runtime_starts_empty(tmp_path, content):
     path = tmp_path / "state.json"
     path.write_bytes(content)
@@ -436,7 +437,7 @@ async def test_corrupt_state_file_is_moved_aside_and_runtime_starts_empty(tmp_pa
     aside = list(tmp_path.glob("state.json.corrupt-*"))
     assert len(aside) == 1 and aside[0].read_bytes() == content
     await _sandbox(rt)  # and it works, saving a good file
-    assert json.loads(path.read_text())["nodeName"] == "node-1"
+    assert statefile.load(path).node_name == "node-1"
     await rt.close()
 
 
@@ -506,3 +507,12 @@ async def test_in_process_runtime_has_the_client_interface_and_copies_messages(r
     await client.remove_pod_sandbox(cri_pb2.RemovePodSandboxRequest(pod_sandbox_id="gone"))  # idempotent
     with pytest.raises(RuntimeNotFound):
         await client.stop_pod_sandbox(cri_pb2.StopPodSandboxRequest(pod_sandbox_id="gone"))
+
+
+def test_a_state_file_in_the_earlier_json_form_is_still_read(tmp_path):
+    from google.protobuf import json_format
+    state = cri_pb2.RuntimeState(node_name="node-1")
+    path = tmp_path / "state.json"
+    path.write_text(json_format.MessageToJson(state, indent=1))
+    assert statefile.load(path).node_name == "node-1"
+    assert statefile.decode(statefile.encode(state)) == state

@@ -263,6 +263,8 @@ class AllocationManager:
             self.export_metrics()
             return True
         if self.conditions.set(uid, cond.PENDING, verdict.reason, verdict.message, generation):
+            if verdict.reason == cond.INFEASIBLE:  # once per resize request, not per retry
+                INFEASIBLE_RESIZES.labels(reason_detail="insufficient_node_allocatable").inc()
             event = "ResizeInfeasible" if verdict.reason == cond.INFEASIBLE else "ResizeDeferred"
             self._record(pod, "Warning", event, f"Pod resize {verdict.reason}: {verdict.message}, generation: "
                                                  f"{generation}")
@@ -282,7 +284,6 @@ class AllocationManager:
         for name in ("memory", "cpu"):
             capacity = self.allocatable.get(name, 0)
             if want.get(name, 0) > capacity:
-                INFEASIBLE_RESIZES.labels(reason_detail="insufficient_node_allocatable").inc()
                 return Admission(False, cond.INFEASIBLE, f"Node didn't have enough capacity: {name}, requested: "
                                                           f"{want[name]}, capacity: {capacity}")
         fit = self.fits(pod, active_pods)

@@ -257,3 +257,20 @@ def test_requested_resizes_are_counted_per_container_resource_and_direction(old,
     before = REGISTRY.get_sample_value("kubelet_container_requested_resizes_total", labels) or 0
     count_requested_resizes(a, b)
     assert REGISTRY.get_sample_value("kubelet_container_requested_resizes_total", labels) == before + 1
+
+
+def test_an_infeasible_resize_is_counted_once_per_request_not_per_retry(tmp_path):
+    from prometheus_client import REGISTRY
+
+    labels = {"reason_detail": "insufficient_node_allocatable"}
+    before = REGISTRY.get_sample_value("kubelet_pod_infeasible_resizes_total", labels) or 0
+    m = _manager(tmp_path, cpu_millis=2000)
+    pod = _pod("big", "1")
+    assert m.add_pod(pod, []).ok
+    huge = _resize(pod, "100")
+    for _ in range(3):  # the request, then retries
+        assert not m.handle_resize(huge, [])
+    assert m.conditions.is_infeasible(pod.metadata.uid)
+    assert REGISTRY.get_sample_value("kubelet_pod_infeasible_resizes_total", labels) == before + 1
+    assert not m.handle_resize(_resize(huge, "50"), [])  # another request, infeasible too
+    assert REGISTRY.get_sample_value("kubelet_pod_infeasible_resizes_total", labels) == before + 2

@@ -39,6 +39,7 @@ from kubelet.eviction.evaluate import MEMORY_PRESSURE
 from kubelet.eviction.manager import EvictionManager, PodKill
 from kubelet.eviction.thresholds import EvictionConfig
 from kubelet.node import Conditions, NodeAgent, NodeConfig, allocatable_units
+from kubelet.pleg import GenericPLEG
 from kubelet.resize import ContainerResize, actuate, changed_resources, needs_restart
 from kubelet.runtime.errors import RuntimeCallError, RuntimeUnavailable
 from kubelet.runtime_ops import Observed, RuntimeOps
@@ -98,6 +99,7 @@ class KubeletConfig:
     restart_backoff_max: float = 300.0
     workers: int = 8
     node_status_interval: float = 10.0
+    pleg_relist_period: float = 1.0
     eviction: EvictionConfig = field(default_factory=EvictionConfig)
     system_memory_usage: int = 0  # bytes of simulated non-pod memory use (kubelet/eviction/signals.py)
 
@@ -129,6 +131,7 @@ class Kubelet:
         self.name = cfg.node.name
         self.client = client
         self.ops = RuntimeOps(runtime)
+        self.pleg = GenericPLEG(runtime)
         version = parse_version(cfg.emulated_version)
         cfg.node.kubelet_version = f"v{version[0]}.{version[1]}.0"
         self.resize_supported = cfg.in_place_resize and version >= RESIZE_VERSION
@@ -167,6 +170,7 @@ class Kubelet:
         self._tasks += [asyncio.create_task(self._worker(i), name=f"pod-worker-{i}") for i in range(self.cfg.workers)]
         self._tasks += [asyncio.create_task(self.node_agent.run(), name="node-agent"),
                         asyncio.create_task(self._housekeeping(), name="housekeeping"),
+                        asyncio.create_task(self._pleg_loop(), name="pleg"),
                         asyncio.create_task(self._resize_retries(), name="resize-retries"),
                         asyncio.create_task(self.eviction.run(), name="eviction-manager")]
         # "Pending resizes are handled after all existing Pods have been added" (KEP-1287): pods
@@ -225,7 +229,8 @@ class Kubelet:
     def _on_pod_update(self, old: core_pb2.Pod, new: core_pb2.Pod) -> None:
         if self.resize_supported and old.spec.containers != new.spec.containers:
             count_requested_resizes(old, new)
-        self._enqueue(new)
+        if _needs_sync(old, new):
+            self._enqueue(new)
 
     def _on_pod_delete(self, pod: core_pb2.Pod) -> None:
         self.queue.add(f"cleanup:{pod.metadata.uid}")
@@ -714,6 +719,19 @@ class Kubelet:
             await self._retry_pending(TRIGGER_PERIODIC)
             await asyncio.sleep(self.cfg.resize_retry_interval)
 
+    async def _pleg_loop(self) -> None:
+        while True:
+            try:
+                changed = await self.pleg.relist()
+            except (RuntimeUnavailable, RuntimeCallError) as exc:
+                log.debug("pleg_relist_failed", node=self.name, error=str(exc))
+                changed = set()
+            if changed:
+                by_uid = self._pods_by_uid()
+                for uid in changed:
+                    self.queue.add(self._key(by_uid[uid]) if uid in by_uid else f"cleanup:{uid}")
+            await asyncio.sleep(self.cfg.pleg_relist_period)
+
     async def _housekeeping(self) -> None:
         last_resync = time.monotonic()
         while True:
@@ -834,6 +852,20 @@ class Kubelet:
             return st
 
         await self._update_status(pod, build)
+
+
+def _needs_sync(old: core_pb2.Pod, new: core_pb2.Pod) -> bool:
+    """An update the pod's worker must act on: its spec (a resize), its deletion, or its end.
+
+    Status-only updates — mostly the kubelet's own writes coming back — are not (Kubernetes'
+    pod config sends them as RECONCILE, not as a sync); what changes in the runtime reaches the
+    workers through the PLEG instead.
+    """
+    if old.spec != new.spec or old.metadata.deletion_timestamp != new.metadata.deletion_timestamp:
+        return True
+    if old.metadata.deletion_grace_period_seconds != new.metadata.deletion_grace_period_seconds:
+        return True
+    return new.status.phase in TERMINAL_PHASES and old.status.phase not in TERMINAL_PHASES
 
 
 def _same_status(a: core_pb2.PodStatus, b: core_pb2.PodStatus) -> bool:

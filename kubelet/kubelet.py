@@ -384,12 +384,10 @@ class Kubelet:
         in_progress = self.alloc.conditions.condition(uid, cond.IN_PROGRESS)
         if resizing and in_progress is None:
             self.alloc.conditions.set(uid, cond.IN_PROGRESS, "", "", pod.metadata.generation)
-            self.alloc.export_metrics()
         elif not resizing and in_progress is not None:
             self.alloc.conditions.clear(uid, cond.IN_PROGRESS)
             self._event(pod, "Normal", "ResizeCompleted",
                         f"Pod resize completed, generation: {in_progress.observed_generation}")
-            self.alloc.export_metrics()
             return True
         return False
 

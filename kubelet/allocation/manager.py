@@ -23,11 +23,13 @@ The manager only decides and records; the kubelet's pod workers actuate.
 from __future__ import annotations
 
 import os
+import weakref
 from dataclasses import dataclass
-from typing import Callable, Iterable, Mapping, Protocol
+from typing import Callable, Iterable, Iterator, Mapping, Protocol
 
 from google.protobuf.message import Message
-from prometheus_client import Counter, Gauge
+from prometheus_client import REGISTRY, Counter
+from prometheus_client.core import GaugeMetricFamily
 
 from kubelet.allocation import conditions as cond
 from kubelet.allocation.checkpoint import ACTUATED_FILE, ALLOCATED_FILE, CheckpointStore, Resources
@@ -47,8 +49,6 @@ REQUESTED_RESIZES = Counter("kubelet_container_requested_resizes_total", "Number
                             "at the container level.", ["resource", "requirement", "operation"])
 INFEASIBLE_RESIZES = Counter("kubelet_pod_infeasible_resizes_total", "Number of infeasible resizes for pods.",
                              ["reason_detail"])
-PENDING_RESIZES = Gauge("kubelet_pod_pending_resizes", "Number of pending resizes for pods.", ["reason"])
-IN_PROGRESS_RESIZES = Gauge("kubelet_pod_in_progress_resizes", "Number of in-progress resizes for pods.")
 DEFERRED_ACCEPTED = Counter("kubelet_pod_deferred_resize_accepted_total", "Cumulative number of resizes that were "
                             "accepted after being deferred.", ["retry_trigger"])
 
@@ -111,6 +111,7 @@ class AllocationManager:
         self._record = record_event or (lambda *a: None)
         # Called between deciding a resize fits and checkpointing it (the kubelet's failpoint).
         self.before_allocate: Callable[[core_pb2.Pod], None] | None = None
+        _MANAGERS.add(self)
 
     def load(self) -> None:
         self.allocated.load()
@@ -260,7 +261,6 @@ class AllocationManager:
             self._record(pod, "Normal", "ResizeStarted", f"Pod resize started: {_summary(pod)}, generation: "
                                                          f"{generation}")
             log.info("resize_allocated", pod=_name(pod), node=self.node_name, generation=generation)
-            self.export_metrics()
             return True
         if self.conditions.set(uid, cond.PENDING, verdict.reason, verdict.message, generation):
             if verdict.reason == cond.INFEASIBLE:  # once per resize request, not per retry
@@ -276,7 +276,6 @@ class AllocationManager:
                                 f"preemption policy.", generation)
         else:
             self.conditions.clear(uid, cond.PREEMPTION_DISABLED)
-        self.export_metrics()
         return False
 
     def resize_verdict(self, pod: core_pb2.Pod, active_pods: Iterable[core_pb2.Pod]) -> Admission:
@@ -361,12 +360,6 @@ class AllocationManager:
         self.pending = still
         return changed
 
-    def export_metrics(self) -> None:
-        counts = self.conditions.counts()
-        PENDING_RESIZES.labels(reason="deferred").set(counts["deferred"])
-        PENDING_RESIZES.labels(reason="infeasible").set(counts["infeasible"])
-        IN_PROGRESS_RESIZES.set(counts["in_progress"])
-
 
 def count_requested_resizes(old: core_pb2.Pod, new: core_pb2.Pod) -> None:
     """kubelet_container_requested_resizes_total for a spec change the kubelet observed."""
@@ -401,3 +394,32 @@ def _summary(pod: core_pb2.Pod) -> str:
         lim = ",".join(f"{k}={v}" for k, v in sorted(c.resources.limits.items()))
         parts.append(f"{c.name}(requests {req or '-'}; limits {lim or '-'})")
     return " ".join(parts)
+
+
+# ----------------------------------------------------------------------------------------------
+# kubelet_pod_pending_resizes{reason} and kubelet_pod_in_progress_resizes: read at scrape time
+# from the resize conditions of every allocation manager in this process (one per kubelet; many
+# in a hollow-node process), so they can never drift from the conditions the pods show.
+
+_MANAGERS: "weakref.WeakSet[AllocationManager]" = weakref.WeakSet()
+
+
+class _ResizeGauges:
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        totals = {"deferred": 0, "infeasible": 0, "in_progress": 0}
+        for manager in list(_MANAGERS):
+            for key, n in manager.conditions.counts().items():
+                totals[key] += n
+        pending = GaugeMetricFamily("kubelet_pod_pending_resizes", "Number of pending resizes for pods.",
+                                    labels=["reason"])
+        pending.add_metric(["deferred"], totals["deferred"])
+        pending.add_metric(["infeasible"], totals["infeasible"])
+        yield pending
+        yield GaugeMetricFamily("kubelet_pod_in_progress_resizes", "Number of in-progress resizes for pods.",
+                                value=totals["in_progress"])
+
+    def describe(self) -> list:
+        return []
+
+
+REGISTRY.register(_ResizeGauges())

@@ -274,3 +274,26 @@ def test_an_infeasible_resize_is_counted_once_per_request_not_per_retry(tmp_path
     assert REGISTRY.get_sample_value("kubelet_pod_infeasible_resizes_total", labels) == before + 1
     assert not m.handle_resize(_resize(huge, "50"), [])  # another request, infeasible too
     assert REGISTRY.get_sample_value("kubelet_pod_infeasible_resizes_total", labels) == before + 2
+
+
+def _gauge(name: str, **labels: str) -> float:
+    from prometheus_client import REGISTRY
+    value = REGISTRY.get_sample_value(name, labels)
+    return value if value is not None else 0.0
+
+
+def test_pending_and_in_progress_gauges_sum_every_kubelet_of_the_process(tmp_path):
+    """kubelet_pod_pending_resizes / kubelet_pod_in_progress_resizes are read from the managers'
+    conditions at scrape time, so two kubelets in one process (hollow nodes) add up."""
+    before = {r: _gauge("kubelet_pod_pending_resizes", reason=r) for r in ("deferred", "infeasible")}
+    before_ip = _gauge("kubelet_pod_in_progress_resizes")
+    a, b = _manager(tmp_path / "a"), _manager(tmp_path / "b")
+    a.conditions.set("uid-1", cond.PENDING, cond.DEFERRED, "no room", 2)
+    b.conditions.set("uid-2", cond.PENDING, cond.DEFERRED, "no room", 2)
+    b.conditions.set("uid-3", cond.PENDING, cond.INFEASIBLE, "too big", 2)
+    a.conditions.set("uid-4", cond.IN_PROGRESS, "", "", 3)
+    assert _gauge("kubelet_pod_pending_resizes", reason="deferred") == before["deferred"] + 2
+    assert _gauge("kubelet_pod_pending_resizes", reason="infeasible") == before["infeasible"] + 1
+    assert _gauge("kubelet_pod_in_progress_resizes") == before_ip + 1
+    b.conditions.clear("uid-2", cond.PENDING)
+    assert _gauge("kubelet_pod_pending_resizes", reason="deferred") == before["deferred"] + 1

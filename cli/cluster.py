@@ -303,6 +303,10 @@ def up(cfg: topology.ClusterConfig, timeout: float = 60.0, echo=print) -> Cluste
             raise ClusterError(f"a cluster is already running in {data_dir} ({', '.join(running)}); "
                                f"run `kplane down` first")
         old_ports = previous.config.get("ports", {})
+        # Nodes `kplane node add` started belong to the cluster: they come back with it.
+        remembered = topology.ClusterConfig.from_dict(previous.config)
+        cfg.added_nodes = cfg.added_nodes or remembered.added_nodes
+        cfg.removed_nodes = cfg.removed_nodes or remembered.removed_nodes
         if previous.config.get("etcd_members", 1) != cfg.etcd_members and (data_dir / "etcd").exists():
             raise ClusterError(f"{data_dir} holds a cluster with {previous.config.get('etcd_members')} etcd "
                                f"member(s); use the same --etcd-members or `kplane down --purge` first")
@@ -315,7 +319,7 @@ def up(cfg: topology.ClusterConfig, timeout: float = 60.0, echo=print) -> Cluste
         if n not in ports:
             ports[n] = fresh.pop()
     cfg.ports = ports
-    write_tokens(data_dir, [f"node-{i}" for i in range(1, cfg.nodes + 1)])
+    write_tokens(data_dir, topology.node_names(cfg))
     comps = resolve(cfg)
     state = ClusterState(data_dir=str(data_dir), config=asdict(cfg))
     state.save()

@@ -19,7 +19,7 @@ from pathlib import Path
 
 from cli import apply as apply_cmd
 from cli import check as check_cmd
-from cli import cluster, printers, topology
+from cli import cluster, nodes, printers, topology
 from cli.etcd_binary import EtcdNotFound, find_etcd
 from machinery import errors, jsonconv, quantity
 from machinery.client import Client
@@ -78,16 +78,19 @@ def run_api(args: argparse.Namespace, fn) -> int:
 def cmd_up(args: argparse.Namespace) -> int:
     cfg = topology.ClusterConfig(
         data_dir=str(data_dir_of(args)), nodes=args.nodes, node_cpu=args.node_cpu, node_memory=args.node_memory,
-        etcd_members=args.etcd_members, feature_gates=args.feature_gates or "",
-        scheduler_config=args.scheduler_config or "", kube_reserved=args.kube_reserved or "",
-        dra_devices=args.dra_devices, apiserver_args=list(args.apiserver_arg))
+        node_pods=args.node_pods, hollow_nodes=args.hollow_nodes, etcd_members=args.etcd_members,
+        feature_gates=args.feature_gates or "", scheduler_config=args.scheduler_config or "",
+        kube_reserved=args.kube_reserved or "", dra_devices=args.dra_devices, apiserver_args=list(args.apiserver_arg),
+        kubelet_args=list(args.kubelet_arg))
     for flag, value in (("--node-cpu", args.node_cpu), ("--node-memory", args.node_memory)):
         try:
             quantity.parse_quantity(value)
         except ValueError as exc:
             raise UsageError(f"invalid {flag} {value!r}: {exc}") from None
-    if args.nodes < 0 or args.etcd_members not in (1, 3, 5):
-        raise UsageError("--nodes must be >= 0 and --etcd-members 1, 3 or 5")
+    if args.nodes < 0 or args.hollow_nodes < 0 or args.etcd_members not in (1, 3, 5):
+        raise UsageError("--nodes and --hollow-nodes must be >= 0 and --etcd-members 1, 3 or 5")
+    if args.node_pods < 1:
+        raise UsageError(f"invalid --node-pods {args.node_pods}: must be at least 1")
     if args.scheduler_config and not Path(args.scheduler_config).is_file():
         raise UsageError(f"--scheduler-config {args.scheduler_config}: no such file")
     try:
@@ -413,6 +416,9 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("--nodes", type=int, default=3)
     sp.add_argument("--node-cpu", default="4")
     sp.add_argument("--node-memory", default="8Gi")
+    sp.add_argument("--node-pods", type=int, default=110)
+    sp.add_argument("--hollow-nodes", type=int, default=0,
+                    help="also run this many hollow nodes (hollow-node-1..N) in one process, for scale")
     sp.add_argument("--etcd-members", type=int, default=1)
     sp.add_argument("--feature-gates", default="")
     sp.add_argument("--scheduler-config")
@@ -420,6 +426,8 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("--dra-devices", type=int, default=0)
     sp.add_argument("--apiserver-arg", action="append", default=[], metavar="FLAG",
                     help="extra apiserver flag, e.g. --apiserver-arg=--watch-cache-size=100 (repeatable)")
+    sp.add_argument("--kubelet-arg", action="append", default=[], metavar="FLAG",
+                    help="extra flag for every kubelet, e.g. --kubelet-arg=--sync-frequency=1 (repeatable)")
     sp.add_argument("--detach", action="store_true", help="return once the cluster is up")
     sp.add_argument("--timeout", type=float, default=60.0, help="seconds to wait for each component")
 
@@ -435,8 +443,9 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("--cpu")
     sp.add_argument("--memory")
     sp.add_argument("--pods", type=int)
-    sp.add_argument("--label", action="append", default=[])
-    sp.add_argument("--taint", action="append", default=[])
+    sp.add_argument("--label", action="append", default=[], metavar="KEY=VALUE")
+    sp.add_argument("--taint", action="append", default=[], metavar="KEY[=VALUE]:EFFECT")
+    sp.add_argument("--timeout", type=float, default=60.0, help="seconds to wait for the node to be Ready")
 
     sp = add("apply", cmd_apply, "create or update objects from Kubernetes-style YAML/JSON (multi-document)")
     sp.add_argument("-f", "--filename", required=True, help="FILE or - for stdin")
@@ -506,9 +515,22 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def cmd_node(args: argparse.Namespace) -> int:
-    if not topology.implemented("kubelet"):
-        raise UsageError("nodes need the kubelet, which this version does not have yet")
-    raise UsageError("kplane node: not available in this version")
+    state = _state(args)
+    if args.action == "remove":
+        given = [f for f, v in (("--cpu", args.cpu), ("--memory", args.memory), ("--pods", args.pods),
+                                ("--label", args.label), ("--taint", args.taint)) if v]
+        if given:
+            raise UsageError(f"kplane node remove takes no {', '.join(given)}")
+        collected = nodes.remove(state, args.node_name)
+        print(f'node "{args.node_name}" removed' + (f"; {collected} pod(s) bound to it deleted" if collected else ""))
+        return 0
+    cfg = topology.ClusterConfig.from_dict(state.config)
+    spec = nodes.parse_spec(args.node_name, args.cpu or cfg.node_cpu, args.memory or cfg.node_memory,
+                            args.pods if args.pods is not None else cfg.node_pods, args.label, args.taint)
+    procs = nodes.add(state, spec, timeout=args.timeout)
+    print(f'node "{spec.name}" added (cpu {spec.cpu}, memory {spec.memory}, pods {spec.pods}): '
+          + ", ".join(f"{p.name} pid {p.pid}" for p in procs))
+    return 0
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -28,12 +28,29 @@ APISERVER_ADMIN_PORT = 8080
 
 
 @dataclass
+class NodeSpec:
+    """One node ``kplane node add`` started on a running cluster (kept across ``kplane down``/``up``)."""
+
+    name: str
+    cpu: str = "4"
+    memory: str = "8Gi"
+    pods: int = 110
+    labels: dict[str, str] = field(default_factory=dict)
+    taints: list[str] = field(default_factory=list)  # key[=value]:Effect
+
+
+@dataclass
 class ClusterConfig:
     data_dir: str = ".kplane"
     nodes: int = 3
     node_cpu: str = "4"
     node_memory: str = "8Gi"
     node_pods: int = 110
+    # Hollow nodes (``kplane up --hollow-nodes N``): hollow-node-1..N, all in one process.
+    hollow_nodes: int = 0
+    # `kplane node add` / `remove` on a running cluster; remembered in cluster.json.
+    added_nodes: list[NodeSpec] = field(default_factory=list)
+    removed_nodes: list[str] = field(default_factory=list)
     etcd_members: int = 1
     feature_gates: str = ""
     scheduler_config: str = ""
@@ -45,6 +62,14 @@ class ClusterConfig:
     kubelet_args: list[str] = field(default_factory=list)
     # Local mode: the port of each address name ("apiserver.grpc", "etcd-1.client", ...).
     ports: dict[str, int] = field(default_factory=dict)
+
+    @classmethod
+    def from_dict(cls, raw: dict) -> "ClusterConfig":
+        """The configuration cluster.json recorded (fields it does not know are ignored)."""
+        known = {f for f in cls.__dataclass_fields__}
+        cfg = cls(**{k: v for k, v in raw.items() if k in known})
+        cfg.added_nodes = [n if isinstance(n, NodeSpec) else NodeSpec(**n) for n in cfg.added_nodes]
+        return cfg
 
 
 @dataclass
@@ -106,17 +131,39 @@ def port_names(cfg: ClusterConfig) -> list[str]:
         names += [f"{m}.client", f"{m}.peer", f"{m}.metrics"]
     names += ["apiserver.grpc", "apiserver.admin"]
     if implemented("kubelet"):
-        for n in node_names(cfg):
-            names += [f"runtime/{n}.admin", f"kubelet/{n}.admin"]
+        for n in node_specs(cfg):
+            names += node_port_names(n.name)
+        if cfg.hollow_nodes:
+            names.append(f"{HOLLOW}.admin")
     return names
 
 
+def node_port_names(node: str) -> list[str]:
+    return [f"runtime/{node}.admin", f"kubelet/{node}.admin"]
+
+
+HOLLOW = "hollow-nodes"
+HOLLOW_PREFIX = "hollow-node-"
+
+
+def node_specs(cfg: ClusterConfig) -> list[NodeSpec]:
+    """Every node with its own runtime and kubelet processes: node-1..N, then those added."""
+    base = [NodeSpec(f"node-{i}", cfg.node_cpu, cfg.node_memory, cfg.node_pods) for i in range(1, cfg.nodes + 1)]
+    added = {n.name: n for n in cfg.added_nodes}
+    gone = set(cfg.removed_nodes)
+    nodes = [added.pop(n.name, n) for n in base if n.name not in gone]
+    return nodes + list(added.values())
+
+
 def node_names(cfg: ClusterConfig) -> list[str]:
-    return [f"node-{i}" for i in range(1, cfg.nodes + 1)]
+    """Every node's name, hollow ones included (each needs a kubelet token)."""
+    names = [n.name for n in node_specs(cfg)]
+    return names + [f"{HOLLOW_PREFIX}{i}" for i in range(1, cfg.hollow_nodes + 1)]
 
 
-def node_components(cfg: ClusterConfig, a: "_Addresses", node: str, server: str, python: str) -> list[Component]:
+def node_components(cfg: ClusterConfig, a: "_Addresses", spec: NodeSpec, server: str, python: str) -> list[Component]:
     """One node's runtime and kubelet (``kplane up`` and ``kplane node add`` use the same)."""
+    node = spec.name
     sock = a.data("nodes", node, "runtime.sock")
     runtime_admin = a.port(f"runtime/{node}.admin", 10250)
     kubelet_admin = a.port(f"kubelet/{node}.admin", 10248)
@@ -128,18 +175,38 @@ def node_components(cfg: ClusterConfig, a: "_Addresses", node: str, server: str,
         admin=f"{a.host(f'runtime/{node}')}:{runtime_admin}", data_dirs=[a.data("nodes", node)])
     kubelet_argv = [python, "-m", "kubelet", "--node-name", node, "--server", server,
                     "--token-file", a.data("tokens", f"{node}.token"), "--runtime-endpoint", f"unix://{sock}",
-                    "--checkpoint-dir", a.data("nodes", node, "checkpoints"), "--cpu", cfg.node_cpu,
-                    "--memory", cfg.node_memory, "--pods", str(cfg.node_pods),
+                    "--checkpoint-dir", a.data("nodes", node, "checkpoints"), "--cpu", spec.cpu,
+                    "--memory", spec.memory, "--pods", str(spec.pods),
                     "--admin-listen", f"{a.listen_host(node)}:{kubelet_admin}"]
-    if cfg.kube_reserved:
-        kubelet_argv += ["--kube-reserved", cfg.kube_reserved]
-    if cfg.feature_gates:
-        kubelet_argv += ["--feature-gates", cfg.feature_gates]
-    kubelet_argv += cfg.kubelet_args
+    if spec.labels:
+        kubelet_argv += ["--node-labels", ",".join(f"{k}={v}" for k, v in spec.labels.items())]
+    if spec.taints:
+        kubelet_argv += ["--register-with-taints", ",".join(spec.taints)]
+    kubelet_argv += _shared_kubelet_flags(cfg)
     kubelet = Component(name=f"kubelet/{node}", role="kubelet", argv=kubelet_argv,
                         admin=f"{a.host(f'kubelet/{node}')}:{kubelet_admin}",
                         depends_on=["apiserver", f"runtime/{node}"])
     return [runtime, kubelet]
+
+
+def _shared_kubelet_flags(cfg: ClusterConfig) -> list[str]:
+    flags = []
+    if cfg.kube_reserved:
+        flags += ["--kube-reserved", cfg.kube_reserved]
+    if cfg.feature_gates:
+        flags += ["--feature-gates", cfg.feature_gates]
+    return flags + cfg.kubelet_args
+
+
+def hollow_component(cfg: ClusterConfig, a: "_Addresses", server: str, python: str) -> Component:
+    """The one process that runs every hollow node (``python -m kubelet.hollow``)."""
+    admin = a.port(f"{HOLLOW}.admin", 10249)
+    argv = [python, "-m", "kubelet.hollow", "--nodes", str(cfg.hollow_nodes), "--name-prefix", HOLLOW_PREFIX,
+            "--server", server, "--token-dir", a.data("tokens"), "--data-dir", a.data("hollow"),
+            "--cpu", cfg.node_cpu, "--memory", cfg.node_memory, "--pods", str(cfg.node_pods),
+            "--admin-listen", f"{a.listen_host(HOLLOW)}:{admin}", *_shared_kubelet_flags(cfg)]
+    return Component(name=HOLLOW, role="hollow", argv=argv, admin=f"{a.host(HOLLOW)}:{admin}",
+                     depends_on=["apiserver"], data_dirs=[a.data("hollow")])
 
 
 def build(cfg: ClusterConfig, mode: Mode = "local", python: str = "python") -> list[Component]:
@@ -178,8 +245,10 @@ def build(cfg: ClusterConfig, mode: Mode = "local", python: str = "python") -> l
                                 admin=f"{a.host('apiserver')}:{api_admin}", depends_on=members))
     if implemented("kubelet"):
         server = f"{a.host('apiserver')}:{api_port}"
-        for n in node_names(cfg):
-            components += node_components(cfg, a, n, server, python)
+        for spec in node_specs(cfg):
+            components += node_components(cfg, a, spec, server, python)
+        if cfg.hollow_nodes:
+            components.append(hollow_component(cfg, a, server, python))
     return components
 
 

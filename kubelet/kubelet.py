@@ -99,6 +99,7 @@ class KubeletConfig:
     restart_backoff_max: float = 300.0
     workers: int = 8
     node_status_interval: float = 10.0
+    node_lease_duration: int = 40
     pleg_relist_period: float = 1.0
     eviction: EvictionConfig = field(default_factory=EvictionConfig)
     system_memory_usage: int = 0  # bytes of simulated non-pod memory use (kubelet/eviction/signals.py)
@@ -142,7 +143,8 @@ class Kubelet:
         self.alloc.before_allocate = lambda pod: failpoints.hit_sync(FP_RESIZE_BEFORE_ALLOCATE)
         self.node_conditions = Conditions()
         self.node_agent = NodeAgent(client, cfg.node, lambda: self.node_conditions,
-                                    status_interval=cfg.node_status_interval, on_node=self._on_node)
+                                    status_interval=cfg.node_status_interval, lease_duration=cfg.node_lease_duration,
+                                    on_node=self._on_node)
         self.pods = Informer(client, POD, field_selector=f"spec.nodeName={self.name}")
         self.node_informer = Informer(client, NODE, field_selector=f"metadata.name={self.name}")
         self.queue: RateLimitingQueue[str] = RateLimitingQueue(f"kubelet-{self.name}")

@@ -49,13 +49,9 @@ def _taints(text: str) -> list[core_pb2.Taint]:
     return out
 
 
-def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(prog="python -m kubelet", description="kplane kubelet: one node's agent")
-    p.add_argument("--node-name", required=True)
+def add_node_flags(p: argparse.ArgumentParser) -> None:
+    """The flags every kubelet takes, one node or many (``python -m kubelet.hollow``)."""
     p.add_argument("--server", required=True, help="apiserver HOST:PORT")
-    p.add_argument("--token-file", required=True, help="file holding this kubelet's bearer token")
-    p.add_argument("--runtime-endpoint", required=True, help="unix:///path/runtime.sock or HOST:PORT")
-    p.add_argument("--checkpoint-dir", required=True)
     p.add_argument("--cpu", default="4")
     p.add_argument("--memory", default="8Gi")
     p.add_argument("--pods", type=int, default=110)
@@ -70,6 +66,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--resize-retry-interval", type=float, default=180.0)
     p.add_argument("--restart-backoff", type=float, default=10.0)
     p.add_argument("--node-status-interval", type=float, default=10.0)
+    p.add_argument("--node-lease-duration-seconds", type=int, default=40,
+                   help="the node Lease's duration; it is renewed every quarter of it")
+    p.add_argument("--pleg-relist-period", type=float, default=1.0, help="seconds between PLEG relists")
     # Node-pressure eviction (kubelet/eviction; Kubernetes' flags and syntax).
     p.add_argument("--eviction-hard", default=None,
                    help="memory.available<100Mi,... (default memory.available<100Mi; given, it replaces the default)")
@@ -85,15 +84,29 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--system-memory-usage", default="0",
                    help="simulated memory used outside pods (kernel, daemons), counted in memory.available")
     p.add_argument("--log-level", default="info")
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(prog="python -m kubelet", description="kplane kubelet: one node's agent")
+    p.add_argument("--node-name", required=True)
+    p.add_argument("--token-file", required=True, help="file holding this kubelet's bearer token")
+    p.add_argument("--runtime-endpoint", required=True, help="unix:///path/runtime.sock or HOST:PORT")
+    p.add_argument("--checkpoint-dir", required=True)
+    add_node_flags(p)
     return p.parse_args(argv)
 
 
-def config_from(a: argparse.Namespace) -> KubeletConfig:
+def config_from(a: argparse.Namespace, node_name: str | None = None, checkpoint_dir: str | None = None) -> KubeletConfig:
+    """The kubelet's configuration from its flags (SystemExit with one line on bad input)."""
+    node_name = node_name or a.node_name
+    checkpoint_dir = checkpoint_dir or a.checkpoint_dir
     for flag, value in (("--cpu", a.cpu), ("--memory", a.memory)):
         try:
             quantity.parse_quantity(value)
         except ValueError as exc:
             raise SystemExit(f"invalid {flag} {value!r}: {exc}") from None
+    if a.node_lease_duration_seconds <= 0 or a.pleg_relist_period <= 0:
+        raise SystemExit("--node-lease-duration-seconds and --pleg-relist-period must be positive")
     try:
         system_memory = quantity.bytes_value(a.system_memory_usage)
     except ValueError as exc:
@@ -107,14 +120,15 @@ def config_from(a: argparse.Namespace) -> KubeletConfig:
     except ThresholdError as exc:
         raise SystemExit(f"invalid eviction configuration: {exc}") from None
     gates = FeatureGates.parse(a.feature_gates)
-    node = NodeConfig(a.node_name, cpu=a.cpu, memory=a.memory, pods=a.pods,
+    node = NodeConfig(node_name, cpu=a.cpu, memory=a.memory, pods=a.pods,
                       kube_reserved=_pairs(a.kube_reserved, "--kube-reserved"),
                       labels=_pairs(a.node_labels, "--node-labels"), taints=_taints(a.register_with_taints))
-    return KubeletConfig(node=node, checkpoint_dir=a.checkpoint_dir, emulated_version=a.emulated_version,
+    return KubeletConfig(node=node, checkpoint_dir=checkpoint_dir, emulated_version=a.emulated_version,
                          in_place_resize=gates.enabled("InPlacePodVerticalScaling"),
                          resize_preemption=gates.enabled("SchedulerPreemptionForPodResize"), sync_frequency=a.sync_frequency,
                          resize_retry_initial=a.resize_retry_initial, resize_retry_interval=a.resize_retry_interval,
                          restart_backoff=a.restart_backoff, node_status_interval=a.node_status_interval,
+                         node_lease_duration=a.node_lease_duration_seconds, pleg_relist_period=a.pleg_relist_period,
                          eviction=eviction, system_memory_usage=system_memory)
 
 

@@ -4,7 +4,8 @@ As Kubernetes' kubelet: the Node is created at start (or adopted if it exists â€
 kubelet keeps its node, its spec and the taints others put on it); allocatable = capacity minus
 --kube-reserved; status is written every ``status_interval`` when something changed and at least
 every ``status_report_interval`` (Kubernetes' nodeStatusUpdateFrequency / nodeStatusReportFrequency);
-the Lease ``kube-node-lease/<node>`` is renewed every ``lease_interval`` with a 40 s duration.
+the Lease ``kube-node-lease/<node>`` (duration 40 s, ``--node-lease-duration-seconds``) is renewed
+every quarter of its duration.
 The node's ``spec.podPreemptionPolicy`` is read back for KEP-5836.
 
 While a pressure condition is True the Node carries its ``NoSchedule`` taint
@@ -166,14 +167,17 @@ class NodeAgent:
     """Keeps the kubelet's Node and Lease current. ``conditions()`` is asked at every status round."""
 
     def __init__(self, client: Client, cfg: NodeConfig, conditions: Callable[[], Conditions],
-                 status_interval: float = 10.0, status_report_interval: float = 300.0, lease_interval: float = 10.0,
-                 on_node: Callable[[core_pb2.Node], None] | None = None):
+                 status_interval: float = 10.0, status_report_interval: float = 300.0,
+                 lease_duration: int = LEASE_DURATION_SECONDS, on_node: Callable[[core_pb2.Node], None] | None = None):
         self.client = client
         self.cfg = cfg
         self.conditions = conditions
         self.status_interval = status_interval
         self.status_report_interval = status_report_interval
-        self.lease_interval = lease_interval
+        self.lease_duration = lease_duration
+        # Kubernetes renews at a quarter of the duration (10 s of the default 40 s).
+        self.lease_interval = lease_duration / 4
+        self._lease: coordination_pb2.Lease | None = None
         self.on_node = on_node
         self.node: core_pb2.Node | None = None
         self._last_report = 0.0
@@ -248,24 +252,37 @@ class NodeAgent:
                 return
 
     async def renew_lease(self) -> None:
+        """Renew the Lease from the copy last written (one write per renewal, as Kubernetes' lease
+        controller); read it again only when that copy is stale or missing."""
         now = timeutil.rfc3339_micro()
+        lease = self._lease
+        if lease is None:
+            try:
+                lease = await self.client.leases.get(self.cfg.name, NODE_LEASE_NAMESPACE)
+            except errors.NotFound:
+                self._lease = await self.client.leases.create(self._new_lease(now))
+                return
+        fresh = coordination_pb2.Lease()
+        fresh.CopyFrom(lease)
+        fresh.spec.holder_identity = self.cfg.name
+        fresh.spec.lease_duration_seconds = self.lease_duration
+        fresh.spec.renew_time = now
+        try:
+            self._lease = await self.client.leases.update(fresh)
+        except (errors.Conflict, errors.NotFound):
+            self._lease = None
+            raise
+
+    def _new_lease(self, now: str) -> coordination_pb2.Lease:
         lease = coordination_pb2.Lease(api_version="coordination.k8s.io/v1", kind="Lease")
         lease.metadata.name, lease.metadata.namespace = self.cfg.name, NODE_LEASE_NAMESPACE
         lease.spec.holder_identity = self.cfg.name
-        lease.spec.lease_duration_seconds = LEASE_DURATION_SECONDS
+        lease.spec.lease_duration_seconds = self.lease_duration
         lease.spec.renew_time = now
-        try:
-            existing = await self.client.leases.get(self.cfg.name, NODE_LEASE_NAMESPACE)
-        except errors.NotFound:
-            if self.node is not None:
-                lease.metadata.owner_references.add(api_version="v1", kind="Node", name=self.node.metadata.name,
-                                                    uid=self.node.metadata.uid)
-            await self.client.leases.create(lease)
-            return
-        existing.spec.holder_identity = self.cfg.name
-        existing.spec.lease_duration_seconds = LEASE_DURATION_SECONDS
-        existing.spec.renew_time = now
-        await self.client.leases.update(existing)
+        if self.node is not None:
+            lease.metadata.owner_references.add(api_version="v1", kind="Node", name=self.node.metadata.name,
+                                                uid=self.node.metadata.uid)
+        return lease
 
     async def refresh_node(self) -> None:
         """Re-read the Node (its spec changes: taints, podPreemptionPolicy)."""
@@ -310,4 +327,6 @@ class NodeAgent:
                 await self.renew_lease()
             except errors.ApiError as exc:
                 log.warning("node_lease_renew_failed", node=self.cfg.name, error=exc.message)
+                if isinstance(exc, errors.Conflict):
+                    continue  # re-read at once; the lease is not renewed yet
             await asyncio.sleep(self.lease_interval)

@@ -168,20 +168,28 @@ class PodClient(ResourceClient):
 
 class Client:
     def __init__(self, target: str, token: str | None = None, *, namespace: str = "default",
-                 timeout: float = DEFAULT_TIMEOUT):
+                 timeout: float = DEFAULT_TIMEOUT, channel: grpc.aio.Channel | None = None):
         self.target = target
         self.token = token if token is not None else os.environ.get("KPLANE_TOKEN", "")
         self.namespace = namespace
         self.timeout = timeout
-        self.channel = grpc.aio.insecure_channel(target, options=CHANNEL_OPTIONS)
+        self._owns_channel = channel is None
+        self.channel = channel if channel is not None else grpc.aio.insecure_channel(target, options=CHANNEL_OPTIONS)
         self._metadata = (("authorization", f"Bearer {self.token}"),)
         self._dry_metadata = self._metadata + ((DRY_RUN_HEADER, "All"),)
         self._resources: dict[str, ResourceClient] = {}
         self._history = self.channel.unary_stream("/kplane.v1.Cluster/History", _ser,
                                                   api_pb2.HistoryResponse.FromString)
 
+    def share(self, token: str, *, timeout: float | None = None) -> "Client":
+        """A client with another identity on this client's channel (many kubelets in one process
+        share one connection); closing it leaves the channel to its owner."""
+        return Client(self.target, token, namespace=self.namespace,
+                      timeout=self.timeout if timeout is None else timeout, channel=self.channel)
+
     async def close(self) -> None:
-        await self.channel.close()
+        if self._owns_channel:
+            await self.channel.close()
 
     async def __aenter__(self) -> "Client":
         return self

@@ -42,6 +42,29 @@ def test_three_member_etcd_topology():
     assert api.argv[api.argv.index("--etcd-endpoints") + 1].count(",") == 2
 
 
+def test_nodes_added_and_removed_shape_the_topology_and_survive_cluster_json():
+    cfg = topology.ClusterConfig(nodes=3, hollow_nodes=2, node_cpu="4")
+    cfg.added_nodes.append(topology.NodeSpec("big", cpu="32", memory="64Gi", pods=50, labels={"zone": "b"},
+                                             taints=["gpu=yes:NoSchedule"]))
+    cfg.removed_nodes.append("node-2")
+    assert [n.name for n in topology.node_specs(cfg)] == ["node-1", "node-3", "big"]
+    # Every node needs a token, hollow ones too; the removed one does not.
+    assert topology.node_names(cfg) == ["node-1", "node-3", "big", "hollow-node-1", "hollow-node-2"]
+    cfg.ports = {n: 30000 + i for i, n in enumerate(topology.port_names(cfg))}
+    comps = {c.name: c for c in topology.build(cfg, "local")}
+    assert "kubelet/node-2" not in comps and "runtime/node-2" not in comps
+    big = comps["kubelet/big"].argv
+    assert big[big.index("--cpu") + 1] == "32" and big[big.index("--pods") + 1] == "50"
+    assert big[big.index("--node-labels") + 1] == "zone=b"
+    assert big[big.index("--register-with-taints") + 1] == "gpu=yes:NoSchedule"
+    hollow = comps["hollow-nodes"].argv
+    assert hollow[hollow.index("--nodes") + 1] == "2" and hollow[hollow.index("--cpu") + 1] == "4"
+    # What cluster.json holds (dataclasses as dicts) reads back the same.
+    from dataclasses import asdict
+    again = topology.ClusterConfig.from_dict(asdict(cfg))
+    assert again == cfg
+
+
 def test_kplane_help_lists_every_command_of_the_design():
     text = build_parser().format_help()
     for cmd in ("up", "down", "status", "node", "apply", "get", "delete", "patch", "resize", "evict", "kill",

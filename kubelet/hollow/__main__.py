@@ -1,0 +1,4 @@
+"""python -m kubelet.hollow"""
+from kubelet.hollow.main import main
+
+main()

@@ -1,0 +1,138 @@
+"""``python -m kubelet.hollow --nodes N --name-prefix hollow-node- --token-dir D --data-dir D --server S``.
+
+Runs N kubelets on one event loop. Each is a ``Kubelet`` exactly as ``python -m kubelet`` runs it,
+with three differences that make it hollow:
+
+- its runtime is a ``FakeRuntime`` object in this process (``InProcessRuntime``), not a separate
+  process; its containers live as long as this process (killing it is a power cut of every
+  hollow node: their kubelets, when started again, find their pods' containers gone and restart
+  them, as after a node reboot);
+- all kubelets share one gRPC connection to the apiserver, each call with its own node's token
+  (``tokens/<node>.token``), so the node restriction applies to each as to a real kubelet;
+- one admin port serves the process: /metrics sums every hollow node (counters and gauges alike),
+  /readyz is ready once every node is registered and Ready, failpoints hit every node.
+
+Node ``i`` is ``<prefix><i>`` for i in ``--first`` … ``--first + --nodes - 1``; its checkpoints go to
+``<data-dir>/<node>/checkpoints``. Every other flag is the kubelet's and applies to each node.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import signal
+from pathlib import Path
+
+from kubelet.kubelet import Kubelet
+from kubelet.main import add_node_flags, config_from
+from kubelet.runtime.client import InProcessRuntime
+from kubelet.runtime.fake import FakeRuntime
+from machinery import failpoints
+from machinery.admin import AdminServer
+from machinery.client import Client
+from machinery.logging import get_logger, setup_logging
+from machinery.process import profiling, run_loop
+
+log = get_logger()
+
+# Kubelets registering at once: enough to start hundreds in seconds without a burst of lists
+# and creates the apiserver would shed (429) and the kubelets retry.
+START_CONCURRENCY = 25
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(prog="python -m kubelet.hollow",
+                                description="kplane hollow nodes: many kubelets and runtimes in one process")
+    p.add_argument("--nodes", type=int, required=True, help="how many hollow nodes")
+    p.add_argument("--name-prefix", default="hollow-node-")
+    p.add_argument("--first", type=int, default=1, help="index of the first node's name")
+    p.add_argument("--token-dir", required=True, help="directory of <node>.token files")
+    p.add_argument("--data-dir", required=True, help="where each node's checkpoint dir goes")
+    p.add_argument("--workers", type=int, default=2, help="pod workers per hollow kubelet")
+    add_node_flags(p)
+    return p.parse_args(argv)
+
+
+class HollowNode:
+    def __init__(self, kubelet: Kubelet, runtime: FakeRuntime):
+        self.kubelet = kubelet
+        self.runtime = runtime
+
+    @property
+    def name(self) -> str:
+        return self.kubelet.name
+
+
+def build(a: argparse.Namespace, shared: Client) -> list[HollowNode]:
+    """The hollow nodes, configured (SystemExit with one line on bad flags or a missing token)."""
+    if a.nodes < 1 or a.workers < 1:
+        raise SystemExit("--nodes and --workers must be at least 1")
+    nodes = []
+    for i in range(a.first, a.first + a.nodes):
+        name = f"{a.name_prefix}{i}"
+        token_file = Path(a.token_dir) / f"{name}.token"
+        try:
+            token = token_file.read_text().strip()
+        except OSError as exc:
+            raise SystemExit(f"no token for hollow node {name}: {exc}") from None
+        cfg = config_from(a, node_name=name, checkpoint_dir=str(Path(a.data_dir) / name / "checkpoints"))
+        cfg.workers = a.workers
+        runtime = FakeRuntime(name)
+        nodes.append(HollowNode(Kubelet(cfg, shared.share(token), InProcessRuntime(runtime)), runtime))
+    return nodes
+
+
+async def _start_all(nodes: list[HollowNode]) -> None:
+    gate = asyncio.Semaphore(START_CONCURRENCY)
+
+    async def start(n: HollowNode) -> None:
+        async with gate:
+            await n.runtime.start()
+            await n.kubelet.start()
+
+    await asyncio.gather(*(start(n) for n in nodes))
+
+
+def _not_ready(nodes: list[HollowNode]) -> str | None:
+    starting = sum(1 for n in nodes if not n.kubelet.ready)
+    if starting:
+        return f"{starting} of {len(nodes)} hollow nodes starting"
+    down = [n.name for n in nodes if not n.kubelet.node_conditions.ready]
+    return f"{len(down)} hollow nodes not ready (e.g. {down[0]})" if down else None
+
+
+async def run(a: argparse.Namespace) -> None:
+    shared = Client(a.server, "", timeout=10.0)  # owns the connection; each node calls with its own token
+    nodes = build(a, shared)
+    host, _, port = a.admin_listen.rpartition(":")
+    admin = AdminServer(host or "127.0.0.1", int(port),
+                        health=lambda: None if all(n.kubelet.ready for n in nodes) else "starting",
+                        ready=lambda: _not_ready(nodes))
+    await admin.start()
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    log.info("hollow_nodes_starting", nodes=len(nodes), first=nodes[0].name, admin_port=admin.port)
+    starting = asyncio.create_task(_start_all(nodes))
+    waiter = asyncio.create_task(stop.wait())
+    done, _ = await asyncio.wait({starting, waiter}, return_when=asyncio.FIRST_COMPLETED)
+    if starting in done:
+        starting.result()
+        log.info("hollow_nodes_ready", nodes=len(nodes))
+        await waiter
+    else:
+        starting.cancel()
+    log.info("hollow_nodes_stopping", nodes=len(nodes))
+    await asyncio.gather(*(n.kubelet.stop() for n in nodes), return_exceptions=True)
+    await asyncio.gather(*(n.runtime.close() for n in nodes), return_exceptions=True)
+    await admin.stop()
+    await shared.close()
+
+
+def main(argv: list[str] | None = None) -> None:
+    a = parse_args(argv)
+    setup_logging("kubelet", a.log_level)
+    failpoints.arm_from_env()
+    with profiling("hollow-nodes"):
+        run_loop(run(a))

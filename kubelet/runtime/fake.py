@@ -255,6 +255,21 @@ def _shutdown_seconds(c: _Container) -> float:
         return 0.0
 
 
+POD_UID_LABEL = "io.kubernetes.pod.uid"  # what kubelets label sandboxes and containers with
+
+
+def _pod_uid(labels: Mapping[str, str]) -> str:
+    return labels.get(POD_UID_LABEL, "")
+
+
+def _drop_from(index: dict[str, dict], key: str, ident: str) -> None:
+    bucket = index.get(key)
+    if bucket is not None:
+        bucket.pop(ident, None)
+        if not bucket:
+            del index[key]
+
+
 def _labels_match(labels: Mapping[str, str], selector: Mapping[str, str]) -> bool:
     return all(labels.get(k) == v for k, v in selector.items())
 
@@ -311,6 +326,10 @@ class FakeRuntime:
         self._sandboxes: dict[str, _Sandbox] = {}
         self._containers: dict[str, _Container] = {}
         self._names: dict[str, str] = {}  # reserved name -> sandbox or container id
+        # Indexes, so a kubelet's per-pod calls do not scan every container of the node.
+        self._by_sandbox: dict[str, dict[str, _Container]] = {}  # sandbox id -> its containers
+        self._sandboxes_of_pod: dict[str, dict[str, _Sandbox]] = {}  # pod uid label -> sandboxes
+        self._containers_of_pod: dict[str, dict[str, _Container]] = {}  # pod uid label -> containers
         self._state_file = statefile.StateFile(state_file, self._snapshot) if state_file else None
         self._log = get_logger(node=node_name)
         self.started = False
@@ -355,7 +374,7 @@ class FakeRuntime:
         self._reserve(sb.reserved_name, sb.id, "sandbox")
         sb.overhead.CopyFrom(request.config.linux.overhead)
         sb.resources.CopyFrom(request.config.linux.resources)
-        self._sandboxes[sb.id] = sb
+        self._add_sandbox(sb)
         self._log.info("sandbox_started", pod=sb.pod, sandbox=sb.id, attempt=md.attempt)
         await self._save()
         return cri_pb2.RunPodSandboxResponse(pod_sandbox_id=sb.id)
@@ -383,8 +402,7 @@ class FakeRuntime:
             return cri_pb2.RemovePodSandboxResponse()
         for c in list(self._containers_of(sb.id)):
             self._remove_container(c)
-        del self._sandboxes[sb.id]
-        self._names.pop(sb.reserved_name, None)
+        self._drop_sandbox(sb)
         self._log.info("sandbox_removed", pod=sb.pod, sandbox=sb.id)
         await self._save()
         return cri_pb2.RemovePodSandboxResponse()
@@ -400,7 +418,9 @@ class FakeRuntime:
     async def list_pod_sandbox(self, request: cri_pb2.ListPodSandboxRequest) -> cri_pb2.ListPodSandboxResponse:
         f = request.filter
         items = []
-        for sb in self._sandboxes.values():
+        uid = f.label_selector.get(POD_UID_LABEL)
+        candidates = self._sandboxes_of_pod.get(uid, {}) if uid is not None else self._sandboxes
+        for sb in candidates.values():
             if f.id and sb.id != f.id:
                 continue
             if f.HasField("state") and sb.state != f.state.state:
@@ -427,7 +447,7 @@ class FakeRuntime:
         c.memory_usage = _annotation_quantity(config.annotations, MEMORY_USAGE_ANNOTATION, Quantity.value, c.name)
         c.cpu_millicores = _annotation_quantity(config.annotations, CPU_USAGE_ANNOTATION, Quantity.milli_value,
                                                 c.name)
-        self._containers[c.id] = c
+        self._add_container(c)
         self._log.info("container_created", pod=c.pod, container=c.name, container_id=c.id,
                        attempt=config.metadata.attempt, resources=_resources_fields(c.actual))
         await self._save()
@@ -492,7 +512,14 @@ class FakeRuntime:
     async def list_containers(self, request: cri_pb2.ListContainersRequest) -> cri_pb2.ListContainersResponse:
         f = request.filter
         out = []
-        for c in self._containers.values():
+        uid = f.label_selector.get(POD_UID_LABEL)
+        if f.pod_sandbox_id:
+            candidates = self._by_sandbox.get(f.pod_sandbox_id, {})
+        elif uid is not None:
+            candidates = self._containers_of_pod.get(uid, {})
+        else:
+            candidates = self._containers
+        for c in candidates.values():
             if f.id and c.id != f.id:
                 continue
             if f.pod_sandbox_id and c.sandbox_id != f.pod_sandbox_id:
@@ -611,7 +638,31 @@ class FakeRuntime:
         return c
 
     def _containers_of(self, sandbox_id: str) -> Iterator[_Container]:
-        return (c for c in self._containers.values() if c.sandbox_id == sandbox_id)
+        return iter(self._by_sandbox.get(sandbox_id, {}).values())
+
+    def _add_sandbox(self, sb: _Sandbox) -> None:
+        self._sandboxes[sb.id] = sb
+        self._names[sb.reserved_name] = sb.id
+        self._by_sandbox.setdefault(sb.id, {})
+        self._sandboxes_of_pod.setdefault(_pod_uid(sb.config.labels), {})[sb.id] = sb
+
+    def _drop_sandbox(self, sb: _Sandbox) -> None:
+        del self._sandboxes[sb.id]
+        self._names.pop(sb.reserved_name, None)
+        self._by_sandbox.pop(sb.id, None)
+        _drop_from(self._sandboxes_of_pod, _pod_uid(sb.config.labels), sb.id)
+
+    def _add_container(self, c: _Container) -> None:
+        self._containers[c.id] = c
+        self._names[c.reserved_name] = c.id
+        self._by_sandbox.setdefault(c.sandbox_id, {})[c.id] = c
+        self._containers_of_pod.setdefault(_pod_uid(c.config.labels), {})[c.id] = c
+
+    def _drop_container(self, c: _Container) -> None:
+        del self._containers[c.id]
+        self._names.pop(c.reserved_name, None)
+        _drop_from(self._by_sandbox, c.sandbox_id, c.id)
+        _drop_from(self._containers_of_pod, _pod_uid(c.config.labels), c.id)
 
     def _reserve(self, name: str, ident: str, what: str) -> None:
         holder = self._names.get(name)
@@ -647,8 +698,7 @@ class FakeRuntime:
     def _remove_container(self, c: _Container) -> None:
         if c.state == RUNNING:  # "must be forcibly removed"
             self._exit(c, EXIT_CODE_KILLED, REASON_ERROR)
-        del self._containers[c.id]
-        self._names.pop(c.reserved_name, None)
+        self._drop_container(c)
         self._log.info("container_removed", pod=c.pod, container=c.name, container_id=c.id)
 
     async def _save(self) -> None:
@@ -709,8 +759,7 @@ class FakeRuntime:
                           created_at=st.created_at, ip=st.network.ip, state=st.state)
             sb.overhead.CopyFrom(rec.overhead)
             sb.resources.CopyFrom(rec.resources)
-            self._sandboxes[sb.id] = sb
-            self._names[sb.reserved_name] = sb.id
+            self._add_sandbox(sb)
         for rec in state.containers:
             st = rec.status
             if not st.id:
@@ -724,8 +773,7 @@ class FakeRuntime:
                            cpu_ns=rec.usage_core_nano_seconds, cpu_sampled_at=rec.usage_sampled_at)
             if c.state == EXITED:
                 c.exited.set()
-            self._containers[c.id] = c
-            self._names[c.reserved_name] = c.id
+            self._add_container(c)
 
     def count_by_state(self) -> dict[str, int]:
         counts = {name: 0 for name in cri_pb2.ContainerState.keys()}

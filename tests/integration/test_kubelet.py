@@ -4,6 +4,7 @@ scheduler is not part of this). KEP-1287's node side, restarts, graceful termina
 from __future__ import annotations
 
 import asyncio
+import urllib.request
 
 import pytest
 
@@ -105,6 +106,47 @@ async def test_resize_goes_desired_allocated_actuated_actual(api):
     events = [e.reason for e in (await api.events.list("default", field_selector="involvedObject.name=rs")).items]
     assert "ResizeStarted" in events
     await eventually(lambda: _has_event(api, "rs", "ResizeCompleted"), what="ResizeCompleted event")
+
+
+def _kubelet_metrics(tc) -> dict[str, float]:
+    tc.reload()
+    with urllib.request.urlopen(f"http://{tc.process('kubelet/node-1').admin}/metrics", timeout=5) as resp:
+        text = resp.read().decode()
+    return {line.rsplit(" ", 1)[0]: float(line.rsplit(" ", 1)[1]) for line in text.splitlines()
+            if line and not line.startswith("#")}
+
+
+async def test_kep1287_atomic_resize_of_two_containers_in_one_patch(api, node_cluster):
+    """KEP-1287 "Atomic Resizes": one strategic patch changes c1 up and c2 down; the kubelet takes
+    it as one request — allocated and actuated together, one generation, one ResizeCompleted."""
+    pod = make_pod("duo", containers=[("c1", {"cpu": "500m"}, {"cpu": "1"}), ("c2", {"cpu": "1"}, {"cpu": "2"})],
+                   node="node-1", grace=0)
+    await api.pods.create(pod)
+    await _running(api, "duo")
+    await api.pods.patch("duo", {"spec": {"containers": [
+        {"name": "c1", "resources": {"requests": {"cpu": "1"}, "limits": {"cpu": "2"}}},
+        {"name": "c2", "resources": {"requests": {"cpu": "500m"}, "limits": {"cpu": "1"}}}]}}, subresource="resize")
+
+    async def done():
+        p = await api.pods.get("duo")
+        got = {n: (_cs(p, n).allocated_resources["cpu"], _cs(p, n).resources.requests["cpu"],
+                   _cs(p, n).resources.limits["cpu"]) for n in ("c1", "c2")}
+        return got == {"c1": ("1", "1", "2"), "c2": ("500m", "500m", "1")} and \
+            _cond(p, "PodResizeInProgress") is None and p.status.observed_generation == 2
+
+    await eventually(done, timeout=15, what="both containers resized together")
+    events = (await api.events.list("default", field_selector="involvedObject.name=duo")).items
+    assert [e.reason for e in events].count("ResizeStarted") == 1
+    # KEP-1287 "Instrumentation", as the kubelet exports it: one count per container, resource,
+    # requirement and direction; the actuation's duration; the gauges.
+    m = _kubelet_metrics(node_cluster)
+    for requirement in ("requests", "limits"):
+        for op in ("increase", "decrease"):
+            key = f'kubelet_container_requested_resizes_total{{operation="{op}",requirement="{requirement}",resource="cpu"}}'
+            assert m.get(key, 0) >= 1, key
+    assert m["kubelet_pod_resize_duration_seconds_count"] >= 1
+    assert m['kubelet_pod_pending_resizes{reason="deferred"}'] >= 0
+    assert 'kubelet_pod_in_progress_resizes' in m
 
 
 async def _has_event(api, name: str, reason: str) -> bool:

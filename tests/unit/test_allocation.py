@@ -297,3 +297,27 @@ def test_pending_and_in_progress_gauges_sum_every_kubelet_of_the_process(tmp_pat
     assert _gauge("kubelet_pod_in_progress_resizes") == before_ip + 1
     b.conditions.clear("uid-2", cond.PENDING)
     assert _gauge("kubelet_pod_pending_resizes", reason="deferred") == before["deferred"] + 1
+
+
+def test_kep1287_atomic_resizes_across_containers_are_accepted_whole_or_not_at_all(tmp_path):
+    """KEP-1287 "Atomic Resizes": all containers' requests are one request. Here c1's increase
+    alone would fit, c2's would too, both together do not: nothing is allocated, Deferred; once
+    room appears, both are allocated at once."""
+    m = _manager(tmp_path, cpu_millis=4000)
+    pod = make_pod("duo", containers=[("c1", {"cpu": "1"}, {}), ("c2", {"cpu": "1"}, {})])
+    pod.metadata.uid, pod.metadata.generation = "uid-duo", 1
+    other = _pod("other", "1500m")
+    assert m.add_pod(other, []).ok and m.add_pod(pod, [other]).ok
+    both = core_pb2.Pod()
+    both.CopyFrom(pod)
+    both.spec.containers[0].resources.requests["cpu"] = "1500m"
+    both.spec.containers[1].resources.requests["cpu"] = "1500m"
+    both.metadata.generation = 2
+    assert m.handle_resize(both, [other]) is False
+    assert m.conditions.condition("uid-duo", cond.PENDING).reason == cond.DEFERRED
+    assert (m.allocated.get("uid-duo", "c1").requests["cpu"], m.allocated.get("uid-duo", "c2").requests["cpu"]) == \
+        ("1", "1")
+    m.remove_pod(other.metadata.uid)
+    assert m.handle_resize(both, []) is True
+    assert (m.allocated.get("uid-duo", "c1").requests["cpu"], m.allocated.get("uid-duo", "c2").requests["cpu"]) == \
+        ("1500m", "1500m")

@@ -18,6 +18,7 @@ from kubelet.eviction import pods as podinfo
 from kubelet.eviction.evaluate import MEMORY_PRESSURE
 from kubelet.eviction.message import REASON, node_condition_message
 from machinery import resources
+from machinery.placement import tolerates
 from machinery.api import core_pb2
 
 TAINT_MEMORY_PRESSURE = "node.kubernetes.io/memory-pressure"
@@ -40,16 +41,3 @@ def admit(pod: core_pb2.Pod, conditions: Sequence[str]) -> AdmitResult:
         if any(tolerates(t, taint) for t in pod.spec.tolerations):
             return AdmitResult(True)
     return AdmitResult(False, REASON, node_condition_message(conditions))
-
-
-def tolerates(t: core_pb2.Toleration, taint: core_pb2.Taint) -> bool:
-    """Kubernetes' Toleration.ToleratesTaint."""
-    if t.effect and t.effect != taint.effect:
-        return False
-    if t.key and t.key != taint.key:
-        return False
-    if t.operator == "Exists":
-        return True
-    if t.operator in ("", "Equal"):
-        return t.value == taint.value
-    return False

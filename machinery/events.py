@@ -46,7 +46,7 @@ class EventRecorder:
         self.component = component
         self.host = host
         self.dedup_window = dedup_window
-        self._queue: asyncio.Queue[tuple[_Key, Message, str]] = asyncio.Queue(maxsize=max_queue)
+        self._queue: asyncio.Queue[tuple[_Key, Message, str, str]] = asyncio.Queue(maxsize=max_queue)
         self._written: dict[_Key, tuple[str, float]] = {}  # key -> (event name, when)
         self._task: asyncio.Task | None = None
         self._dropped = _DROPPED.labels(component=component)
@@ -70,7 +70,10 @@ class EventRecorder:
         while not self._queue.empty() and time.monotonic() < deadline:
             await asyncio.sleep(0.02)
 
-    def event(self, obj: Message, type_: str, reason: str, message: str, related: Message | None = None) -> None:
+    def event(self, obj: Message, type_: str, reason: str, message: str, related: Message | None = None,
+              action: str = "") -> None:
+        """Record an event on ``obj``; ``related`` and ``action`` as events.k8s.io/v1 has them
+        (the scheduler's Preempted event: related = the preemptor, action = "Preempting")."""
         kind = of_message(obj).name
         key = _Key(obj.metadata.namespace or "default", kind, obj.metadata.name, obj.metadata.uid, type_, reason,
                    message)
@@ -79,15 +82,15 @@ class EventRecorder:
             related_ref = f"{of_message(related).name}/{related.metadata.namespace}/{related.metadata.name}/" \
                           f"{related.metadata.uid}"
         try:
-            self._queue.put_nowait((key, obj, related_ref))
+            self._queue.put_nowait((key, obj, related_ref, action))
         except asyncio.QueueFull:
             self._dropped.inc()
 
     async def _run(self) -> None:
         while True:
-            key, obj, related = await self._queue.get()
+            key, obj, related, action = await self._queue.get()
             try:
-                await self._write(key, obj, related)
+                await self._write(key, obj, related, action)
             except errors.ApiError as exc:
                 self._dropped.inc()
                 log.debug("event_write_failed", reason=key.reason, error=exc.message)
@@ -95,7 +98,7 @@ class EventRecorder:
                 self._dropped.inc()
                 log.exception("event_write_crashed", reason=key.reason)
 
-    async def _write(self, key: _Key, obj: Message, related: str) -> None:
+    async def _write(self, key: _Key, obj: Message, related: str, action: str = "") -> None:
         now = timeutil.rfc3339()
         seen = self._written.get(key)
         if seen is not None and time.monotonic() - seen[1] < self.dedup_window:
@@ -110,7 +113,7 @@ class EventRecorder:
                 pass
         ev = core_pb2.Event(api_version="v1", kind="Event", reason=key.reason, message=key.message, type=key.type,
                             count=1, first_timestamp=now, last_timestamp=now, reporting_component=self.component,
-                            reporting_instance=self.host)
+                            reporting_instance=self.host, action=action)
         ev.metadata.namespace = key.namespace
         ev.metadata.generate_name = f"{key.name}."
         ref = ev.involved_object

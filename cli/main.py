@@ -81,7 +81,9 @@ def cmd_up(args: argparse.Namespace) -> int:
         node_pods=args.node_pods, hollow_nodes=args.hollow_nodes, etcd_members=args.etcd_members,
         feature_gates=args.feature_gates or "", scheduler_config=args.scheduler_config or "",
         kube_reserved=args.kube_reserved or "", dra_devices=args.dra_devices, apiserver_args=list(args.apiserver_arg),
-        kubelet_args=list(args.kubelet_arg))
+        kubelet_args=list(args.kubelet_arg), schedulers=args.schedulers, scheduler_args=list(args.scheduler_arg))
+    if args.scheduler_config:
+        cfg.scheduler_config = str(Path(args.scheduler_config).resolve())
     for flag, value in (("--node-cpu", args.node_cpu), ("--node-memory", args.node_memory)):
         try:
             quantity.parse_quantity(value)
@@ -89,6 +91,8 @@ def cmd_up(args: argparse.Namespace) -> int:
             raise UsageError(f"invalid {flag} {value!r}: {exc}") from None
     if args.nodes < 0 or args.hollow_nodes < 0 or args.etcd_members not in (1, 3, 5):
         raise UsageError("--nodes and --hollow-nodes must be >= 0 and --etcd-members 1, 3 or 5")
+    if args.schedulers < 0:
+        raise UsageError(f"invalid --schedulers {args.schedulers}: must be 0 or more")
     if args.node_pods < 1:
         raise UsageError(f"invalid --node-pods {args.node_pods}: must be at least 1")
     if args.scheduler_config and not Path(args.scheduler_config).is_file():
@@ -426,6 +430,10 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("--dra-devices", type=int, default=0)
     sp.add_argument("--apiserver-arg", action="append", default=[], metavar="FLAG",
                     help="extra apiserver flag, e.g. --apiserver-arg=--watch-cache-size=100 (repeatable)")
+    sp.add_argument("--schedulers", type=int, default=1,
+                    help="schedulers competing for the leader lease (scheduler, scheduler-2, ...; 0: none)")
+    sp.add_argument("--scheduler-arg", action="append", default=[], metavar="FLAG",
+                    help="extra flag for every scheduler, e.g. --scheduler-arg=--leader-elect-lease-duration=4s")
     sp.add_argument("--kubelet-arg", action="append", default=[], metavar="FLAG",
                     help="extra flag for every kubelet, e.g. --kubelet-arg=--sync-frequency=1 (repeatable)")
     sp.add_argument("--detach", action="store_true", help="return once the cluster is up")

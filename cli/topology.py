@@ -60,6 +60,9 @@ class ClusterConfig:
     apiserver_args: list[str] = field(default_factory=list)
     # Extra flags for every kubelet (``--kubelet-arg=--sync-frequency=1``).
     kubelet_args: list[str] = field(default_factory=list)
+    # Schedulers competing for the leader lease (``scheduler``, ``scheduler-2``, ...), their extra flags.
+    schedulers: int = 1
+    scheduler_args: list[str] = field(default_factory=list)
     # Local mode: the port of each address name ("apiserver.grpc", "etcd-1.client", ...).
     ports: dict[str, int] = field(default_factory=dict)
 
@@ -130,6 +133,8 @@ def port_names(cfg: ClusterConfig) -> list[str]:
     for m in etcd_member_names(cfg):
         names += [f"{m}.client", f"{m}.peer", f"{m}.metrics"]
     names += ["apiserver.grpc", "apiserver.admin"]
+    if implemented("scheduler"):
+        names += [f"{n}.admin" for n in scheduler_names(cfg)]
     if implemented("kubelet"):
         for n in node_specs(cfg):
             names += node_port_names(n.name)
@@ -140,6 +145,29 @@ def port_names(cfg: ClusterConfig) -> list[str]:
 
 def node_port_names(node: str) -> list[str]:
     return [f"runtime/{node}.admin", f"kubelet/{node}.admin"]
+
+
+def scheduler_names(cfg: ClusterConfig) -> list[str]:
+    """``scheduler``, then ``scheduler-2`` … when more than one competes for the lease (none with 0)."""
+    if cfg.schedulers < 1:
+        return []
+    return ["scheduler"] + [f"scheduler-{i}" for i in range(2, cfg.schedulers + 1)]
+
+
+def scheduler_components(cfg: ClusterConfig, a: "_Addresses", server: str, python: str) -> list[Component]:
+    out = []
+    for name in scheduler_names(cfg):
+        admin = a.port(f"{name}.admin", 10259)
+        argv = [python, "-m", "scheduler", "--server", server, "--token-file", a.data("tokens", "kube-scheduler.token"),
+                "--admin-listen", f"{a.listen_host(name)}:{admin}", "--identity", name]
+        if cfg.scheduler_config and a.mode == "local":
+            argv += ["--config", cfg.scheduler_config]
+        if cfg.feature_gates:
+            argv += ["--feature-gates", cfg.feature_gates]
+        argv += cfg.scheduler_args
+        out.append(Component(name=name, role="scheduler", argv=argv, admin=f"{a.host(name)}:{admin}",
+                             depends_on=["apiserver"]))
+    return out
 
 
 HOLLOW = "hollow-nodes"
@@ -243,8 +271,10 @@ def build(cfg: ClusterConfig, mode: Mode = "local", python: str = "python") -> l
     components.append(Component(name="apiserver", role="apiserver", argv=api_argv,
                                 grpc=f"{a.host('apiserver')}:{api_port}",
                                 admin=f"{a.host('apiserver')}:{api_admin}", depends_on=members))
+    server = f"{a.host('apiserver')}:{api_port}"
+    if implemented("scheduler"):
+        components += scheduler_components(cfg, a, server, python)
     if implemented("kubelet"):
-        server = f"{a.host('apiserver')}:{api_port}"
         for spec in node_specs(cfg):
             components += node_components(cfg, a, spec, server, python)
         if cfg.hollow_nodes:

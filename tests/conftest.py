@@ -72,7 +72,9 @@ def start_cluster(**overrides) -> TestCluster:
     tmp = tempfile.mkdtemp(prefix="kplane-test-")
     # Tokens for kubelets of node-1..node-3, so tests can act as kubelets without running them.
     cluster.write_tokens(Path(tmp), ["node-1", "node-2", "node-3"])
-    cfg = topology.ClusterConfig(data_dir=tmp, nodes=overrides.pop("nodes", 0), **overrides)
+    # A test gets the components it asks for: no nodes and no scheduler unless it says so.
+    cfg = topology.ClusterConfig(data_dir=tmp, nodes=overrides.pop("nodes", 0),
+                                 schedulers=overrides.pop("schedulers", 0), **overrides)
     try:
         state = cluster.up(cfg, timeout=60, echo=lambda *_: None)
     except cluster.ClusterError:

@@ -1,0 +1,4 @@
+"""python -m scheduler"""
+from scheduler.main import main
+
+main()

@@ -1,0 +1,253 @@
+"""KubeSchedulerConfiguration: profiles, plugins per extension point, plugin args, tuning.
+
+The YAML a user passes (``python -m scheduler --config FILE``, ``kplane up --scheduler-config``)
+is kube-scheduler's ``kubescheduler.config.k8s.io/v1`` document; only the fields below are
+read, any other field is an error naming it (nothing is ignored silently):
+
+    apiVersion: kubescheduler.config.k8s.io/v1
+    kind: KubeSchedulerConfiguration
+    percentageOfNodesToScore: 0            # 0: adaptive (50% at 100 nodes ... 5% floor)
+    podInitialBackoffSeconds: 1
+    podMaxBackoffSeconds: 10
+    leaderElection: {leaderElect: true, leaseDuration: 15s, renewDeadline: 10s, retryPeriod: 2s,
+                     resourceName: kube-scheduler, resourceNamespace: kube-system}
+    profiles:
+    - schedulerName: default-scheduler
+      percentageOfNodesToScore: 50
+      plugins:
+        multiPoint: {enabled: [{name: X, weight: 2}], disabled: [{name: Y}]}
+        filter: {enabled: [...], disabled: [{name: "*"}]}      # and queueSort, preFilter, ...
+      pluginConfig:
+      - name: NodeResourcesFit
+        args: {scoringStrategy: {type: MostAllocated}}
+
+Defaults and merging follow kube-scheduler: every profile starts from the default plugins (all
+in multiPoint, with the default score weights: TaintToleration 3, NodeAffinity 2,
+PodTopologySpread 2, InterPodAffinity 2, the rest 1); a profile's ``disabled`` removes defaults
+("*" all of them) and its ``enabled`` adds plugins or overrides a default's weight; multiPoint
+plugins are then placed at every extension point they implement, after the plugins enabled at
+that point specifically and except where they are disabled there.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+import yaml
+
+from scheduler.framework.runtime import POINT_METHODS, PluginSets
+
+API_VERSION = "kubescheduler.config.k8s.io/v1"
+KIND = "KubeSchedulerConfiguration"
+DEFAULT_SCHEDULER_NAME = "default-scheduler"
+
+
+# kube-scheduler v1's default plugins, all in multiPoint, in this order (weights for Score).
+DEFAULT_PLUGINS: list[tuple[str, int]] = [
+    ("SchedulingGates", 0), ("PrioritySort", 0), ("NodeUnschedulable", 0), ("NodeName", 0),
+    ("TaintToleration", 3), ("NodeAffinity", 2), ("NodePorts", 0), ("NodeResourcesFit", 1),
+    ("PodTopologySpread", 2), ("InterPodAffinity", 2), ("DefaultPreemption", 0),
+    ("NodeResourcesBalancedAllocation", 1), ("DefaultBinder", 0),
+]
+
+
+class ConfigError(ValueError):
+    """A configuration the scheduler cannot run with; the message names the field."""
+
+
+@dataclass
+class LeaderElection:
+    leader_elect: bool = True
+    lease_duration: float = 15.0
+    renew_deadline: float = 10.0
+    retry_period: float = 2.0
+    resource_name: str = "kube-scheduler"
+    resource_namespace: str = "kube-system"
+
+
+@dataclass
+class Profile:
+    scheduler_name: str
+    plugins: PluginSets
+    percentage_of_nodes_to_score: int | None = None
+
+
+@dataclass
+class SchedulerConfig:
+    profiles: list[Profile]
+    percentage_of_nodes_to_score: int = 0
+    pod_initial_backoff_seconds: float = 1.0
+    pod_max_backoff_seconds: float = 10.0
+    leader_election: LeaderElection = field(default_factory=LeaderElection)
+
+
+_DURATION = re.compile(r"^(?:(\d+(?:\.\d+)?)h)?(?:(\d+(?:\.\d+)?)m(?!s))?(?:(\d+(?:\.\d+)?)s)?(?:(\d+(?:\.\d+)?)ms)?$")
+
+
+def parse_duration(value: Any, path: str) -> float:
+    """A Go duration ("15s", "1m30s", "500ms") or a number of seconds."""
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return float(value)
+    m = _DURATION.match(str(value).strip())
+    if not m or not any(m.groups()):
+        raise ConfigError(f'{path}: Invalid value: "{value}": a duration like 15s, 1m30s or 500ms')
+    h, mi, s, ms = (float(g) if g else 0.0 for g in m.groups())
+    return h * 3600 + mi * 60 + s + ms / 1000
+
+
+def _check_keys(doc: dict, allowed: set[str], path: str) -> None:
+    for k in doc:
+        if k not in allowed:
+            raise ConfigError(f'{path}{"." if path else ""}{k}: unknown field "{k}"')
+
+
+def _plugin_list(raw: Any, path: str) -> list[tuple[str, int]]:
+    if raw is None:
+        return []
+    if not isinstance(raw, list):
+        raise ConfigError(f"{path}: must be a list of {{name, weight}}")
+    out = []
+    for i, item in enumerate(raw):
+        if not isinstance(item, dict) or not isinstance(item.get("name"), str) or not item["name"]:
+            raise ConfigError(f"{path}[{i}].name: Required value")
+        _check_keys(item, {"name", "weight"}, f"{path}[{i}]")
+        weight = item.get("weight", 0)
+        if not isinstance(weight, int) or weight < 0:
+            raise ConfigError(f"{path}[{i}].weight: Invalid value: {weight!r}: must be a non-negative integer")
+        out.append((item["name"], weight))
+    return out
+
+
+def _merge(default: list[tuple[str, int]], enabled: list[tuple[str, int]],
+           disabled: list[tuple[str, int]]) -> list[tuple[str, int]]:
+    """kube-scheduler's mergePluginSet: defaults minus disabled, then enabled (overriding in place)."""
+    off = {n for n, _ in disabled}
+    out = [] if "*" in off else [(n, w) for n, w in default if n not in off]
+    for name, weight in enabled:
+        for i, (n, _) in enumerate(out):
+            if n == name:
+                out[i] = (name, weight)
+                break
+        else:
+            out.append((name, weight))
+    return out
+
+
+def build_plugin_sets(raw_plugins: dict | None, plugin_config: list | None, registry: dict, path: str) -> PluginSets:
+    raw_plugins = raw_plugins or {}
+    if not isinstance(raw_plugins, dict):
+        raise ConfigError(f"{path}.plugins: must be a mapping of extension points")
+    _check_keys(raw_plugins, set(POINT_METHODS) | {"multiPoint"}, f"{path}.plugins")
+    sets: dict[str, tuple[list, list]] = {}
+    for point in ["multiPoint", *POINT_METHODS]:
+        raw = raw_plugins.get(point) or {}
+        if not isinstance(raw, dict):
+            raise ConfigError(f"{path}.plugins.{point}: must be a mapping with enabled/disabled")
+        _check_keys(raw, {"enabled", "disabled"}, f"{path}.plugins.{point}")
+        sets[point] = (_plugin_list(raw.get("enabled"), f"{path}.plugins.{point}.enabled"),
+                       _plugin_list(raw.get("disabled"), f"{path}.plugins.{point}.disabled"))
+    multi = _merge(DEFAULT_PLUGINS, *sets["multiPoint"])
+    for point, (enabled, _) in sets.items():
+        for name, _ in (multi if point == "multiPoint" else enabled):
+            if name not in registry:
+                raise ConfigError(f'{path}.plugins.{point}: unknown plugin "{name}"')
+    weights: dict[str, int] = {n: w for n, w in multi if w}
+    points: dict[str, list[str]] = {}
+    disabled: dict[str, set[str]] = {}
+    for point in POINT_METHODS:
+        enabled, off = sets[point]
+        points[point] = [n for n, _ in enabled]
+        disabled[point] = {n for n, _ in off}
+        if point == "score":
+            weights.update({n: w for n, w in enabled if w})
+    args: dict[str, dict] = {}
+    for i, pc in enumerate(plugin_config or []):
+        if not isinstance(pc, dict) or not isinstance(pc.get("name"), str):
+            raise ConfigError(f"{path}.pluginConfig[{i}].name: Required value")
+        _check_keys(pc, {"name", "args"}, f"{path}.pluginConfig[{i}]")
+        if pc["name"] in args:
+            raise ConfigError(f'{path}.pluginConfig[{i}]: Duplicate value: "{pc["name"]}"')
+        if pc["name"] not in registry:
+            raise ConfigError(f'{path}.pluginConfig[{i}].name: unknown plugin "{pc["name"]}"')
+        raw_args = pc.get("args") or {}
+        if not isinstance(raw_args, dict):
+            raise ConfigError(f"{path}.pluginConfig[{i}].args: must be a mapping")
+        args[pc["name"]] = {k: v for k, v in raw_args.items() if k not in ("apiVersion", "kind")}
+    return PluginSets(multi_point=[n for n, _ in multi], points=points, disabled=disabled, weights=weights,
+                      args=args)
+
+
+def default_config(registry: dict) -> SchedulerConfig:
+    return parse({}, registry)
+
+
+def parse(doc: dict | None, registry: dict) -> SchedulerConfig:
+    doc = doc or {}
+    if not isinstance(doc, dict):
+        raise ConfigError("the configuration must be a YAML mapping")
+    _check_keys(doc, {"apiVersion", "kind", "percentageOfNodesToScore", "podInitialBackoffSeconds",
+                      "podMaxBackoffSeconds", "leaderElection", "profiles", "parallelism"}, "")
+    if doc.get("apiVersion", API_VERSION) != API_VERSION or doc.get("kind", KIND) != KIND:
+        raise ConfigError(f'apiVersion/kind: want "{API_VERSION}" / "{KIND}", got "{doc.get("apiVersion")}" / '
+                          f'"{doc.get("kind")}"')
+    pct = _percentage(doc.get("percentageOfNodesToScore", 0), "percentageOfNodesToScore")
+    initial = doc.get("podInitialBackoffSeconds", 1)
+    maximum = doc.get("podMaxBackoffSeconds", 10)
+    for name, v in (("podInitialBackoffSeconds", initial), ("podMaxBackoffSeconds", maximum)):
+        if not isinstance(v, (int, float)) or isinstance(v, bool) or v <= 0:
+            raise ConfigError(f"{name}: Invalid value: {v!r}: must be greater than 0")
+    if maximum < initial:
+        raise ConfigError(f"podMaxBackoffSeconds: Invalid value: {maximum}: must be greater than or equal to "
+                          f"podInitialBackoffSeconds")
+    le = LeaderElection()
+    raw_le = doc.get("leaderElection") or {}
+    _check_keys(raw_le, {"leaderElect", "leaseDuration", "renewDeadline", "retryPeriod", "resourceName",
+                         "resourceNamespace", "resourceLock"}, "leaderElection")
+    le.leader_elect = bool(raw_le.get("leaderElect", True))
+    for key, attr in (("leaseDuration", "lease_duration"), ("renewDeadline", "renew_deadline"),
+                      ("retryPeriod", "retry_period")):
+        if key in raw_le:
+            setattr(le, attr, parse_duration(raw_le[key], f"leaderElection.{key}"))
+    le.resource_name = raw_le.get("resourceName", le.resource_name)
+    le.resource_namespace = raw_le.get("resourceNamespace", le.resource_namespace)
+    raw_profiles = doc.get("profiles") or [{"schedulerName": DEFAULT_SCHEDULER_NAME}]
+    if not isinstance(raw_profiles, list):
+        raise ConfigError("profiles: must be a list")
+    profiles, seen = [], set()
+    for i, rp in enumerate(raw_profiles):
+        path = f"profiles[{i}]"
+        if not isinstance(rp, dict):
+            raise ConfigError(f"{path}: must be a mapping")
+        _check_keys(rp, {"schedulerName", "plugins", "pluginConfig", "percentageOfNodesToScore"}, path)
+        name = rp.get("schedulerName", DEFAULT_SCHEDULER_NAME)
+        if not name:
+            raise ConfigError(f"{path}.schedulerName: Required value")
+        if name in seen:
+            raise ConfigError(f'{path}.schedulerName: Duplicate value: "{name}"')
+        seen.add(name)
+        sets = build_plugin_sets(rp.get("plugins"), rp.get("pluginConfig"), registry, path)
+        p_pct = rp.get("percentageOfNodesToScore")
+        profiles.append(Profile(name, sets, None if p_pct is None else
+                                _percentage(p_pct, f"{path}.percentageOfNodesToScore")))
+    return SchedulerConfig(profiles=profiles, percentage_of_nodes_to_score=pct,
+                           pod_initial_backoff_seconds=float(initial), pod_max_backoff_seconds=float(maximum),
+                           leader_election=le)
+
+
+def _percentage(v: Any, path: str) -> int:
+    if not isinstance(v, int) or isinstance(v, bool) or v < 0 or v > 100:
+        raise ConfigError(f"{path}: Invalid value: {v!r}: not in valid range [0-100]")
+    return v
+
+
+def load(path: str, registry: dict) -> SchedulerConfig:
+    try:
+        with open(path) as f:
+            doc = yaml.safe_load(f)
+    except OSError as exc:
+        raise ConfigError(f"cannot read {path}: {exc.strerror}") from None
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"{path}: not valid YAML: {' '.join(str(exc).split())}") from None
+    return parse(doc, registry)

@@ -1,0 +1,179 @@
+"""NodeInfo: one node as the scheduler sees it — the Node, its pods, and what they request.
+
+kube-scheduler's framework.NodeInfo: the cache keeps one per node, updated as pods are added,
+assumed, updated (a KEP-1287 resize changes what a pod holds) and removed; each scheduling cycle
+reads a snapshot (clones of the NodeInfos that changed). ``generation`` grows with every change,
+so the snapshot copies only what changed since the last one.
+
+Amounts are integers: ``milli_cpu``, bytes of ``memory`` and ``ephemeral_storage``,
+``allowed_pod_number``, and any other resource (extended, hugepages) in ``scalar``.
+"""
+
+from __future__ import annotations
+
+import itertools
+from typing import Iterable, Mapping
+
+from machinery import resources
+from machinery.api import core_pb2
+from scheduler.framework.pod_info import PodInfo
+
+_generations = itertools.count(1)
+
+
+def next_generation() -> int:
+    return next(_generations)
+
+
+class Resource:
+    __slots__ = ("milli_cpu", "memory", "ephemeral_storage", "allowed_pod_number", "scalar")
+
+    def __init__(self, milli_cpu: int = 0, memory: int = 0, ephemeral_storage: int = 0, allowed_pod_number: int = 0,
+                 scalar: dict[str, int] | None = None):
+        self.milli_cpu = milli_cpu
+        self.memory = memory
+        self.ephemeral_storage = ephemeral_storage
+        self.allowed_pod_number = allowed_pod_number
+        self.scalar = scalar if scalar is not None else {}
+
+    @classmethod
+    def of(cls, rl: Mapping[str, int]) -> "Resource":
+        r = cls()
+        r.add(rl)
+        return r
+
+    def add(self, rl: Mapping[str, int], sign: int = 1) -> None:
+        for name, amount in rl.items():
+            if name == "cpu":
+                self.milli_cpu += sign * amount
+            elif name == "memory":
+                self.memory += sign * amount
+            elif name == "pods":
+                self.allowed_pod_number += sign * amount
+            elif name == "ephemeral-storage":
+                self.ephemeral_storage += sign * amount
+            elif is_scalar_resource(name):
+                self.scalar[name] = self.scalar.get(name, 0) + sign * amount
+
+    def get(self, name: str) -> int:
+        if name == "cpu":
+            return self.milli_cpu
+        if name == "memory":
+            return self.memory
+        if name == "pods":
+            return self.allowed_pod_number
+        if name == "ephemeral-storage":
+            return self.ephemeral_storage
+        return self.scalar.get(name, 0)
+
+    def clone(self) -> "Resource":
+        return Resource(self.milli_cpu, self.memory, self.ephemeral_storage, self.allowed_pod_number,
+                        dict(self.scalar) if self.scalar else None)
+
+    def as_dict(self) -> dict[str, int]:
+        out = {"cpu": self.milli_cpu, "memory": self.memory, "ephemeral-storage": self.ephemeral_storage,
+               "pods": self.allowed_pod_number}
+        out.update(self.scalar)
+        return out
+
+    def __repr__(self) -> str:
+        return f"Resource({self.as_dict()})"
+
+
+def is_scalar_resource(name: str) -> bool:
+    """Extended resources (``example.com/foo``), hugepages and attachable volumes; not the natives."""
+    if name.startswith(resources.HUGEPAGES_PREFIX) or name.startswith("attachable-volumes-"):
+        return True
+    return "/" in name and not name.startswith("kubernetes.io/")
+
+
+class NodeInfo:
+    __slots__ = ("node", "pods", "pods_with_affinity", "pods_with_required_anti_affinity", "requested",
+                 "non_zero_requested", "allocatable", "generation")
+
+    def __init__(self, node: core_pb2.Node | None = None, pods: Iterable[PodInfo] = ()):
+        self.node: core_pb2.Node | None = None
+        self.pods: list[PodInfo] = []
+        self.pods_with_affinity: list[PodInfo] = []
+        self.pods_with_required_anti_affinity: list[PodInfo] = []
+        self.requested = Resource()
+        self.non_zero_requested = Resource()
+        self.allocatable = Resource()
+        self.generation = next_generation()
+        if node is not None:
+            self.set_node(node)
+        for pi in pods:
+            self.add_pod_info(pi)
+
+    @property
+    def name(self) -> str:
+        return self.node.metadata.name if self.node is not None else ""
+
+    def set_node(self, node: core_pb2.Node) -> None:
+        self.node = node
+        self.allocatable = Resource.of(resources.to_resource_list(node.status.allocatable))
+        self.generation = next_generation()
+
+    def remove_node(self) -> None:
+        self.node = None
+        self.generation = next_generation()
+
+    def add_pod_info(self, pi: PodInfo) -> None:
+        self.pods.append(pi)
+        if pi.has_affinity:
+            self.pods_with_affinity.append(pi)
+        if pi.has_required_anti_affinity:
+            self.pods_with_required_anti_affinity.append(pi)
+        self._account(pi, 1)
+
+    def add_pod(self, pod: core_pb2.Pod) -> None:
+        self.add_pod_info(PodInfo(pod))
+
+    def remove_pod(self, pod: core_pb2.Pod) -> bool:
+        """Remove the pod with ``pod``'s uid; False when the node does not have it."""
+        uid = pod.metadata.uid
+        for i, pi in enumerate(self.pods):
+            if pi.pod.metadata.uid == uid:
+                del self.pods[i]
+                _remove_uid(self.pods_with_affinity, uid)
+                _remove_uid(self.pods_with_required_anti_affinity, uid)
+                self._account(pi, -1)
+                return True
+        return False
+
+    def _account(self, pi: PodInfo, sign: int) -> None:
+        req = self.requested
+        for name, amount in pi.requests.items():
+            if name == "cpu":
+                req.milli_cpu += sign * amount
+            elif name == "memory":
+                req.memory += sign * amount
+            elif name == "ephemeral-storage":
+                req.ephemeral_storage += sign * amount
+            elif is_scalar_resource(name):
+                req.scalar[name] = req.scalar.get(name, 0) + sign * amount
+        self.non_zero_requested.milli_cpu += sign * pi.non_zero_cpu
+        self.non_zero_requested.memory += sign * pi.non_zero_memory
+        self.generation = next_generation()
+
+    def clone(self) -> "NodeInfo":
+        out = NodeInfo.__new__(NodeInfo)
+        out.node = self.node
+        out.pods = list(self.pods)
+        out.pods_with_affinity = list(self.pods_with_affinity)
+        out.pods_with_required_anti_affinity = list(self.pods_with_required_anti_affinity)
+        out.requested = self.requested.clone()
+        out.non_zero_requested = self.non_zero_requested.clone()
+        out.allocatable = self.allocatable.clone()
+        out.generation = self.generation
+        return out
+
+    def __repr__(self) -> str:
+        return f"NodeInfo({self.name}, pods={len(self.pods)}, requested={self.requested})"
+
+
+def _remove_uid(items: list[PodInfo], uid: str) -> None:
+    for i, pi in enumerate(items):
+        if pi.pod.metadata.uid == uid:
+            del items[i]
+            return

@@ -1,0 +1,421 @@
+"""The framework of one profile: its plugins, built once, run at each extension point in order.
+
+kube-scheduler's frameworkruntime: ``Framework`` instantiates the profile's plugins from the
+registry (one instance per plugin, shared by the extension points it implements), and runs them:
+
+- PreFilter: a Skip status skips that plugin's Filter for this attempt; PreFilterResults
+  intersect; a rejection stops the attempt (every node gets the same status).
+- Filter: per node, in order, stopping at the first failure. ``filter_with_nominated_pods`` is the
+  two-pass check of the preemption design: pods nominated to the node with priority >= the
+  pod's are assumed to run there first, and if they were, the filters run again without them.
+- PostFilter (preemption), PreScore (Skip skips that plugin's Score), Score (then
+  NormalizeScore, then the plugin's weight), Reserve / Unreserve (reverse order), Permit (with
+  waiting pods), PreBind, Bind (first binder not answering Skip), PostBind.
+
+Extension-point durations go to ``scheduler_framework_extension_point_duration_seconds``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from prometheus_client import Histogram
+
+from machinery.api import core_pb2
+from scheduler.framework.interfaces import Handle, PluginFactory
+from scheduler.framework.node_info import NodeInfo
+from scheduler.framework.pod_info import PodInfo, pod_priority
+from scheduler.framework.types import (MAX_NODE_SCORE, MIN_NODE_SCORE, ClusterEventWithHint, Code, CycleState,
+                                       Diagnosis, PostFilterResult, PreFilterResult, Status, code_name)
+
+EXTENSION_POINT_DURATION = Histogram(
+    "scheduler_framework_extension_point_duration_seconds",
+    "Latency for running all plugins of a specific extension point.", ["extension_point", "status", "profile"],
+    buckets=(0.0001, 0.0002, 0.0004, 0.0008, 0.0016, 0.0032, 0.0064, 0.0128, 0.0256, 0.0512, 0.1024, 0.2048))
+
+DEFAULT_PERMIT_TIMEOUT = 15 * 60.0
+
+
+# Extension point (configuration name) -> the method a plugin serving it has.
+POINT_METHODS = {
+    "preEnqueue": "pre_enqueue", "queueSort": "less", "preFilter": "pre_filter", "filter": "filter",
+    "postFilter": "post_filter", "preScore": "pre_score", "score": "score", "reserve": "reserve",
+    "permit": "permit", "preBind": "pre_bind", "bind": "bind", "postBind": "post_bind",
+}
+
+
+@dataclass
+class PluginSets:
+    """A profile's plugins: those enabled at every extension point they implement (multiPoint),
+    those enabled at one point specifically (run first there), those disabled per point ("*":
+    all multiPoint ones), score weights and args."""
+
+    multi_point: list[str] = field(default_factory=list)
+    points: dict[str, list[str]] = field(default_factory=dict)
+    disabled: dict[str, set[str]] = field(default_factory=dict)
+    weights: dict[str, int] = field(default_factory=dict)
+    args: dict[str, dict] = field(default_factory=dict)
+
+    def names(self) -> list[str]:
+        seen = list(self.multi_point)
+        for names in self.points.values():
+            for n in names:
+                if n not in seen:
+                    seen.append(n)
+        return seen
+
+    def expand(self, plugins: dict[str, Any], profile: str) -> dict[str, list[str]]:
+        """The plugins each extension point runs, in order (kube-scheduler's multiPoint expansion)."""
+        out: dict[str, list[str]] = {}
+        for point, method in POINT_METHODS.items():
+            names = list(self.points.get(point, []))
+            for n in names:
+                if not hasattr(plugins[n], method):
+                    raise FrameworkError(f'profile "{profile}": plugin "{n}" does not extend {point}')
+            off = self.disabled.get(point, set())
+            if "*" not in off:
+                names += [n for n in self.multi_point
+                          if n not in off and n not in names and hasattr(plugins[n], method)]
+            out[point] = names
+        return out
+
+
+class FrameworkError(ValueError):
+    """A profile names a plugin that does not exist or cannot serve an extension point."""
+
+
+class WaitingPod:
+    """A pod a Permit plugin asked to wait; allowed, rejected or timed out."""
+
+    def __init__(self, pod: core_pb2.Pod, pending: set[str], timeout: float):
+        self.pod = pod
+        self.pending = set(pending)
+        self.timeout = timeout
+        self.done: asyncio.Future[Status | None] = asyncio.get_running_loop().create_future()
+
+    def allow(self, plugin: str) -> None:
+        self.pending.discard(plugin)
+        if not self.pending and not self.done.done():
+            self.done.set_result(None)
+
+    def reject(self, plugin: str, message: str) -> None:
+        if not self.done.done():
+            self.done.set_result(Status(Code.UNSCHEDULABLE, message, plugin=plugin))
+
+
+class Framework:
+    def __init__(self, profile_name: str, sets: PluginSets, registry: dict[str, PluginFactory], handle: Handle,
+                 percentage_of_nodes_to_score: int | None = None):
+        self.profile_name = profile_name
+        self.handle = handle
+        self.percentage_of_nodes_to_score = percentage_of_nodes_to_score
+        handle.framework = self
+        self.plugins: dict[str, Any] = {}
+        for name in sets.names():
+            factory = registry.get(name)
+            if factory is None:
+                raise FrameworkError(f'profile "{profile_name}": plugin "{name}" does not exist')
+            plugin = factory(dict(sets.args.get(name) or {}), handle)
+            plugin.name = name
+            self.plugins[name] = plugin
+
+        expanded = sets.expand(self.plugins, profile_name)
+        self.points = expanded
+
+        def at(point: str, method: str) -> list[Any]:
+            return [self.plugins[name] for name in expanded[point]]
+
+        self.pre_enqueue_plugins = at("preEnqueue", "pre_enqueue")
+        sorters = at("queueSort", "less")
+        if len(sorters) != 1:
+            raise FrameworkError(f'profile "{profile_name}": exactly one queueSort plugin is needed, got '
+                                 f'{len(sorters)}')
+        self.queue_sort = sorters[0]
+        self.pre_filter_plugins = at("preFilter", "pre_filter")
+        self.filter_plugins = at("filter", "filter")
+        self.post_filter_plugins = at("postFilter", "post_filter")
+        self.pre_score_plugins = at("preScore", "pre_score")
+        self.score_plugins = at("score", "score")
+        self.reserve_plugins = at("reserve", "reserve")
+        self.permit_plugins = at("permit", "permit")
+        self.pre_bind_plugins = at("preBind", "pre_bind")
+        self.bind_plugins = at("bind", "bind")
+        if not self.bind_plugins:
+            raise FrameworkError(f'profile "{profile_name}": at least one bind plugin is needed')
+        self.post_bind_plugins = at("postBind", "post_bind")
+        self.weights = {pl.name: (sets.weights.get(pl.name) or 1) for pl in self.score_plugins}
+        self._pre_filter_extensions = [pl for pl in self.pre_filter_plugins if hasattr(pl, "add_pod")]
+        self._events: dict[str, list[ClusterEventWithHint]] | None = None
+
+    # ------------------------------------------------------------ queueing
+
+    def less(self, a, b) -> bool:
+        return self.queue_sort.less(a, b)
+
+    def events_to_register(self) -> dict[str, list[ClusterEventWithHint]]:
+        """Per plugin, the events that may make a pod it rejected schedulable (EnqueueExtensions)."""
+        if self._events is None:
+            self._events = {}
+            for name, pl in self.plugins.items():
+                if hasattr(pl, "events_to_register"):
+                    self._events[name] = list(pl.events_to_register())
+        return self._events
+
+    def run_pre_enqueue_plugins(self, pod: core_pb2.Pod) -> Status | None:
+        for pl in self.pre_enqueue_plugins:
+            s = pl.pre_enqueue(pod)
+            if s is not None and s.code != Code.SUCCESS:
+                return s.with_plugin(pl.name)
+        return None
+
+    # ------------------------------------------------------------ filtering
+
+    def run_pre_filter_plugins(self, state: CycleState, pod: core_pb2.Pod,
+                               nodes: list[NodeInfo]) -> tuple[PreFilterResult | None, Status | None]:
+        start = time.perf_counter()
+        result: PreFilterResult | None = None
+        narrowing: list[str] = []
+        status: Status | None = None
+        try:
+            for pl in self.pre_filter_plugins:
+                r, s = pl.pre_filter(state, pod, nodes)
+                if s is not None and s.code != Code.SUCCESS:
+                    if s.code == Code.SKIP:
+                        state.skip_filter_plugins.add(pl.name)
+                        continue
+                    status = s.with_plugin(pl.name)
+                    if not s.is_rejected():
+                        status = Status(Code.ERROR, f'running PreFilter plugin "{pl.name}": {s.message()}',
+                                        plugin=pl.name, error=s.error)
+                    return None, status
+                if r is not None and not r.all_nodes():
+                    narrowing.append(pl.name)
+                    result = r if result is None else result.merge(r)
+                    if not result.node_names:
+                        status = Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE,
+                                        f"node(s) didn't satisfy plugin(s) [{', '.join(narrowing)}] simultaneously",
+                                        plugin=pl.name)
+                        return result, status
+            return result, None
+        finally:
+            EXTENSION_POINT_DURATION.labels("PreFilter", code_name(status), self.profile_name).observe(
+                time.perf_counter() - start)
+
+    def filters_for(self, state: CycleState) -> list[tuple[str, Callable]]:
+        """The (name, filter) pairs that run this attempt (those whose PreFilter said Skip do not)."""
+        skip = state.skip_filter_plugins
+        return [(pl.name, pl.filter) for pl in self.filter_plugins if pl.name not in skip]
+
+    def run_filter_plugins(self, state: CycleState, pod: core_pb2.Pod, node_info: NodeInfo,
+                           filters: list[tuple[str, Callable]] | None = None) -> Status | None:
+        for name, fn in (filters if filters is not None else self.filters_for(state)):
+            s = fn(state, pod, node_info)
+            if s is not None and s.code != Code.SUCCESS:
+                if not s.plugin:
+                    s.plugin = name
+                if not s.is_rejected():
+                    return Status(Code.ERROR, f'running "{name}" filter plugin: {s.message()}', plugin=name,
+                                  error=s.error)
+                return s
+        return None
+
+    def run_filter_plugins_with_nominated_pods(self, state: CycleState, pod: core_pb2.Pod, node_info: NodeInfo,
+                                               filters: list[tuple[str, Callable]] | None = None) -> Status | None:
+        """The preemption design's two passes: with higher-or-equal priority nominated pods, then without."""
+        nominated = self.handle.nominated_pods_for_node(node_info.name) if node_info.node is not None else []
+        if nominated:
+            priority, uid = pod_priority(pod), pod.metadata.uid
+            chosen = [pi for pi in nominated if pi.priority >= priority and pi.pod.metadata.uid != uid]
+            if chosen:
+                state2, info2 = state.clone(), node_info.clone()
+                for pi in chosen:
+                    info2.add_pod_info(pi)
+                    s = self.run_pre_filter_extension_add_pod(state2, pod, pi, info2)
+                    if s is not None:
+                        return s
+                s = self.run_filter_plugins(state2, pod, info2, filters)
+                if s is not None:
+                    return s
+        return self.run_filter_plugins(state, pod, node_info, filters)
+
+    def run_pre_filter_extension_add_pod(self, state: CycleState, pod: core_pb2.Pod, to_add: PodInfo,
+                                         node_info: NodeInfo) -> Status | None:
+        for pl in self._pre_filter_extensions:
+            if pl.name in state.skip_filter_plugins:
+                continue
+            s = pl.add_pod(state, pod, to_add, node_info)
+            if s is not None and s.code != Code.SUCCESS:
+                return Status(Code.ERROR, f'running AddPod on PreFilter plugin "{pl.name}": {s.message()}',
+                              plugin=pl.name)
+        return None
+
+    def run_pre_filter_extension_remove_pod(self, state: CycleState, pod: core_pb2.Pod, to_remove: PodInfo,
+                                            node_info: NodeInfo) -> Status | None:
+        for pl in self._pre_filter_extensions:
+            if pl.name in state.skip_filter_plugins:
+                continue
+            s = pl.remove_pod(state, pod, to_remove, node_info)
+            if s is not None and s.code != Code.SUCCESS:
+                return Status(Code.ERROR, f'running RemovePod on PreFilter plugin "{pl.name}": {s.message()}',
+                              plugin=pl.name)
+        return None
+
+    async def run_post_filter_plugins(self, state: CycleState, pod: core_pb2.Pod,
+                                      diagnosis: Diagnosis) -> tuple[PostFilterResult | None, Status | None]:
+        start = time.perf_counter()
+        result: PostFilterResult | None = None
+        reasons: list[str] = []
+        rejector = ""
+        status: Status | None = Status(Code.UNSCHEDULABLE)
+        try:
+            for pl in self.post_filter_plugins:
+                r, s = await pl.post_filter(state, pod, diagnosis)
+                if s is None or s.code == Code.SUCCESS:
+                    status = None
+                    return r, None
+                if s.code == Code.UNSCHEDULABLE_AND_UNRESOLVABLE:
+                    status = s.with_plugin(pl.name)
+                    return r, status
+                if not s.is_rejected():
+                    status = Status(Code.ERROR, s.message(), plugin=pl.name, error=s.error)
+                    return None, status
+                if r is not None and r.nominating_info is not None:
+                    result = r
+                reasons.extend(s.reasons)
+                rejector = pl.name
+            status = Status(Code.UNSCHEDULABLE, *reasons, plugin=rejector)
+            return result, status
+        finally:
+            EXTENSION_POINT_DURATION.labels("PostFilter", code_name(status), self.profile_name).observe(
+                time.perf_counter() - start)
+
+    # ------------------------------------------------------------ scoring
+
+    def run_pre_score_plugins(self, state: CycleState, pod: core_pb2.Pod, nodes: list[NodeInfo]) -> Status | None:
+        for pl in self.pre_score_plugins:
+            s = pl.pre_score(state, pod, nodes)
+            if s is not None and s.code != Code.SUCCESS:
+                if s.code == Code.SKIP:
+                    state.skip_score_plugins.add(pl.name)
+                    continue
+                return Status(Code.ERROR, f'running PreScore plugin "{pl.name}": {s.message()}', plugin=pl.name)
+        return None
+
+    def run_score_plugins(self, state: CycleState, pod: core_pb2.Pod,
+                          nodes: list[NodeInfo]) -> tuple[list[int], Status | None]:
+        """The weighted total score of each node, aligned with ``nodes``."""
+        totals = [0] * len(nodes)
+        names = [ni.name for ni in nodes]
+        skip = state.skip_score_plugins
+        for pl in self.score_plugins:
+            if pl.name in skip:
+                continue
+            score = pl.score
+            scores = []
+            for ni in nodes:
+                s, st = score(state, pod, ni)
+                if st is not None and st.code != Code.SUCCESS:
+                    return totals, Status(Code.ERROR, f'running Score plugin "{pl.name}": {st.message()}',
+                                          plugin=pl.name)
+                scores.append(s)
+            normalize = getattr(pl, "normalize_score", None)
+            if normalize is not None:
+                st = normalize(state, pod, names, scores)
+                if st is not None and st.code != Code.SUCCESS:
+                    return totals, Status(Code.ERROR, f'running Normalize on Score plugin "{pl.name}": '
+                                                      f'{st.message()}', plugin=pl.name)
+            weight = self.weights[pl.name]
+            for i, s in enumerate(scores):
+                if s > MAX_NODE_SCORE or s < MIN_NODE_SCORE:
+                    return totals, Status(Code.ERROR, f'plugin "{pl.name}" returns an invalid score {s}, it should '
+                                                      f'in the range of [{MIN_NODE_SCORE}, {MAX_NODE_SCORE}] after '
+                                                      f'normalizing', plugin=pl.name)
+                totals[i] += s * weight
+        return totals, None
+
+    # ------------------------------------------------------------ reserve, permit, bind
+
+    def run_reserve_plugins_reserve(self, state: CycleState, pod: core_pb2.Pod, node: str) -> Status | None:
+        for pl in self.reserve_plugins:
+            s = pl.reserve(state, pod, node)
+            if s is not None and s.code != Code.SUCCESS:
+                s.with_plugin(pl.name)
+                if not s.is_rejected():
+                    return Status(Code.ERROR, f'running Reserve plugin "{pl.name}": {s.message()}', plugin=pl.name)
+                return s
+        return None
+
+    def run_reserve_plugins_unreserve(self, state: CycleState, pod: core_pb2.Pod, node: str) -> None:
+        for pl in reversed(self.reserve_plugins):
+            pl.unreserve(state, pod, node)
+
+    def run_permit_plugins(self, state: CycleState, pod: core_pb2.Pod, node: str) -> Status | None:
+        waiting: dict[str, float] = {}
+        for pl in self.permit_plugins:
+            s, timeout = pl.permit(state, pod, node)
+            if s is None or s.code == Code.SUCCESS:
+                continue
+            if s.code == Code.WAIT:
+                waiting[pl.name] = min(timeout or DEFAULT_PERMIT_TIMEOUT, DEFAULT_PERMIT_TIMEOUT)
+                continue
+            s.with_plugin(pl.name)
+            if not s.is_rejected():
+                return Status(Code.ERROR, f'running Permit plugin "{pl.name}": {s.message()}', plugin=pl.name)
+            return s
+        if waiting:
+            self.handle.waiting_pods[pod.metadata.uid] = WaitingPod(pod, set(waiting), min(waiting.values()))
+            return Status(Code.WAIT, f'one or more plugins asked to wait and no plugin rejected pod "{pod.metadata.name}"')
+        return None
+
+    async def wait_on_permit(self, pod: core_pb2.Pod) -> Status | None:
+        wp: WaitingPod | None = self.handle.waiting_pods.get(pod.metadata.uid)
+        if wp is None:
+            return None
+        try:
+            return await asyncio.wait_for(asyncio.shield(wp.done), wp.timeout)
+        except asyncio.TimeoutError:
+            return Status(Code.UNSCHEDULABLE, f"rejected due to timeout after waiting {wp.timeout:.0f}s at plugin(s) "
+                                              f"{', '.join(sorted(wp.pending))}", plugin=sorted(wp.pending)[0])
+        finally:
+            self.handle.waiting_pods.pop(pod.metadata.uid, None)
+
+    async def run_pre_bind_plugins(self, state: CycleState, pod: core_pb2.Pod, node: str) -> Status | None:
+        for pl in self.pre_bind_plugins:
+            s = await pl.pre_bind(state, pod, node)
+            if s is not None and s.code != Code.SUCCESS:
+                s.with_plugin(pl.name)
+                if not s.is_rejected():
+                    return Status(Code.ERROR, f'running PreBind plugin "{pl.name}": {s.message()}', plugin=pl.name)
+                return s
+        return None
+
+    async def run_bind_plugins(self, state: CycleState, pod: core_pb2.Pod, node: str) -> Status | None:
+        for pl in self.bind_plugins:
+            s = await pl.bind(state, pod, node)
+            if s is not None and s.code == Code.SKIP:
+                continue
+            if s is not None and s.code != Code.SUCCESS:
+                s.with_plugin(pl.name)
+                if not s.is_rejected():
+                    return Status(Code.ERROR, f'binding rejected: running Bind plugin "{pl.name}": {s.message()}',
+                                  plugin=pl.name, error=s.error)
+            return s
+        return Status(Code.ERROR, "all bind plugins skipped binding the pod")
+
+    def run_post_bind_plugins(self, state: CycleState, pod: core_pb2.Pod, node: str) -> None:
+        for pl in self.post_bind_plugins:
+            pl.post_bind(state, pod, node)
+
+    # ------------------------------------------------------------ facts
+
+    def has_filter_plugins(self) -> bool:
+        return bool(self.filter_plugins)
+
+    def has_score_plugins(self) -> bool:
+        return bool(self.score_plugins)
+
+    def has_post_filter_plugins(self) -> bool:
+        return bool(self.post_filter_plugins)

@@ -1,0 +1,180 @@
+"""DefaultPreemption: when a pod fits nowhere, evict lower-priority pods so that it fits somewhere.
+
+kube-scheduler's defaultpreemption plugin, a PostFilter over the shared preemption Evaluator
+(``scheduler/preemption/evaluator.py``). This module supplies the policy:
+
+- eligibility: ``preemptionPolicy: Never`` never preempts ("not eligible due to
+  preemptionPolicy=Never."); a pod whose nominated node still has lower-priority pods
+  terminating because of a preemption waits for them ("not eligible due to a terminating pod on
+  the nominated node."), unless that node became UnschedulableAndUnresolvable for it;
+- victims on a node (``select_victims_on_node``): remove every pod of lower priority; if the pod
+  still does not fit (the filters, with nominated pods), the node cannot help; otherwise add
+  pods back, most important first (priority, then earliest start) — PDB-violating ones before
+  the others — keeping each that still lets the pod fit. What is not reprieved is a victim.
+  So, as 001 says, "if node capacity is 10, and pending pod is priority 10 and requires 5 units
+  of resource, and the running pods are {priority 0 request 3, priority 1 request 1, priority 2
+  request 5, priority 3 request 1}, scheduler will preempt the priority 2 pod only". A
+  BestEffort pod frees no requests, so it is never a victim for resources;
+- how many nodes to dry-run: ``minCandidateNodesPercentage`` (10) of the candidates, at least
+  ``minCandidateNodesAbsolute`` (100), from a random offset.
+
+The PostFilter's message is prefixed "preemption: " and ends up in the pod's FailedScheduling
+event and PodScheduled condition, after the filters' reasons.
+"""
+
+from __future__ import annotations
+
+import random
+from typing import Any
+
+from machinery.api import core_pb2
+from scheduler.framework.interfaces import Handle
+from scheduler.framework.node_info import NodeInfo
+from scheduler.framework.pod_info import PodInfo, more_important_pod, pod_priority
+from scheduler.framework.types import Code, CycleState, Diagnosis, PostFilterResult, Status
+from scheduler.preemption.evaluator import PDB, Evaluator, pod_terminating_by_preemption
+from machinery import disruption
+
+NAME = "DefaultPreemption"
+NO_VICTIMS = "No preemption victims found for incoming pod"
+
+
+class ArgsError(ValueError):
+    pass
+
+
+def _sort_key_most_important_first(pods: list[PodInfo]) -> list[PodInfo]:
+    import functools
+
+    def cmp(a: PodInfo, b: PodInfo) -> int:
+        if more_important_pod(a.pod, b.pod):
+            return -1
+        if more_important_pod(b.pod, a.pod):
+            return 1
+        return 0
+    return sorted(pods, key=functools.cmp_to_key(cmp))
+
+
+def filter_pods_with_pdb_violation(pods: list[PodInfo], pdbs: list[PDB]) -> tuple[list[PodInfo], list[PodInfo]]:
+    """kube-scheduler's filterPodsWithPDBViolation: (violating, non-violating), order kept."""
+    allowed = [p.allowed for p in pdbs]
+    violating, ok = [], []
+    for pi in pods:
+        pod = pi.pod
+        violated = False
+        if pod.metadata.labels:
+            for i, p in enumerate(pdbs):
+                if p.pdb.metadata.namespace != pod.metadata.namespace:
+                    continue
+                selector = disruption.selector_of(p.pdb)
+                if selector.empty or not selector.matches(pod.metadata.labels):
+                    continue
+                if pod.metadata.name in p.disrupted:
+                    continue  # already counted by the apiserver's eviction
+                allowed[i] -= 1
+                if allowed[i] < 0:
+                    violated = True
+        (violating if violated else ok).append(pi)
+    return violating, ok
+
+
+class DefaultPreemption:
+    name = NAME
+
+    def __init__(self, args: dict, handle: Handle):
+        self.handle = handle
+        self.min_percentage = args.get("minCandidateNodesPercentage", 10)
+        self.min_absolute = args.get("minCandidateNodesAbsolute", 100)
+        if not isinstance(self.min_percentage, int) or not 0 <= self.min_percentage <= 100:
+            raise ArgsError(f"minCandidateNodesPercentage: Invalid value: {self.min_percentage!r}: not in valid "
+                            f"range [0, 100]")
+        if not isinstance(self.min_absolute, int) or not 0 <= self.min_absolute <= 2**31 - 1:
+            raise ArgsError(f"minCandidateNodesAbsolute: Invalid value: {self.min_absolute!r}: not in valid range "
+                            f"[0, 2147483647]")
+        if self.min_percentage == 0 and self.min_absolute == 0:
+            raise ArgsError("minCandidateNodesPercentage, minCandidateNodesAbsolute: Invalid value: both "
+                            "minCandidateNodesPercentage and minCandidateNodesAbsolute cannot be zero")
+        self._rand = random.Random(args.get("randomSeed")) if "randomSeed" in args else random.Random()
+        self.evaluator = Evaluator(NAME, handle, self, self._rand)
+
+    async def post_filter(self, state: CycleState, pod: core_pb2.Pod,
+                          diagnosis: Diagnosis) -> tuple[PostFilterResult | None, Status | None]:
+        result, status = await self.evaluator.preempt(state, pod, diagnosis)
+        if status is not None and status.message():
+            return result, Status(status.code, "preemption: " + status.message(), plugin=NAME, error=status.error)
+        return result, status
+
+    # ------------------------------------------------------------ the evaluator's policy
+
+    def offset_and_num_candidates(self, num_nodes: int) -> tuple[int, int]:
+        n = num_nodes * self.min_percentage // 100
+        n = max(n, self.min_absolute)
+        return self._rand.randrange(num_nodes) if num_nodes else 0, min(n, num_nodes)
+
+    def pod_eligible_to_preempt_others(self, pod: core_pb2.Pod, nominated_status: Status | None) -> tuple[bool, str]:
+        if pod.spec.HasField("preemption_policy") and pod.spec.preemption_policy == "Never":
+            return False, "not eligible due to preemptionPolicy=Never."
+        node = pod.status.nominated_node_name
+        if node:
+            if nominated_status is not None and nominated_status.code == Code.UNSCHEDULABLE_AND_UNRESOLVABLE:
+                return True, ""
+            snapshot = self.handle.snapshot
+            ni = snapshot.get(node) if snapshot is not None else None
+            if ni is not None:
+                priority = pod_priority(pod)
+                for pi in ni.pods:
+                    if pi.priority < priority and pod_terminating_by_preemption(pi.pod):
+                        return False, "not eligible due to a terminating pod on the nominated node."
+        return True, ""
+
+    def select_victims_on_node(self, state: CycleState, pod: core_pb2.Pod, ni: NodeInfo,
+                               pdbs: list[PDB]) -> tuple[list[core_pb2.Pod], int, Status | None]:
+        fw = self.handle.framework
+        priority = pod_priority(pod)
+        potential = [pi for pi in ni.pods if pi.priority < priority]
+        if not potential:
+            return [], 0, Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, NO_VICTIMS)
+        for pi in potential:
+            ni.remove_pod(pi.pod)
+            s = fw.run_pre_filter_extension_remove_pod(state, pod, pi, ni)
+            if s is not None:
+                return [], 0, s
+        s = fw.run_filter_plugins_with_nominated_pods(state, pod, ni)
+        if s is not None:
+            return [], 0, s
+        potential = _sort_key_most_important_first(potential)
+        violating, non_violating = filter_pods_with_pdb_violation(potential, pdbs)
+        victims: list[PodInfo] = []
+        num_violating = 0
+
+        def reprieve(pi: PodInfo) -> tuple[bool, Status | None]:
+            ni.add_pod_info(pi)
+            s = fw.run_pre_filter_extension_add_pod(state, pod, pi, ni)
+            if s is not None:
+                return False, s
+            fits = fw.run_filter_plugins_with_nominated_pods(state, pod, ni) is None
+            if not fits:
+                ni.remove_pod(pi.pod)
+                s = fw.run_pre_filter_extension_remove_pod(state, pod, pi, ni)
+                if s is not None:
+                    return False, s
+                victims.append(pi)
+            return fits, None
+
+        for pi in violating:
+            fits, err = reprieve(pi)
+            if err is not None:
+                return [], 0, err
+            if not fits:
+                num_violating += 1
+        for pi in non_violating:
+            _, err = reprieve(pi)
+            if err is not None:
+                return [], 0, err
+        if violating and non_violating:
+            victims = _sort_key_most_important_first(victims)
+        return [pi.pod for pi in victims], num_violating, None
+
+
+def new(args: dict, handle: Any) -> DefaultPreemption:
+    return DefaultPreemption(args, handle)

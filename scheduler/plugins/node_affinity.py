@@ -1,0 +1,270 @@
+"""NodeAffinity: a pod's ``nodeSelector`` and node affinity, and the profile's ``addedAffinity``.
+
+kube-scheduler's nodeaffinity plugin (004 §2 "nodeSelector", "Node affinity", "Node affinity
+weight", "Node affinity per scheduling profile"):
+
+- PreFilter compiles the pod's required placement once — ``spec.nodeSelector`` AND
+  ``requiredDuringSchedulingIgnoredDuringExecution`` — into the cycle state. When every required
+  term pins nodes by name (``matchFields`` ``metadata.name`` ``In``), it answers with those
+  names (the union over the ORed terms of each term's intersection), so only they are filtered;
+  if the names cancel out, the pod is UnschedulableAndUnresolvable ``pod affinity terms
+  conflict``. A pod with neither a nodeSelector nor required node affinity, in a profile without
+  a required ``addedAffinity``, Skips the plugin's Filter.
+- Filter: a node outside the profile's required ``addedAffinity`` is UnschedulableAndUnresolvable
+  ``node(s) didn't match scheduler-enforced node affinity``; a node the pod's own required
+  placement does not match is UnschedulableAndUnresolvable ``node(s) didn't match Pod's node
+  affinity/selector``.
+- Score: the sum of the weights of the preferred terms the node matches, the pod's and the
+  profile's ``addedAffinity`` preferred terms alike; PreScore Skips when there are none.
+  NormalizeScore scales the sums to 0..100 (DefaultNormalizeScore, not reversed).
+
+Args (``pluginConfig`` ``NodeAffinity``): ``addedAffinity``, a NodeAffinity
+(``requiredDuringSchedulingIgnoredDuringExecution`` and/or
+``preferredDuringSchedulingIgnoredDuringExecution``) applied to every pod of the profile on top
+of its own. A malformed one is refused with ``ArgsError`` naming the field.
+
+What makes a pod this plugin rejected schedulable (its QueueingHint): a node added, or a node's
+labels changed, such that the node now matches the profile's required ``addedAffinity`` and the
+pod's required placement, where it did not before.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from machinery import jsonconv, placement, selectors
+from machinery.api import core_pb2
+from scheduler.framework.node_info import NodeInfo
+from scheduler.framework.types import (MAX_NODE_SCORE, NODE, ActionType, ClusterEvent, ClusterEventWithHint, Code,
+                                       CycleState, PreFilterResult, QueueingHint, Status)
+from scheduler.plugins.helper import default_normalize_score
+
+NAME = "NodeAffinity"
+_STATE_KEY = "PreFilter" + NAME
+_SCORE_STATE_KEY = "PreScore" + NAME
+
+ERR_REASON_POD = "node(s) didn't match Pod's node affinity/selector"
+ERR_REASON_ENFORCED = "node(s) didn't match scheduler-enforced node affinity"
+ERR_REASON_CONFLICT = "pod affinity terms conflict"
+
+OBJECT_NAME_FIELD = "metadata.name"
+_LABEL_OPERATORS = ("DoesNotExist", "Exists", "Gt", "In", "Lt", "NotIn")
+_FIELD_OPERATORS = ("In", "NotIn")
+
+
+class ArgsError(ValueError):
+    """NodeAffinityArgs the plugin cannot run with; the message names the field."""
+
+
+# ---------------------------------------------------------------- args
+
+
+def _check_label_requirement(r: core_pb2.NodeSelectorRequirement, path: str) -> None:
+    """What Kubernetes' labels.NewRequirement refuses, for one matchExpressions entry."""
+    reason = selectors.validate_label_key(r.key)
+    if reason:
+        raise ArgsError(f'{path}.key: Invalid value: "{r.key}": {reason}')
+    op, values = r.operator, list(r.values)
+    if op not in _LABEL_OPERATORS:
+        raise ArgsError(f'{path}.operator: Unsupported value: "{op}": supported values: '
+                        + ", ".join(f'"{o}"' for o in _LABEL_OPERATORS))
+    if op in ("In", "NotIn") and not values:
+        raise ArgsError(f"{path}.values: Required value: for 'in', 'notin' operators, values set can't be empty")
+    if op in ("Exists", "DoesNotExist") and values:
+        raise ArgsError(f"{path}.values: Forbidden: values set must be empty for exists and does not exist")
+    if op in ("Gt", "Lt"):
+        if len(values) != 1:
+            raise ArgsError(f"{path}.values: Required value: for 'Gt', 'Lt' operators, exactly one value is required")
+        try:
+            int(values[0])
+        except ValueError:
+            raise ArgsError(f"{path}.values[0]: Invalid value: \"{values[0]}\": for 'Gt', 'Lt' operators, the value "
+                            f"must be an integer") from None
+    for i, v in enumerate(values):
+        reason = selectors.validate_label_value(v)
+        if reason:
+            raise ArgsError(f'{path}.values[{i}]: Invalid value: "{v}": {reason}')
+
+
+def _check_field_requirement(r: core_pb2.NodeSelectorRequirement, path: str) -> None:
+    """What Kubernetes' node field selectors refuse: only In/NotIn, with exactly one value."""
+    if r.operator not in _FIELD_OPERATORS:
+        raise ArgsError(f'{path}.operator: Unsupported value: "{r.operator}": supported values: "In", "NotIn"')
+    if len(r.values) != 1:
+        raise ArgsError(f'{path}.values: Invalid value: {list(r.values)}: must have exactly one element')
+
+
+def _check_term(term: core_pb2.NodeSelectorTerm, path: str) -> None:
+    for i, r in enumerate(term.match_expressions):
+        _check_label_requirement(r, f"{path}.matchExpressions[{i}]")
+    for i, r in enumerate(term.match_fields):
+        _check_field_requirement(r, f"{path}.matchFields[{i}]")
+
+
+def _parse_args(args: dict) -> tuple[placement.NodeSelector | None, placement.PreferredSchedulingTerms | None]:
+    unknown = sorted(set(args) - {"addedAffinity"})
+    if unknown:
+        raise ArgsError(f'{unknown[0]}: unknown field "{unknown[0]}"')
+    raw = args.get("addedAffinity")
+    if raw is None:
+        return None, None
+    if not isinstance(raw, dict):
+        raise ArgsError("addedAffinity: Invalid value: must be a NodeAffinity mapping")
+    try:
+        added = jsonconv.from_dict(core_pb2.NodeAffinity, raw, "addedAffinity")
+    except jsonconv.DecodeError as exc:
+        raise ArgsError(str(exc)) from None
+    required: placement.NodeSelector | None = None
+    preferred: placement.PreferredSchedulingTerms | None = None
+    if added.HasField("required_during_scheduling_ignored_during_execution"):
+        ns = added.required_during_scheduling_ignored_during_execution
+        for i, term in enumerate(ns.node_selector_terms):
+            _check_term(term, f"addedAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms[{i}]")
+        required = placement.NodeSelector(ns)
+    terms = added.preferred_during_scheduling_ignored_during_execution
+    if terms:
+        for i, t in enumerate(terms):
+            path = f"addedAffinity.preferredDuringSchedulingIgnoredDuringExecution[{i}]"
+            if not 0 <= t.weight <= 100:
+                raise ArgsError(f"{path}.weight: Invalid value: {t.weight}: must be in the range 0-100")
+            _check_term(t.preference, f"{path}.preference")
+        preferred = placement.PreferredSchedulingTerms(terms)
+    return required, preferred
+
+
+# ---------------------------------------------------------------- the pod's terms
+
+
+def _required_node_selector(pod: core_pb2.Pod) -> core_pb2.NodeSelector | None:
+    """The pod's requiredDuringSchedulingIgnoredDuringExecution, or None when it has none."""
+    spec = pod.spec
+    if not spec.HasField("affinity"):
+        return None
+    aff = spec.affinity
+    if not aff.HasField("node_affinity"):
+        return None
+    na = aff.node_affinity
+    if not na.HasField("required_during_scheduling_ignored_during_execution"):
+        return None
+    return na.required_during_scheduling_ignored_during_execution
+
+
+def _pinned_node_names(ns: core_pb2.NodeSelector) -> tuple[frozenset[str] | None, bool]:
+    """The node names the required terms pin (``metadata.name`` In), and whether they pin any.
+
+    Terms are ORed: one term that pins nothing leaves every node possible. Within a term the
+    name requirements are ANDed, so their value sets intersect.
+    """
+    names: set[str] = set()
+    for term in ns.node_selector_terms:
+        term_names: set[str] | None = None
+        for r in term.match_fields:
+            if r.key == OBJECT_NAME_FIELD and r.operator == "In":
+                values = set(r.values)
+                term_names = values if term_names is None else term_names & values
+        if term_names is None:
+            return None, False
+        names |= term_names
+    return frozenset(names), True
+
+
+def _preferred_terms(pod: core_pb2.Pod) -> placement.PreferredSchedulingTerms | None:
+    spec = pod.spec
+    if not spec.HasField("affinity") or not spec.affinity.HasField("node_affinity"):
+        return None
+    terms = spec.affinity.node_affinity.preferred_during_scheduling_ignored_during_execution
+    return placement.PreferredSchedulingTerms(terms) if terms else None
+
+
+# ---------------------------------------------------------------- the plugin
+
+
+class NodeAffinity:
+    name = NAME
+
+    def __init__(self, args: dict, handle: Any = None):
+        self.added_node_selector, self.added_preferred = _parse_args(args)
+
+    # ------------------------------------------------------------ filter
+
+    def pre_filter(self, state: CycleState, pod: core_pb2.Pod, nodes) -> tuple[PreFilterResult | None, Status | None]:
+        required = _required_node_selector(pod)
+        if required is None and self.added_node_selector is None and not pod.spec.node_selector:
+            return None, Status(Code.SKIP)  # nothing for Filter to check
+        state.write(_STATE_KEY, placement.RequiredNodeAffinity(pod))
+        if required is None or not required.node_selector_terms:
+            return None, None
+        names, pinned = _pinned_node_names(required)
+        if not pinned:
+            return None, None
+        if not names:
+            # Each term pins node names, but its own requirements leave none.
+            return None, Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, ERR_REASON_CONFLICT)
+        return PreFilterResult(names), None
+
+    def filter(self, state: CycleState, pod: core_pb2.Pod, ni: NodeInfo) -> Status | None:
+        node = ni.node
+        if self.added_node_selector is not None and not self.added_node_selector.matches(node):
+            return Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, ERR_REASON_ENFORCED)
+        required = state.get(_STATE_KEY)
+        if required is None:  # PreFilter did not run (e.g. disabled in the profile)
+            required = placement.RequiredNodeAffinity(pod)
+        if not required.matches(node):
+            return Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, ERR_REASON_POD)
+        return None
+
+    # ------------------------------------------------------------ score
+
+    def pre_score(self, state: CycleState, pod: core_pb2.Pod, nodes) -> Status | None:
+        preferred = _preferred_terms(pod)
+        if preferred is None and self.added_preferred is None:
+            return Status(Code.SKIP)  # no preferred term: every node would score 0
+        state.write(_SCORE_STATE_KEY, preferred)
+        return None
+
+    def score(self, state: CycleState, pod: core_pb2.Pod, ni: NodeInfo) -> tuple[int, Status | None]:
+        node = ni.node
+        total = 0
+        if self.added_preferred is not None:
+            total += self.added_preferred.score(node)
+        preferred = state.get(_SCORE_STATE_KEY, False)
+        if preferred is False:  # PreScore did not run
+            preferred = _preferred_terms(pod)
+        if preferred is not None:
+            total += preferred.score(node)
+        return total, None
+
+    def normalize_score(self, state: CycleState, pod: core_pb2.Pod, node_names: list[str],
+                        scores: list[int]) -> Status | None:
+        default_normalize_score(MAX_NODE_SCORE, False, scores)
+        return None
+
+    # ------------------------------------------------------------ queueing hints
+
+    def events_to_register(self) -> list[ClusterEventWithHint]:
+        return [
+            # A new node, or new labels on a node, may match the pod's nodeSelector / required affinity.
+            ClusterEventWithHint(ClusterEvent(NODE, ActionType.ADD | ActionType.UPDATE_NODE_LABEL),
+                                 self.is_schedulable_after_node_change),
+        ]
+
+    def is_schedulable_after_node_change(self, pod: core_pb2.Pod, old: Any, new: Any) -> QueueingHint:
+        if new is None:
+            return QueueingHint.QUEUE_SKIP
+        if self.added_node_selector is not None and not self.added_node_selector.matches(new):
+            return QueueingHint.QUEUE_SKIP  # outside the profile's nodes
+        required = placement.RequiredNodeAffinity(pod)
+        if not required.matches(new):
+            return QueueingHint.QUEUE_SKIP
+        if old is None:
+            return QueueingHint.QUEUE  # a new node that matches
+        # Only an unmatched -> matched change helps. kube-scheduler checks only the pod's terms
+        # here; the profile's addedAffinity is checked too, so a node labelled into the profile
+        # requeues the pod rather than leaving it to the periodic flush.
+        if required.matches(old) and (self.added_node_selector is None or self.added_node_selector.matches(old)):
+            return QueueingHint.QUEUE_SKIP  # it matched before: its labels were not why the pod failed
+        return QueueingHint.QUEUE
+
+
+def new(args: dict, handle: Any) -> NodeAffinity:
+    return NodeAffinity(args, handle)

@@ -1,0 +1,143 @@
+"""NodeResourcesBalancedAllocation: prefer the node whose resources would be used most evenly.
+
+kube-scheduler's noderesources BalancedAllocation score plugin. For each resource in
+``resources`` (default cpu and memory) it takes the fraction of the node's allocatable that
+would be requested with the pod there — (node's requested + pod's request) / allocatable,
+capped at 1 — and scores ``(1 - std) * 100``, truncated, where ``std`` is the standard
+deviation of those fractions: ``|f1 - f2| / 2`` for two resources, the population standard
+deviation for more, 0 for one. A resource the node has none of is left out, and so is an
+extended resource the pod does not request.
+
+Which amounts: like kube-scheduler (``useRequested: true`` in its NewBalancedAllocation), the
+node side is NodeInfo ``requested`` — what the node's pods actually request, not
+``non_zero_requested`` with the 100m / 200Mi defaults LeastAllocated uses — and the pod side
+is its plain requests (PodRequests: overhead and pod-level resources included, the KEP-1287
+rule for a pod that reports resources, no defaults for containers that request nothing).
+
+PreScore computes the pod's requests once and Skips the plugin for a pod that requests none of
+the resources (a best-effort pod: scoring it would pile such pods onto one node,
+kubernetes#129138). It has no Filter, so it rejects nothing and registers no events.
+
+Args: ``resources``, a list of ``{name, weight}``; names must be unique and, as kube-scheduler
+validates, every weight must be 1 (the score is unweighted). Bad args raise ``ArgsError``
+naming the field.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+from machinery import resources as res
+from machinery.api import core_pb2
+from scheduler.framework.node_info import NodeInfo, is_scalar_resource
+from scheduler.framework.types import MAX_NODE_SCORE, Code, CycleState, StateData, Status
+
+NAME = "NodeResourcesBalancedAllocation"
+_SCORE_STATE_KEY = "PreScore" + NAME
+
+DEFAULT_RESOURCES = ({"name": "cpu", "weight": 1}, {"name": "memory", "weight": 1})
+
+
+class ArgsError(ValueError):
+    """NodeResourcesBalancedAllocationArgs the plugin cannot run with; the message names the field."""
+
+
+@dataclass(frozen=True)
+class _PodRequests(StateData):
+    amounts: tuple[int, ...]  # aligned with the plugin's resources
+
+
+def _parse_args(args: dict) -> tuple[str, ...]:
+    unknown = sorted(set(args) - {"resources"})
+    if unknown:
+        raise ArgsError(f'{unknown[0]}: unknown field "{unknown[0]}"')
+    specs = args.get("resources")
+    if specs is None:
+        specs = DEFAULT_RESOURCES
+    if not isinstance(specs, list | tuple):
+        raise ArgsError("resources: Invalid value: must be a list of {name, weight}")
+    names: list[str] = []
+    for i, spec in enumerate(specs):
+        if not isinstance(spec, dict):
+            raise ArgsError(f"resources[{i}]: Invalid value: must be a mapping with name and weight")
+        name = spec.get("name")
+        if not isinstance(name, str) or not name:
+            raise ArgsError(f"resources[{i}].name: Required value")
+        unknown = sorted(set(spec) - {"name", "weight"})
+        if unknown:
+            raise ArgsError(f'resources[{i}]: unknown field "{unknown[0]}"')
+        if name in names:
+            raise ArgsError(f'resources[{i}].name: Duplicate value: "{name}"')
+        weight = spec.get("weight", 1)
+        if weight != 1 or isinstance(weight, bool):
+            raise ArgsError(f"resources[{i}].weight: Invalid value: {weight!r}: must be 1")
+        names.append(name)
+    return tuple(names)
+
+
+def balanced_score(requested: list[int], allocatable: list[int]) -> int:
+    """kube-scheduler's balancedResourceScorer: (1 - std of the used fractions) * 100, truncated."""
+    fractions: list[float] = []
+    for req, alloc in zip(requested, allocatable):
+        if alloc == 0:
+            continue
+        fractions.append(min(req / alloc, 1.0))
+    std = 0.0
+    if len(fractions) == 2:
+        std = abs((fractions[0] - fractions[1]) / 2)
+    elif len(fractions) > 2:
+        mean = sum(fractions) / len(fractions)
+        std = math.sqrt(sum((f - mean) * (f - mean) for f in fractions) / len(fractions))
+    return int((1 - std) * MAX_NODE_SCORE)
+
+
+class NodeResourcesBalancedAllocation:
+    name = NAME
+
+    def __init__(self, args: dict, handle: Any = None):
+        self.resources = _parse_args(args)
+
+    def _pod_requests(self, pod: core_pb2.Pod) -> _PodRequests:
+        requests = res.pod_requests(pod)
+        return _PodRequests(tuple(requests.get(name, 0) for name in self.resources))
+
+    def pre_score(self, state: CycleState, pod: core_pb2.Pod, nodes) -> Status | None:
+        req = self._pod_requests(pod)
+        if not any(req.amounts):
+            return Status(Code.SKIP)  # best effort: every node would look perfectly balanced
+        state.write(_SCORE_STATE_KEY, req)
+        return None
+
+    def score(self, state: CycleState, pod: core_pb2.Pod, ni: NodeInfo) -> tuple[int, Status | None]:
+        req = state.get(_SCORE_STATE_KEY)
+        if req is None:  # PreScore did not run
+            req = self._pod_requests(pod)
+            if not any(req.amounts):
+                return 0, None
+        alloc, used = ni.allocatable, ni.requested
+        requested: list[int] = []
+        allocatable: list[int] = []
+        for name, want in zip(self.resources, req.amounts):
+            if name == res.CPU:
+                cap, have = alloc.milli_cpu, used.milli_cpu
+            elif name == res.MEMORY:
+                cap, have = alloc.memory, used.memory
+            elif name == res.EPHEMERAL_STORAGE:
+                cap, have = alloc.ephemeral_storage, used.ephemeral_storage
+            elif want == 0 and is_scalar_resource(name):
+                continue  # an extended resource the pod does not request is not scored
+            elif name in alloc.scalar:
+                cap, have = alloc.scalar[name], used.scalar.get(name, 0)
+            else:
+                continue  # the node does not offer it
+            if cap == 0:
+                continue
+            allocatable.append(cap)
+            requested.append(have + want)
+        return balanced_score(requested, allocatable), None
+
+
+def new(args: dict, handle: Any) -> NodeResourcesBalancedAllocation:
+    return NodeResourcesBalancedAllocation(args, handle)

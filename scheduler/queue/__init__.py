@@ -1,0 +1,1 @@
+"""The scheduling queue (activeQ, backoffQ, unschedulable pool, QueueingHints) and the nominator."""

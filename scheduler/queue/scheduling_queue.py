@@ -1,0 +1,532 @@
+"""The scheduling queue: activeQ, backoffQ and the unschedulable pool, driven by QueueingHints.
+
+kube-scheduler's PriorityQueue, on one asyncio loop (no locks needed):
+
+- **activeQ**: a heap in the profile's QueueSort order (PrioritySort: priority, then time);
+  ``pop`` waits for its head. Pods enter it only if every PreEnqueue plugin agrees (scheduling
+  gates); otherwise they wait, gated, in the unschedulable pool.
+- **backoffQ**: pods that failed and may be retried after their backoff —
+  ``initial * 2^(failures-1)``, at most ``max`` (1 s and 10 s by default) — flushed to activeQ
+  every second.
+- **unschedulablePods**: pods the last attempt rejected. A cluster event moves a pod out only
+  if a QueueingHint of one of the plugins that rejected it (``unschedulable_plugins``) says
+  Queue; Pending plugins' Queue skips the backoff. Pods waiting longer than
+  ``max_in_unschedulable`` (5 min) are flushed every 30 s anyway (``UnschedulableTimeout``).
+- **in flight**: a popped pod is in flight until ``done``; events that arrive meanwhile are
+  recorded, and when the pod comes back unschedulable they are replayed through its rejectors'
+  hints, so an event during its attempt is never lost.
+
+Metrics: ``scheduler_pending_pods{queue}`` (active, backoff, unschedulable, gated),
+``scheduler_queue_incoming_pods_total{event,queue}``, ``scheduler_unschedulable_pods{plugin,profile}``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import enum
+import time
+import weakref
+from collections import deque
+from typing import Any, Callable, Iterable, Iterator
+
+from prometheus_client import REGISTRY, Counter
+from prometheus_client.core import GaugeMetricFamily
+
+from machinery.api import core_pb2
+from machinery.logging import get_logger
+from scheduler.framework.pod_info import PodInfo, QueuedPodInfo
+from scheduler.framework.types import (BACKOFF_COMPLETE, EVENT_ASSIGNED_POD_ADD, EVENT_FORCE_ACTIVATE,
+                                       EVENT_UNSCHEDULABLE_TIMEOUT, EVENT_UNSCHEDULED_POD_ADD,
+                                       EVENT_UNSCHEDULED_POD_UPDATE, FORCE_ACTIVATE, SCHEDULE_ATTEMPT_FAILURE,
+                                       ActionType, ClusterEvent, ClusterEventWithHint, NominatingInfo, QueueingHint,
+                                       pod_scheduling_property_changes)
+from scheduler.queue.heap import KeyedHeap
+from scheduler.queue.nominator import Nominator
+
+log = get_logger()
+
+ACTIVE_Q, BACKOFF_Q, UNSCHEDULABLE_Q, GATED = "active", "backoff", "unschedulable", "gated"
+DEFAULT_INITIAL_BACKOFF = 1.0
+DEFAULT_MAX_BACKOFF = 10.0
+DEFAULT_MAX_IN_UNSCHEDULABLE = 300.0
+BACKOFF_FLUSH_PERIOD = 1.0
+UNSCHEDULABLE_FLUSH_PERIOD = 30.0
+
+INCOMING_PODS = Counter("scheduler_queue_incoming_pods_total", "Number of pods added to scheduling queues by event "
+                        "and queue type.", ["event", "queue"])
+
+
+class Strategy(enum.IntEnum):
+    SKIP = 0  # stay in the unschedulable pool
+    AFTER_BACKOFF = 1
+    IMMEDIATELY = 2
+
+
+def _key(p: QueuedPodInfo) -> str:
+    return p.pod_info.key
+
+
+def _pod_key(pod: core_pb2.Pod) -> str:
+    return f"{pod.metadata.namespace}/{pod.metadata.name}"
+
+
+class _HintEntry:
+    __slots__ = ("event", "plugin", "hint")
+
+    def __init__(self, event: ClusterEvent, plugin: str, hint):
+        self.event, self.plugin, self.hint = event, plugin, hint
+
+
+class SchedulingQueue:
+    def __init__(self, less: Callable[[QueuedPodInfo, QueuedPodInfo], bool], *,
+                 events: dict[str, dict[str, list[ClusterEventWithHint]]] | None = None,
+                 pre_enqueue: dict[str, Callable[[core_pb2.Pod], Any]] | None = None,
+                 requests_of: Callable[[core_pb2.Pod], dict[str, int]] | None = None,
+                 initial_backoff: float = DEFAULT_INITIAL_BACKOFF, max_backoff: float = DEFAULT_MAX_BACKOFF,
+                 max_in_unschedulable: float = DEFAULT_MAX_IN_UNSCHEDULABLE,
+                 clock: Callable[[], float] = time.monotonic):
+        """``events``: per profile, per plugin, its registered events with hints; ``pre_enqueue``:
+        per profile, the function running its PreEnqueue plugins (returns a Status or None)."""
+        self._clock = clock
+        self.initial_backoff = initial_backoff
+        self.max_backoff = max_backoff
+        self.max_in_unschedulable = max_in_unschedulable
+        self._active: KeyedHeap[QueuedPodInfo] = KeyedHeap(_key, less)
+        self._backoff: KeyedHeap[QueuedPodInfo] = KeyedHeap(_key, self._backoff_less)
+        self._unschedulable: dict[str, QueuedPodInfo] = {}
+        self.nominator = Nominator()
+        self._pre_enqueue = pre_enqueue or {}
+        self._requests_of = requests_of or (lambda pod: PodInfo(pod).requests)
+        self._hints: dict[str, list[_HintEntry]] = {}
+        self._plugin_events: dict[str, list[ClusterEvent]] = {}
+        for profile, by_plugin in (events or {}).items():
+            entries = self._hints.setdefault(profile, [])
+            for plugin, registered in by_plugin.items():
+                for ev in registered:
+                    entries.append(_HintEntry(ev.event, plugin, ev.hint))
+                    self._plugin_events.setdefault(plugin, []).append(ev.event)
+        self._interesting = [e.event for entries in self._hints.values() for e in entries]
+        # In-flight pods and the events seen while any pod is in flight.
+        self._seq = 0
+        self._in_flight: dict[str, int] = {}  # uid -> sequence number when popped
+        self._in_flight_events: deque[tuple[int, ClusterEvent, Any, Any]] = deque()
+        self.scheduling_cycle = 0
+        self._move_request_cycle = -1
+        self._wake = asyncio.Event()
+        self._closed = False
+        self._tasks: list[asyncio.Task] = []
+        _QUEUES.add(self)
+
+    # ------------------------------------------------------------ life
+
+    def run(self) -> None:
+        self._tasks = [asyncio.create_task(self._flush_backoff_loop(), name="queue-flush-backoff"),
+                       asyncio.create_task(self._flush_unschedulable_loop(), name="queue-flush-unschedulable")]
+
+    async def close(self) -> None:
+        self._closed = True
+        self._wake.set()
+        for t in self._tasks:
+            t.cancel()
+        for t in self._tasks:
+            try:
+                await t
+            except (asyncio.CancelledError, Exception):
+                pass
+
+    async def _flush_backoff_loop(self) -> None:
+        while True:
+            await asyncio.sleep(BACKOFF_FLUSH_PERIOD)
+            self.flush_backoff_completed()
+
+    async def _flush_unschedulable_loop(self) -> None:
+        while True:
+            await asyncio.sleep(UNSCHEDULABLE_FLUSH_PERIOD)
+            self.flush_unschedulable_leftover()
+
+    # ------------------------------------------------------------ backoff
+
+    def backoff_duration(self, p: QueuedPodInfo) -> float:
+        count = p.consecutive_errors_count or p.unschedulable_count
+        if count <= 0:
+            return 0.0
+        d = self.initial_backoff
+        for _ in range(1, count):
+            d *= 2
+            if d >= self.max_backoff:
+                return self.max_backoff
+        return min(d, self.max_backoff)
+
+    def backoff_expiration(self, p: QueuedPodInfo) -> float:
+        if p.backoff_expiration is None:
+            p.backoff_expiration = p.timestamp + self.backoff_duration(p)
+        return p.backoff_expiration
+
+    def is_backing_off(self, p: QueuedPodInfo) -> bool:
+        return self.backoff_expiration(p) > self._clock()
+
+    def _backoff_less(self, a: QueuedPodInfo, b: QueuedPodInfo) -> bool:
+        return self.backoff_expiration(a) < self.backoff_expiration(b)
+
+    # ------------------------------------------------------------ moving pods between queues
+
+    def _new_info(self, pod: core_pb2.Pod) -> QueuedPodInfo:
+        return QueuedPodInfo(PodInfo(pod), self._clock())
+
+    def _run_pre_enqueue(self, p: QueuedPodInfo) -> None:
+        run = self._pre_enqueue.get(p.pod.spec.scheduler_name)
+        status = run(p.pod) if run is not None else None
+        if status is None or status.is_success():
+            p.gating_plugin = ""
+            return
+        p.gating_plugin = status.plugin
+        p.unschedulable_plugins.add(status.plugin)
+
+    def _move_to_active(self, p: QueuedPodInfo, event: str) -> bool:
+        """To activeQ if PreEnqueue agrees; otherwise (gated) to the unschedulable pool."""
+        self._run_pre_enqueue(p)
+        key = p.key
+        if p.gated:
+            if key in self._active or key in self._backoff or key in self._unschedulable:
+                return False
+            self._unschedulable[key] = p
+            INCOMING_PODS.labels(event, UNSCHEDULABLE_Q).inc()
+            return False
+        if p.initial_attempt_timestamp is None:
+            p.initial_attempt_timestamp = self._clock()
+        self._unschedulable.pop(key, None)
+        self._backoff.delete(key)
+        self._active.add_or_update(p)
+        INCOMING_PODS.labels(event, ACTIVE_Q).inc()
+        if event in (EVENT_UNSCHEDULED_POD_ADD.label, EVENT_UNSCHEDULED_POD_UPDATE.label):
+            self.nominator.add(p.pod_info)
+        self._wake.set()
+        return True
+
+    def _move_to_backoff(self, p: QueuedPodInfo, event: str) -> None:
+        self._unschedulable.pop(p.key, None)
+        self._backoff.add_or_update(p)
+        INCOMING_PODS.labels(event, BACKOFF_Q).inc()
+
+    def _to_unschedulable(self, p: QueuedPodInfo, event: str) -> None:
+        self._unschedulable[p.key] = p
+        INCOMING_PODS.labels(event, UNSCHEDULABLE_Q).inc()
+
+    def _requeue(self, p: QueuedPodInfo, strategy: Strategy, event: str) -> str:
+        if strategy == Strategy.SKIP:
+            self._to_unschedulable(p, event)
+            return UNSCHEDULABLE_Q
+        if strategy == Strategy.AFTER_BACKOFF and self.is_backing_off(p):
+            self._move_to_backoff(p, event)
+            return BACKOFF_Q
+        return ACTIVE_Q if self._move_to_active(p, event) else UNSCHEDULABLE_Q
+
+    # ------------------------------------------------------------ the queue's API
+
+    def add(self, pod: core_pb2.Pod) -> None:
+        """A new unscheduled pod."""
+        self._move_to_active(self._new_info(pod), EVENT_UNSCHEDULED_POD_ADD.label)
+
+    async def pop(self) -> QueuedPodInfo | None:
+        """The head of activeQ, waiting for one; None once the queue is closed."""
+        while True:
+            if self._closed:
+                return None
+            p = self._active.pop()
+            if p is not None:
+                self.scheduling_cycle += 1
+                p.attempts += 1
+                # Rejectors are reset: this attempt decides them anew.
+                p.unschedulable_plugins = set()
+                p.pending_plugins = set()
+                self._seq += 1
+                self._in_flight[p.pod.metadata.uid] = self._seq
+                return p
+            self._wake.clear()
+            await self._wake.wait()
+
+    def done(self, uid: str) -> None:
+        """The pod's attempt is over (bound, or back in the queue)."""
+        if self._in_flight.pop(uid, None) is None:
+            return
+        if not self._in_flight:
+            self._in_flight_events.clear()
+            return
+        oldest = min(self._in_flight.values())
+        events = self._in_flight_events
+        while events and events[0][0] < oldest:
+            events.popleft()
+
+    def _record_in_flight_event(self, event: ClusterEvent, old: Any, new: Any) -> None:
+        if self._in_flight:
+            self._seq += 1
+            self._in_flight_events.append((self._seq, event, old, new))
+
+    def add_unschedulable_if_not_present(self, p: QueuedPodInfo, cycle: int) -> None:
+        """A pod whose attempt failed comes back: to the pool, or out again if an event seen
+        during its attempt may have made it schedulable."""
+        try:
+            key = p.key
+            if key in self._unschedulable or key in self._active or key in self._backoff:
+                return
+            if not p.unschedulable_plugins and not p.pending_plugins:
+                p.consecutive_errors_count += 1  # an error, not a rejection
+            else:
+                p.unschedulable_count += 1
+                p.consecutive_errors_count = 0
+            p.timestamp = self._clock()
+            p.backoff_expiration = None
+            strategy = self._hint_for_in_flight_pod(p)
+            self._requeue(p, strategy, SCHEDULE_ATTEMPT_FAILURE)
+        finally:
+            self.done(p.pod.metadata.uid)
+
+    def _hint_for_in_flight_pod(self, p: QueuedPodInfo) -> Strategy:
+        if not p.unschedulable_plugins and not p.pending_plugins:
+            return Strategy.AFTER_BACKOFF
+        since = self._in_flight.get(p.pod.metadata.uid)
+        if since is None:
+            return Strategy.AFTER_BACKOFF
+        strategy = Strategy.SKIP
+        for seq, event, old, new in self._in_flight_events:
+            if seq <= since:
+                continue
+            s = self._worth_requeuing(p, event, old, new)
+            if s == Strategy.IMMEDIATELY:
+                return s
+            if s == Strategy.AFTER_BACKOFF:
+                strategy = s
+                if not p.pending_plugins:
+                    return s
+        return strategy
+
+    def activate(self, pods: Iterable[core_pb2.Pod]) -> None:
+        """Move these pods to activeQ now (or, if in flight, requeue them when they come back)."""
+        for pod in pods:
+            key = _pod_key(pod)
+            p = self._unschedulable.get(key) or self._backoff.get(key)
+            if p is not None:
+                self._unschedulable.pop(key, None)
+                self._backoff.delete(key)
+                self._move_to_active(p, FORCE_ACTIVATE)
+            elif pod.metadata.uid in self._in_flight:
+                self._seq += 1
+                self._in_flight_events.append((self._seq, EVENT_FORCE_ACTIVATE, None, pod))
+
+    def update(self, old: core_pb2.Pod | None, new: core_pb2.Pod) -> None:
+        """An unscheduled pod changed."""
+        events = pod_scheduling_property_changes(new, old, self._requests_of) if old is not None else []
+        uid = new.metadata.uid
+        if uid in self._in_flight:
+            for ev in events:
+                self._seq += 1
+                self._in_flight_events.append((self._seq, ev, old, new))
+            return
+        key = _pod_key(new)
+        for heap in (self._active, self._backoff):
+            p = heap.get(key)
+            if p is not None:
+                old_pod = p.pod
+                p.pod_info.update(new)
+                heap.add_or_update(p)
+                self.nominator.update(old_pod, p.pod_info)
+                return
+        p = self._unschedulable.get(key)
+        if p is not None:
+            old_pod = p.pod
+            p.pod_info.update(new)
+            self.nominator.update(old_pod, p.pod_info)
+            for ev in events:
+                strategy = self._worth_requeuing(p, ev, old, new)
+                if strategy != Strategy.SKIP:
+                    del self._unschedulable[key]
+                    self._requeue(p, strategy, ev.label)
+                    return
+            return
+        self._move_to_active(self._new_info(new), EVENT_UNSCHEDULED_POD_UPDATE.label)
+
+    def delete(self, pod: core_pb2.Pod) -> None:
+        self.nominator.delete(pod)
+        key = _pod_key(pod)
+        self._active.delete(key)
+        self._backoff.delete(key)
+        self._unschedulable.pop(key, None)
+
+    def assigned_pod_added(self, pod: core_pb2.Pod) -> None:
+        """A bound pod appeared: pods with affinity to it (or spread by it) may now fit."""
+        self._move_pods(self._with_cross_topology_term(pod), EVENT_ASSIGNED_POD_ADD, None, pod)
+
+    def assigned_pod_updated(self, old: core_pb2.Pod, new: core_pb2.Pod, event: ClusterEvent) -> None:
+        if event.action & ActionType.UPDATE_POD_SCALE_DOWN:
+            # A resize down (KEP-1287) frees room: every pod NodeResourcesFit rejected may fit.
+            self.move_all_to_active_or_backoff(event, old, new)
+        else:
+            self._move_pods(self._with_cross_topology_term(new), event, old, new)
+
+    def move_all_to_active_or_backoff(self, event: ClusterEvent, old: Any = None, new: Any = None,
+                                      pre_check: Callable[[core_pb2.Pod], bool] | None = None) -> None:
+        if not self._is_event_of_interest(event):
+            return
+        pods = [p for p in self._unschedulable.values() if pre_check is None or pre_check(p.pod)]
+        self._move_pods(pods, event, old, new)
+
+    def _move_pods(self, pods: list[QueuedPodInfo], event: ClusterEvent, old: Any, new: Any) -> None:
+        if not self._is_event_of_interest(event):
+            return
+        for p in pods:
+            if p.gated and not any(e.matches(event) for e in self._plugin_events.get(p.gating_plugin, ())):
+                continue
+            strategy = self._worth_requeuing(p, event, old, new)
+            if strategy == Strategy.SKIP:
+                continue
+            self._unschedulable.pop(p.key, None)
+            if event == EVENT_UNSCHEDULABLE_TIMEOUT:
+                p.flushed = True
+            self._requeue(p, strategy, event.label)
+        self._move_request_cycle = self.scheduling_cycle
+        self._record_in_flight_event(event, old, new)
+
+    def _is_event_of_interest(self, event: ClusterEvent) -> bool:
+        return event.is_wildcard() or any(e.matches(event) for e in self._interesting)
+
+    def _worth_requeuing(self, p: QueuedPodInfo, event: ClusterEvent, old: Any, new: Any) -> Strategy:
+        rejectors = p.unschedulable_plugins | p.pending_plugins
+        if not rejectors:
+            return Strategy.AFTER_BACKOFF
+        if event.is_wildcard():
+            if isinstance(new, core_pb2.Pod) and new.metadata.uid != p.pod.metadata.uid:
+                return Strategy.SKIP  # a wildcard for another pod (ForceActivate)
+            return Strategy.AFTER_BACKOFF
+        entries = self._hints.get(p.pod.spec.scheduler_name)
+        if entries is None:
+            return Strategy.AFTER_BACKOFF
+        strategy = Strategy.SKIP
+        for e in entries:
+            if e.plugin not in rejectors or not e.event.matches(event):
+                continue
+            if e.hint is None:
+                hint = QueueingHint.QUEUE
+            else:
+                try:
+                    hint = e.hint(p.pod, old, new)
+                except Exception as exc:  # never strand a pod on a buggy hint
+                    log.warning("queueing_hint_failed", plugin=e.plugin, event=event.label, pod=p.key, error=str(exc))
+                    hint = QueueingHint.QUEUE
+            if hint == QueueingHint.QUEUE_SKIP:
+                continue
+            if e.plugin in p.pending_plugins:
+                return Strategy.IMMEDIATELY
+            if not p.pending_plugins:
+                return Strategy.AFTER_BACKOFF
+            strategy = Strategy.AFTER_BACKOFF
+        return strategy
+
+    def _with_cross_topology_term(self, pod: core_pb2.Pod) -> list[QueuedPodInfo]:
+        """Unschedulable pods with a required affinity term matching ``pod``, or rejected by
+        PodTopologySpread in its namespace: only those can an assigned pod's event help."""
+        out = []
+        for p in self._unschedulable.values():
+            if "PodTopologySpread" in p.unschedulable_plugins and pod.metadata.namespace == p.pod.metadata.namespace:
+                out.append(p)
+                continue
+            if any(term.matches(pod) for term in p.pod_info.required_affinity_terms):
+                out.append(p)
+        return out
+
+    def flush_backoff_completed(self) -> None:
+        now = self._clock()
+        while True:
+            head = self._backoff.peek()
+            if head is None or self.backoff_expiration(head) > now:
+                return
+            self._backoff.pop()
+            self._move_to_active(head, BACKOFF_COMPLETE)
+
+    def flush_unschedulable_leftover(self) -> None:
+        now = self._clock()
+        stale = [p for p in self._unschedulable.values() if now - p.timestamp > self.max_in_unschedulable]
+        if stale:
+            self._move_pods(stale, EVENT_UNSCHEDULABLE_TIMEOUT, None, None)
+
+    # ------------------------------------------------------------ nominations
+
+    def add_nominated_pod(self, pi: PodInfo, info: NominatingInfo | None) -> None:
+        self.nominator.add(pi, info)
+
+    def delete_nominated_pod_if_exists(self, pod: core_pb2.Pod) -> None:
+        self.nominator.delete(pod)
+
+    def nominated_pods_for_node(self, node: str) -> list[PodInfo]:
+        return self.nominator.nominated_pods_for_node(node)
+
+    # ------------------------------------------------------------ inspection
+
+    def get(self, pod: core_pb2.Pod) -> QueuedPodInfo | None:
+        key = _pod_key(pod)
+        return self._active.get(key) or self._backoff.get(key) or self._unschedulable.get(key)
+
+    def where(self, pod: core_pb2.Pod) -> str:
+        key = _pod_key(pod)
+        if key in self._active:
+            return ACTIVE_Q
+        if key in self._backoff:
+            return BACKOFF_Q
+        p = self._unschedulable.get(key)
+        if p is not None:
+            return GATED if p.gated else UNSCHEDULABLE_Q
+        return "in-flight" if pod.metadata.uid in self._in_flight else ""
+
+    def counts(self) -> dict[str, int]:
+        gated = sum(1 for p in self._unschedulable.values() if p.gated)
+        return {ACTIVE_Q: len(self._active), BACKOFF_Q: len(self._backoff),
+                UNSCHEDULABLE_Q: len(self._unschedulable) - gated, GATED: gated}
+
+    def unschedulable_pods(self) -> Iterator[QueuedPodInfo]:
+        return iter(list(self._unschedulable.values()))
+
+    def in_flight_count(self) -> int:
+        return len(self._in_flight)
+
+    def in_flight_events_count(self) -> int:
+        return len(self._in_flight_events)
+
+
+# ------------------------------------------------------------------------------------------
+# scheduler_pending_pods{queue} and scheduler_unschedulable_pods{plugin,profile}, read at scrape time.
+
+_QUEUES: "weakref.WeakSet[SchedulingQueue]" = weakref.WeakSet()
+
+
+class _QueueGauges:
+    def collect(self):
+        pending = GaugeMetricFamily("scheduler_pending_pods", "Number of pending pods, by the queue type. 'active' "
+                                    "means number of pods in activeQ; 'backoff' means number of pods in backoffQ; "
+                                    "'unschedulable' means number of pods in unschedulablePods that the scheduler "
+                                    "attempted to schedule and failed; 'gated' is the number of unschedulable pods "
+                                    "that the scheduler never attempted to schedule because they are gated.",
+                                    labels=["queue"])
+        totals = {ACTIVE_Q: 0, BACKOFF_Q: 0, UNSCHEDULABLE_Q: 0, GATED: 0}
+        by_plugin: dict[tuple[str, str], int] = {}
+        for q in list(_QUEUES):
+            for k, v in q.counts().items():
+                totals[k] += v
+            for p in q.unschedulable_pods():
+                for plugin in p.unschedulable_plugins | p.pending_plugins:
+                    key = (plugin, p.pod.spec.scheduler_name)
+                    by_plugin[key] = by_plugin.get(key, 0) + 1
+        for k, v in totals.items():
+            pending.add_metric([k], v)
+        yield pending
+        unsched = GaugeMetricFamily("scheduler_unschedulable_pods", "The number of unschedulable pods broken down by "
+                                    "plugin name. A pod will increment the gauge for all plugins that caused it to "
+                                    "not schedule and so this metric have meaning only when broken down by plugin.",
+                                    labels=["plugin", "profile"])
+        for (plugin, profile), n in sorted(by_plugin.items()):
+            unsched.add_metric([plugin, profile], n)
+        yield unsched
+
+    def describe(self):
+        return []
+
+
+REGISTRY.register(_QueueGauges())

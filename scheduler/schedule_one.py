@@ -1,0 +1,392 @@
+"""One scheduling attempt: the scheduling cycle (serial) and the binding cycle (concurrent).
+
+kube-scheduler's schedule_one.go:
+
+- **Scheduling cycle**: snapshot the cache; PreFilter; try the pod's nominated node first; walk
+  the nodes round robin from where the last cycle stopped, filtering until enough feasible nodes
+  are found (``percentageOfNodesToScore``: adaptive by default, 50% at 100 nodes down to a 5%
+  floor, never fewer than 100 nodes, 004 §9); score them (PreScore, Score, NormalizeScore,
+  weights) unless only one is feasible; pick the highest, ties at random; assume the pod onto
+  the node in the cache; Reserve; Permit.
+- When no node fits: PostFilter (preemption), then the failure handler: the pod goes back to the
+  queue with the plugins that rejected it, gets a ``FailedScheduling`` event and the condition
+  ``PodScheduled=False`` (reason Unschedulable, kube-scheduler's message), and the nomination
+  preemption chose (``status.nominatedNodeName``).
+- **Binding cycle** (its own task, so the next pod's cycle starts at once): wait on Permit,
+  PreBind, Bind; then the ``Scheduled`` event. A failed bind unreserves, forgets the assumed pod
+  (its room is freed: pods rejected for room are requeued) and goes through the failure handler.
+
+Failpoints: ``scheduler/before-nominate`` (preemption done, the nomination not written) and
+``scheduler/before-bind`` (the pod is assumed, the binding not sent).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import time
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from machinery import errors, failpoints, timeutil
+from machinery.api import core_pb2
+from machinery.logging import get_logger
+from scheduler import metrics
+from scheduler.framework.node_info import NodeInfo
+from scheduler.framework.pod_info import PodInfo, QueuedPodInfo
+from scheduler.framework.runtime import Framework
+from scheduler.framework.types import (EVENT_ASSIGNED_POD_DELETE, Code, CycleState, Diagnosis, FitError,
+                                       NominatingInfo, NominatingMode, Status)
+
+if TYPE_CHECKING:
+    from scheduler.scheduler import Scheduler
+
+log = get_logger()
+
+FP_BEFORE_NOMINATE = failpoints.declare(
+    "scheduler/before-nominate", "preemption chose a node and evicted its victims; the nomination is not written yet")
+FP_BEFORE_BIND = failpoints.declare(
+    "scheduler/before-bind", "the pod is assumed on its node; the binding is not sent yet")
+
+MIN_FEASIBLE_NODES_TO_FIND = 100
+MIN_FEASIBLE_NODES_PERCENTAGE_TO_FIND = 5
+DEFAULT_PERCENTAGE_OF_NODES_TO_SCORE = 50
+NO_NODES_AVAILABLE = "no nodes available to schedule pods"
+
+
+def num_feasible_nodes_to_find(percentage: int, num_all_nodes: int) -> int:
+    """How many feasible nodes are enough (004 §9 "Scheduler Performance Tuning")."""
+    if num_all_nodes < MIN_FEASIBLE_NODES_TO_FIND:
+        return num_all_nodes
+    if percentage <= 0:
+        percentage = DEFAULT_PERCENTAGE_OF_NODES_TO_SCORE - num_all_nodes // 125
+        percentage = max(percentage, MIN_FEASIBLE_NODES_PERCENTAGE_TO_FIND)
+    num = num_all_nodes * min(percentage, 100) // 100
+    return max(num, MIN_FEASIBLE_NODES_TO_FIND)
+
+
+@dataclass
+class ScheduleResult:
+    host: str
+    evaluated: int
+    feasible: int
+
+
+class SchedulingError(Exception):
+    def __init__(self, status: Status):
+        super().__init__(status.message())
+        self.status = status
+
+
+class Algorithm:
+    """The part of a scheduling cycle that picks a node (schedulePod)."""
+
+    def __init__(self, sched: "Scheduler", rand: random.Random | None = None):
+        self.sched = sched
+        self.next_start_node_index = 0
+        self._rand = rand or random.Random()
+
+    def schedule_pod(self, fw: Framework, state: CycleState, pod: core_pb2.Pod) -> ScheduleResult:
+        snapshot = self.sched.snapshot
+        self.sched.cache.update_snapshot(snapshot)
+        if snapshot.num_nodes() == 0:
+            raise SchedulingError(Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, NO_NODES_AVAILABLE))
+        feasible, diagnosis = self.find_nodes_that_fit(fw, state, pod)
+        if not feasible:
+            raise FitError(pod, snapshot.num_nodes(), diagnosis)
+        evaluated = len(feasible) + len(diagnosis.node_to_status)
+        if len(feasible) == 1:
+            return ScheduleResult(feasible[0].name, evaluated, 1)
+        scores = self.prioritize_nodes(fw, state, pod, feasible)
+        return ScheduleResult(self.select_host(feasible, scores), evaluated, len(feasible))
+
+    def find_nodes_that_fit(self, fw: Framework, state: CycleState,
+                            pod: core_pb2.Pod) -> tuple[list[NodeInfo], Diagnosis]:
+        snapshot = self.sched.snapshot
+        diagnosis = Diagnosis()
+        all_nodes = snapshot.list()
+        pre_result, s = fw.run_pre_filter_plugins(state, pod, all_nodes)
+        if s is not None:
+            if not s.is_rejected():
+                raise SchedulingError(s)
+            diagnosis.absent_nodes_status = s
+            diagnosis.pre_filter_msg = s.message()
+            if s.plugin:
+                diagnosis.unschedulable_plugins.add(s.plugin)
+                if s.code == Code.PENDING:
+                    diagnosis.pending_plugins.add(s.plugin)
+            return [], diagnosis
+        filters = fw.filters_for(state)
+        nominated = pod.status.nominated_node_name
+        if nominated:
+            ni = snapshot.get(nominated)
+            if ni is not None and (pre_result is None or pre_result.node_names is None or nominated in pre_result.node_names):
+                if fw.run_filter_plugins_with_nominated_pods(state, pod, ni, filters) is None:
+                    return [ni], diagnosis
+        nodes = all_nodes
+        if pre_result is not None and pre_result.node_names is not None:
+            nodes = [ni for name in sorted(pre_result.node_names) if (ni := snapshot.get(name)) is not None]
+            diagnosis.absent_nodes_status = Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE,
+                                                   "node(s) didn't satisfy plugin(s) [PreFilter]")
+        return self.find_nodes_that_pass_filters(fw, state, pod, diagnosis, nodes, filters, len(all_nodes)), diagnosis
+
+    def find_nodes_that_pass_filters(self, fw: Framework, state: CycleState, pod: core_pb2.Pod, diagnosis: Diagnosis,
+                                     nodes: list[NodeInfo], filters, num_all: int) -> list[NodeInfo]:
+        n = len(nodes)
+        if n == 0:
+            return []
+        percentage = fw.percentage_of_nodes_to_score
+        if percentage is None:
+            percentage = self.sched.percentage_of_nodes_to_score
+        wanted = num_feasible_nodes_to_find(percentage, n)
+        start = self.next_start_node_index % n
+        if not filters:
+            feasible = [nodes[(start + i) % n] for i in range(wanted)]
+            self.next_start_node_index = (self.next_start_node_index + wanted) % max(num_all, 1)
+            return feasible
+        feasible: list[NodeInfo] = []
+        statuses = diagnosis.node_to_status
+        check = fw.run_filter_plugins_with_nominated_pods if self.sched.queue.nominator else fw.run_filter_plugins
+        processed = 0
+        for i in range(n):
+            ni = nodes[(start + i) % n]
+            processed += 1
+            s = check(state, pod, ni, filters)
+            if s is None:
+                feasible.append(ni)
+                if len(feasible) >= wanted:
+                    break
+                continue
+            if s.code == Code.ERROR:
+                raise SchedulingError(s)
+            statuses[ni.name] = s
+            if s.plugin:
+                diagnosis.unschedulable_plugins.add(s.plugin)
+                if s.code == Code.PENDING:
+                    diagnosis.pending_plugins.add(s.plugin)
+        self.next_start_node_index = (self.next_start_node_index + processed) % max(num_all, 1)
+        return feasible
+
+    def prioritize_nodes(self, fw: Framework, state: CycleState, pod: core_pb2.Pod,
+                         nodes: list[NodeInfo]) -> list[int]:
+        if not fw.has_score_plugins():
+            return [1] * len(nodes)
+        s = fw.run_pre_score_plugins(state, pod, nodes)
+        if s is not None:
+            raise SchedulingError(s)
+        scores, s = fw.run_score_plugins(state, pod, nodes)
+        if s is not None:
+            raise SchedulingError(s)
+        return scores
+
+    def select_host(self, nodes: list[NodeInfo], scores: list[int]) -> str:
+        """The highest score; ties broken uniformly at random (reservoir sampling)."""
+        best, chosen, ties = -1, "", 0
+        for ni, score in zip(nodes, scores):
+            if score > best:
+                best, chosen, ties = score, ni.name, 1
+            elif score == best:
+                ties += 1
+                if self._rand.randrange(ties) == 0:
+                    chosen = ni.name
+        return chosen
+
+
+def _key(pod: core_pb2.Pod) -> str:
+    return f"{pod.metadata.namespace}/{pod.metadata.name}"
+
+
+def assumed_copy(p: QueuedPodInfo, host: str) -> tuple[core_pb2.Pod, PodInfo]:
+    pod = core_pb2.Pod()
+    pod.CopyFrom(p.pod)
+    pod.spec.node_name = host
+    pi = PodInfo.__new__(PodInfo)
+    for slot in PodInfo.__slots__:
+        setattr(pi, slot, getattr(p.pod_info, slot))
+    pi.pod = pod
+    return pod, pi
+
+
+async def schedule_one(sched: "Scheduler", p: QueuedPodInfo) -> None:
+    pod = p.pod
+    fw = sched.frameworks.get(pod.spec.scheduler_name)
+    if fw is None:
+        log.error("no_profile_for_pod", pod=_key(pod), scheduler_name=pod.spec.scheduler_name)
+        sched.queue.done(pod.metadata.uid)
+        return
+    if pod.metadata.deletion_timestamp or sched.cache.is_assumed(pod):
+        sched.queue.done(pod.metadata.uid)
+        return
+    start = time.perf_counter()
+    state = CycleState()
+    try:
+        result = fw_result = sched.algorithm.schedule_pod(fw, state, pod)
+    except (FitError, SchedulingError) as exc:
+        metrics.ALGORITHM_DURATION.observe(time.perf_counter() - start)
+        await _handle_unfit(sched, fw, state, p, exc, start)
+        return
+    except Exception as exc:  # a bug in a plugin must not stop the scheduler
+        log.exception("scheduling_cycle_crashed", pod=_key(pod))
+        await handle_failure(sched, fw, p, Status(Code.ERROR, str(exc), error=exc), None, start)
+        return
+    metrics.ALGORITHM_DURATION.observe(time.perf_counter() - start)
+    host = fw_result.host
+    assumed, assumed_pi = assumed_copy(p, host)
+    try:
+        sched.cache.assume_pod(assumed, assumed_pi)
+    except ValueError as exc:
+        await handle_failure(sched, fw, p, Status(Code.ERROR, str(exc), error=exc), None, start)
+        return
+    sched.queue.delete_nominated_pod_if_exists(assumed)
+    s = fw.run_reserve_plugins_reserve(state, assumed, host)
+    if s is not None:
+        fw.run_reserve_plugins_unreserve(state, assumed, host)
+        sched.cache.forget_pod(assumed)
+        await handle_failure(sched, fw, p, s, _clear_nomination(), start)
+        return
+    s = fw.run_permit_plugins(state, assumed, host)
+    if s is not None and s.code != Code.WAIT:
+        fw.run_reserve_plugins_unreserve(state, assumed, host)
+        sched.cache.forget_pod(assumed)
+        await handle_failure(sched, fw, p, s, _clear_nomination(), start)
+        return
+    log.debug("pod_assumed", pod=_key(pod), node=host, evaluated=result.evaluated, feasible=result.feasible)
+    sched.start_binding(fw, state, p, assumed, host, start)
+
+
+def _clear_nomination() -> NominatingInfo:
+    return NominatingInfo("", NominatingMode.OVERRIDE)
+
+
+async def _handle_unfit(sched: "Scheduler", fw: Framework, state: CycleState, p: QueuedPodInfo,
+                        exc: FitError | SchedulingError, start: float) -> None:
+    if isinstance(exc, SchedulingError):
+        await handle_failure(sched, fw, p, exc.status, None, start)
+        return
+    nominating: NominatingInfo | None = None
+    diagnosis = exc.diagnosis
+    if fw.has_post_filter_plugins():
+        result, s = await fw.run_post_filter_plugins(state, p.pod, diagnosis)
+        if s is not None and s.code == Code.ERROR:
+            log.warning("post_filter_failed", pod=_key(p.pod), error=s.message())
+        elif s is not None and s.message():
+            diagnosis.post_filter_msg = s.message()
+        if result is not None and result.nominating_info is not None:
+            nominating = result.nominating_info
+    status = Status(Code.UNSCHEDULABLE, str(exc))
+    status.error = exc
+    p.unschedulable_plugins = set(diagnosis.unschedulable_plugins)
+    p.pending_plugins = set(diagnosis.pending_plugins)
+    await handle_failure(sched, fw, p, status, nominating, start)
+
+
+async def handle_failure(sched: "Scheduler", fw: Framework, p: QueuedPodInfo, status: Status,
+                         nominating: NominatingInfo | None, start: float) -> None:
+    """The pod back to the queue; its event, condition and nomination written."""
+    pod = p.pod
+    result = metrics.ERROR if status.code == Code.ERROR else metrics.UNSCHEDULABLE
+    metrics.SCHEDULE_ATTEMPTS.labels(result, fw.profile_name).inc()
+    metrics.ATTEMPT_DURATION.labels(result, fw.profile_name).observe(time.perf_counter() - start)
+    reason = "SchedulerError" if status.code == Code.ERROR else "Unschedulable"
+    message = status.message()
+    if status.code == Code.ERROR:
+        log.warning("scheduling_error", pod=_key(pod), error=message)
+    else:
+        log.info("pod_unschedulable", pod=_key(pod), message=message, plugins=sorted(p.unschedulable_plugins))
+    cached = sched.get_pod(pod.metadata.namespace, pod.metadata.name)
+    if cached is None or cached.metadata.uid != pod.metadata.uid:
+        sched.queue.done(pod.metadata.uid)
+    elif cached.spec.node_name:
+        log.info("pod_already_assigned", pod=_key(pod), node=cached.spec.node_name)
+        sched.queue.done(pod.metadata.uid)
+    else:
+        p.pod_info.update(cached)
+        sched.queue.add_unschedulable_if_not_present(p, sched.queue.scheduling_cycle)
+    if nominating is not None:
+        sched.queue.add_nominated_pod(PodInfo(pod), nominating)
+    if cached is None or cached.metadata.uid != pod.metadata.uid:
+        return
+    if sched.recorder is not None:
+        sched.recorder.event(pod, "Warning", "FailedScheduling", _truncate(message), action="Scheduling")
+    if nominating is not None and nominating.mode == NominatingMode.OVERRIDE and nominating.node_name:
+        await failpoints.hit(FP_BEFORE_NOMINATE)
+    await update_pod_status(sched, cached, reason, message, nominating)
+
+
+def _truncate(message: str, limit: int = 1024) -> str:
+    return message if len(message) <= limit else message[:limit - 3] + "..."
+
+
+async def update_pod_status(sched: "Scheduler", pod: core_pb2.Pod, reason: str, message: str,
+                            nominating: NominatingInfo | None) -> None:
+    """PodScheduled=False with the reason, and the nomination — only what changed is written."""
+    current = next((c for c in pod.status.conditions if c.type == "PodScheduled"), None)
+    same_condition = current is not None and (current.status, current.reason, current.message) == \
+        ("False", reason, message)
+    nominate = nominating is not None and nominating.mode == NominatingMode.OVERRIDE
+    same_nomination = not nominate or pod.status.nominated_node_name == nominating.node_name
+    if same_condition and same_nomination:
+        return
+    status: dict = {}
+    if not same_condition:
+        transition = current.last_transition_time if current is not None and current.status == "False" else \
+            timeutil.rfc3339()
+        status["conditions"] = [{"type": "PodScheduled", "status": "False", "reason": reason, "message": message,
+                                 "lastTransitionTime": transition}]
+    if nominate:
+        status["nominatedNodeName"] = nominating.node_name
+    try:
+        await sched.client.pods.patch(pod.metadata.name, {"status": status}, namespace=pod.metadata.namespace,
+                                      subresource="status")
+    except errors.NotFound:
+        pass
+    except errors.ApiError as exc:
+        log.warning("pod_status_update_failed", pod=_key(pod), error=exc.message)
+
+
+async def binding_cycle(sched: "Scheduler", fw: Framework, state: CycleState, p: QueuedPodInfo,
+                        assumed: core_pb2.Pod, host: str, start: float) -> None:
+    try:
+        s = await fw.wait_on_permit(assumed)
+        if s is None:
+            s = await fw.run_pre_bind_plugins(state, assumed, host)
+        if s is None:
+            await failpoints.hit(FP_BEFORE_BIND)
+            s = await fw.run_bind_plugins(state, assumed, host)
+    except failpoints.FailpointError as exc:
+        s = Status(Code.ERROR, str(exc), error=exc)
+    except Exception as exc:
+        log.exception("binding_cycle_crashed", pod=_key(assumed))
+        s = Status(Code.ERROR, str(exc), error=exc)
+    if s is not None:
+        await _binding_failed(sched, fw, state, p, assumed, host, s, start)
+        return
+    sched.cache.finish_binding(assumed)
+    now = time.perf_counter()
+    metrics.SCHEDULE_ATTEMPTS.labels(metrics.SCHEDULED, fw.profile_name).inc()
+    metrics.ATTEMPT_DURATION.labels(metrics.SCHEDULED, fw.profile_name).observe(now - start)
+    metrics.POD_SCHEDULING_ATTEMPTS.observe(p.attempts)
+    if p.initial_attempt_timestamp is not None:
+        metrics.POD_SCHEDULING_SLI.labels(metrics.attempts_label(p.attempts)).observe(
+            max(0.0, sched.queue_clock() - p.initial_attempt_timestamp))
+    if p.flushed:
+        metrics.SCHEDULED_AFTER_FLUSH.inc()
+    log.info("pod_bound", pod=_key(assumed), node=host, attempts=p.attempts)
+    if sched.recorder is not None:
+        sched.recorder.event(assumed, "Normal", "Scheduled",
+                             f"Successfully assigned {assumed.metadata.namespace}/{assumed.metadata.name} to {host}",
+                             action="Binding")
+    fw.run_post_bind_plugins(state, assumed, host)
+    sched.queue.done(assumed.metadata.uid)
+
+
+async def _binding_failed(sched: "Scheduler", fw: Framework, state: CycleState, p: QueuedPodInfo,
+                          assumed: core_pb2.Pod, host: str, s: Status, start: float) -> None:
+    log.warning("binding_failed", pod=_key(assumed), node=host, error=s.message())
+    fw.run_reserve_plugins_unreserve(state, assumed, host)
+    sched.cache.forget_pod(assumed)
+    # Forgetting the assumed pod frees its room, as a deleted pod's would.
+    uid = assumed.metadata.uid
+    sched.queue.move_all_to_active_or_backoff(EVENT_ASSIGNED_POD_DELETE, assumed, None,
+                                              (lambda pod: pod.metadata.uid != uid) if s.is_rejected() else None)
+    await handle_failure(sched, fw, p, s, _clear_nomination(), start)

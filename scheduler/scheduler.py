@@ -1,0 +1,159 @@
+"""The scheduler: informers, cache, queue, one framework per profile, and the scheduling loop.
+
+It knows the cluster only through its informers (pods not finished, nodes,
+PodDisruptionBudgets). ``start`` lists and watches; ``run`` (once leading) pops pods one at a
+time and runs a scheduling cycle for each (``schedule_one``); binding cycles run as their own
+tasks. A background loop expires assumed pods whose binding never showed up.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+from machinery.api import core_pb2
+from machinery.client import Client
+from machinery.events import EventRecorder
+from machinery.informer import Informer
+from machinery.kinds import NODE, POD, POD_DISRUPTION_BUDGET
+from machinery.logging import get_logger
+from scheduler import metrics
+from scheduler.cache.cache import DEFAULT_ASSUMED_TTL, Cache
+from scheduler.cache.snapshot import Snapshot
+from scheduler.config import SchedulerConfig
+from scheduler.eventhandlers import POD_FIELD_SELECTOR, EventHandlers
+from scheduler.framework.interfaces import Handle, PluginFactory
+from scheduler.framework.pod_info import QueuedPodInfo
+from scheduler.framework.runtime import Framework, FrameworkError
+from scheduler.framework.types import CycleState
+from scheduler.queue.scheduling_queue import DEFAULT_MAX_IN_UNSCHEDULABLE, SchedulingQueue
+from scheduler.schedule_one import Algorithm, binding_cycle, schedule_one
+
+log = get_logger()
+
+ASSUMED_CLEANUP_PERIOD = 1.0
+
+
+class Scheduler:
+    def __init__(self, client: Client, cfg: SchedulerConfig, registry: dict[str, PluginFactory], *,
+                 identity: str = "kplane-scheduler", assumed_ttl: float = DEFAULT_ASSUMED_TTL,
+                 max_in_unschedulable: float = DEFAULT_MAX_IN_UNSCHEDULABLE, feature_gates=None):
+        self.client = client
+        self.cfg = cfg
+        self.identity = identity
+        self.recorder: EventRecorder | None = EventRecorder(client, "default-scheduler", identity)
+        self.cache = Cache(ttl=assumed_ttl)
+        self.snapshot = Snapshot()
+        self.percentage_of_nodes_to_score = cfg.percentage_of_nodes_to_score
+        self.pods = Informer(client, POD, field_selector=POD_FIELD_SELECTOR)
+        self.nodes = Informer(client, NODE)
+        self.pdbs = Informer(client, POD_DISRUPTION_BUDGET)
+        self.frameworks: dict[str, Framework] = {}
+        self._queue_ref: SchedulingQueue | None = None
+        in_place = feature_gates is None or feature_gates.enabled("InPlacePodVerticalScaling")
+        for profile in cfg.profiles:
+            handle = Handle(client=client, recorder=self.recorder, nominator=self, pods=self._all_pods,
+                            get_pod=self.get_pod, pdbs=lambda: self.pdbs.list(), activate=self._activate)
+            handle.snapshot = self.snapshot
+            sets = profile.plugins
+            if "NodeResourcesFit" in sets.names():
+                sets.args.setdefault("NodeResourcesFit", {}).setdefault("enableInPlacePodVerticalScaling", in_place)
+            self.frameworks[profile.scheduler_name] = Framework(
+                profile.scheduler_name, sets, registry, handle, profile.percentage_of_nodes_to_score)
+        sorts = {type(fw.queue_sort) for fw in self.frameworks.values()}
+        if len(sorts) != 1:
+            raise FrameworkError("all profiles must use the same queueSort plugin")
+        first = next(iter(self.frameworks.values()))
+        self.queue = SchedulingQueue(
+            first.less, events={name: fw.events_to_register() for name, fw in self.frameworks.items()},
+            pre_enqueue={name: fw.run_pre_enqueue_plugins for name, fw in self.frameworks.items()},
+            initial_backoff=cfg.pod_initial_backoff_seconds, max_backoff=cfg.pod_max_backoff_seconds,
+            max_in_unschedulable=max_in_unschedulable)
+        self._queue_ref = self.queue
+        self.queue_clock = time.monotonic
+        self.algorithm = Algorithm(self)
+        self.handlers = EventHandlers(self)
+        self._bindings: set[asyncio.Task] = set()
+        self._tasks: list[asyncio.Task] = []
+        self.synced = False
+
+    # ------------------------------------------------------------ the handle's views
+
+    def nominated_pods_for_node(self, node: str):
+        return self.queue.nominated_pods_for_node(node)
+
+    def _all_pods(self):
+        return self.pods.list()
+
+    def get_pod(self, namespace: str, name: str) -> core_pb2.Pod | None:
+        return self.pods.get(name, namespace)
+
+    def _activate(self, pods) -> None:
+        self.queue.activate(pods)
+
+    # ------------------------------------------------------------ life
+
+    async def start(self) -> None:
+        """List and watch; the cache and queue fill from the informers."""
+        h = self.handlers
+        self.nodes.add_handler(h.on_node_add, h.on_node_update, h.on_node_delete)
+        self.pods.add_handler(h.on_pod_add, h.on_pod_update, h.on_pod_delete)
+        if self.recorder is not None:
+            self.recorder.start()
+        for inf in (self.nodes, self.pods, self.pdbs):
+            await inf.start()
+        for inf in (self.nodes, self.pods, self.pdbs):
+            await inf.wait_for_sync()
+        self.synced = True
+        log.info("scheduler_synced", nodes=self.cache.node_count(), pods=self.cache.pod_count(),
+                 pending=self.queue.counts())
+
+    async def run(self) -> None:
+        """Schedule until cancelled (called once this scheduler leads)."""
+        self.queue.run()
+        self._tasks.append(asyncio.create_task(self._cleanup_assumed(), name="cleanup-assumed"))
+        log.info("scheduler_running", identity=self.identity, profiles=list(self.frameworks))
+        while True:
+            p = await self.queue.pop()
+            if p is None:
+                return
+            try:
+                await schedule_one(self, p)
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                log.exception("schedule_one_crashed", pod=p.key)
+                self.queue.done(p.pod.metadata.uid)
+
+    def start_binding(self, fw: Framework, state: CycleState, p: QueuedPodInfo, assumed: core_pb2.Pod, host: str,
+                      start: float) -> None:
+        metrics.GOROUTINES.inc()
+        task = asyncio.create_task(binding_cycle(self, fw, state, p, assumed, host, start),
+                                   name=f"bind-{assumed.metadata.name}")
+        self._bindings.add(task)
+        task.add_done_callback(self._bindings.discard)
+
+    async def _cleanup_assumed(self) -> None:
+        while True:
+            await asyncio.sleep(ASSUMED_CLEANUP_PERIOD)
+            self.cache.cleanup_assumed_pods()
+
+    async def stop(self) -> None:
+        await self.queue.close()
+        for t in self._tasks:
+            t.cancel()
+        for t in list(self._bindings):
+            try:
+                await asyncio.wait_for(asyncio.shield(t), 5.0)
+            except (asyncio.TimeoutError, asyncio.CancelledError, Exception):
+                t.cancel()
+        for t in self._tasks:
+            try:
+                await t
+            except (asyncio.CancelledError, Exception):
+                pass
+        for inf in (self.pods, self.nodes, self.pdbs):
+            await inf.stop()
+        if self.recorder is not None:
+            await self.recorder.flush(2.0)
+            await self.recorder.stop()

@@ -1,0 +1,226 @@
+"""Preemption's decisions, as 001 "Pod Preemption in Kubernetes" and 004 §11 state them: which pods
+are victims on a node, which node is chosen, who may preempt at all, and what is done to the
+victims."""
+
+from __future__ import annotations
+
+from machinery import timeutil
+from machinery.api import core_pb2, policy_pb2
+from scheduler.cache.snapshot import Snapshot
+from scheduler.framework.interfaces import Handle
+from scheduler.framework.node_info import NodeInfo
+from scheduler.framework.runtime import Framework, PluginSets
+from scheduler.framework.types import Code, CycleState, Diagnosis, NominatingMode, Status
+from scheduler.plugins import default_binder, default_preemption, node_resources_fit
+from scheduler.preemption.evaluator import Candidate, pick_one_node
+from tests.helpers import make_pod
+
+
+class _Sort:
+    name = "PrioritySort"
+
+    def less(self, a, b):
+        return a.pod.spec.priority > b.pod.spec.priority
+
+
+REGISTRY = {"PrioritySort": lambda args, h: _Sort(), "NodeResourcesFit": node_resources_fit.new,
+            "DefaultPreemption": lambda args, h: default_preemption.new({"randomSeed": 1, **args}, h),
+            "DefaultBinder": default_binder.new}
+
+
+def node(name: str, cpu: str = "10") -> core_pb2.Node:
+    n = core_pb2.Node()
+    n.metadata.name = name
+    n.status.allocatable.update({"cpu": cpu, "memory": "100Gi", "pods": "110"})
+    return n
+
+
+def pod(name: str, priority: int, cpu: str | None, node_name: str = "", started: str = "2026-01-01T00:00:00Z",
+        labels: dict | None = None, never: bool = False) -> core_pb2.Pod:
+    p = make_pod(name, cpu=cpu, node=node_name, labels=labels)
+    p.metadata.uid = f"uid-{name}"
+    p.spec.priority = priority
+    p.spec.scheduler_name = "default-scheduler"
+    if never:
+        p.spec.preemption_policy = "Never"
+    if node_name:
+        p.status.start_time = started
+        p.status.phase = "Running"
+        p.status.conditions.add(type="Ready", status="True")
+    return p
+
+
+class FakePods:
+    def __init__(self) -> None:
+        self.deleted: list[str] = []
+        self.patched: list[tuple[str, dict]] = []
+
+    async def delete(self, name, namespace="", **kw):
+        self.deleted.append(name)
+
+    async def patch(self, name, patch, namespace="", subresource="", **kw):
+        self.patched.append((name, patch))
+
+
+class FakeClient:
+    def __init__(self) -> None:
+        self.pods = FakePods()
+
+
+class Env:
+    """A framework over some nodes and pods, as the scheduler would build it."""
+
+    def __init__(self, nodes: list[core_pb2.Node], pods: list[core_pb2.Pod],
+                 pdbs: list[policy_pb2.PodDisruptionBudget] = ()):
+        self.pods = {p.metadata.name: p for p in pods}
+        self.client = FakeClient()
+        self.handle = Handle(client=self.client, pods=lambda: self.pods.values(),
+                             get_pod=lambda ns, n: self.pods.get(n), pdbs=lambda: pdbs)
+        infos = []
+        for n in nodes:
+            ni = NodeInfo(n)
+            for p in pods:
+                if p.spec.node_name == n.metadata.name:
+                    ni.add_pod(p)
+            infos.append(ni)
+        self.handle.snapshot = Snapshot.of(infos)
+        self.fw = Framework("default-scheduler", PluginSets(multi_point=list(REGISTRY)), REGISTRY, self.handle)
+        self.plugin = self.fw.plugins["DefaultPreemption"]
+
+    def diagnosis(self, preemptor: core_pb2.Pod) -> tuple[CycleState, Diagnosis]:
+        state = CycleState()
+        self.fw.run_pre_filter_plugins(state, preemptor, self.handle.snapshot.list())
+        d = Diagnosis()
+        for ni in self.handle.snapshot.list():
+            s = self.fw.run_filter_plugins(state, preemptor, ni)
+            if s is not None:
+                d.node_to_status[ni.name] = s
+        return state, d
+
+    def victims(self, preemptor: core_pb2.Pod, node_name: str) -> list[str]:
+        state, _ = self.diagnosis(preemptor)
+        ni = self.handle.snapshot.get(node_name).clone()
+        victims, _, status = self.plugin.select_victims_on_node(state, preemptor, ni, [])
+        assert status is None, status
+        return [v.metadata.name for v in victims]
+
+    async def preempt(self, preemptor: core_pb2.Pod):
+        self.pods[preemptor.metadata.name] = preemptor
+        state, d = self.diagnosis(preemptor)
+        return await self.plugin.post_filter(state, preemptor, d)
+
+
+def test_001_preemption_order_example_only_the_priority_2_pod_is_preempted():
+    """001: "if node capacity is 10, and pending pod is priority 10 and requires 5 units of
+    resource, and the running pods are {priority 0 request 3, priority 1 request 1, priority 2
+    request 5, priority 3 request 1}, scheduler will preempt the priority 2 pod only"."""
+    env = Env([node("n1")], [pod("p0", 0, "3", "n1"), pod("p1", 1, "1", "n1"), pod("p2", 2, "5", "n1"),
+                             pod("p3", 3, "1", "n1")])
+    assert env.victims(pod("preemptor", 10, "5"), "n1") == ["p2"]
+
+
+def test_a_best_effort_pod_is_never_a_victim_for_resources():
+    """001: "scheduler will never preempt a Best Effort pod to make more resources available"."""
+    env = Env([node("n1", cpu="2")], [pod("burstable", 0, "2", "n1"), pod("besteffort", 0, None, "n1")])
+    assert env.victims(pod("preemptor", 10, "1"), "n1") == ["burstable"]
+
+
+async def test_a_node_with_no_lower_priority_pods_cannot_help():
+    env = Env([node("n1", cpu="2")], [pod("same", 10, "2", "n1")])
+    result, status = await env.preempt(pod("preemptor", 10, "1"))
+    assert status.code == Code.UNSCHEDULABLE
+    assert status.message() == ("preemption: 0/1 nodes are available: 1 No preemption victims found for incoming "
+                                "pod.")
+    assert result.nominating_info.mode == NominatingMode.OVERRIDE and result.nominating_info.node_name == ""
+
+
+async def test_preemption_picks_the_node_evicts_the_victims_and_nominates():
+    env = Env([node("n1", cpu="4"), node("n2", cpu="4")],
+              [pod("low", 1, "4", "n1"), pod("lower", 0, "4", "n2")])
+    result, status = await env.preempt(pod("preemptor", 10, "2"))
+    assert status is None
+    # The lowest highest-victim priority wins: n2's victim has priority 0.
+    assert result.nominating_info.node_name == "n2"
+    assert env.client.pods.deleted == ["lower"]
+    name, patch = env.client.pods.patched[0]
+    cond = patch["status"]["conditions"][0]
+    assert name == "lower" and (cond["type"], cond["reason"]) == ("DisruptionTarget", "PreemptionByScheduler")
+    assert cond["message"] == "default-scheduler: preempting to accommodate a higher priority pod"
+
+
+async def test_preemption_policy_never_is_not_eligible():
+    """004 §11: pods with preemptionPolicy Never "cannot preempt other pods"."""
+    env = Env([node("n1", cpu="1")], [pod("low", 0, "1", "n1")])
+    result, status = await env.preempt(pod("polite", 10, "1", never=True))
+    assert result is None and status.message() == "preemption: not eligible due to preemptionPolicy=Never."
+    assert env.client.pods.deleted == []
+
+
+async def test_no_new_preemption_while_the_victims_on_the_nominated_node_terminate():
+    victim = pod("victim", 0, "1", "n1")
+    victim.metadata.deletion_timestamp = timeutil.rfc3339()
+    victim.status.conditions.add(type="DisruptionTarget", status="True", reason="PreemptionByScheduler")
+    env = Env([node("n1", cpu="1"), node("n2", cpu="1")], [victim, pod("other", 0, "1", "n2")])
+    preemptor = pod("preemptor", 10, "1")
+    preemptor.status.nominated_node_name = "n1"
+    result, status = await env.preempt(preemptor)
+    assert status.message() == "preemption: not eligible due to a terminating pod on the nominated node."
+    assert env.client.pods.deleted == []
+
+
+def pdb(name: str, labels: dict, min_available: str) -> policy_pb2.PodDisruptionBudget:
+    b = policy_pb2.PodDisruptionBudget()
+    b.metadata.name, b.metadata.namespace = name, "default"
+    b.spec.min_available = min_available
+    b.spec.selector.match_labels.update(labels)
+    return b
+
+
+async def test_pdb_best_effort_a_protected_victim_is_avoided_when_another_node_works():
+    """001 "Supporting PodDisruptionBudget": fewest PDB violations is the first criterion."""
+    protected = pod("protected", 0, "2", "n1", labels={"app": "db"})
+    plain = pod("plain", 1, "2", "n2")
+    env = Env([node("n1", cpu="2"), node("n2", cpu="2")], [protected, plain], [pdb("db", {"app": "db"}, "1")])
+    result, status = await env.preempt(pod("preemptor", 10, "2"))
+    assert status is None and result.nominating_info.node_name == "n2"
+    assert env.client.pods.deleted == ["plain"]
+
+
+async def test_pdb_best_effort_a_protected_victim_is_preempted_when_nothing_else_works():
+    """001: "if it doesn't find any lower priority pod to preempt without violating PDB, it goes
+    ahead and preempts victims despite violating PDB"."""
+    protected = pod("protected", 0, "2", "n1", labels={"app": "db"})
+    env = Env([node("n1", cpu="2")], [protected], [pdb("db", {"app": "db"}, "1")])
+    result, status = await env.preempt(pod("preemptor", 10, "2"))
+    assert status is None and result.nominating_info.node_name == "n1"
+    assert env.client.pods.deleted == ["protected"]
+
+
+def test_node_choice_criteria_in_kubernetes_order():
+    def c(node_name, priorities, violations=0, started="2026-01-01T00:00:00Z"):
+        return Candidate(node_name, [pod(f"{node_name}-{i}", pr, "1", node_name, started=started)
+                                     for i, pr in enumerate(priorities)], violations)
+
+    assert pick_one_node([c("a", [5], 1), c("b", [9], 0)]).node == "b"  # fewest PDB violations
+    assert pick_one_node([c("a", [9]), c("b", [5, 5])]).node == "b"  # lowest highest priority
+    assert pick_one_node([c("a", [5, 4]), c("b", [5, 1])]).node == "b"  # smallest priority sum
+    # Each victim adds 2^31 to the sum, so fewer victims of equal priority already win there.
+    assert pick_one_node([c("a", [5, 0, 0]), c("b", [5, 0])]).node == "b"
+    assert pick_one_node([c("a", [5], started="2026-01-01T00:00:00Z"),
+                          c("b", [5], started="2026-06-01T00:00:00Z")]).node == "b"  # latest start
+    assert pick_one_node([c("a", [5]), c("b", [5])]).node == "a"  # then the first
+
+
+def test_bad_args_are_refused():
+    import pytest
+    with pytest.raises(default_preemption.ArgsError, match="minCandidateNodesPercentage"):
+        default_preemption.new({"minCandidateNodesPercentage": 101}, Handle())
+    with pytest.raises(default_preemption.ArgsError, match="cannot be zero"):
+        default_preemption.new({"minCandidateNodesPercentage": 0, "minCandidateNodesAbsolute": 0}, Handle())
+
+
+def test_status_types_carry_unresolvable_for_nodes_preemption_cannot_help():
+    env = Env([node("n1", cpu="1")], [])
+    state, d = env.diagnosis(pod("huge", 10, "5"))
+    assert d.node_to_status["n1"].code == Code.UNSCHEDULABLE_AND_UNRESOLVABLE
+    assert isinstance(d.node_to_status["n1"], Status)

@@ -1,0 +1,232 @@
+"""The scheduling queue: priority order, backoff, the unschedulable pool and QueueingHints (only the
+plugins that rejected a pod are asked), events seen while a pod is in flight, scheduling gates,
+the periodic flush, nominations."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from machinery.api import core_pb2
+from scheduler.framework.pod_info import QueuedPodInfo
+from scheduler.framework.types import (EVENT_ASSIGNED_POD_DELETE, EVENT_NODE_ADD, ActionType, ClusterEvent,
+                                       ClusterEventWithHint, Code, NominatingInfo, NominatingMode, QueueingHint,
+                                       Status, NODE, POD, UNSCHEDULED_POD)
+from scheduler.queue.scheduling_queue import ACTIVE_Q, BACKOFF_Q, GATED, UNSCHEDULABLE_Q, SchedulingQueue
+from tests.helpers import make_pod
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.t = 1000.0
+
+    def __call__(self) -> float:
+        return self.t
+
+
+def less(a: QueuedPodInfo, b: QueuedPodInfo) -> bool:
+    pa, pb = a.pod.spec.priority, b.pod.spec.priority
+    return pa > pb if pa != pb else a.timestamp < b.timestamp
+
+
+def pod(name: str, priority: int = 0, **kw) -> core_pb2.Pod:
+    p = make_pod(name, **kw)
+    p.metadata.uid = f"uid-{name}"
+    p.spec.priority = priority
+    p.spec.scheduler_name = "default-scheduler"
+    return p
+
+
+def node(name: str, cpu: str = "4") -> core_pb2.Node:
+    n = core_pb2.Node()
+    n.metadata.name = name
+    n.status.allocatable["cpu"] = cpu
+    return n
+
+
+def queue(clock: Clock, *, hints=None, gates=None) -> SchedulingQueue:
+    events = {"default-scheduler": hints or {}}
+    pre_enqueue = {"default-scheduler": gates} if gates else {}
+    return SchedulingQueue(less, events=events, pre_enqueue=pre_enqueue, clock=clock)
+
+
+async def pop(q: SchedulingQueue) -> QueuedPodInfo:
+    return await asyncio.wait_for(q.pop(), 1.0)
+
+
+def reject(q: SchedulingQueue, p: QueuedPodInfo, *plugins: str) -> None:
+    p.unschedulable_plugins = set(plugins)
+    q.add_unschedulable_if_not_present(p, q.scheduling_cycle)
+
+
+# Hints of a fit-like plugin: a node add queues pods only if the node has >= 2 cpu; any assigned
+# pod deletion queues them.
+def node_hint(pending: core_pb2.Pod, old, new) -> QueueingHint:
+    return QueueingHint.QUEUE if new is not None and new.status.allocatable.get("cpu") in ("2", "4") \
+        else QueueingHint.QUEUE_SKIP
+
+
+FIT_HINTS = {"Fit": [ClusterEventWithHint(ClusterEvent(NODE, ActionType.ADD), node_hint),
+                     ClusterEventWithHint(ClusterEvent(POD, ActionType.DELETE))]}
+AFFINITY_HINTS = {"Affinity": [ClusterEventWithHint(ClusterEvent(NODE, ActionType.UPDATE_NODE_LABEL))]}
+
+
+async def test_active_queue_pops_by_priority_then_arrival():
+    clock = Clock()
+    q = queue(clock)
+    q.add(pod("low", 1))
+    clock.t += 1
+    q.add(pod("high", 10))
+    clock.t += 1
+    q.add(pod("low-later", 1))
+    assert [(await pop(q)).pod.metadata.name for _ in range(3)] == ["high", "low", "low-later"]
+
+
+async def test_an_unschedulable_pod_waits_until_a_hint_of_its_rejector_says_queue():
+    clock = Clock()
+    q = queue(clock, hints={**FIT_HINTS, **AFFINITY_HINTS})
+    q.add(pod("p"))
+    p = await pop(q)
+    reject(q, p, "Fit")
+    assert q.where(p.pod) == UNSCHEDULABLE_Q
+    # A node-label change interests only Affinity, which did not reject the pod: it stays.
+    q.move_all_to_active_or_backoff(ClusterEvent(NODE, ActionType.UPDATE_NODE_LABEL), node("n"), node("n"))
+    assert q.where(p.pod) == UNSCHEDULABLE_Q
+    # Fit's hint says skip for a 1-cpu node...
+    q.move_all_to_active_or_backoff(EVENT_NODE_ADD, None, node("small", cpu="1"))
+    assert q.where(p.pod) == UNSCHEDULABLE_Q
+    # ... and queue for a 4-cpu node: the pod backs off first (1 s after its failure).
+    q.move_all_to_active_or_backoff(EVENT_NODE_ADD, None, node("big"))
+    assert q.where(p.pod) == BACKOFF_Q
+    clock.t += 1.01
+    q.flush_backoff_completed()
+    assert q.where(p.pod) == ACTIVE_Q
+
+
+async def test_backoff_doubles_per_failure_up_to_the_maximum():
+    clock = Clock()
+    q = queue(clock)
+    q.add(pod("p"))
+    p = await pop(q)
+    durations = []
+    for _ in range(6):
+        reject(q, p, "Fit")
+        durations.append(q.backoff_duration(p))
+        q.move_all_to_active_or_backoff(ClusterEvent("*", ActionType.ALL, "Test"), None, None)
+        clock.t += 20
+        q.flush_backoff_completed()
+        p = await pop(q)
+    assert durations == [1, 2, 4, 8, 10, 10]
+
+
+async def test_an_event_during_the_attempt_is_not_lost():
+    clock = Clock()
+    q = queue(clock, hints=FIT_HINTS)
+    q.add(pod("p"))
+    p = await pop(q)  # in flight
+    q.move_all_to_active_or_backoff(EVENT_ASSIGNED_POD_DELETE, pod("gone", node="n1"), None)
+    reject(q, p, "Fit")
+    assert q.where(p.pod) == BACKOFF_Q, "the deletion during its attempt must requeue it"
+    assert q.in_flight_count() == 0 and q.in_flight_events_count() == 0
+
+
+async def test_an_event_during_the_attempt_that_no_rejector_cares_about_is_skipped():
+    clock = Clock()
+    q = queue(clock, hints={**FIT_HINTS, **AFFINITY_HINTS})
+    q.add(pod("p"))
+    p = await pop(q)
+    q.move_all_to_active_or_backoff(ClusterEvent(NODE, ActionType.UPDATE_NODE_LABEL), node("n"), node("n"))
+    reject(q, p, "Fit")
+    assert q.where(p.pod) == UNSCHEDULABLE_Q
+
+
+async def test_a_pod_failing_with_an_error_not_a_rejection_is_retried_after_backoff():
+    clock = Clock()
+    q = queue(clock, hints=FIT_HINTS)
+    q.add(pod("p"))
+    p = await pop(q)
+    q.add_unschedulable_if_not_present(p, q.scheduling_cycle)  # no rejecting plugin
+    assert q.where(p.pod) == BACKOFF_Q and p.consecutive_errors_count == 1
+
+
+async def test_scheduling_gates_keep_a_pod_gated_until_its_update_removes_them():
+    clock = Clock()
+
+    def gates(p: core_pb2.Pod):
+        return Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, "gated", plugin="SchedulingGates") \
+            if p.spec.scheduling_gates else None
+
+    def gates_gone(pending, old, new) -> QueueingHint:
+        return QueueingHint.QUEUE if new.metadata.uid == pending.metadata.uid and not new.spec.scheduling_gates \
+            else QueueingHint.QUEUE_SKIP
+
+    hints = {"SchedulingGates": [ClusterEventWithHint(
+        ClusterEvent(UNSCHEDULED_POD, ActionType.UPDATE_POD_SCHEDULING_GATES_ELIMINATED), gates_gone)], **FIT_HINTS}
+    q = queue(clock, hints=hints, gates=gates)
+    gated = pod("gated")
+    gated.spec.scheduling_gates.add(name="example.com/foo")
+    q.add(gated)
+    assert q.where(gated) == GATED
+    assert q.counts()[GATED] == 1
+    # Cluster events that only other plugins care about never move a gated pod.
+    q.move_all_to_active_or_backoff(EVENT_NODE_ADD, None, node("big"))
+    assert q.where(gated) == GATED
+    open_ = pod("gated")
+    q.update(gated, open_)
+    assert q.where(open_) == ACTIVE_Q
+
+
+async def test_pods_left_unschedulable_too_long_are_flushed_and_marked():
+    clock = Clock()
+    q = queue(clock, hints=FIT_HINTS)
+    q.max_in_unschedulable = 300
+    q.add(pod("p"))
+    p = await pop(q)
+    reject(q, p, "Fit")
+    clock.t += 200
+    q.flush_unschedulable_leftover()
+    assert q.where(p.pod) == UNSCHEDULABLE_Q
+    clock.t += 101
+    q.flush_unschedulable_leftover()
+    assert q.where(p.pod) == ACTIVE_Q and p.flushed
+
+
+async def test_nominations_are_kept_and_cleared():
+    clock = Clock()
+    q = queue(clock)
+    nominated = pod("preemptor", 10)
+    nominated.status.nominated_node_name = "n1"
+    q.add(nominated)
+    assert [pi.pod.metadata.name for pi in q.nominated_pods_for_node("n1")] == ["preemptor"]
+    p = await pop(q)
+    q.add_nominated_pod(p.pod_info, NominatingInfo("n2", NominatingMode.OVERRIDE))
+    assert q.nominated_pods_for_node("n1") == [] and len(q.nominated_pods_for_node("n2")) == 1
+    q.delete(p.pod)
+    assert q.nominated_pods_for_node("n2") == []
+
+
+async def test_pop_waits_for_a_pod_and_close_ends_it():
+    q = queue(Clock())
+    waiter = asyncio.create_task(q.pop())
+    await asyncio.sleep(0.01)
+    assert not waiter.done()
+    q.add(pod("late"))
+    assert (await asyncio.wait_for(waiter, 1.0)).pod.metadata.name == "late"
+    waiter = asyncio.create_task(q.pop())
+    await asyncio.sleep(0.01)
+    await q.close()
+    assert await asyncio.wait_for(waiter, 1.0) is None
+
+
+@pytest.mark.parametrize("event,moves", [(ClusterEvent(NODE, ActionType.ADD), True),
+                                         (ClusterEvent(NODE, ActionType.UPDATE_NODE_TAINT), False)])
+async def test_only_events_some_plugin_registered_are_considered(event, moves):
+    clock = Clock()
+    q = queue(clock, hints=FIT_HINTS)
+    q.add(pod("p"))
+    p = await pop(q)
+    reject(q, p, "Fit")
+    clock.t += 5
+    q.move_all_to_active_or_backoff(event, None, node("big"))
+    assert (q.where(p.pod) == ACTIVE_Q) is moves

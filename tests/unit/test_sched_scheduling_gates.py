@@ -1,0 +1,87 @@
+"""SchedulingGates: 004 §4 "Pod Scheduling Readiness", its test-pod example, and the hint."""
+
+from __future__ import annotations
+
+import yaml
+
+from machinery import jsonconv
+from machinery.api import core_pb2
+from scheduler.framework.types import (UNSCHEDULED_POD, ActionType, ClusterEvent, Code, QueueingHint,
+                                       pod_scheduling_property_changes)
+from scheduler.plugins import scheduling_gates
+from tests.helpers import make_pod
+
+# 004 §4 "Usage example": created with two gates ...
+GATED = """
+apiVersion: v1
+kind: Pod
+metadata:
+  name: test-pod
+  uid: uid-test-pod
+spec:
+  schedulingGates:
+  - name: example.com/foo
+  - name: example.com/bar
+  containers:
+  - name: pause
+    image: registry.k8s.io/pause:3.6
+"""
+
+# ... and reapplied without them.
+UNGATED = """
+apiVersion: v1
+kind: Pod
+metadata:
+  name: test-pod
+  uid: uid-test-pod
+spec:
+  containers:
+  - name: pause
+    image: registry.k8s.io/pause:3.6
+"""
+
+
+def pod(text: str) -> core_pb2.Pod:
+    return jsonconv.from_dict(core_pb2.Pod, yaml.safe_load(text))
+
+
+def test_004_test_pod_with_gates_is_kept_out_with_kube_schedulers_message():
+    st = scheduling_gates.new({}, None).pre_enqueue(pod(GATED))
+    assert st.code == Code.UNSCHEDULABLE_AND_UNRESOLVABLE
+    assert st.reasons == ["waiting for scheduling gates: [example.com/foo example.com/bar]"]
+
+
+def test_004_test_pod_reapplied_without_gates_is_enqueued():
+    assert scheduling_gates.new({}, None).pre_enqueue(pod(UNGATED)) is None
+    assert scheduling_gates.new({}, None).pre_enqueue(make_pod("plain")) is None
+
+
+def test_one_gate_removed_still_waits_for_the_other():
+    one_left = pod(GATED)
+    del one_left.spec.scheduling_gates[0]
+    st = scheduling_gates.new({}, None).pre_enqueue(one_left)
+    assert st.reasons == ["waiting for scheduling gates: [example.com/bar]"]
+
+
+def test_registers_the_gates_eliminated_update_of_unscheduled_pods():
+    events = scheduling_gates.new({}, None).events_to_register()
+    assert [e.event for e in events] == [
+        ClusterEvent(UNSCHEDULED_POD, ActionType.UPDATE_POD_SCHEDULING_GATES_ELIMINATED)]
+    # The event the queue derives from 004's reapply is the one registered.
+    derived = pod_scheduling_property_changes(pod(UNGATED), pod(GATED), lambda p: {})
+    assert any(events[0].event.matches(e) for e in derived)
+
+
+def test_hint_queues_the_pod_whose_gates_are_all_gone():
+    pl = scheduling_gates.new({}, None)
+    assert pl.is_schedulable_after_pod_change(pod(GATED), pod(GATED), pod(UNGATED)) == QueueingHint.QUEUE
+
+
+def test_hint_skips_while_a_gate_remains_or_for_another_pod():
+    pl = scheduling_gates.new({}, None)
+    one_left = pod(GATED)
+    del one_left.spec.scheduling_gates[0]
+    assert pl.is_schedulable_after_pod_change(pod(GATED), pod(GATED), one_left) == QueueingHint.QUEUE_SKIP
+    other = pod(UNGATED)
+    other.metadata.uid = "uid-other"
+    assert pl.is_schedulable_after_pod_change(pod(GATED), pod(GATED), other) == QueueingHint.QUEUE_SKIP

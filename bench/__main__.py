@@ -9,7 +9,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from bench import api, kubelet
+from bench import api, kubelet, scheduler
 
 
 def main() -> int:
@@ -24,7 +24,10 @@ def main() -> int:
     print("\n== kubelet: pods started/s on one node; resize request -> actual ==", flush=True)
     k = kubelet.run(out, quick=args.quick)
     print(kubelet.summary(k))
-    print(f"\nresults: {out / 'api.json'}, {out / 'kubelet.json'}")
+    print("\n== scheduler: scheduler_perf's SchedulingBasic, PreemptionBasic, Unschedulable ==", flush=True)
+    sc = scheduler.run(out, quick=args.quick)
+    print(scheduler.summary(sc))
+    print(f"\nresults: {out / 'api.json'}, {out / 'kubelet.json'}, {out / 'scheduler.json'}")
     return 0
 
 

@@ -51,6 +51,7 @@ class Scheduler:
         self.frameworks: dict[str, Framework] = {}
         self._queue_ref: SchedulingQueue | None = None
         in_place = feature_gates is None or feature_gates.enabled("InPlacePodVerticalScaling")
+        async_preemption = feature_gates is None or feature_gates.enabled("SchedulerAsyncPreemption")
         for profile in cfg.profiles:
             handle = Handle(client=client, recorder=self.recorder, nominator=self, pods=self._all_pods,
                             get_pod=self.get_pod, pdbs=lambda: self.pdbs.list(), activate=self._activate)
@@ -58,6 +59,8 @@ class Scheduler:
             sets = profile.plugins
             if "NodeResourcesFit" in sets.names():
                 sets.args.setdefault("NodeResourcesFit", {}).setdefault("enableInPlacePodVerticalScaling", in_place)
+            if "DefaultPreemption" in sets.names():
+                sets.args.setdefault("DefaultPreemption", {}).setdefault("enableAsyncPreemption", async_preemption)
             self.frameworks[profile.scheduler_name] = Framework(
                 profile.scheduler_name, sets, registry, handle, profile.percentage_of_nodes_to_score)
         sorts = {type(fw.queue_sort) for fw in self.frameworks.values()}
@@ -70,6 +73,8 @@ class Scheduler:
             initial_backoff=cfg.pod_initial_backoff_seconds, max_backoff=cfg.pod_max_backoff_seconds,
             max_in_unschedulable=max_in_unschedulable)
         self._queue_ref = self.queue
+        for fw in self.frameworks.values():
+            fw.handle.nominator = self.queue.nominator  # the filters ask it for every node: one hop
         self.queue_clock = time.monotonic
         self.algorithm = Algorithm(self)
         self.handlers = EventHandlers(self)

@@ -85,7 +85,7 @@ def _term(pod: core_pb2.Pod, term: core_pb2.PodAffinityTerm) -> AffinityTerm:
 class PodInfo:
     __slots__ = ("pod", "requests", "non_zero_cpu", "non_zero_memory", "required_affinity_terms",
                  "required_anti_affinity_terms", "preferred_affinity_terms", "preferred_anti_affinity_terms",
-                 "parse_error")
+                 "parse_error", "priority", "start")
 
     def __init__(self, pod: core_pb2.Pod):
         self.parse_error: str = ""
@@ -93,6 +93,8 @@ class PodInfo:
 
     def update(self, pod: core_pb2.Pod) -> None:
         self.pod = pod
+        self.priority: int = pod_priority(pod)
+        self.start: float = start_time(pod)  # preemption's tie-break; a pod not started counts as newest
         self.requests: dict[str, int] = resources.pod_requests(pod)
         non_zero = resources.pod_requests(pod, non_missing=resources.NON_ZERO_DEFAULTS)
         self.non_zero_cpu = non_zero.get(resources.CPU, 0)
@@ -139,15 +141,16 @@ class PodInfo:
     def uid(self) -> str:
         return self.pod.metadata.uid
 
-    @property
-    def priority(self) -> int:
-        return pod_priority(self.pod)
+
+
+NOT_STARTED = float("inf")
 
 
 def start_time(pod: core_pb2.Pod) -> float:
-    """Kubernetes' GetPodStartTime: status.startTime, or now for a pod not started (assumed)."""
+    """Kubernetes' GetPodStartTime: status.startTime; a pod not started yet (assumed) counts as
+    starting now, i.e. after every pod that has started."""
     t = timeutil.parse(pod.status.start_time) if pod.status.start_time else None
-    return t.timestamp() if t is not None else timeutil.now().timestamp()
+    return t.timestamp() if t is not None else NOT_STARTED
 
 
 def more_important_pod(a: core_pb2.Pod, b: core_pb2.Pod) -> bool:
@@ -156,6 +159,11 @@ def more_important_pod(a: core_pb2.Pod, b: core_pb2.Pod) -> bool:
     if pa != pb:
         return pa > pb
     return start_time(a) < start_time(b)
+
+
+def importance_key(pi: "PodInfo") -> tuple[int, float]:
+    """Sorts pod infos most important first (MoreImportantPod as a key)."""
+    return -pi.priority, pi.start
 
 
 class QueuedPodInfo:

@@ -16,7 +16,10 @@ kube-scheduler's defaultpreemption plugin, a PostFilter over the shared preempti
   request 5, priority 3 request 1}, scheduler will preempt the priority 2 pod only". A
   BestEffort pod frees no requests, so it is never a victim for resources;
 - how many nodes to dry-run: ``minCandidateNodesPercentage`` (10) of the candidates, at least
-  ``minCandidateNodesAbsolute`` (100), from a random offset.
+  ``minCandidateNodesAbsolute`` (100), from a random offset;
+- async preemption (``enableAsyncPreemption``, from the SchedulerAsyncPreemption gate, default
+  on): the victims are evicted in the background and the pod is held at PreEnqueue until
+  the last victim's deletion was sent.
 
 The PostFilter's message is prefixed "preemption: " and ends up in the pod's FailedScheduling
 event and PodScheduled condition, after the filters' reasons.
@@ -27,13 +30,14 @@ from __future__ import annotations
 import random
 from typing import Any
 
+from machinery import disruption
 from machinery.api import core_pb2
 from scheduler.framework.interfaces import Handle
 from scheduler.framework.node_info import NodeInfo
-from scheduler.framework.pod_info import PodInfo, more_important_pod, pod_priority
-from scheduler.framework.types import Code, CycleState, Diagnosis, PostFilterResult, Status
+from scheduler.framework.pod_info import PodInfo, importance_key, pod_priority
+from scheduler.framework.types import (ASSIGNED_POD, ActionType, ClusterEvent, ClusterEventWithHint, Code, CycleState,
+                                       Diagnosis, PostFilterResult, QueueingHint, Status)
 from scheduler.preemption.evaluator import PDB, Evaluator, pod_terminating_by_preemption
-from machinery import disruption
 
 NAME = "DefaultPreemption"
 NO_VICTIMS = "No preemption victims found for incoming pod"
@@ -43,16 +47,12 @@ class ArgsError(ValueError):
     pass
 
 
-def _sort_key_most_important_first(pods: list[PodInfo]) -> list[PodInfo]:
-    import functools
+def _skip(pod, old, new) -> QueueingHint:
+    return QueueingHint.QUEUE_SKIP
 
-    def cmp(a: PodInfo, b: PodInfo) -> int:
-        if more_important_pod(a.pod, b.pod):
-            return -1
-        if more_important_pod(b.pod, a.pod):
-            return 1
-        return 0
-    return sorted(pods, key=functools.cmp_to_key(cmp))
+
+def _most_important_first(pods: list[PodInfo]) -> list[PodInfo]:
+    return sorted(pods, key=importance_key)
 
 
 def filter_pods_with_pdb_violation(pods: list[PodInfo], pdbs: list[PDB]) -> tuple[list[PodInfo], list[PodInfo]]:
@@ -95,7 +95,23 @@ class DefaultPreemption:
             raise ArgsError("minCandidateNodesPercentage, minCandidateNodesAbsolute: Invalid value: both "
                             "minCandidateNodesPercentage and minCandidateNodesAbsolute cannot be zero")
         self._rand = random.Random(args.get("randomSeed")) if "randomSeed" in args else random.Random()
-        self.evaluator = Evaluator(NAME, handle, self, self._rand)
+        self.async_preemption = bool(args.get("enableAsyncPreemption", True))
+        self.evaluator = Evaluator(NAME, handle, self, self._rand, async_preemption=self.async_preemption)
+
+    # ------------------------------------------------------------ async preemption (KEP-4832)
+
+    def pre_enqueue(self, pod: core_pb2.Pod) -> Status | None:
+        """A pod whose victims are still being asked to go waits: it must not preempt again."""
+        if self.evaluator.is_pod_running_preemption(pod.metadata.uid):
+            return Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, "waiting for the preemption for this pod to be finished")
+        return None
+
+    def events_to_register(self) -> list[ClusterEventWithHint]:
+        if not self.async_preemption:
+            return []
+        # A gated preemptor is looked at again when a victim is deleted; whether it can then be
+        # scheduled is for the plugins that rejected it to say (their hints), not for this one.
+        return [ClusterEventWithHint(ClusterEvent(ASSIGNED_POD, ActionType.DELETE), _skip)]
 
     async def post_filter(self, state: CycleState, pod: core_pb2.Pod,
                           diagnosis: Diagnosis) -> tuple[PostFilterResult | None, Status | None]:
@@ -142,7 +158,7 @@ class DefaultPreemption:
         s = fw.run_filter_plugins_with_nominated_pods(state, pod, ni)
         if s is not None:
             return [], 0, s
-        potential = _sort_key_most_important_first(potential)
+        potential = _most_important_first(potential)
         violating, non_violating = filter_pods_with_pdb_violation(potential, pdbs)
         victims: list[PodInfo] = []
         num_violating = 0
@@ -172,7 +188,7 @@ class DefaultPreemption:
             if err is not None:
                 return [], 0, err
         if violating and non_violating:
-            victims = _sort_key_most_important_first(victims)
+            victims = _most_important_first(victims)
         return [pi.pod for pi in victims], num_violating, None
 
 

@@ -16,7 +16,8 @@ kube-scheduler's noderesources Fit plugin.
 
 What makes a pod this plugin rejected schedulable (its QueueingHints):
 - an assigned pod deleted — its requests leave the node;
-- an assigned pod scaled down (KEP-1287 in-place resize) in a resource the pod asks for;
+- an assigned pod scaled down (KEP-1287 in-place resize) in a resource the pod asks for, or the
+  pod itself scaled down while pending;
 - a node added, or its allocatable raised, such that an empty node of that size would fit the pod.
 """
 
@@ -133,6 +134,7 @@ class _Scorer:
     def __init__(self, strategy: str, spec: list[tuple[str, int]], shape: list[tuple[int, int]] | None):
         self.resources = spec
         self.strategy = strategy
+        self.default = strategy == LEAST_ALLOCATED and spec == [("cpu", 1), ("memory", 1)]
         if strategy == LEAST_ALLOCATED:
             self.one = _least
         elif strategy == MOST_ALLOCATED:
@@ -149,8 +151,15 @@ class _Scorer:
             self.one = ratio
 
     def score(self, ni: NodeInfo, pod_req: dict[str, int]) -> int:
-        total = weights = 0
         alloc = ni.allocatable
+        if self.default and alloc.milli_cpu and alloc.memory:
+            # cpu and memory, weight 1 each, LeastAllocated: the same arithmetic, inlined.
+            nz = ni.non_zero_requested
+            c, m = nz.milli_cpu + pod_req.get("cpu", 0), nz.memory + pod_req.get("memory", 0)
+            sc = (alloc.milli_cpu - c) * MAX_NODE_SCORE // alloc.milli_cpu if c <= alloc.milli_cpu else 0
+            sm = (alloc.memory - m) * MAX_NODE_SCORE // alloc.memory if m <= alloc.memory else 0
+            return (sc + sm) // 2
+        total = weights = 0
         for name, weight in self.resources:
             want = pod_req.get(name, 0)
             if name == "cpu":
@@ -224,6 +233,11 @@ class NodeResourcesFit:
         req = state.get(_STATE_KEY)
         if req is None:
             req = _compute_request(pod)
+        r, alloc, used = req.resource, ni.allocatable, ni.requested
+        if (len(ni.pods) < alloc.allowed_pod_number and r.milli_cpu <= alloc.milli_cpu - used.milli_cpu
+                and r.memory <= alloc.memory - used.memory and not r.scalar
+                and r.ephemeral_storage <= alloc.ephemeral_storage - used.ephemeral_storage):
+            return None  # the common case, decided without building the list of what is lacking
         lacking = fits_request(req, ni, self.ignored, self.ignored_groups)
         if not lacking:
             return None
@@ -259,7 +273,11 @@ class NodeResourcesFit:
         if new is None:  # deleted
             # An unscheduled pod's deletion frees nothing; an assigned pod's frees its requests.
             return QueueingHint.QUEUE if old is not None and old.spec.node_name else QueueingHint.QUEUE_SKIP
-        if not self.in_place_resize or not new.spec.node_name or old is None:
+        if not self.in_place_resize or old is None:
+            return QueueingHint.QUEUE_SKIP
+        if not new.spec.node_name and new.metadata.uid != pod.metadata.uid:
+            # Another unscheduled pod's resize frees nothing; the rejected pod's own scale-down
+            # (a pending pod resized, KEP-1287 scheduler logic step 2) may make it fit.
             return QueueingHint.QUEUE_SKIP
         wanted = resources.pod_requests(pod)
         before, after = PodInfo(old).requests, PodInfo(new).requests

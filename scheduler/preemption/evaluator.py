@@ -17,14 +17,20 @@ kube-scheduler's framework/preemption Evaluator, with the preemption design (001
    to that node lose their nomination so they can look elsewhere.
 5. The pod is nominated to the node (``status.nominatedNodeName``) and waits for the victims.
 
-Victims are evicted one after the other, most important first (kube-scheduler deletes them in
-parallel); the failpoints ``scheduler/preemption-after-victims-chosen`` and
-``scheduler/preemption-after-first-victim`` sit between the steps, so a chaos test can kill the
-scheduler there and check that the restarted one converges.
+With async preemption (KEP-4832, the ``SchedulerAsyncPreemption`` gate, on by default as in
+Kubernetes 1.33+) step 4 runs in a background task and the pod is nominated at once; until the
+task has asked for the last victim's deletion, the pod's PreEnqueue (DefaultPreemption) keeps it
+out of activeQ, so it cannot preempt again for the same room. Victims are evicted most
+important first: the first alone, then the others concurrently but the last, then the last.
+Without the gate all of this happens inside the scheduling cycle. The failpoints
+``scheduler/preemption-after-victims-chosen`` and ``scheduler/preemption-after-first-victim``
+sit between the steps, so a chaos test can kill the scheduler there and check that the
+restarted one converges.
 """
 
 from __future__ import annotations
 
+import asyncio
 import math
 import random
 from dataclasses import dataclass, field
@@ -115,6 +121,7 @@ def pick_one_node(candidates: list[Candidate]) -> Candidate:
     """kube-scheduler's pickOneNodeForPreemption: the criteria in order until one node is left."""
     def earliest_start_of_highest(c: Candidate) -> float:
         top = pod_priority(c.victims[0])
+        # A victim not started yet counts as starting now, the latest time there is.
         return min(start_time(v) for v in c.victims if pod_priority(v) == top)
 
     score_funcs = [
@@ -141,11 +148,28 @@ def pick_one_node(candidates: list[Candidate]) -> Candidate:
 
 class Evaluator:
     def __init__(self, plugin_name: str, handle: Handle, plugin: PreemptionPlugin,
-                 rand: random.Random | None = None):
+                 rand: random.Random | None = None, async_preemption: bool = True):
         self.plugin_name = plugin_name
         self.handle = handle
         self.plugin = plugin
         self._rand = rand or random.Random()
+        self.async_preemption = async_preemption
+        self._preempting: set[str] = set()  # preemptors whose victims are being evicted
+        self._last_victim: dict[str, tuple[str, str]] = {}  # preemptor uid -> its last victim (ns, name)
+        self._tasks: set[asyncio.Task] = set()
+
+    def is_pod_running_preemption(self, uid: str) -> bool:
+        """Whether this preemptor's victims are still being asked to go (async preemption).
+
+        Once the last victim's deletion has been sent (the pod has a deletionTimestamp, or is
+        gone), the preemption is done even if its task has not returned yet."""
+        if uid not in self._preempting:
+            return False
+        last = self._last_victim.get(uid)
+        if last is None:
+            return True
+        victim = self.handle.get_pod(*last)
+        return victim is not None and not victim.metadata.deletion_timestamp
 
     async def preempt(self, state: CycleState, pod: core_pb2.Pod,
                       diagnosis: Diagnosis) -> tuple[PostFilterResult | None, Status | None]:
@@ -172,9 +196,12 @@ class Evaluator:
         log.info("preemption_victims_chosen", pod=_key(pod), node=best.node, victims=[_key(v) for v in best.victims],
                  pdb_violations=best.num_pdb_violations)
         await failpoints.hit(FP_AFTER_VICTIMS_CHOSEN)
-        status = await self.prepare_candidate(best, pod)
-        if status is not None:
-            return None, status
+        if self.async_preemption:
+            self.prepare_candidate_async(best, pod)
+        else:
+            status = await self.prepare_candidate(best, pod)
+            if status is not None:
+                return None, status
         return PostFilterResult(NominatingInfo(best.node, NominatingMode.OVERRIDE)), None
 
     def find_candidates(self, state: CycleState, all_nodes: list[NodeInfo], pod: core_pb2.Pod,
@@ -209,44 +236,108 @@ class Evaluator:
         return non_violating + violating, statuses
 
     async def prepare_candidate(self, c: Candidate, pod: core_pb2.Pod) -> Status | None:
-        """Evict the victims and clear the nominations of lower-priority pods on the node."""
-        client = self.handle.client
-        for i, victim in enumerate(c.victims):
-            if victim.metadata.deletion_timestamp:
-                continue  # its graceful deletion has started already
-            waiting = self.handle.waiting_pods.get(victim.metadata.uid)
-            if waiting is not None:
-                waiting.reject(self.plugin_name, "preempted")
-            else:
-                try:
-                    await self._mark_disruption_target(victim, pod)
-                    await client.pods.delete(victim.metadata.name, victim.metadata.namespace, uid=victim.metadata.uid)
-                except errors.NotFound:
-                    log.info("victim_already_gone", preemptor=_key(pod), victim=_key(victim), node=c.node)
-                    continue
-                except errors.Conflict:
-                    continue  # a pod of the same name replaced it: that one is not ours to delete
-                except errors.ApiError as exc:
-                    log.warning("preemption_failed", preemptor=_key(pod), victim=_key(victim), error=exc.message)
-                    return Status(Code.ERROR, f"preempting {_key(victim)}: {exc.message}")
-                log.info("pod_preempted", preemptor=_key(pod), victim=_key(victim), node=c.node)
-            if self.handle.recorder is not None:
-                self.handle.recorder.event(victim, "Normal", "Preempted",
-                                           f"Preempted by pod {pod.metadata.uid} on node {c.node}", related=pod,
-                                           action="Preempting")
-            if i == 0:
-                await failpoints.hit(FP_AFTER_FIRST_VICTIM)
+        """Evict the victims and clear the nominations of lower-priority pods on the node (in the cycle)."""
         VICTIMS.observe(len(c.victims))
+        victims = [v for v in c.victims if not v.metadata.deletion_timestamp]  # others are going already
+        err = await self._evict(c, pod, victims)
+        if err is not None:
+            return Status(Code.ERROR, err)
+        await self._clear_lower_nominations(c, pod)
+        return None
+
+    def prepare_candidate_async(self, c: Candidate, pod: core_pb2.Pod) -> None:
+        """Evict the victims in a background task; the pod is gated at PreEnqueue meanwhile."""
+        VICTIMS.observe(len(c.victims))
+        victims = [v for v in c.victims if not v.metadata.deletion_timestamp]
+        if not victims:
+            # Every victim is going already (another preemptor's victims): nothing to evict, but the
+            # lower-priority pods nominated here must still lose their nomination (001 Example 4, 004
+            # §11 "scheduler clears nominatedNodeName of Pod P"), as the synchronous path does.
+            # (kube-scheduler's prepareCandidateAsync returns early here and skips that.)
+            task = asyncio.create_task(self._clear_lower_nominations(c, pod),
+                                       name=f"clear-nominations-for-{pod.metadata.name}")
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
+            return
+        uid = pod.metadata.uid
+        self._preempting.add(uid)
+        task = asyncio.create_task(self._evict_async(c, pod, victims), name=f"preempt-for-{pod.metadata.name}")
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _evict_async(self, c: Candidate, pod: core_pb2.Pod, victims: list[core_pb2.Pod]) -> None:
+        uid = pod.metadata.uid
+        err: str | None = None
+        try:
+            await self._clear_lower_nominations(c, pod)
+            err = await self._evict(c, pod, victims, on_last=lambda v: self._last_victim.__setitem__(
+                uid, (v.metadata.namespace, v.metadata.name)))
+        except Exception as exc:  # never leave the preemptor gated
+            log.exception("async_preemption_crashed", preemptor=_key(pod))
+            err = str(exc)
+        finally:
+            self._preempting.discard(uid)
+            self._last_victim.pop(uid, None)
+        if err is not None:
+            # The pod could be stuck in the unschedulable pool otherwise: let it try again.
+            self.handle.activate([pod])
+
+    async def _evict(self, c: Candidate, pod: core_pb2.Pod, victims: list[core_pb2.Pod], on_last=None) -> str | None:
+        """Evict ``victims`` (most important first): the first alone, then all but the last
+        concurrently, then the last. The first error is returned and stops what follows."""
+        if not victims:
+            return None
+        err = await self._evict_one(c, pod, victims[0])
+        if err is not None:
+            return err
+        await failpoints.hit(FP_AFTER_FIRST_VICTIM)
+        middle, last = victims[1:-1], victims[-1] if len(victims) > 1 else None
+        if middle:
+            errs = await asyncio.gather(*(self._evict_one(c, pod, v) for v in middle))
+            err = next((e for e in errs if e is not None), None)
+            if err is not None:
+                return err
+        if last is not None:
+            if on_last is not None:
+                on_last(last)
+            return await self._evict_one(c, pod, last)
+        return None
+
+    async def _evict_one(self, c: Candidate, pod: core_pb2.Pod, victim: core_pb2.Pod) -> str | None:
+        waiting = self.handle.waiting_pods.get(victim.metadata.uid)
+        if waiting is not None:
+            waiting.reject(self.plugin_name, "preempted")
+        else:
+            try:
+                await self._mark_disruption_target(victim, pod)
+                await self.handle.client.pods.delete(victim.metadata.name, victim.metadata.namespace,
+                                                     uid=victim.metadata.uid)
+            except errors.NotFound:
+                log.info("victim_already_gone", preemptor=_key(pod), victim=_key(victim), node=c.node)
+                return None
+            except errors.Conflict:
+                return None  # a pod of the same name replaced it: that one is not ours to delete
+            except errors.ApiError as exc:
+                log.warning("preemption_failed", preemptor=_key(pod), victim=_key(victim), error=exc.message)
+                return f"preempting {_key(victim)}: {exc.message}"
+            log.info("pod_preempted", preemptor=_key(pod), victim=_key(victim), node=c.node)
+        if self.handle.recorder is not None:
+            self.handle.recorder.event(victim, "Normal", "Preempted",
+                                       f"Preempted by pod {pod.metadata.uid} on node {c.node}", related=pod,
+                                       action="Preempting")
+        return None
+
+    async def _clear_lower_nominations(self, c: Candidate, pod: core_pb2.Pod) -> None:
+        """Lower-priority pods nominated to this node may no longer fit there: let them look elsewhere."""
         priority = pod_priority(pod)
         for pi in self.handle.nominated_pods_for_node(c.node):
             if pi.priority < priority and pi.pod.status.nominated_node_name:
                 try:
-                    await client.pods.patch(pi.pod.metadata.name, {"status": {"nominatedNodeName": ""}},
-                                            namespace=pi.pod.metadata.namespace, subresource="status")
+                    await self.handle.client.pods.patch(pi.pod.metadata.name, {"status": {"nominatedNodeName": ""}},
+                                                        namespace=pi.pod.metadata.namespace, subresource="status")
                     log.info("nomination_cleared", pod=_key(pi.pod), node=c.node, by=_key(pod))
                 except errors.ApiError as exc:
                     log.warning("nomination_clear_failed", pod=_key(pi.pod), error=exc.message)
-        return None
 
     async def _mark_disruption_target(self, victim: core_pb2.Pod, preemptor: core_pb2.Pod) -> None:
         scheduler_name = preemptor.spec.scheduler_name or "default-scheduler"

@@ -150,6 +150,14 @@ def test_hints_an_assigned_pod_deleted_or_scaled_down_or_a_node_that_fits_queue(
     only_memory = bound("a", "n1", cpu="3", memory="1Gi")
     less_memory = bound("a", "n1", cpu="3", memory="512Mi")
     assert pl.is_schedulable_after_pod_event(pod, only_memory, less_memory) == QueueingHint.QUEUE_SKIP
+    # The pending pod itself resized down (KEP-1287 scheduler logic step 2) may fit now; another
+    # pending pod's resize frees nothing.
+    pending, pending_smaller = make_pod("pending", cpu="6"), make_pod("pending", cpu="1500m")
+    pending.metadata.uid = pending_smaller.metadata.uid = "uid-pending"
+    assert pl.is_schedulable_after_pod_event(pending_smaller, pending, pending_smaller) == QueueingHint.QUEUE
+    other, other_smaller = make_pod("other", cpu="3"), make_pod("other", cpu="1")
+    other.metadata.uid = other_smaller.metadata.uid = "uid-other"
+    assert pl.is_schedulable_after_pod_event(pending_smaller, other, other_smaller) == QueueingHint.QUEUE_SKIP
     assert pl.is_schedulable_after_node_change(pod, None, node(cpu="4")) == QueueingHint.QUEUE
     assert pl.is_schedulable_after_node_change(pod, None, node(cpu="1")) == QueueingHint.QUEUE_SKIP
     assert pl.is_schedulable_after_node_change(pod, node(cpu="2"), node(cpu="4")) == QueueingHint.QUEUE

@@ -24,7 +24,8 @@ class _Sort:
 
 
 REGISTRY = {"PrioritySort": lambda args, h: _Sort(), "NodeResourcesFit": node_resources_fit.new,
-            "DefaultPreemption": lambda args, h: default_preemption.new({"randomSeed": 1, **args}, h),
+            "DefaultPreemption": lambda args, h: default_preemption.new(
+                {"randomSeed": 1, "enableAsyncPreemption": False, **args}, h),
             "DefaultBinder": default_binder.new}
 
 
@@ -224,3 +225,33 @@ def test_status_types_carry_unresolvable_for_nodes_preemption_cannot_help():
     state, d = env.diagnosis(pod("huge", 10, "5"))
     assert d.node_to_status["n1"].code == Code.UNSCHEDULABLE_AND_UNRESOLVABLE
     assert isinstance(d.node_to_status["n1"], Status)
+
+
+async def test_async_preemption_nominates_at_once_and_gates_the_pod_until_the_victims_were_asked_to_go():
+    """KEP-4832: the victims go in the background; meanwhile PreEnqueue keeps the preemptor out."""
+    import asyncio
+
+    env = Env([node("n1", cpu="3")], [pod("v1", 0, "1", "n1"), pod("v2", 1, "1", "n1"), pod("v3", 2, "1", "n1")])
+    plugin = default_preemption.new({"randomSeed": 1}, env.handle)
+    gate = asyncio.Event()
+    deleted: list[str] = []
+
+    async def slow_delete(name, namespace="", **kw):
+        await gate.wait()
+        deleted.append(name)
+        env.pods[name].metadata.deletion_timestamp = timeutil.rfc3339()
+
+    env.client.pods.delete = slow_delete
+    preemptor = pod("preemptor", 10, "3")
+    env.pods["preemptor"] = preemptor
+    state, d = env.diagnosis(preemptor)
+    result, status = await plugin.post_filter(state, preemptor, d)
+    assert status is None and result.nominating_info.node_name == "n1"
+    assert deleted == [] and plugin.pre_enqueue(preemptor).code == Code.UNSCHEDULABLE_AND_UNRESOLVABLE
+    gate.set()
+    for _ in range(100):
+        if plugin.pre_enqueue(preemptor) is None:
+            break
+        await asyncio.sleep(0.01)
+    assert plugin.pre_enqueue(preemptor) is None
+    assert sorted(deleted) == ["v1", "v2", "v3"] and deleted[0] == "v3", "the most important victim goes first"

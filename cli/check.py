@@ -8,6 +8,13 @@ Rules:
 - ``bound-at-most-once``: a pod's spec.nodeName goes from empty to a node once and never changes.
 - ``allocated-within-allocatable``: at no revision do the kubelet-allocated requests
   (status.containerStatuses[].allocatedResources) of a node's pods exceed its allocatable.
+- ``bound-requests-within-allocatable``: no binding over-commits a node — when a pod goes from
+  unbound to bound, the requests of the node's pods not finished (Succeeded/Failed) fit its
+  allocatable. Checked at bindings, the only moment the scheduler adds load: a pod created with
+  spec.nodeName bypasses the scheduler (the kubelet admits it or preempts for it, KEP-1287's
+  critical pods) and a resize is the kubelet's to allocate (the rule above); both still count
+  towards the node. A pod counts with the kubelet's allocation once reported (a Deferred resize
+  has not taken room yet), with its spec's requests before.
 - ``actuated-within-allocated``: a container's actual resources (status...resources.requests)
   never show a value the kubelet had not allocated (KEP-1287: desired -> allocated -> actuated).
 - ``preemption-victims-lower-priority``: every pod a ``Preempted`` event names was of lower
@@ -22,6 +29,7 @@ from dataclasses import dataclass, field
 from google.protobuf.message import Message
 
 from machinery import resources
+from machinery.api import core_pb2
 from machinery.client import Client
 from machinery.kinds import lookup
 
@@ -133,6 +141,63 @@ class AllocatedWithinAllocatable(Rule):
         return [Violation(self.name, e.rev, f"node {node}: allocated {detail}")]
 
 
+def _committed(pod: Message) -> dict[str, int]:
+    """What a bound pod holds on its node: per container the kubelet's allocation where reported,
+    the spec's requests otherwise, aggregated as the scheduler does (init phase, overhead)."""
+    allocated = {cs.name: cs.allocated_resources
+                 for cs in list(pod.status.container_statuses) + list(pod.status.init_container_statuses)
+                 if cs.allocated_resources}
+    if allocated:
+        copy = core_pb2.Pod()
+        copy.CopyFrom(pod)
+        for c in list(copy.spec.containers) + list(copy.spec.init_containers):
+            if c.name in allocated:
+                c.resources.requests.update(allocated[c.name])
+        pod = copy
+    return resources.pod_requests(pod, use_status_resources=False)
+
+
+class BoundRequestsWithinAllocatable(Rule):
+    name = "bound-requests-within-allocatable"
+
+    def __init__(self):
+        self.used: dict[str, dict[str, int]] = {}  # node -> summed requests of its pods not finished
+        self.counted: dict[tuple[str, str], tuple[str, dict[str, int]]] = {}  # pod -> (node, requests)
+        self.unbound: set[tuple[str, str]] = set()  # pods last seen not finished and not bound
+
+    def observe(self, e: Entry, world: World) -> list[Violation]:
+        if e.kind != "Pod":
+            return []
+        key = (e.namespace, e.name)
+        before = self.counted.pop(key, None)
+        if before is not None:
+            self.used[before[0]] = resources.sub(self.used.get(before[0], {}), before[1])
+        was_unbound = key in self.unbound
+        self.unbound.discard(key)
+        if e.type == "DELETED" or e.obj.status.phase in ("Succeeded", "Failed"):
+            return []
+        node = e.obj.spec.node_name
+        if not node:
+            self.unbound.add(key)
+            return []
+        requests = _committed(e.obj)
+        self.counted[key] = (node, requests)
+        self.used[node] = resources.add(self.used.get(node, {}), requests)
+        if not was_unbound:
+            return []
+        n = world.objects.get(("Node", "", node))
+        if n is None or not n.status.allocatable:
+            return []
+        allocatable = resources.to_resource_list(n.status.allocatable)
+        used = self.used[node]
+        over = [r for r in ("cpu", "memory") if used.get(r, 0) > allocatable.get(r, 0)]
+        if not over:
+            return []
+        detail = ", ".join(f"{r} {used[r]} > {allocatable.get(r, 0)}" for r in over)
+        return [Violation(self.name, e.rev, f"pod {e.namespace}/{e.name} bound to node {node}: requests of its "
+                                            f"pods {detail}")]
+
+
 class ActuatedWithinAllocated(Rule):
     name = "actuated-within-allocated"
 
@@ -179,7 +244,8 @@ class PreemptionVictimsLowerPriority(Rule):
 
 
 def rules() -> list[Rule]:
-    return [BoundAtMostOnce(), AllocatedWithinAllocatable(), ActuatedWithinAllocated(), PreemptionVictimsLowerPriority()]
+    return [BoundAtMostOnce(), AllocatedWithinAllocatable(), BoundRequestsWithinAllocatable(),
+            ActuatedWithinAllocated(), PreemptionVictimsLowerPriority()]
 
 
 def check_entries(entries, active: list[Rule] | None = None) -> list[Violation]:

@@ -598,8 +598,12 @@ class Kubelet:
 
     async def _terminate(self, pod: core_pb2.Pod, observed: Observed) -> None:
         deadline = timeutil.parse(pod.metadata.deletion_timestamp)
-        if deadline is not None:  # the apiserver set it to the time of deletion plus the grace period
-            grace = max(0, int((deadline - timeutil.now()).total_seconds() + 0.999))
+        if deadline is not None:  # the apiserver set it to the time of deletion plus the grace period,
+            # truncated to the second (RFC 3339): the true deadline lies up to a second later, and the pod is
+            # owed all of it (counting from the truncated one, a grace period of N s became N-1 s at times).
+            grace = max(0, int((deadline - timeutil.now()).total_seconds() + 1 + 0.999))
+            if pod.metadata.HasField("deletion_grace_period_seconds"):
+                grace = min(grace, pod.metadata.deletion_grace_period_seconds)
         else:
             grace = pod.metadata.deletion_grace_period_seconds
         await self._stop_all(observed, grace)

@@ -139,7 +139,8 @@ async def run(a: argparse.Namespace) -> None:
         lost = asyncio.Event()
 
         def on_stopped() -> None:
-            log.warning("leader_lost", identity=a.identity)
+            if not stop.is_set():  # stepping down on SIGTERM is no loss
+                log.warning("leader_lost", identity=a.identity)
             lost.set()
 
         elector_cfg = LeaderElectionConfig(lease_namespace=le.resource_namespace, lease_name=le.resource_name,

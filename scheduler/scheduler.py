@@ -118,17 +118,22 @@ class Scheduler:
         self.queue.run()
         self._tasks.append(asyncio.create_task(self._cleanup_assumed(), name="cleanup-assumed"))
         log.info("scheduler_running", identity=self.identity, profiles=list(self.frameworks))
-        while True:
-            p = await self.queue.pop()
-            if p is None:
-                return
-            try:
-                await schedule_one(self, p)
-            except asyncio.CancelledError:
-                raise
-            except Exception:
-                log.exception("schedule_one_crashed", pod=p.key)
-                self.queue.done(p.pod.metadata.uid)
+        try:
+            while True:
+                p = await self.queue.pop()
+                if p is None:
+                    return
+                try:
+                    await schedule_one(self, p)
+                except asyncio.CancelledError:
+                    raise
+                except Exception:
+                    log.exception("schedule_one_crashed", pod=p.key)
+                    self.queue.done(p.pod.metadata.uid)
+        finally:
+            # The Lease guards the binding cycles too: they end before this does, so the Lease is
+            # not released while a binding the next leader cannot know of is still to land.
+            await self._finish_bindings()
 
     def start_binding(self, fw: Framework, state: CycleState, p: QueuedPodInfo, assumed: core_pb2.Pod, host: str,
                       start: float) -> None:
@@ -143,15 +148,22 @@ class Scheduler:
             await asyncio.sleep(ASSUMED_CLEANUP_PERIOD)
             self.cache.cleanup_assumed_pods()
 
+    async def _finish_bindings(self, timeout: float = 5.0) -> None:
+        """Let each binding cycle and eviction in flight finish (it may be mid-request); cancel it
+        after ``timeout``."""
+        for t in list(self._bindings):
+            try:
+                await asyncio.wait_for(asyncio.shield(t), timeout)
+            except (asyncio.TimeoutError, asyncio.CancelledError, Exception):
+                t.cancel()
+        for fw in self.frameworks.values():
+            await fw.close()
+
     async def stop(self) -> None:
         await self.queue.close()
         for t in self._tasks:
             t.cancel()
-        for t in list(self._bindings):
-            try:
-                await asyncio.wait_for(asyncio.shield(t), 5.0)
-            except (asyncio.TimeoutError, asyncio.CancelledError, Exception):
-                t.cancel()
+        await self._finish_bindings()
         for t in self._tasks:
             try:
                 await t

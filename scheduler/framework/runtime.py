@@ -409,6 +409,13 @@ class Framework:
         for pl in self.post_bind_plugins:
             pl.post_bind(state, pod, node)
 
+    async def close(self) -> None:
+        """Let plugins with work of their own in flight (async preemption) finish it."""
+        for pl in self.plugins.values():
+            close = getattr(pl, "close", None)
+            if close is not None:
+                await close()
+
     # ------------------------------------------------------------ facts
 
     def has_filter_plugins(self) -> bool:

@@ -100,6 +100,10 @@ class DefaultPreemption:
 
     # ------------------------------------------------------------ async preemption (KEP-4832)
 
+    async def close(self) -> None:
+        """The scheduler stops scheduling: evictions in flight finish first (or are cancelled)."""
+        await self.evaluator.drain()
+
     def pre_enqueue(self, pod: core_pb2.Pod) -> Status | None:
         """A pod whose victims are still being asked to go waits: it must not preempt again."""
         if self.evaluator.is_pod_running_preemption(pod.metadata.uid):

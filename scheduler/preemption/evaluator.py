@@ -158,6 +158,14 @@ class Evaluator:
         self._last_victim: dict[str, tuple[str, str]] = {}  # preemptor uid -> its last victim (ns, name)
         self._tasks: set[asyncio.Task] = set()
 
+    async def drain(self, timeout: float = 5.0) -> None:
+        """Let evictions in flight finish (a scheduler stepping down: the Lease guards them too)."""
+        for t in list(self._tasks):
+            try:
+                await asyncio.wait_for(asyncio.shield(t), timeout)
+            except (asyncio.TimeoutError, asyncio.CancelledError, Exception):
+                t.cancel()
+
     def is_pod_running_preemption(self, uid: str) -> bool:
         """Whether this preemptor's victims are still being asked to go (async preemption).
 

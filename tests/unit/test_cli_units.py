@@ -142,6 +142,47 @@ def test_check_actuated_within_allocated():
     assert v.rev == 4 and "actual cpu 2000 was never allocated" in v.message
 
 
+def _bound(name: str, node: str, cpu: str, uid: str = "", alloc: str = "", phase: str = "") -> core_pb2.Pod:
+    p = core_pb2.Pod()
+    p.metadata.name, p.metadata.namespace, p.metadata.uid = name, "default", uid or name
+    p.spec.node_name = node
+    p.spec.containers.add(name="c").resources.requests["cpu"] = cpu
+    if alloc:
+        p.status.container_statuses.add(name="c").allocated_resources["cpu"] = alloc
+    p.status.phase = phase
+    return p
+
+
+def test_check_bound_requests_within_allocatable():
+    node = core_pb2.Node()
+    node.metadata.name = "n1"
+    node.status.allocatable["cpu"] = "2"
+    rule = check.BoundRequestsWithinAllocatable
+    entries = [check.Entry(1, "ADDED", "Node", "", "n1", node)]
+    # Created unbound, then bound: 1500m + 500m fill the node exactly.
+    for rev, (name, cpu) in enumerate((("a", "1500m"), ("b", "500m")), start=2):
+        entries += [_entry(rev * 10, "ADDED", _bound(name, "", cpu)), _entry(rev * 10 + 1, "MODIFIED", _bound(name, "n1", cpu))]
+    assert check.check_entries(entries, [rule()]) == []
+    over = entries + [_entry(40, "ADDED", _bound("c", "", "100m")), _entry(41, "MODIFIED", _bound("c", "n1", "100m"))]
+    [v] = check.check_entries(over, [rule()])
+    assert v.rev == 41 and "pod default/c bound to node n1" in v.message and "cpu 2100 > 2000" in v.message
+    # A finished pod no longer holds room; a deleted one neither.
+    freed = entries + [_entry(32, "MODIFIED", _bound("a", "n1", "1500m", phase="Failed")),
+                       _entry(40, "ADDED", _bound("c", "", "1500m")), _entry(41, "MODIFIED", _bound("c", "n1", "1500m"))]
+    assert check.check_entries(freed, [rule()]) == []
+    # A pod created with spec.nodeName (the kubelet's to admit) is not a binding, but it counts.
+    direct = entries + [_entry(32, "ADDED", _bound("critical", "n1", "1")),
+                        _entry(40, "ADDED", _bound("c", "", "100m")), _entry(41, "MODIFIED", _bound("c", "n1", "100m"))]
+    assert [v.rev for v in check.check_entries(direct, [rule()])] == [41]
+    # The kubelet's allocation, not a Deferred resize's desired requests, is what a pod holds.
+    deferred = entries[:-1] + [_entry(31, "MODIFIED", _bound("b", "n1", "1", alloc="500m"))]
+    assert check.check_entries(deferred, [rule()]) == []
+    deferred.append(_entry(40, "ADDED", _bound("c", "", "100m")))
+    deferred.append(_entry(41, "MODIFIED", _bound("c", "n1", "100m")))
+    [v] = check.check_entries(deferred, [rule()])
+    assert v.rev == 41 and "cpu 2100 > 2000" in v.message
+
+
 def test_pod_table_columns():
     p = _p("web", "node-1")
     p.metadata.creation_timestamp = "2020-01-01T00:00:00Z"

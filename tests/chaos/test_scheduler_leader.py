@@ -1,0 +1,236 @@
+"""Chaos for scheduler leader election: two schedulers, one Lease, the leader killed or stopped.
+
+Both ``scheduler`` and ``scheduler-2`` run (identities are the component names) with short
+timings: lease 3 s, renew deadline 2 s, retry 0.5 s. What client-go's leader election promises,
+and kube-scheduler relies on:
+
+- the Lease ``kube-system/kube-scheduler`` names one holder; only that one schedules (its
+  ``leader_election_master_status`` is 1, the other's 0; every ``Scheduled`` event is its own);
+- a leader killed with SIGKILL keeps the Lease until it expires: pods created after the kill are
+  scheduled by the other within the lease duration (plus a generous margin), the holder changes
+  and ``leaseTransitions`` grows by one;
+- a leader stopped with SIGTERM gives the Lease up (``holderIdentity`` cleared), so the other
+  takes it at its next try rather than after expiry — but only once the bindings it has in
+  flight have landed, or the other could fill the room a late binding then takes;
+- through all of it no pod is bound twice, and ``kplane check`` finds nothing.
+"""
+
+from __future__ import annotations
+
+import signal
+import urllib.request
+
+import pytest
+
+from cli import cluster
+from machinery import errors
+from machinery.api import coordination_pb2, core_pb2
+from tests.conftest import start_cluster, stop_cluster
+from tests.helpers import eventually, make_pod, make_priority_class
+from tests.nodes import FAST_KUBELET, delete_all_pods, failpoint, kill, start, wait_running
+
+pytestmark = [pytest.mark.chaos, pytest.mark.integration]
+
+SCHEDULERS = ("scheduler", "scheduler-2")
+NS, LEASE = "kube-system", "kube-scheduler"
+LEASE_DURATION = 3.0
+MARGIN = 15.0  # generous: process start, informer sync, a slow machine
+TIMINGS = ["--leader-elect-lease-duration=3s", "--leader-elect-renew-deadline=2s",
+           "--leader-elect-retry-period=0.5s"]
+
+
+@pytest.fixture(scope="module")
+def le_cluster():
+    tc = start_cluster(nodes=1, schedulers=2, node_cpu="4", kubelet_args=FAST_KUBELET, scheduler_args=TIMINGS)
+    try:
+        yield tc
+    finally:
+        stop_cluster(tc)
+
+
+@pytest.fixture
+async def api(le_cluster):
+    for name in SCHEDULERS:
+        start(le_cluster, name)  # a no-op unless an earlier test left it down
+    c = le_cluster.client()
+    try:
+        yield c
+    finally:
+        await delete_all_pods(c)
+        await c.close()
+
+
+def _master_status(tc, component: str) -> float | None:
+    """``leader_election_master_status{name="kube-scheduler"}`` of a running scheduler."""
+    tc.reload()
+    with urllib.request.urlopen(f"http://{tc.process(component).admin}/metrics", timeout=5) as resp:
+        text = resp.read().decode()
+    key = f'leader_election_master_status{{name="{LEASE}"}}'
+    for line in text.splitlines():
+        if line.startswith(key):
+            return float(line.split()[-1])
+    return None
+
+
+async def _leader(tc, api) -> tuple[str, str, coordination_pb2.Lease]:
+    """(leader, standby, Lease) once one scheduler holds the Lease and says so in its metrics."""
+    got: dict = {}
+
+    async def one_leads():
+        lease = await api.leases.get(LEASE, NS)
+        holder = lease.spec.holder_identity
+        if holder not in SCHEDULERS:
+            return False
+        other = next(n for n in SCHEDULERS if n != holder)
+        got.update(leader=holder, standby=other, lease=lease)
+        return _master_status(tc, holder) == 1 and _master_status(tc, other) == 0
+
+    await eventually(one_leads, timeout=LEASE_DURATION + MARGIN, interval=0.1, what="one scheduler leading")
+    return got["leader"], got["standby"], got["lease"]
+
+
+async def _create(api, names: list[str]) -> None:
+    for n in names:
+        await api.pods.create(make_pod(n, cpu="100m", memory="32Mi", grace=1))
+
+
+async def _scheduled_by(api, names: list[str]) -> dict[str, str]:
+    """Until every named pod has its ``Scheduled`` event: pod -> the reporting scheduler."""
+    out: dict[str, str] = {}
+
+    async def all_there():
+        out.clear()
+        for ev in (await api.events.list("default")).items:
+            if ev.reason == "Scheduled" and ev.involved_object.name in names:
+                assert ev.involved_object.name not in out, f"two Scheduled events for {ev.involved_object.name}"
+                out[ev.involved_object.name] = ev.reporting_instance
+        return len(out) == len(names)
+
+    await eventually(all_there, timeout=MARGIN, interval=0.1, what=f"Scheduled events of {names}")
+    return out
+
+
+def _log(tc, component: str) -> str:
+    tc.reload()
+    with open(tc.process(component).log) as f:
+        return f.read()
+
+
+async def _history(api, kind: str):
+    """(rev, object) of every revision of ``kind`` the cluster's history holds, oldest first."""
+    message = {"Pod": core_pb2.Pod, "Lease": coordination_pb2.Lease}[kind]
+    out = []
+    async for resp in api.history(since=0, follow=False):
+        for e in resp.entries:
+            if e.kind == kind and e.type != "DELETED":
+                obj = message()
+                e.object.Unpack(obj)
+                out.append((e.rev, obj))
+    return out
+
+
+async def _assert_no_pod_bound_twice_and_check(tc, api) -> None:
+    nodes: dict[str, list[str]] = {}
+    for _, pod in await _history(api, "Pod"):
+        seen = nodes.setdefault(pod.metadata.uid, [])
+        if pod.spec.node_name and (not seen or seen[-1] != pod.spec.node_name):
+            seen.append(pod.spec.node_name)
+    assert all(len(v) <= 1 for v in nodes.values()), {k: v for k, v in nodes.items() if len(v) > 1}
+    out = tc.kplane("check")
+    assert out.returncode == 0, out.stdout + out.stderr
+
+
+async def test_killed_leader_is_replaced_by_the_standby_within_the_lease_duration(le_cluster, api):
+    leader, standby, lease = await _leader(le_cluster, api)
+    assert lease.spec.lease_duration_seconds == 3
+
+    # Only the leader schedules.
+    before = [f"before-{i}" for i in range(4)]
+    await _create(api, before)
+    await wait_running(api, *before, timeout=30)
+    assert set((await _scheduled_by(api, before)).values()) == {leader}
+    assert '"pod_bound"' not in _log(le_cluster, standby)
+    assert '"scheduler_running"' not in _log(le_cluster, standby), "the standby must not run its scheduling loop"
+
+    kill(le_cluster, leader)
+    after = [f"after-{i}" for i in range(4)]
+    await _create(api, after)
+    # The Lease still names the dead leader until it expires; then the standby takes it.
+    await wait_running(api, *after, timeout=LEASE_DURATION + MARGIN)
+    assert set((await _scheduled_by(api, after)).values()) == {standby}
+    now = await api.leases.get(LEASE, NS)
+    assert now.spec.holder_identity == standby
+    assert now.spec.lease_transitions == lease.spec.lease_transitions + 1
+    assert _master_status(le_cluster, standby) == 1
+    await _assert_no_pod_bound_twice_and_check(le_cluster, api)
+
+    # The killed one comes back as the standby: the Lease stays where it is.
+    start(le_cluster, leader)
+    again, _, _ = await _leader(le_cluster, api)
+    assert again == standby and _master_status(le_cluster, leader) == 0
+
+
+async def test_stopped_leader_releases_the_lease_and_the_standby_takes_it_at_once(le_cluster, api):
+    leader, standby, lease = await _leader(le_cluster, api)
+    le_cluster.reload()
+    cluster.stop(le_cluster.process(leader))  # SIGTERM: a clean shutdown
+    le_cluster.state.save()
+    assert '"lease_released"' in _log(le_cluster, leader)
+
+    pods = [f"handover-{i}" for i in range(4)]
+    await _create(api, pods)
+    await wait_running(api, *pods, timeout=LEASE_DURATION + MARGIN)
+    assert set((await _scheduled_by(api, pods)).values()) == {standby}
+
+    # The Lease's record: the leader cleared its own name, and the standby's next write took it.
+    holders = [(rev, obj.spec.holder_identity, obj.spec.lease_transitions)
+               for rev, obj in await _history(api, "Lease") if obj.metadata.name == LEASE
+               and int(obj.metadata.resource_version) >= int(lease.metadata.resource_version)]
+    changes = [h for i, h in enumerate(holders) if i == 0 or h[1] != holders[i - 1][1]]
+    assert [h[1] for h in changes][:3] == [leader, "", standby], changes
+    assert changes[2][2] == lease.spec.lease_transitions + 1
+    now = await api.leases.get(LEASE, NS)
+    assert now.spec.holder_identity == standby
+    await _assert_no_pod_bound_twice_and_check(le_cluster, api)
+
+
+def _failpoint_hits(tc, component: str, name: str) -> float:
+    """``kplane_failpoint_hits_total`` of one failpoint in ``component``."""
+    tc.reload()
+    with urllib.request.urlopen(f"http://{tc.process(component).admin}/metrics", timeout=5) as resp:
+        text = resp.read().decode()
+    return sum(float(line.split()[-1]) for line in text.splitlines()
+               if line.startswith("kplane_failpoint_hits_total{") and f'name="{name}"' in line)
+
+
+async def test_stopped_leader_finishes_its_bindings_before_it_releases_the_lease(le_cluster, api):
+    """client-go's rule for releasing on cancel: the work the Lease guards is done before the Lease
+    is given up. A binding in flight at SIGTERM is such work: released first, the standby would
+    place another pod on the room that binding is about to take (no fencing stops the late bind)."""
+    try:
+        await api.priority_classes.create(make_priority_class("urgent", 1000))
+    except errors.AlreadyExists:
+        pass
+    leader, standby, lease = await _leader(le_cluster, api)
+    failpoint(le_cluster, leader, "scheduler/before-bind", "1*sleep(3000)")
+    await api.pods.create(make_pod("in-flight", cpu="3", memory="32Mi", grace=1))  # of the node's 4 cpu
+    await eventually(lambda: _failpoint_hits(le_cluster, leader, "scheduler/before-bind") == 1, timeout=MARGIN,
+                     what="the leader holding its binding of in-flight")
+    le_cluster.reload()
+    proc = le_cluster.process(leader)
+    assert cluster.signal_process(proc, signal.SIGTERM)
+    # The standby, once leading, would put this one on the room in-flight is being bound to.
+    await api.pods.create(make_pod("urgent", cpu="2", memory="32Mi", grace=1, priority_class="urgent"))
+    await eventually(lambda: not cluster.alive(proc.pid), timeout=MARGIN, what=f"{leader} stopped")
+    proc.pid = None
+    le_cluster.state.save()
+
+    # in-flight's binding landed before the Lease was released; then the new leader preempted it.
+    await wait_running(api, "urgent", timeout=LEASE_DURATION + MARGIN)
+    assert (await _scheduled_by(api, ["urgent"]))["urgent"] == standby
+    bound = [rev for rev, pod in await _history(api, "Pod") if pod.metadata.name == "in-flight" and pod.spec.node_name]
+    released = [rev for rev, obj in await _history(api, "Lease") if obj.metadata.name == LEASE
+                and int(obj.metadata.resource_version) > int(lease.metadata.resource_version)
+                and not obj.spec.holder_identity]
+    assert bound and released and bound[0] < released[0], f"in-flight bound at {bound[:1]}, Lease released at {released[:1]}"
+    await _assert_no_pod_bound_twice_and_check(le_cluster, api)

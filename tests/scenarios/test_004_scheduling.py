@@ -554,3 +554,23 @@ async def test_004_percentage_of_nodes_to_score_50_still_scores_every_node_of_a_
         await api.pods.create(pod)
     assert [await _bound(api, n) for n in names] == ["node-4"] * 4
     await wait_running(api, *names)
+
+
+async def test_the_scheduler_exports_kube_schedulers_metrics(api, sched_cluster):
+    """The metrics the issue names, with kube-scheduler's names and labels, after some scheduling."""
+    tc = sched_cluster
+    await api.pods.create(_pod("metric-probe"))
+    await wait_running(api, "metric-probe")
+    tc.reload()
+    with urllib.request.urlopen(f"http://{tc.process('scheduler').admin}/metrics", timeout=5) as resp:
+        text = resp.read().decode()
+    for needle in ('scheduler_schedule_attempts_total{profile="default-scheduler",result="scheduled"}',
+                   'scheduler_pending_pods{queue="active"}', 'scheduler_pending_pods{queue="backoff"}',
+                   'scheduler_pending_pods{queue="unschedulable"}', 'scheduler_pending_pods{queue="gated"}',
+                   "scheduler_pod_scheduling_attempts_bucket",
+                   'scheduler_scheduling_attempt_duration_seconds_bucket{le="0.001",profile="default-scheduler",'
+                   'result="scheduled"}',
+                   "scheduler_preemption_victims_bucket", "scheduler_pod_scheduled_after_flush_total",
+                   'scheduler_queue_incoming_pods_total{event="UnschedulablePodAdd",queue="active"}',
+                   'leader_election_master_status{name="kube-scheduler"} 1.0'):
+        assert needle in text, needle

@@ -30,6 +30,8 @@ KNOWN_GATES: dict[str, Gate] = {
     "SchedulerPreQueueingHints": Gate(True, "BETA"),
     # KEP-4832 asynchronous preemption: victims are evicted outside the scheduling cycle, beta in v1.33.
     "SchedulerAsyncPreemption": Gate(True, "BETA"),
+    # The scheduler's API calls (pod status after a failed attempt) off the scheduling cycle, beta in v1.34.
+    "SchedulerAsyncAPICalls": Gate(True, "BETA"),
     # KEP-5836 scheduler preemption for in-place pod resize, alpha (default off).
     "SchedulerPreemptionForPodResize": Gate(False, "ALPHA"),
     # Structured DRA, GA in v1.34.

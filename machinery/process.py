@@ -34,3 +34,19 @@ def profiling(component: str) -> Iterator[None]:
     finally:
         prof.disable()
         prof.dump_stats(path.replace("{component}", component))
+
+
+async def yield_to_others(max_rounds: int = 64) -> None:
+    """Let every other task that is ready run before going on (a CPU-bound loop's fair share).
+
+    ``await asyncio.sleep(0)`` gives each ready task one step; an informer reading a gRPC stream
+    needs several steps per message. This yields until nothing else is ready (the loop's ready
+    queue is empty: the others wait on I/O) or ``max_rounds`` is reached, so events already
+    received are handled before the next piece of CPU work — as they would be by the separate
+    goroutines of a Go component.
+    """
+    loop = asyncio.get_running_loop()
+    for _ in range(max_rounds):
+        await asyncio.sleep(0)
+        if not getattr(loop, "_ready", None):  # CPython's ready queue; absent elsewhere: one round
+            return

@@ -11,7 +11,8 @@ kube-scheduler's schedule_one.go:
 - When no node fits: PostFilter (preemption), then the failure handler: the pod goes back to the
   queue with the plugins that rejected it, gets a ``FailedScheduling`` event and the condition
   ``PodScheduled=False`` (reason Unschedulable, kube-scheduler's message), and the nomination
-  preemption chose (``status.nominatedNodeName``).
+  preemption chose (``status.nominatedNodeName``) — written by the StatusWriter, off the cycle
+  (SchedulerAsyncAPICalls), so the next pod does not wait for the apiserver.
 - **Binding cycle** (its own task, so the next pod's cycle starts at once): wait on Permit,
   PreBind, Bind; then the ``Scheduled`` event. A failed bind unreserves, forgets the assumed pod
   (its room is freed: pods rejected for room are requeued) and goes through the failure handler.
@@ -117,7 +118,7 @@ class Algorithm:
                     diagnosis.pending_plugins.add(s.plugin)
             return [], diagnosis
         filters = fw.filters_for(state)
-        nominated = pod.status.nominated_node_name
+        nominated = fw.handle.nominated_node(pod)
         if nominated:
             ni = snapshot.get(nominated)
             if ni is not None and (pre_result is None or pre_result.node_names is None or nominated in pre_result.node_names):
@@ -310,7 +311,11 @@ async def handle_failure(sched: "Scheduler", fw: Framework, p: QueuedPodInfo, st
         sched.recorder.event(pod, "Warning", "FailedScheduling", _truncate(message), action="Scheduling")
     if nominating is not None and nominating.mode == NominatingMode.OVERRIDE and nominating.node_name:
         await failpoints.hit(FP_BEFORE_NOMINATE)
-    await update_pod_status(sched, cached, reason, message, nominating)
+    if sched.status_writer is not None:
+        sched.status_writer.submit(cached.metadata.uid,
+                                   lambda: update_pod_status(sched, cached, reason, message, nominating))
+    else:
+        await update_pod_status(sched, cached, reason, message, nominating)
 
 
 def _truncate(message: str, limit: int = 1024) -> str:
@@ -352,6 +357,8 @@ async def binding_cycle(sched: "Scheduler", fw: Framework, state: CycleState, p:
             s = await fw.run_pre_bind_plugins(state, assumed, host)
         if s is None:
             await failpoints.hit(FP_BEFORE_BIND)
+            if sched.status_writer is not None:
+                await sched.status_writer.flush(assumed.metadata.uid)  # an old "Unschedulable" lands first
             s = await fw.run_bind_plugins(state, assumed, host)
     except failpoints.FailpointError as exc:
         s = Status(Code.ERROR, str(exc), error=exc)

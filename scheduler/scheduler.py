@@ -17,6 +17,7 @@ from machinery.events import EventRecorder
 from machinery.informer import Informer
 from machinery.kinds import NODE, POD, POD_DISRUPTION_BUDGET
 from machinery.logging import get_logger
+from machinery.process import yield_to_others
 from scheduler import metrics
 from scheduler.cache.cache import DEFAULT_ASSUMED_TTL, Cache
 from scheduler.cache.snapshot import Snapshot
@@ -28,6 +29,7 @@ from scheduler.framework.runtime import Framework, FrameworkError
 from scheduler.framework.types import CycleState
 from scheduler.queue.scheduling_queue import DEFAULT_MAX_IN_UNSCHEDULABLE, SchedulingQueue
 from scheduler.schedule_one import Algorithm, binding_cycle, schedule_one
+from scheduler.status_writer import StatusWriter
 
 log = get_logger()
 
@@ -50,6 +52,8 @@ class Scheduler:
         self.pdbs = Informer(client, POD_DISRUPTION_BUDGET)
         self.frameworks: dict[str, Framework] = {}
         self._queue_ref: SchedulingQueue | None = None
+        async_api = feature_gates is None or feature_gates.enabled("SchedulerAsyncAPICalls")
+        self.status_writer: StatusWriter | None = StatusWriter() if async_api else None
         in_place = feature_gates is None or feature_gates.enabled("InPlacePodVerticalScaling")
         async_preemption = feature_gates is None or feature_gates.enabled("SchedulerAsyncPreemption")
         for profile in cfg.profiles:
@@ -130,6 +134,11 @@ class Scheduler:
                 except Exception:
                     log.exception("schedule_one_crashed", pod=p.key)
                     self.queue.done(p.pod.metadata.uid)
+                # A cycle is CPU work that never waits: without this the loop would run cycle after
+                # cycle while activeQ has pods, and informer events, binding cycles and evictions
+                # (kube-scheduler's other goroutines) would wait for the queue to drain — the cache
+                # would lag seconds behind the cluster.
+                await yield_to_others()
         finally:
             # The Lease guards the binding cycles too: they end before this does, so the Lease is
             # not released while a binding the next leader cannot know of is still to land.
@@ -158,6 +167,8 @@ class Scheduler:
                 t.cancel()
         for fw in self.frameworks.values():
             await fw.close()
+        if self.status_writer is not None:
+            await self.status_writer.close()
 
     async def stop(self) -> None:
         await self.queue.close()

@@ -53,6 +53,8 @@ class Nominator(Protocol):
 
     def nominated_pods_for_node(self, node_name: str) -> list["PodInfo"]: ...
 
+    def node_of(self, pod: core_pb2.Pod) -> str: ...
+
 
 class Handle:
     """What plugins may use of the scheduler: the cycle's snapshot, the API, events, nominations,
@@ -86,6 +88,12 @@ class Handle:
 
     def nominated_pods_for_node(self, node_name: str) -> list["PodInfo"]:
         return self.nominator.nominated_pods_for_node(node_name) if self.nominator is not None else []
+
+    def nominated_node(self, pod: core_pb2.Pod) -> str:
+        """The node the pod is nominated to: the scheduler's own latest decision if it has one (its
+        status write may not have landed yet), else the pod's ``status.nominatedNodeName``."""
+        node = self.nominator.node_of(pod) if self.nominator is not None else ""
+        return node or pod.status.nominated_node_name
 
 
 PluginFactory = Callable[[dict, Handle], Any]

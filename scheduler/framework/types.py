@@ -284,11 +284,12 @@ def pod_scheduling_property_changes(new: core_pb2.Pod, old: core_pb2.Pod, reques
     """
     resource = ASSIGNED_POD if new.spec.node_name else UNSCHEDULED_POD
     actions: list[ActionType] = []
-    if dict(new.metadata.labels) != dict(old.metadata.labels):
+    if new.metadata.labels != old.metadata.labels:
         actions.append(ActionType.UPDATE_POD_LABEL)
-    old_req, new_req = requests_of(old), requests_of(new)
-    if any(name not in new_req or new_req[name] < amount for name, amount in old_req.items()):
-        actions.append(ActionType.UPDATE_POD_SCALE_DOWN)
+    if _resources_may_differ(new, old):  # most updates (a kubelet's status write) cannot scale anything down
+        old_req, new_req = requests_of(old), requests_of(new)
+        if any(name not in new_req or new_req[name] < amount for name, amount in old_req.items()):
+            actions.append(ActionType.UPDATE_POD_SCALE_DOWN)
     if not new.spec.scheduling_gates and old.spec.scheduling_gates:
         actions.append(ActionType.UPDATE_POD_SCHEDULING_GATES_ELIMINATED)
     if len(new.spec.tolerations) != len(old.spec.tolerations):
@@ -298,6 +299,24 @@ def pod_scheduling_property_changes(new: core_pb2.Pod, old: core_pb2.Pod, reques
     if not actions:
         actions.append(ActionType.UPDATE_OTHER)
     return [ClusterEvent(resource, a) for a in actions]
+
+
+def _resources_may_differ(new: core_pb2.Pod, old: core_pb2.Pod) -> bool:
+    """Whether anything a pod's requests are computed from changed (spec containers, overhead,
+    pod-level resources, the resize conditions, the containers' reported resources)."""
+    ns, os_ = new.spec, old.spec
+    if ns.containers != os_.containers or ns.init_containers != os_.init_containers or ns.overhead != os_.overhead \
+            or ns.resources != os_.resources:
+        return True
+    nst, ost = new.status, old.status
+    if [(c.name, c.allocated_resources, c.resources) for c in nst.container_statuses] != \
+            [(c.name, c.allocated_resources, c.resources) for c in ost.container_statuses]:
+        return True
+    if [(c.name, c.allocated_resources, c.resources) for c in nst.init_container_statuses] != \
+            [(c.name, c.allocated_resources, c.resources) for c in ost.init_container_statuses]:
+        return True
+    return [(c.type, c.reason) for c in nst.conditions if c.type == "PodResizePending"] != \
+        [(c.type, c.reason) for c in ost.conditions if c.type == "PodResizePending"]
 
 
 def node_scheduling_property_changes(new: core_pb2.Node, old: core_pb2.Node) -> list[ClusterEvent]:

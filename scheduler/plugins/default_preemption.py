@@ -134,7 +134,7 @@ class DefaultPreemption:
     def pod_eligible_to_preempt_others(self, pod: core_pb2.Pod, nominated_status: Status | None) -> tuple[bool, str]:
         if pod.spec.HasField("preemption_policy") and pod.spec.preemption_policy == "Never":
             return False, "not eligible due to preemptionPolicy=Never."
-        node = pod.status.nominated_node_name
+        node = self.handle.nominated_node(pod)
         if node:
             if nominated_status is not None and nominated_status.code == Code.UNSCHEDULABLE_AND_UNRESOLVABLE:
                 return True, ""

@@ -186,7 +186,7 @@ class Evaluator:
         if latest is None:
             return None, Status(Code.ERROR, f'pod "{pod.metadata.namespace}/{pod.metadata.name}" not found')
         pod = latest
-        nominated = pod.status.nominated_node_name
+        nominated = self.handle.nominated_node(pod)
         ok, msg = self.plugin.pod_eligible_to_preempt_others(pod, diagnosis.status_of(nominated) if nominated else None)
         if not ok:
             return None, Status(Code.UNSCHEDULABLE, msg)

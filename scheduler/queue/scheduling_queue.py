@@ -106,6 +106,7 @@ class SchedulingQueue:
                     entries.append(_HintEntry(ev.event, plugin, ev.hint))
                     self._plugin_events.setdefault(plugin, []).append(ev.event)
         self._interesting = [e.event for entries in self._hints.values() for e in entries]
+        self._interest: dict[ClusterEvent, bool] = {}  # memo of _is_event_of_interest
         # In-flight pods and the events seen while any pod is in flight.
         self._seq = 0
         self._in_flight: dict[str, int] = {}  # uid -> sequence number when popped
@@ -354,9 +355,12 @@ class SchedulingQueue:
 
     def assigned_pod_added(self, pod: core_pb2.Pod) -> None:
         """A bound pod appeared: pods with affinity to it (or spread by it) may now fit."""
-        self._move_pods(self._with_cross_topology_term(pod), EVENT_ASSIGNED_POD_ADD, None, pod)
+        if self._is_event_of_interest(EVENT_ASSIGNED_POD_ADD):
+            self._move_pods(self._with_cross_topology_term(pod), EVENT_ASSIGNED_POD_ADD, None, pod)
 
     def assigned_pod_updated(self, old: core_pb2.Pod, new: core_pb2.Pod, event: ClusterEvent) -> None:
+        if not self._is_event_of_interest(event):
+            return  # e.g. a kubelet's status write: no plugin cares
         if event.action & ActionType.UPDATE_POD_SCALE_DOWN:
             # A resize down (KEP-1287) frees room: every pod NodeResourcesFit rejected may fit.
             self.move_all_to_active_or_backoff(event, old, new)
@@ -387,7 +391,11 @@ class SchedulingQueue:
         self._record_in_flight_event(event, old, new)
 
     def _is_event_of_interest(self, event: ClusterEvent) -> bool:
-        return event.is_wildcard() or any(e.matches(event) for e in self._interesting)
+        interesting = self._interest.get(event)
+        if interesting is None:
+            interesting = self._interest[event] = event.is_wildcard() or any(
+                e.matches(event) for e in self._interesting)
+        return interesting
 
     def _worth_requeuing(self, p: QueuedPodInfo, event: ClusterEvent, old: Any, new: Any) -> Strategy:
         rejectors = p.unschedulable_plugins | p.pending_plugins

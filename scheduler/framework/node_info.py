@@ -88,11 +88,12 @@ def is_scalar_resource(name: str) -> bool:
 
 
 class NodeInfo:
-    __slots__ = ("node", "pods", "pods_with_affinity", "pods_with_required_anti_affinity", "requested",
+    __slots__ = ("node", "name", "pods", "pods_with_affinity", "pods_with_required_anti_affinity", "requested",
                  "non_zero_requested", "allocatable", "generation")
 
     def __init__(self, node: core_pb2.Node | None = None, pods: Iterable[PodInfo] = ()):
         self.node: core_pb2.Node | None = None
+        self.name = ""  # the node's name (read for every node of every cycle: an attribute, not a lookup)
         self.pods: list[PodInfo] = []
         self.pods_with_affinity: list[PodInfo] = []
         self.pods_with_required_anti_affinity: list[PodInfo] = []
@@ -105,17 +106,15 @@ class NodeInfo:
         for pi in pods:
             self.add_pod_info(pi)
 
-    @property
-    def name(self) -> str:
-        return self.node.metadata.name if self.node is not None else ""
-
     def set_node(self, node: core_pb2.Node) -> None:
         self.node = node
+        self.name = node.metadata.name
         self.allocatable = Resource.of(resources.to_resource_list(node.status.allocatable))
         self.generation = next_generation()
 
     def remove_node(self) -> None:
         self.node = None
+        self.name = ""
         self.generation = next_generation()
 
     def add_pod_info(self, pi: PodInfo) -> None:
@@ -159,6 +158,7 @@ class NodeInfo:
     def clone(self) -> "NodeInfo":
         out = NodeInfo.__new__(NodeInfo)
         out.node = self.node
+        out.name = self.name
         out.pods = list(self.pods)
         out.pods_with_affinity = list(self.pods_with_affinity)
         out.pods_with_required_anti_affinity = list(self.pods_with_required_anti_affinity)

@@ -230,7 +230,9 @@ class Framework:
             priority, uid = pod_priority(pod), pod.metadata.uid
             chosen = [pi for pi in nominated if pi.priority >= priority and pi.pod.metadata.uid != uid]
             if chosen:
-                state2, info2 = state.clone(), node_info.clone()
+                # The state is only written by PreFilter extensions: without one active it is shared.
+                active = any(pl.name not in state.skip_filter_plugins for pl in self._pre_filter_extensions)
+                state2, info2 = (state.clone() if active else state), node_info.clone()
                 for pi in chosen:
                     info2.add_pod_info(pi)
                     s = self.run_pre_filter_extension_add_pod(state2, pod, pi, info2)

@@ -100,6 +100,37 @@ def fits_request(req: _PodRequest, ni: NodeInfo, ignored: frozenset[str] = froze
     return out
 
 
+def _unfit_status(r: Resource, ni: NodeInfo, empty: bool, ignored: frozenset[str],
+                  ignored_groups: frozenset[str]) -> Status | None:
+    """fits_request's verdict as a Status, without building the Insufficient records (the filter
+    runs this for every node a pod does not fit, and preemption's dry runs for many more)."""
+    alloc, used = ni.allocatable, ni.requested
+    reasons: list[str] = []
+    unresolvable = False
+    if len(ni.pods) + 1 > alloc.allowed_pod_number:
+        reasons.append("Too many pods")
+    if not empty:
+        if r.milli_cpu > 0 and r.milli_cpu > alloc.milli_cpu - used.milli_cpu:
+            reasons.append("Insufficient cpu")
+            unresolvable = unresolvable or r.milli_cpu > alloc.milli_cpu
+        if r.memory > 0 and r.memory > alloc.memory - used.memory:
+            reasons.append("Insufficient memory")
+            unresolvable = unresolvable or r.memory > alloc.memory
+        if r.ephemeral_storage > 0 and r.ephemeral_storage > alloc.ephemeral_storage - used.ephemeral_storage:
+            reasons.append("Insufficient ephemeral-storage")
+            unresolvable = unresolvable or r.ephemeral_storage > alloc.ephemeral_storage
+        for name, amount in r.scalar.items():
+            if amount == 0 or name in ignored or name.split("/", 1)[0] in ignored_groups:
+                continue
+            capacity = alloc.scalar.get(name, 0)
+            if amount > capacity - used.scalar.get(name, 0):
+                reasons.append(f"Insufficient {name}")
+                unresolvable = unresolvable or amount > capacity
+    if not reasons:
+        return None
+    return Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE if unresolvable else Code.UNSCHEDULABLE, *reasons)
+
+
 # ---------------------------------------------------------------- scoring strategies
 
 
@@ -238,11 +269,7 @@ class NodeResourcesFit:
                 and r.memory <= alloc.memory - used.memory and not r.scalar
                 and r.ephemeral_storage <= alloc.ephemeral_storage - used.ephemeral_storage):
             return None  # the common case, decided without building the list of what is lacking
-        lacking = fits_request(req, ni, self.ignored, self.ignored_groups)
-        if not lacking:
-            return None
-        code = Code.UNSCHEDULABLE_AND_UNRESOLVABLE if any(x.unresolvable for x in lacking) else Code.UNSCHEDULABLE
-        return Status(code, *(x.reason for x in lacking))
+        return _unfit_status(r, ni, req.empty, self.ignored, self.ignored_groups)
 
     # ------------------------------------------------------------ score
 

@@ -141,6 +141,7 @@ async def _run_workload(server: str, token: str, w: Workload) -> dict:
         last = max(bound.at[n] for n in names)
         latencies = [1000 * (bound.at[n] - sent[n]) for n in names]
         await bound.informer.stop()
+    await asyncio.sleep(0.2)  # let gRPC finish cancelling the watch before the loop closes
     return {"measured_pods": count, "pods_per_s": round(count / (last - t0), 1),
             "p50_ms": round(percentile(latencies, 50), 1), "p99_ms": round(percentile(latencies, 99), 1)}
 

@@ -289,6 +289,12 @@ class InterPodAffinity:
         pi = PodInfo(pod)
         if pi.parse_error:
             return None, Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, f"parsing pod: {pi.parse_error}")
+        snapshot = getattr(self.handle, "snapshot", None)
+        if not (pi.required_affinity_terms or pi.required_anti_affinity_terms) and snapshot is not None \
+                and nodes is snapshot.node_info_list:
+            # Only existing pods' anti-affinity can matter: the snapshot keeps the nodes that have such
+            # pods (kube-scheduler reads HavePodsWithRequiredAntiAffinityList), no need to walk them all.
+            nodes = snapshot.have_pods_with_required_anti_affinity
         s = _compute_pre_filter_state(pod, pi, nodes)
         if not s.has_work():
             return None, Status(Code.SKIP)

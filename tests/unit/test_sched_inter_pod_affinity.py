@@ -443,6 +443,22 @@ def test_existing_pods_anti_affinity_blocks_a_pod_without_affinity_of_its_own():
     assert filter_all(pl, plain("db", {"app": "db"}), nodes)[""].code == Code.SKIP
 
 
+def test_prefilter_over_the_whole_snapshot_reads_the_nodes_with_anti_affinity_pods_only_when_it_may():
+    guard = with_affinity("guard", {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
+        term(HOSTNAME, app="web")]}})
+    nodes = [place(NodeInfo(node("n1")), guard), place(NodeInfo(node("n2")), plain("db", {"app": "db"}))]
+    pl = plugin(nodes)
+    everything = pl.handle.snapshot.node_info_list
+    assert pl.handle.snapshot.have_pods_with_required_anti_affinity == [nodes[0]]
+    # No terms of its own: only existing pods' anti-affinity matters, found on n1.
+    result = filter_all(pl, plain("web", {"app": "web"}), everything)
+    assert result["n1"].reasons == [EXISTING_ANTI_AFFINITY] and result["n2"] is None
+    # Terms of its own: every node's pods count (the db pod is on n2, which has no anti-affinity pod).
+    follower = with_affinity("follower", {"podAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
+        term(HOSTNAME, app="db")]}})
+    assert feasible(pl, follower, everything) == ["n2"]
+
+
 def test_prefilter_skips_when_there_is_nothing_to_check():
     nodes = [place(NodeInfo(node("n1")), plain("a", {"app": "a"}))]
     status = filter_all(plugin(nodes), plain("b", {"app": "b"}), nodes)[""]

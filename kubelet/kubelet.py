@@ -124,6 +124,12 @@ class _PodState:
     """Per pod bookkeeping that is not in the checkpoints."""
 
     backoff: dict[str, _Backoff] = field(default_factory=dict)
+    # The pod as our last status write left it, and the resourceVersions of the chain of our own
+    # writes that led to it (with the one the first was based on): while the informer shows one
+    # of those, our last write is the newer object (as the status manager's cache of what it
+    # wrote), so the next write does not conflict with our own.
+    written: core_pb2.Pod | None = None
+    written_chain: set[str] = field(default_factory=set)
 
 
 class Kubelet:
@@ -684,6 +690,9 @@ class Kubelet:
 
     async def _update_status(self, pod: core_pb2.Pod, build) -> None:
         current = pod
+        st = self._state.get(pod.metadata.uid)
+        if st is not None and st.written is not None and pod.metadata.resource_version in st.written_chain:
+            current = st.written  # the informer has not brought our last write back yet
         for _ in range(5):
             desired = build(current)
             if _same_status(current.status, desired):
@@ -696,7 +705,8 @@ class Kubelet:
             new.CopyFrom(current)
             new.status.CopyFrom(desired)
             try:
-                await self.client.pods.update_status(new)
+                written = await self.client.pods.update_status(new)
+                self._remember_write(current, written)
                 return
             except errors.Conflict:
                 current = await self.client.pods.get(pod.metadata.name, pod.metadata.namespace)
@@ -704,6 +714,16 @@ class Kubelet:
                     return
             except errors.NotFound:
                 return
+
+    def _remember_write(self, based_on: core_pb2.Pod, written: core_pb2.Pod) -> None:
+        known = self.pods.get(written.metadata.name, written.metadata.namespace)
+        if known is None or known.metadata.uid != written.metadata.uid:
+            return  # gone already: nothing to remember it for
+        st = self._state.setdefault(written.metadata.uid, _PodState())
+        if based_on.metadata.resource_version not in st.written_chain:
+            st.written_chain = {based_on.metadata.resource_version}
+        st.written_chain.add(written.metadata.resource_version)
+        st.written = written
 
     # ------------------------------------------------------------ background loops
 

@@ -7,8 +7,9 @@ process, 4 cpu / 32Gi / 110 pods each, as scheduler_perf's default node):
 - ``SchedulingBasic``: 500 pods (100m, 500Mi) placed first, then 1000 measured;
 - ``PreemptionBasic``: 2000 low-priority pods (900m, grace 0) fill the nodes, then 500
   measured priority-10 pods (3 cpu) each preempt three of them;
-- ``Unschedulable``: 200 pods asking 9 cpu (fit nowhere, stay in the unschedulable pool), then
-  1000 measured default pods.
+- ``Unschedulable`` (500Nodes/10Init/1kPods): 10 default pods, then 1000 measured default pods
+  while a churn creates a priority-10 pod asking 9 cpu every 200 ms (it fits nowhere, and
+  preemption cannot help: each is a full failing scan and then waits in the unschedulable pool).
 
 For each, the measured pods are created by this process (16 at a time) and an informer here
 records when each is seen bound: throughput = measured pods / (last bound - first create), and
@@ -21,6 +22,7 @@ with the scheduler under cProfile (CPU time), and where its time goes.
 from __future__ import annotations
 
 import asyncio
+import itertools
 import json
 import os
 import tempfile
@@ -37,6 +39,7 @@ from machinery.informer import Informer
 from machinery.kinds import POD
 
 TARGETS = {"SchedulingBasic": 300.0, "PreemptionBasic": 100.0}
+CHURN_INTERVAL = 0.2  # scheduler_perf's churn op: intervalMilliseconds 200
 LABEL = "kplane.dev/bench"
 
 
@@ -46,12 +49,13 @@ class Template:
     memory: str = "500Mi"
     priority: int = 0
     grace: int | None = None
+    limits: bool = True
 
 
 POD_DEFAULT = Template("100m")
 POD_LOW_PRIORITY = Template("900m", grace=0)
 POD_HIGH_PRIORITY = Template("3", priority=10)
-POD_LARGE_CPU = Template("9")
+POD_HIGH_PRIORITY_LARGE_CPU = Template("9", priority=10, limits=False)
 
 
 @dataclass(frozen=True)
@@ -59,6 +63,7 @@ class Workload:
     name: str
     init: tuple[tuple[int, Template, bool], ...]  # (count, template, wait until bound)
     measure: tuple[int, Template]
+    churn: Template | None = None  # created every CHURN_INTERVAL while the measured pods are scheduled
 
 
 def workloads(scale: float) -> list[Workload]:
@@ -67,7 +72,8 @@ def workloads(scale: float) -> list[Workload]:
     return [
         Workload("SchedulingBasic", ((n(500), POD_DEFAULT, True),), (n(1000), POD_DEFAULT)),
         Workload("PreemptionBasic", ((n(2000), POD_LOW_PRIORITY, True),), (n(500), POD_HIGH_PRIORITY)),
-        Workload("Unschedulable", ((200, POD_LARGE_CPU, False),), (n(1000), POD_DEFAULT)),
+        Workload("Unschedulable", ((10, POD_DEFAULT, True),), (n(1000), POD_DEFAULT),
+                 churn=POD_HIGH_PRIORITY_LARGE_CPU),
     ]
 
 
@@ -78,7 +84,8 @@ def _pod(name: str, t: Template, phase: str) -> core_pb2.Pod:
     c = pod.spec.containers.add(name="pause", image="registry.k8s.io/pause:3.10")
     c.ports.add(container_port=80)
     c.resources.requests.update({"cpu": t.cpu, "memory": t.memory})
-    c.resources.limits.update({"cpu": t.cpu, "memory": t.memory})
+    if t.limits:
+        c.resources.limits.update({"cpu": t.cpu, "memory": t.memory})
     if t.priority:
         pod.spec.priority_class_name = f"bench-priority-{t.priority}"
     if t.grace is not None:
@@ -114,11 +121,18 @@ async def _create(c: Client, names: list[str], t: Template, phase: str, sent: di
     await _bounded(16, ((lambda n=n: one(n)) for n in names))
 
 
+async def _churn(c: Client, t: Template) -> None:
+    """scheduler_perf's churn op in create mode: one more pod every CHURN_INTERVAL, until cancelled."""
+    for k in itertools.count():
+        await c.pods.create(_pod(f"churn-{k}", t, "churn"))
+        await asyncio.sleep(CHURN_INTERVAL)
+
+
 async def _run_workload(server: str, token: str, w: Workload) -> dict:
     async with Client(server, token, timeout=60) as c:
         # scheduler_perf sets spec.priority directly (its apiserver runs without the Priority admission
         # plugin); kplane's apiserver resolves it from a PriorityClass, as Kubernetes does.
-        for t in {t for _, t, _ in w.init} | {w.measure[1]}:
+        for t in {t for _, t, _ in w.init} | {w.measure[1]} | ({w.churn} if w.churn else set()):
             if t.priority:
                 pc = scheduling_pb2.PriorityClass(api_version="scheduling.k8s.io/v1", kind="PriorityClass",
                                                   value=t.priority)
@@ -135,9 +149,15 @@ async def _run_workload(server: str, token: str, w: Workload) -> dict:
                 await bound.until(names, timeout=600)
         count, t = w.measure
         names = [f"measure-{k}" for k in range(count)]
+        churn = asyncio.create_task(_churn(c, w.churn)) if w.churn else None
         t0 = time.perf_counter()
-        await _create(c, names, t, "measure", sent)
-        await bound.until(names, timeout=900)
+        try:
+            await _create(c, names, t, "measure", sent)
+            await bound.until(names, timeout=900)
+        finally:
+            if churn is not None:
+                churn.cancel()
+                await asyncio.gather(churn, return_exceptions=True)
         last = max(bound.at[n] for n in names)
         latencies = [1000 * (bound.at[n] - sent[n]) for n in names]
         await bound.informer.stop()

@@ -317,8 +317,18 @@ def parse_patch(req: meta_pb2.PatchRequest) -> tuple[object, str]:
 
 def patched(kind: Kind, old: Message, document, patch_type: str) -> Message:
     """The object ``old`` with a patch applied (through Kubernetes JSON)."""
+    patch_type = patch_type or "strategic"
+    fields = _top_level_fields(kind, document, patch_type)
+    # A merge patch of some top-level fields leaves the others as they are: only those go through
+    # JSON (a status patch does not convert the spec back and forth). The result is the same.
+    source = old
+    if fields is not None:
+        source = kind.message()
+        for name in fields:
+            if old.HasField(name):
+                getattr(source, name).CopyFrom(getattr(old, name))
     try:
-        result = patch.apply_patch(jsonconv.to_dict(old), document, patch_type or "strategic", kind.name)
+        result = patch.apply_patch(jsonconv.to_dict(source), document, patch_type, kind.name)
     except patch.PatchError as exc:
         raise errors.BadRequest(str(exc)) from None
     try:
@@ -326,7 +336,31 @@ def patched(kind: Kind, old: Message, document, patch_type: str) -> Message:
     except jsonconv.DecodeError as exc:
         raise errors.BadRequest(f"{kind.name} in version \"{kind.api_version}\" cannot be handled as a {kind.name}: "
                                 f"{exc}") from None
+    if fields is not None:
+        part, new = new, strategy.copy(old)
+        for name in fields:
+            new.ClearField(name)
+            if part.HasField(name):
+                getattr(new, name).CopyFrom(getattr(part, name))
     if new.metadata.name != old.metadata.name:
         raise errors.BadRequest("the patch may not change metadata.name")
     new.metadata.resource_version = old.metadata.resource_version
     return new
+
+
+_MERGE_PATCH_TYPES = {"strategic", "merge"}
+
+
+def _top_level_fields(kind: Kind, document, patch_type: str) -> list[str] | None:
+    """The message fields a strategic or JSON merge patch touches, when it names only whole
+    top-level message fields (metadata, spec, status) and no directive; None otherwise."""
+    if patch.PATCH_TYPES.get(patch_type.split(";")[0].strip().lower()) not in _MERGE_PATCH_TYPES:
+        return None
+    if not isinstance(document, dict) or not document:
+        return None
+    by_name = kind.message.DESCRIPTOR.fields_by_name
+    for key in document:
+        f = by_name.get(key)
+        if f is None or f.message_type is None or f.json_name != key:
+            return None
+    return list(document)

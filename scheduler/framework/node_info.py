@@ -131,14 +131,30 @@ class NodeInfo:
     def remove_pod(self, pod: core_pb2.Pod) -> bool:
         """Remove the pod with ``pod``'s uid; False when the node does not have it."""
         uid = pod.metadata.uid
-        for i, pi in enumerate(self.pods):
+        pods = self.pods
+        for i in range(len(pods) - 1, -1, -1):  # newest first: a simulation takes back what it just added
+            pi = pods[i]
             if pi.pod.metadata.uid == uid:
-                del self.pods[i]
-                _remove_uid(self.pods_with_affinity, uid)
-                _remove_uid(self.pods_with_required_anti_affinity, uid)
+                del pods[i]
+                if self.pods_with_affinity:
+                    _remove_uid(self.pods_with_affinity, uid)
+                if self.pods_with_required_anti_affinity:
+                    _remove_uid(self.pods_with_required_anti_affinity, uid)
                 self._account(pi, -1)
                 return True
         return False
+
+    def remove_pods(self, infos: list[PodInfo]) -> None:
+        """Remove these pods (which the node has), in one pass over its lists."""
+        uids = {pi.pod.metadata.uid for pi in infos}
+        self.pods = [pi for pi in self.pods if pi.pod.metadata.uid not in uids]
+        if self.pods_with_affinity:
+            self.pods_with_affinity = [pi for pi in self.pods_with_affinity if pi.pod.metadata.uid not in uids]
+        if self.pods_with_required_anti_affinity:
+            self.pods_with_required_anti_affinity = [pi for pi in self.pods_with_required_anti_affinity
+                                                     if pi.pod.metadata.uid not in uids]
+        for pi in infos:
+            self._account(pi, -1)
 
     def _account(self, pi: PodInfo, sign: int) -> None:
         req = self.requested

@@ -231,7 +231,7 @@ class Framework:
             chosen = [pi for pi in nominated if pi.priority >= priority and pi.pod.metadata.uid != uid]
             if chosen:
                 # The state is only written by PreFilter extensions: without one active it is shared.
-                active = any(pl.name not in state.skip_filter_plugins for pl in self._pre_filter_extensions)
+                active = self.pre_filter_extensions_active(state)
                 state2, info2 = (state.clone() if active else state), node_info.clone()
                 for pi in chosen:
                     info2.add_pod_info(pi)
@@ -242,6 +242,11 @@ class Framework:
                 if s is not None:
                     return s
         return self.run_filter_plugins(state, pod, node_info, filters)
+
+    def pre_filter_extensions_active(self, state: CycleState) -> bool:
+        """Whether any PreFilter extension (AddPod/RemovePod) runs this attempt: only they write
+        the CycleState after PreFilter, so without one a simulation may share the state."""
+        return any(pl.name not in state.skip_filter_plugins for pl in self._pre_filter_extensions)
 
     def run_pre_filter_extension_add_pod(self, state: CycleState, pod: core_pb2.Pod, to_add: PodInfo,
                                          node_info: NodeInfo) -> Status | None:

@@ -154,12 +154,16 @@ class DefaultPreemption:
         potential = [pi for pi in ni.pods if pi.priority < priority]
         if not potential:
             return [], 0, Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, NO_VICTIMS)
-        for pi in potential:
-            ni.remove_pod(pi.pod)
-            s = fw.run_pre_filter_extension_remove_pod(state, pod, pi, ni)
-            if s is not None:
-                return [], 0, s
-        s = fw.run_filter_plugins_with_nominated_pods(state, pod, ni)
+        # Computed once for the many filter runs below (a node's dry run is the preemption hot path).
+        filters = fw.filters_for(state)
+        extensions = fw.pre_filter_extensions_active(state)
+        ni.remove_pods(potential)
+        if extensions:
+            for pi in potential:
+                s = fw.run_pre_filter_extension_remove_pod(state, pod, pi, ni)
+                if s is not None:
+                    return [], 0, s
+        s = fw.run_filter_plugins_with_nominated_pods(state, pod, ni, filters)
         if s is not None:
             return [], 0, s
         potential = _most_important_first(potential)
@@ -169,14 +173,12 @@ class DefaultPreemption:
 
         def reprieve(pi: PodInfo) -> tuple[bool, Status | None]:
             ni.add_pod_info(pi)
-            s = fw.run_pre_filter_extension_add_pod(state, pod, pi, ni)
-            if s is not None:
+            if extensions and (s := fw.run_pre_filter_extension_add_pod(state, pod, pi, ni)) is not None:
                 return False, s
-            fits = fw.run_filter_plugins_with_nominated_pods(state, pod, ni) is None
+            fits = fw.run_filter_plugins_with_nominated_pods(state, pod, ni, filters) is None
             if not fits:
                 ni.remove_pod(pi.pod)
-                s = fw.run_pre_filter_extension_remove_pod(state, pod, pi, ni)
-                if s is not None:
+                if extensions and (s := fw.run_pre_filter_extension_remove_pod(state, pod, pi, ni)) is not None:
                     return False, s
                 victims.append(pi)
             return fits, None

@@ -229,9 +229,12 @@ class Evaluator:
         violating: list[Candidate] = []
         statuses: dict[str, Status] = {}
         n = len(potential)
+        # Each node's simulation gets its own state when PreFilter extensions will write to it.
+        private_state = self.handle.framework.pre_filter_extensions_active(state)
         for i in range(n):
             ni = potential[(offset + i) % n].clone()
-            victims, violations, status = self.plugin.select_victims_on_node(state.clone(), pod, ni, pdbs)
+            victims, violations, status = self.plugin.select_victims_on_node(
+                state.clone() if private_state else state, pod, ni, pdbs)
             if status is None and victims:
                 c = Candidate(ni.name, victims, violations)
                 (violating if violations else non_violating).append(c)

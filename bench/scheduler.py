@@ -15,8 +15,10 @@ For each, the measured pods are created by this process (16 at a time) and an in
 records when each is seen bound: throughput = measured pods / (last bound - first create), and
 the create -> bound latency p50 / p99. Unlike scheduler_perf (an in-process scheduler and no
 kubelets), every step is a real gRPC call across processes and the hollow kubelets run the pods
-they get — they compete for the same two cores. ``profile``: SchedulingBasic again, smaller,
-with the scheduler under cProfile (CPU time), and where its time goes.
+they get — they compete for the same two cores. ``profile``: the first workload that missed its
+target (SchedulingBasic, smaller, when none did) again with the scheduler under cProfile (CPU
+time, measured phase only): its time by phase of the scheduling cycle, and the functions with the
+most self time.
 """
 
 from __future__ import annotations
@@ -25,6 +27,8 @@ import asyncio
 import itertools
 import json
 import os
+import pstats
+import signal
 import tempfile
 import time
 from dataclasses import dataclass
@@ -128,7 +132,7 @@ async def _churn(c: Client, t: Template) -> None:
         await asyncio.sleep(CHURN_INTERVAL)
 
 
-async def _run_workload(server: str, token: str, w: Workload) -> dict:
+async def _run_workload(server: str, token: str, w: Workload, mark=lambda label: None) -> dict:
     async with Client(server, token, timeout=60) as c:
         # scheduler_perf sets spec.priority directly (its apiserver runs without the Priority admission
         # plugin); kplane's apiserver resolves it from a PriorityClass, as Kubernetes does.
@@ -150,10 +154,12 @@ async def _run_workload(server: str, token: str, w: Workload) -> dict:
         count, t = w.measure
         names = [f"measure-{k}" for k in range(count)]
         churn = asyncio.create_task(_churn(c, w.churn)) if w.churn else None
+        mark("measure-start")
         t0 = time.perf_counter()
         try:
             await _create(c, names, t, "measure", sent)
             await bound.until(names, timeout=900)
+            mark("measure-end")
         finally:
             if churn is not None:
                 churn.cancel()
@@ -199,11 +205,15 @@ def _cluster(nodes: int, profile_path: str = "") -> cluster.ClusterState:
 def run_one(w: Workload, nodes: int) -> dict:
     state = _cluster(nodes)
     try:
-        cpu_before, wall_before = _cpu_by_component(state), time.perf_counter()
-        r = run_loop_result(_run_workload(state.server, state.admin_token(), w))
-        wall = time.perf_counter() - wall_before
-        cpu_after = _cpu_by_component(state)
+        marks: dict[str, tuple[float, dict[str, float]]] = {}
+        r = run_loop_result(_run_workload(state.server, state.admin_token(), w, mark=lambda label: marks.__setitem__(
+            label, (time.perf_counter(), _cpu_by_component(state)))))
+        (t0, cpu_before), (t1, cpu_after) = marks["measure-start"], marks["measure-end"]
+        wall = t1 - t0
+        # The measured phase only: each component's share of a core, and its CPU per measured pod.
         r["cpu_share_by_component"] = {k: round((cpu_after[k] - cpu_before[k]) / wall, 2) for k in cpu_after}
+        r["cpu_ms_per_pod_by_component"] = {k: round(1000 * (cpu_after[k] - cpu_before[k]) / r["measured_pods"], 1)
+                                            for k in cpu_after}
         r["scheduler_metrics"] = _scheduler_metrics(state)
         target = TARGETS.get(w.name)
         if target:
@@ -214,17 +224,47 @@ def run_one(w: Workload, nodes: int) -> dict:
         cluster.down(state, purge=True)
 
 
-def profile(nodes: int, out_dir: Path, scale: float) -> dict:
+# Where the scheduler's CPU goes, by phase: (phase, file, function) whose cumulative time counts.
+PHASES = [
+    ("Filter (find nodes that fit)", "schedule_one.py", "find_nodes_that_fit"),
+    ("Score", "schedule_one.py", "prioritize_nodes"),
+    ("PostFilter: preemption dry run", "evaluator.py", "find_candidates"),
+    ("PostFilter: pick a node", "evaluator.py", "pick_one_node"),
+    ("binding cycle", "schedule_one.py", "binding_cycle"),
+    ("informer events (decode, cache, queue)", "informer.py", "_run"),
+    ("API calls (client side)", "client.py", "call"),
+]
+
+
+def _phases(path: str) -> list[dict]:
+    stats = pstats.Stats(path)
+    total = stats.total_tt or 1.0
+    out = []
+    for phase, file, fn in PHASES:
+        ct = sum(v[3] for (f, _, name), v in stats.stats.items() if name == fn and f.endswith("/" + file))
+        out.append({"phase": phase, "cumulative_s": round(ct, 3), "pct": round(100 * ct / total, 1)})
+    return out
+
+
+def profile(nodes: int, out_dir: Path, scale: float, w: Workload | None = None) -> dict:
     out_dir.mkdir(parents=True, exist_ok=True)
     path = str(out_dir / "scheduler.prof")
-    state = _cluster(nodes, path)
-    try:
+    if w is None:
         w = Workload("SchedulingBasic", ((max(1, int(200 * scale)), POD_DEFAULT, True),),
                      (max(1, int(500 * scale)), POD_DEFAULT))
-        r = run_loop_result(_run_workload(state.server, state.admin_token(), w))
+    state = _cluster(nodes, path)
+    pid = state.processes["scheduler"].pid
+
+    def measured_only(label: str) -> None:
+        if label == "measure-start":
+            os.kill(pid, signal.SIGUSR1)  # the profile forgets the setup phase (machinery.process)
+
+    try:
+        r = run_loop_result(_run_workload(state.server, state.admin_token(), w, mark=measured_only))
     finally:
         cluster.down(state, purge=True)
-    return {"pods_per_s_under_profiler": r["pods_per_s"], "top_self_time": _profile_summary(path)}
+    return {"workload": w.name, "pods_per_s_under_profiler": r["pods_per_s"], "phases": _phases(path),
+            "top_self_time": _profile_summary(path)}
 
 
 def run(out_dir: Path, quick: bool = False) -> dict:
@@ -233,7 +273,8 @@ def run(out_dir: Path, quick: bool = False) -> dict:
     for w in workloads(scale):
         print(f"  {w.name} ...", flush=True)
         result["workloads"][w.name] = run_one(w, nodes)
-    result["profile"] = profile(nodes, out_dir, scale)
+    missed = [w for w in workloads(scale) if result["workloads"][w.name].get("target_met") is False]
+    result["profile"] = profile(nodes, out_dir, scale, missed[0] if missed else None)
     out_dir.mkdir(parents=True, exist_ok=True)
     (out_dir / "scheduler.json").write_text(json.dumps(result, indent=2) + "\n")
     return result
@@ -249,10 +290,16 @@ def summary(r: dict) -> str:
         shares = ", ".join(f"{k} {v:.2f}" for k, v in sorted(w["cpu_share_by_component"].items(), key=lambda kv: -kv[1])
                            if v >= 0.01)
         lines.append(f"  {'':<16} CPU cores: {shares}")
+        per_pod = ", ".join(f"{k} {v:.1f}" for k, v in sorted(w["cpu_ms_per_pod_by_component"].items(),
+                                                                key=lambda kv: -kv[1]) if v >= 0.1)
+        lines.append(f"  {'':<16} CPU ms per measured pod: {per_pod}")
     prof = r.get("profile", {})
     if prof.get("top_self_time"):
-        lines.append(f"scheduler CPU profile of SchedulingBasic ({prof['pods_per_s_under_profiler']} pods/s under "
-                     f"cProfile):")
+        lines.append(f"scheduler CPU profile of {prof['workload']} ({prof['pods_per_s_under_profiler']} pods/s under "
+                     f"cProfile), by phase (cumulative, they overlap where one calls another):")
+        for row in prof["phases"]:
+            lines.append(f"  {row['pct']:>5.1f}%  {row['phase']}")
+        lines.append("and the functions with the most self time:")
         for row in prof["top_self_time"][:12]:
             lines.append(f"  {row['self_pct']:>5.1f}%  {row['function']}")
     return "\n".join(lines)

@@ -4,7 +4,8 @@
 grpc.aio under load it failed calls with CANCELLED and was not faster, so kplane does not use it.)
 ``profiling(component)`` profiles the whole process's CPU time with cProfile when
 ``KPLANE_PROFILE`` names a file (``{component}`` in it is replaced), written at exit; ``make bench``
-uses it to show where the time goes.
+uses it to show where the time goes. SIGUSR1 clears what was recorded so far, so a benchmark can
+profile only its measured phase.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import asyncio
 import contextlib
 import cProfile
 import os
+import signal
 import time
 from typing import Coroutine, Iterator
 
@@ -28,6 +30,7 @@ def profiling(component: str) -> Iterator[None]:
         yield
         return
     prof = cProfile.Profile(time.process_time)  # CPU time: parked coroutines cost nothing
+    signal.signal(signal.SIGUSR1, lambda signum, frame: prof.clear())
     prof.enable()
     try:
         yield

@@ -50,6 +50,7 @@ __all__ = [
     "container_requests",
     "fits",
     "format_resource_list",
+    "is_scalar_resource",
     "is_pod_level_requests_set",
     "is_pod_level_resources_set",
     "is_pod_resize_infeasible",
@@ -147,6 +148,14 @@ def to_resource_list(m: Mapping[str, str]) -> ResourceList:
     Raises :class:`machinery.quantity.QuantityError` (a ValueError) for a malformed quantity.
     """
     return _rl(m)
+
+
+def is_scalar_resource(name: str) -> bool:
+    """Extended resources (``example.com/foo``), hugepages and attachable volumes: what a node
+    accounts besides cpu, memory, ephemeral-storage and pods (v1helper.IsScalarResourceName)."""
+    if name.startswith(HUGEPAGES_PREFIX) or name.startswith("attachable-volumes-"):
+        return True
+    return "/" in name and not name.startswith("kubernetes.io/")
 
 
 def _is_byte_resource(name: str) -> bool:

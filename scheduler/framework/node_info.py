@@ -16,6 +16,7 @@ from typing import Iterable, Mapping
 
 from machinery import resources
 from machinery.api import core_pb2
+from machinery.resources import is_scalar_resource
 from scheduler.framework.pod_info import PodInfo
 
 _generations = itertools.count(1)
@@ -78,13 +79,6 @@ class Resource:
 
     def __repr__(self) -> str:
         return f"Resource({self.as_dict()})"
-
-
-def is_scalar_resource(name: str) -> bool:
-    """Extended resources (``example.com/foo``), hugepages and attachable volumes; not the natives."""
-    if name.startswith(resources.HUGEPAGES_PREFIX) or name.startswith("attachable-volumes-"):
-        return True
-    return "/" in name and not name.startswith("kubernetes.io/")
 
 
 class NodeInfo:
@@ -158,18 +152,16 @@ class NodeInfo:
 
     def _account(self, pi: PodInfo, sign: int) -> None:
         req = self.requested
-        for name, amount in pi.requests.items():
-            if name == "cpu":
-                req.milli_cpu += sign * amount
-            elif name == "memory":
-                req.memory += sign * amount
-            elif name == "ephemeral-storage":
-                req.ephemeral_storage += sign * amount
-            elif is_scalar_resource(name):
+        req.milli_cpu += sign * pi.cpu
+        req.memory += sign * pi.memory
+        req.ephemeral_storage += sign * pi.ephemeral_storage
+        if pi.scalar:
+            for name, amount in pi.scalar.items():
                 req.scalar[name] = req.scalar.get(name, 0) + sign * amount
-        self.non_zero_requested.milli_cpu += sign * pi.non_zero_cpu
-        self.non_zero_requested.memory += sign * pi.non_zero_memory
-        self.generation = next_generation()
+        nz = self.non_zero_requested
+        nz.milli_cpu += sign * pi.non_zero_cpu
+        nz.memory += sign * pi.non_zero_memory
+        self.generation = next(_generations)
 
     def clone(self) -> "NodeInfo":
         out = NodeInfo.__new__(NodeInfo)

@@ -83,7 +83,8 @@ def _term(pod: core_pb2.Pod, term: core_pb2.PodAffinityTerm) -> AffinityTerm:
 
 
 class PodInfo:
-    __slots__ = ("pod", "requests", "non_zero_cpu", "non_zero_memory", "required_affinity_terms",
+    __slots__ = ("pod", "requests", "cpu", "memory", "ephemeral_storage", "scalar", "non_zero_cpu",
+                 "non_zero_memory", "required_affinity_terms",
                  "required_anti_affinity_terms", "preferred_affinity_terms", "preferred_anti_affinity_terms",
                  "parse_error", "priority", "start")
 
@@ -96,6 +97,11 @@ class PodInfo:
         self.priority: int = pod_priority(pod)
         self.start: float = start_time(pod)  # preemption's tie-break; a pod not started counts as newest
         self.requests: dict[str, int] = resources.pod_requests(pod)
+        # The same, as a NodeInfo adds it up (its hot path: every pod added or removed, simulations too).
+        self.cpu = self.requests.get(resources.CPU, 0)
+        self.memory = self.requests.get(resources.MEMORY, 0)
+        self.ephemeral_storage = self.requests.get(resources.EPHEMERAL_STORAGE, 0)
+        self.scalar = {n: v for n, v in self.requests.items() if resources.is_scalar_resource(n)}
         non_zero = resources.pod_requests(pod, non_missing=resources.NON_ZERO_DEFAULTS)
         self.non_zero_cpu = non_zero.get(resources.CPU, 0)
         self.non_zero_memory = non_zero.get(resources.MEMORY, 0)

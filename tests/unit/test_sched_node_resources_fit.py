@@ -56,6 +56,23 @@ def test_more_than_the_whole_node_is_unresolvable_so_preemption_is_not_tried():
     assert st.code == Code.UNSCHEDULABLE_AND_UNRESOLVABLE and st.reasons == ["Insufficient cpu"]
 
 
+def test_extended_resources_and_hugepages_are_added_up_per_node_and_given_back_on_removal():
+    pl = nrf.new({}, None)
+    ni = NodeInfo(node(**{"example.com/gpu": "2", "hugepages-2Mi": "64Mi"}), [])
+    user = bound("user", "n1", containers=[("c1", {"example.com/gpu": "2", "hugepages-2Mi": "32Mi"},
+                                            {"example.com/gpu": "2", "hugepages-2Mi": "32Mi"})])
+    ni.add_pod(user)
+    assert ni.requested.scalar == {"example.com/gpu": 2, "hugepages-2Mi": 32 * MI}
+    wants = make_pod("wants", containers=[("c1", {"example.com/gpu": "1", "hugepages-2Mi": "48Mi"},
+                                           {"example.com/gpu": "1", "hugepages-2Mi": "48Mi"})])
+    st = run_filter(pl, wants, ni)
+    assert st.code == Code.UNSCHEDULABLE
+    assert sorted(st.reasons) == ["Insufficient example.com/gpu", "Insufficient hugepages-2Mi"]
+    assert ni.remove_pod(user)
+    assert ni.requested.scalar == {"example.com/gpu": 0, "hugepages-2Mi": 0}
+    assert run_filter(pl, wants, ni) is None
+
+
 def test_too_many_pods():
     ni = NodeInfo(node(pods="1"), [])
     ni.add_pod(bound("a", "n1", cpu="100m"))

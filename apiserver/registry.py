@@ -13,7 +13,6 @@ from __future__ import annotations
 import base64
 import json
 import random
-import string
 from typing import Callable
 
 from google.protobuf.message import Message

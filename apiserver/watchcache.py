@@ -31,7 +31,8 @@ from apiserver.etcd import CompactedError, EtcdClient, EtcdError
 from machinery import errors, failpoints
 from machinery.kinds import KINDS, POD, REGISTRY_PREFIX, Kind, split_key
 from machinery.logging import get_logger
-from machinery.selectors import EVERY_FIELD, EVERYTHING, FieldSelector, LabelSelector
+from machinery.process import cancel_and_wait
+from machinery.selectors import FieldSelector, LabelSelector
 
 log = get_logger()
 
@@ -423,13 +424,7 @@ class WatchCache:
                  objects=sum(len(c.store) for c in self.caches.values()))
 
     async def stop(self) -> None:
-        for t in self._tasks:
-            t.cancel()
-        for t in self._tasks:
-            try:
-                await t
-            except (asyncio.CancelledError, Exception):
-                pass
+        await cancel_and_wait(self._tasks)
         self._tasks.clear()
         for c in self.caches.values():
             for w in list(c._all_watchers()):

@@ -52,6 +52,7 @@ from machinery.informer import Informer
 from machinery.kinds import NODE, POD
 from machinery.logging import get_logger
 from machinery.workqueue import RateLimitingQueue
+from machinery.process import cancel_and_wait
 
 log = get_logger()
 
@@ -209,13 +210,7 @@ class Kubelet:
 
     async def stop(self) -> None:
         self.queue.shutdown()
-        for t in self._tasks:
-            t.cancel()
-        for t in self._tasks:
-            try:
-                await t
-            except (asyncio.CancelledError, Exception):
-                pass
+        await cancel_and_wait(self._tasks)
         await self.pods.stop()
         await self.node_informer.stop()
         await self.recorder.stop()

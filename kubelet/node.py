@@ -26,6 +26,7 @@ from machinery import errors, resources, timeutil
 from machinery.api import coordination_pb2, core_pb2
 from machinery.client import Client
 from machinery.logging import get_logger
+from machinery.process import cancel_and_wait
 
 log = get_logger()
 
@@ -301,13 +302,7 @@ class NodeAgent:
         await asyncio.gather(*self._tasks)
 
     async def stop(self) -> None:
-        for t in self._tasks:
-            t.cancel()
-        for t in self._tasks:
-            try:
-                await t
-            except (asyncio.CancelledError, Exception):
-                pass
+        await cancel_and_wait(self._tasks)
 
     async def _status_loop(self) -> None:
         while True:

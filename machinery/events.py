@@ -21,6 +21,7 @@ from machinery.api import core_pb2
 from machinery.client import Client
 from machinery.kinds import of_message
 from machinery.logging import get_logger
+from machinery.process import cancel_and_wait
 
 log = get_logger()
 
@@ -56,13 +57,8 @@ class EventRecorder:
             self._task = asyncio.create_task(self._run(), name=f"events-{self.component}")
 
     async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            try:
-                await self._task
-            except (asyncio.CancelledError, Exception):
-                pass
-            self._task = None
+        await cancel_and_wait([self._task])
+        self._task = None
 
     async def flush(self, timeout: float = 5.0) -> None:
         """Wait until every queued event is written (tests)."""

@@ -25,6 +25,7 @@ from machinery import errors
 from machinery.client import Client
 from machinery.kinds import Kind
 from machinery.logging import get_logger
+from machinery.process import cancel_and_wait
 
 log = get_logger()
 
@@ -97,13 +98,8 @@ class Informer:
             self._task = asyncio.create_task(self._run(), name=f"informer-{self.kind.plural}")
 
     async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            try:
-                await self._task
-            except (asyncio.CancelledError, Exception):
-                pass
-            self._task = None
+        await cancel_and_wait([self._task])
+        self._task = None
 
     @property
     def has_synced(self) -> bool:

@@ -4,7 +4,8 @@
 grpc.aio under load it failed calls with CANCELLED and was not faster, so kplane does not use it.)
 ``profiling(component)`` profiles the whole process's CPU time with cProfile when
 ``KPLANE_PROFILE`` names a file (``{component}`` in it is replaced), written at exit; ``make bench``
-uses it to show where the time goes. SIGUSR1 clears what was recorded so far, so a benchmark can
+uses it to show where the time goes. ``cancel_and_wait(tasks)`` is every component's stop path
+for its background tasks. SIGUSR1 clears what was recorded so far, so a benchmark can
 profile only its measured phase.
 """
 
@@ -37,6 +38,19 @@ def profiling(component: str) -> Iterator[None]:
     finally:
         prof.disable()
         prof.dump_stats(path.replace("{component}", component))
+
+
+async def cancel_and_wait(tasks) -> None:
+    """Cancel these tasks and wait until each has ended, whatever it ended with (a stop path:
+    nothing is left running behind it, and an error of a task being stopped is not the caller's)."""
+    tasks = [t for t in tasks if t is not None]
+    for t in tasks:
+        t.cancel()
+    for t in tasks:
+        try:
+            await t
+        except (asyncio.CancelledError, Exception):
+            pass
 
 
 async def yield_to_others(max_rounds: int = 64) -> None:

@@ -23,7 +23,7 @@ from machinery.client import Client
 from machinery.featuregates import FeatureGateError, FeatureGates
 from machinery.leaderelection import LeaderElectionConfig, LeaderElector
 from machinery.logging import get_logger, setup_logging
-from machinery.process import profiling, run_loop
+from machinery.process import cancel_and_wait, profiling, run_loop
 from scheduler import config as schedconfig
 from scheduler.config import ConfigError, parse_duration
 from scheduler.framework.runtime import FrameworkError
@@ -164,11 +164,7 @@ async def run(a: argparse.Namespace) -> None:
     if main_task in done and not waiter.done():
         main_task.result()  # an unexpected end: let it raise
     log.info("scheduler_stopping", identity=a.identity)
-    main_task.cancel()
-    try:
-        await main_task
-    except (asyncio.CancelledError, Exception):
-        pass
+    await cancel_and_wait([main_task, waiter])
     if runner.sched is not None:
         await runner.sched.stop()
     await admin.stop()

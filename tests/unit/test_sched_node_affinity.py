@@ -170,7 +170,7 @@ def test_004_operators_notin_doesnotexist_gt_lt():
     assert run_filter(pl, p, labelled("ok", {"zone": "good", "cores": "8", "age": "3"})) is None
     for labels in ({"zone": "bad", "cores": "8", "age": "3"}, {"spot": "", "cores": "8", "age": "3"},
                    {"cores": "4", "age": "3"}, {"cores": "8", "age": "10"}, {"cores": "x", "age": "3"}):
-        assert run_filter(pl, p, labelled("no", labels)) is not None, labels
+        assert run_filter(pl, p, labelled("no", labels)).code == Code.UNSCHEDULABLE_AND_UNRESOLVABLE, labels
 
 
 def test_prefilter_skips_a_pod_without_required_placement():

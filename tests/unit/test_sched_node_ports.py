@@ -41,6 +41,11 @@ def node_with(*pods: core_pb2.Pod) -> NodeInfo:
     return ni
 
 
+def conflicts(st) -> bool:
+    """The filter's verdict is a port conflict (not a Skip, an Error or a fit)."""
+    return st != "skip" and st is not None and st.code == Code.UNSCHEDULABLE
+
+
 def run_filter(pl, pod: core_pb2.Pod, ni: NodeInfo):
     state = CycleState()
     _, st = pl.pre_filter(state, pod, [ni])
@@ -66,25 +71,25 @@ def test_another_port_or_protocol_fits():
 def test_empty_protocol_means_tcp():
     pl = np_.new({}, None)
     ni = node_with(with_ports("a", (8080, "TCP"), node_name="n1"))
-    assert run_filter(pl, with_ports("p", (8080, "")), ni) is not None
+    assert conflicts(run_filter(pl, with_ports("p", (8080, "")), ni))
 
 
 def test_two_specific_ips_do_not_conflict_but_bind_all_overlaps_every_ip():
     pl = np_.new({}, None)
     ni = node_with(with_ports("a", (8080, "TCP", "127.0.0.1"), node_name="n1"))
     assert run_filter(pl, with_ports("p", (8080, "TCP", "10.0.0.1")), ni) is None
-    assert run_filter(pl, with_ports("q", (8080, "TCP", "127.0.0.1")), ni) is not None
-    assert run_filter(pl, with_ports("r", (8080, "TCP", "0.0.0.0")), ni) is not None
-    assert run_filter(pl, with_ports("s", (8080, "TCP", "")), ni) is not None  # empty hostIP = 0.0.0.0
+    assert conflicts(run_filter(pl, with_ports("q", (8080, "TCP", "127.0.0.1")), ni))
+    assert conflicts(run_filter(pl, with_ports("r", (8080, "TCP", "0.0.0.0")), ni))
+    assert conflicts(run_filter(pl, with_ports("s", (8080, "TCP", "")), ni))  # empty hostIP = 0.0.0.0
     bind_all = node_with(with_ports("b", (8080, "TCP", ""), node_name="n1"))
-    assert run_filter(pl, with_ports("t", (8080, "TCP", "10.0.0.1")), bind_all) is not None
+    assert conflicts(run_filter(pl, with_ports("t", (8080, "TCP", "10.0.0.1")), bind_all))
 
 
 def test_sidecars_hold_ports_but_plain_init_containers_do_not():
     pl = np_.new({}, None)
     sidecar_node = node_with(with_ports("a", node_name="n1", sidecar=(9000,)))
     init_node = node_with(with_ports("b", node_name="n1", init=(9000,)))
-    assert run_filter(pl, with_ports("p", (9000,)), sidecar_node) is not None
+    assert conflicts(run_filter(pl, with_ports("p", (9000,)), sidecar_node))
     assert run_filter(pl, with_ports("p", (9000,)), init_node) is None
     assert np_.host_ports(with_ports("c", sidecar=(9000,))) == (("0.0.0.0", "TCP", 9000),)
 
@@ -103,7 +108,7 @@ def test_the_used_ports_follow_the_nodes_pods():
     p = with_ports("p", (8080,))
     assert run_filter(pl, p, ni) is None
     ni.add_pod(with_ports("b", (8080,), node_name="n1"))  # a new generation: the cache is rebuilt
-    assert run_filter(pl, p, ni) is not None
+    assert conflicts(run_filter(pl, p, ni))
     ni.remove_pod(with_ports("b", (8080,), node_name="n1"))
     assert run_filter(pl, p, ni) is None
 

@@ -50,7 +50,8 @@ def test_a_toleration_of_everything_passes_and_one_of_another_effect_does_not():
     assert nu.new({}, None).filter(CycleState(), everything, NodeInfo(node(unschedulable=True))) is None
     no_execute = pod("ne", "uid-ne", {"key": "node.kubernetes.io/unschedulable", "operator": "Exists",
                                       "effect": "NoExecute"})
-    assert nu.new({}, None).filter(CycleState(), no_execute, NodeInfo(node(unschedulable=True))) is not None
+    st = nu.new({}, None).filter(CycleState(), no_execute, NodeInfo(node(unschedulable=True)))
+    assert st.code == Code.UNSCHEDULABLE_AND_UNRESOLVABLE
 
 
 def test_registers_node_add_and_taint_updates_and_the_pods_toleration_updates():

@@ -23,7 +23,6 @@ Failpoints: ``scheduler/before-nominate`` (preemption done, the nomination not w
 
 from __future__ import annotations
 
-import asyncio
 import random
 import time
 from dataclasses import dataclass
@@ -106,7 +105,8 @@ class Algorithm:
         snapshot = self.sched.snapshot
         diagnosis = Diagnosis()
         all_nodes = snapshot.list()
-        pre_result, s = fw.run_pre_filter_plugins(state, pod, all_nodes)
+        pre_result, s, narrowing = fw.run_pre_filter_plugins(state, pod, all_nodes)
+        diagnosis.unschedulable_plugins |= narrowing  # a pod fitting none of their nodes waits on their events
         if s is not None:
             if not s.is_rejected():
                 raise SchedulingError(s)
@@ -128,7 +128,7 @@ class Algorithm:
         if pre_result is not None and pre_result.node_names is not None:
             nodes = [ni for name in sorted(pre_result.node_names) if (ni := snapshot.get(name)) is not None]
             diagnosis.absent_nodes_status = Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE,
-                                                   "node(s) didn't satisfy plugin(s) [PreFilter]")
+                                                   f"node(s) didn't satisfy plugin(s) [{' '.join(sorted(narrowing))}]")
         return self.find_nodes_that_pass_filters(fw, state, pod, diagnosis, nodes, filters, len(all_nodes)), diagnosis
 
     def find_nodes_that_pass_filters(self, fw: Framework, state: CycleState, pod: core_pb2.Pod, diagnosis: Diagnosis,
@@ -139,7 +139,7 @@ class Algorithm:
         percentage = fw.percentage_of_nodes_to_score
         if percentage is None:
             percentage = self.sched.percentage_of_nodes_to_score
-        wanted = num_feasible_nodes_to_find(percentage, n)
+        wanted = num_feasible_nodes_to_find(percentage, n) if fw.has_score_plugins() else 1  # nothing to rank
         start = self.next_start_node_index % n
         if not filters:
             feasible = [nodes[(start + i) % n] for i in range(wanted)]
@@ -147,7 +147,9 @@ class Algorithm:
             return feasible
         feasible: list[NodeInfo] = []
         statuses = diagnosis.node_to_status
-        check = fw.run_filter_plugins_with_nominated_pods if self.sched.queue.nominator else fw.run_filter_plugins
+        # With no pod nominated anywhere the two-pass check has nothing to add: skip its lookups.
+        nominations = len(self.sched.queue.nominator)
+        check = fw.run_filter_plugins_with_nominated_pods if nominations else fw.run_filter_plugins
         processed = 0
         for i in range(n):
             ni = nodes[(start + i) % n]
@@ -228,7 +230,7 @@ async def schedule_one(sched: "Scheduler", p: QueuedPodInfo) -> None:
         return
     except Exception as exc:  # a bug in a plugin must not stop the scheduler
         log.exception("scheduling_cycle_crashed", pod=_key(pod))
-        await handle_failure(sched, fw, p, Status(Code.ERROR, str(exc), error=exc), None, start)
+        await handle_failure(sched, fw, p, Status(Code.ERROR, str(exc), error=exc), _clear_nomination(), start)
         return
     metrics.ALGORITHM_DURATION.observe(time.perf_counter() - start)
     host = fw_result.host
@@ -236,20 +238,16 @@ async def schedule_one(sched: "Scheduler", p: QueuedPodInfo) -> None:
     try:
         sched.cache.assume_pod(assumed, assumed_pi)
     except ValueError as exc:
-        await handle_failure(sched, fw, p, Status(Code.ERROR, str(exc), error=exc), None, start)
+        await handle_failure(sched, fw, p, Status(Code.ERROR, str(exc), error=exc), _clear_nomination(), start)
         return
     sched.queue.delete_nominated_pod_if_exists(assumed)
     s = fw.run_reserve_plugins_reserve(state, assumed, host)
-    if s is not None:
-        fw.run_reserve_plugins_unreserve(state, assumed, host)
-        sched.cache.forget_pod(assumed)
-        await handle_failure(sched, fw, p, s, _clear_nomination(), start)
-        return
-    s = fw.run_permit_plugins(state, assumed, host)
+    if s is None:
+        s = fw.run_permit_plugins(state, assumed, host)
     if s is not None and s.code != Code.WAIT:
         fw.run_reserve_plugins_unreserve(state, assumed, host)
         sched.cache.forget_pod(assumed)
-        await handle_failure(sched, fw, p, s, _clear_nomination(), start)
+        await handle_failure(sched, fw, p, rejected_on(p, host, s), _clear_nomination(), start)
         return
     log.debug("pod_assumed", pod=_key(pod), node=host, evaluated=result.evaluated, feasible=result.feasible)
     sched.start_binding(fw, state, p, assumed, host, start)
@@ -259,10 +257,21 @@ def _clear_nomination() -> NominatingInfo:
     return NominatingInfo("", NominatingMode.OVERRIDE)
 
 
+def rejected_on(p: QueuedPodInfo, host: str, s: Status) -> Status:
+    """A rejection once the node was chosen (Reserve, Permit, PreBind), as kube-scheduler reports
+    it: a FitError over that one node, the rejecting plugin recorded so its hints requeue the pod.
+    Anything else (an error) is returned as it is."""
+    if not s.is_rejected():
+        return s
+    (p.pending_plugins if s.code == Code.PENDING else p.unschedulable_plugins).add(s.plugin)
+    fit = FitError(p.pod, 1, Diagnosis(node_to_status={host: s}))
+    return Status(s.code, str(fit), plugin=s.plugin, error=fit)
+
+
 async def _handle_unfit(sched: "Scheduler", fw: Framework, state: CycleState, p: QueuedPodInfo,
                         exc: FitError | SchedulingError, start: float) -> None:
-    if isinstance(exc, SchedulingError):
-        await handle_failure(sched, fw, p, exc.status, None, start)
+    if isinstance(exc, SchedulingError):  # no nodes, or an error: a nomination no longer holds
+        await handle_failure(sched, fw, p, exc.status, _clear_nomination(), start)
         return
     nominating: NominatingInfo | None = None
     diagnosis = exc.diagnosis
@@ -270,7 +279,7 @@ async def _handle_unfit(sched: "Scheduler", fw: Framework, state: CycleState, p:
         result, s = await fw.run_post_filter_plugins(state, p.pod, diagnosis)
         if s is not None and s.code == Code.ERROR:
             log.warning("post_filter_failed", pod=_key(p.pod), error=s.message())
-        elif s is not None and s.message():
+        if s is not None and s.message():
             diagnosis.post_filter_msg = s.message()
         if result is not None and result.nominating_info is not None:
             nominating = result.nominating_info
@@ -302,7 +311,7 @@ async def handle_failure(sched: "Scheduler", fw: Framework, p: QueuedPodInfo, st
         sched.queue.done(pod.metadata.uid)
     else:
         p.pod_info.update(cached)
-        sched.queue.add_unschedulable_if_not_present(p, sched.queue.scheduling_cycle)
+        sched.queue.add_unschedulable_if_not_present(p)
     if nominating is not None:
         sched.queue.add_nominated_pod(PodInfo(pod), nominating)
     if cached is None or cached.metadata.uid != pod.metadata.uid:
@@ -355,7 +364,9 @@ async def binding_cycle(sched: "Scheduler", fw: Framework, state: CycleState, p:
         s = await fw.wait_on_permit(assumed)
         if s is None:
             s = await fw.run_pre_bind_plugins(state, assumed, host)
-        if s is None:
+        if s is not None:
+            s = rejected_on(p, host, s)
+        else:
             await failpoints.hit(FP_BEFORE_BIND)
             if sched.status_writer is not None:
                 await sched.status_writer.flush(assumed.metadata.uid)  # an old "Unschedulable" lands first
@@ -392,8 +403,13 @@ async def _binding_failed(sched: "Scheduler", fw: Framework, state: CycleState, 
     log.warning("binding_failed", pod=_key(assumed), node=host, error=s.message())
     fw.run_reserve_plugins_unreserve(state, assumed, host)
     sched.cache.forget_pod(assumed)
-    # Forgetting the assumed pod frees its room, as a deleted pod's would.
-    uid = assumed.metadata.uid
-    sched.queue.move_all_to_active_or_backoff(EVENT_ASSIGNED_POD_DELETE, assumed, None,
-                                              (lambda pod: pod.metadata.uid != uid) if s.is_rejected() else None)
+    # Forgetting the assumed pod frees its room, as a deleted pod's would. After a rejection this
+    # waits until the pod is back in the queue: were it still in flight, the event would be
+    # replayed to the pod itself and requeue it (kube-scheduler defers the move the same way).
+    if not s.is_rejected():
+        sched.queue.move_all_to_active_or_backoff(EVENT_ASSIGNED_POD_DELETE, assumed, None)
     await handle_failure(sched, fw, p, s, _clear_nomination(), start)
+    if s.is_rejected():
+        uid = assumed.metadata.uid
+        sched.queue.move_all_to_active_or_backoff(EVENT_ASSIGNED_POD_DELETE, assumed, None,
+                                                  lambda pod: pod.metadata.uid != uid)

@@ -17,7 +17,7 @@ from machinery.events import EventRecorder
 from machinery.informer import Informer
 from machinery.kinds import NODE, POD, POD_DISRUPTION_BUDGET
 from machinery.logging import get_logger
-from machinery.process import yield_to_others
+from machinery.process import cancel_and_wait, yield_to_others
 from scheduler import metrics
 from scheduler.cache.cache import DEFAULT_ASSUMED_TTL, Cache
 from scheduler.cache.snapshot import Snapshot
@@ -57,9 +57,10 @@ class Scheduler:
         in_place = feature_gates is None or feature_gates.enabled("InPlacePodVerticalScaling")
         async_preemption = feature_gates is None or feature_gates.enabled("SchedulerAsyncPreemption")
         for profile in cfg.profiles:
-            handle = Handle(client=client, recorder=self.recorder, nominator=self, pods=self._all_pods,
+            handle = Handle(client=client, recorder=self.recorder, pods=self._all_pods,
                             get_pod=self.get_pod, pdbs=lambda: self.pdbs.list(), activate=self._activate)
             handle.snapshot = self.snapshot
+            handle.status_writer = self.status_writer
             sets = profile.plugins
             if "NodeResourcesFit" in sets.names():
                 sets.args.setdefault("NodeResourcesFit", {}).setdefault("enableInPlacePodVerticalScaling", in_place)
@@ -75,10 +76,10 @@ class Scheduler:
             first.less, events={name: fw.events_to_register() for name, fw in self.frameworks.items()},
             pre_enqueue={name: fw.run_pre_enqueue_plugins for name, fw in self.frameworks.items()},
             initial_backoff=cfg.pod_initial_backoff_seconds, max_backoff=cfg.pod_max_backoff_seconds,
-            max_in_unschedulable=max_in_unschedulable)
+            max_in_unschedulable=max_in_unschedulable, get_pod=self.get_pod)
         self._queue_ref = self.queue
         for fw in self.frameworks.values():
-            fw.handle.nominator = self.queue.nominator  # the filters ask it for every node: one hop
+            fw.handle.nominator = self.queue.nominator  # the queue's, made after the profiles
         self.queue_clock = time.monotonic
         self.algorithm = Algorithm(self)
         self.handlers = EventHandlers(self)
@@ -87,9 +88,6 @@ class Scheduler:
         self.synced = False
 
     # ------------------------------------------------------------ the handle's views
-
-    def nominated_pods_for_node(self, node: str):
-        return self.queue.nominated_pods_for_node(node)
 
     def _all_pods(self):
         return self.pods.list()
@@ -175,11 +173,7 @@ class Scheduler:
         for t in self._tasks:
             t.cancel()
         await self._finish_bindings()
-        for t in self._tasks:
-            try:
-                await t
-            except (asyncio.CancelledError, Exception):
-                pass
+        await cancel_and_wait(self._tasks)
         for inf in (self.pods, self.nodes, self.pdbs):
             await inf.stop()
         if self.recorder is not None:

@@ -39,6 +39,7 @@ if TYPE_CHECKING:
     from scheduler.cache.snapshot import Snapshot
     from scheduler.framework.runtime import Framework
     from scheduler.framework.pod_info import PodInfo
+    from scheduler.status_writer import StatusWriter
 
 EXTENSION_POINTS = ("pre_enqueue", "less", "pre_filter", "filter", "post_filter", "pre_score", "score", "reserve",
                     "permit", "pre_bind", "bind", "post_bind")
@@ -74,6 +75,7 @@ class Handle:
         self._pdbs = pdbs or (lambda: ())
         self.activate = activate or (lambda pods: None)
         self.snapshot: "Snapshot | None" = None
+        self.status_writer: "StatusWriter | None" = None  # pod status writes off the cycle, in order per pod
         self.framework: "Framework | None" = None
         self.waiting_pods: dict[str, Any] = {}
 

@@ -88,20 +88,30 @@ class FrameworkError(ValueError):
 
 
 class WaitingPod:
-    """A pod a Permit plugin asked to wait; allowed, rejected or timed out."""
+    """A pod Permit plugins asked to wait: allowed once every one of them allows it, rejected by
+    any of them — or by its own timer, one per plugin, stopped when that plugin allows."""
 
-    def __init__(self, pod: core_pb2.Pod, pending: set[str], timeout: float):
+    def __init__(self, pod: core_pb2.Pod, timeouts: dict[str, float]):
         self.pod = pod
-        self.pending = set(pending)
-        self.timeout = timeout
-        self.done: asyncio.Future[Status | None] = asyncio.get_running_loop().create_future()
+        self.pending = set(timeouts)
+        loop = asyncio.get_running_loop()
+        self.done: asyncio.Future[Status | None] = loop.create_future()
+        self._timers = {name: loop.call_later(t, self.reject, name,
+                                              f"rejected due to timeout after waiting {t:g}s at plugin {name}")
+                        for name, t in timeouts.items()}
 
     def allow(self, plugin: str) -> None:
+        timer = self._timers.pop(plugin, None)
+        if timer is not None:
+            timer.cancel()
         self.pending.discard(plugin)
         if not self.pending and not self.done.done():
             self.done.set_result(None)
 
     def reject(self, plugin: str, message: str) -> None:
+        for timer in self._timers.values():
+            timer.cancel()
+        self._timers.clear()
         if not self.done.done():
             self.done.set_result(Status(Code.UNSCHEDULABLE, message, plugin=plugin))
 
@@ -173,11 +183,14 @@ class Framework:
 
     # ------------------------------------------------------------ filtering
 
-    def run_pre_filter_plugins(self, state: CycleState, pod: core_pb2.Pod,
-                               nodes: list[NodeInfo]) -> tuple[PreFilterResult | None, Status | None]:
+    def run_pre_filter_plugins(self, state: CycleState, pod: core_pb2.Pod, nodes: list[NodeInfo]
+                               ) -> tuple[PreFilterResult | None, Status | None, set[str]]:
+        """The merged PreFilterResult, the status, and the plugins that narrowed the nodes (they
+        count as rejectors when the pod fits none). After an Unschedulable the others still run,
+        so preemption has the whole CycleState; an UnschedulableAndUnresolvable ends it."""
         start = time.perf_counter()
         result: PreFilterResult | None = None
-        narrowing: list[str] = []
+        narrowing: set[str] = set()
         status: Status | None = None
         try:
             for pl in self.pre_filter_plugins:
@@ -186,20 +199,26 @@ class Framework:
                     if s.code == Code.SKIP:
                         state.skip_filter_plugins.add(pl.name)
                         continue
-                    status = s.with_plugin(pl.name)
-                    if not s.is_rejected():
-                        status = Status(Code.ERROR, f'running PreFilter plugin "{pl.name}": {s.message()}',
-                                        plugin=pl.name, error=s.error)
-                    return None, status
+                    s.with_plugin(pl.name)
+                    if s.code == Code.UNSCHEDULABLE_AND_UNRESOLVABLE:
+                        status = s
+                        return None, status, set()
+                    if s.code == Code.UNSCHEDULABLE:
+                        status = s
+                        continue
+                    status = Status(Code.ERROR, f'running PreFilter plugin "{pl.name}": {s.message()}',
+                                    plugin=pl.name, error=s.error)
+                    return None, status, set()
                 if r is not None and not r.all_nodes():
-                    narrowing.append(pl.name)
+                    narrowing.add(pl.name)
                     result = r if result is None else result.merge(r)
                     if not result.node_names:
-                        status = Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE,
-                                        f"node(s) didn't satisfy plugin(s) [{', '.join(narrowing)}] simultaneously",
-                                        plugin=pl.name)
-                        return result, status
-            return result, None
+                        names = sorted(narrowing)
+                        msg = f"node(s) didn't satisfy plugin {names[0]}" if len(names) == 1 else \
+                            f"node(s) didn't satisfy plugin(s) [{' '.join(names)}] simultaneously"
+                        status = Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, msg)
+                        return result, status, narrowing
+            return result, status, narrowing
         finally:
             EXTENSION_POINT_DURATION.labels("PreFilter", code_name(status), self.profile_name).observe(
                 time.perf_counter() - start)
@@ -366,14 +385,14 @@ class Framework:
             if s is None or s.code == Code.SUCCESS:
                 continue
             if s.code == Code.WAIT:
-                waiting[pl.name] = min(timeout or DEFAULT_PERMIT_TIMEOUT, DEFAULT_PERMIT_TIMEOUT)
+                waiting[pl.name] = min(max(timeout or 0.0, 0.0), DEFAULT_PERMIT_TIMEOUT)
                 continue
             s.with_plugin(pl.name)
             if not s.is_rejected():
                 return Status(Code.ERROR, f'running Permit plugin "{pl.name}": {s.message()}', plugin=pl.name)
             return s
         if waiting:
-            self.handle.waiting_pods[pod.metadata.uid] = WaitingPod(pod, set(waiting), min(waiting.values()))
+            self.handle.waiting_pods[pod.metadata.uid] = WaitingPod(pod, waiting)
             return Status(Code.WAIT, f'one or more plugins asked to wait and no plugin rejected pod "{pod.metadata.name}"')
         return None
 
@@ -382,10 +401,7 @@ class Framework:
         if wp is None:
             return None
         try:
-            return await asyncio.wait_for(asyncio.shield(wp.done), wp.timeout)
-        except asyncio.TimeoutError:
-            return Status(Code.UNSCHEDULABLE, f"rejected due to timeout after waiting {wp.timeout:.0f}s at plugin(s) "
-                                              f"{', '.join(sorted(wp.pending))}", plugin=sorted(wp.pending)[0])
+            return await asyncio.shield(wp.done)
         finally:
             self.handle.waiting_pods.pop(pod.metadata.uid, None)
 

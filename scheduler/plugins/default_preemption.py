@@ -96,7 +96,7 @@ class DefaultPreemption:
                             "minCandidateNodesPercentage and minCandidateNodesAbsolute cannot be zero")
         self._rand = random.Random(args.get("randomSeed")) if "randomSeed" in args else random.Random()
         self.async_preemption = bool(args.get("enableAsyncPreemption", True))
-        self.evaluator = Evaluator(NAME, handle, self, self._rand, async_preemption=self.async_preemption)
+        self.evaluator = Evaluator(NAME, handle, self, async_preemption=self.async_preemption)
 
     # ------------------------------------------------------------ async preemption (KEP-4832)
 

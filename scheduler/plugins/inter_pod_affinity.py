@@ -90,7 +90,7 @@ def _bump(counts: _Counts, node_labels, key: str, delta: int) -> None:
     n = values.get(value, 0) + delta
     if n:
         values[value] = n
-    else:  # back to zero (remove_pod): drop it, "no peer anywhere" reads ``not counts``
+    else:  # back to zero (remove_pod): drop it, "no peer anywhere" reads ``not counts`` (a score reads 0)
         values.pop(value, None)
         if not values:
             del counts[key]
@@ -243,17 +243,8 @@ def _add_weighted(score: _Counts, terms: Iterable[WeightedAffinityTerm], pod: co
                   sign: int) -> None:
     for wt in terms:
         if wt.term.matches(pod):
-            _add(score, node_labels, wt.term.topology_key, sign * wt.weight)
+            _bump(score, node_labels, wt.term.topology_key, sign * wt.weight)
 
-
-def _add(score: _Counts, node_labels, key: str, amount: int) -> None:
-    value = node_labels.get(key)
-    if value is None:
-        return
-    values = score.get(key)
-    if values is None:
-        values = score[key] = {}
-    values[value] = values.get(value, 0) + amount
 
 
 # ---------------------------------------------------------------- args
@@ -378,7 +369,7 @@ class InterPodAffinity:
                 if hard_weight:
                     for t in existing.required_affinity_terms:
                         if t.matches(pod):
-                            _add(score, labels, t.topology_key, hard_weight)
+                            _bump(score, labels, t.topology_key, hard_weight)
                 _add_weighted(score, existing.preferred_affinity_terms, pod, labels, 1)
                 _add_weighted(score, existing.preferred_anti_affinity_terms, pod, labels, -1)
         if not score:

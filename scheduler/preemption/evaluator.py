@@ -20,19 +20,20 @@ kube-scheduler's framework/preemption Evaluator, with the preemption design (001
 With async preemption (KEP-4832, the ``SchedulerAsyncPreemption`` gate, on by default as in
 Kubernetes 1.33+) step 4 runs in a background task and the pod is nominated at once; until the
 task has asked for the last victim's deletion, the pod's PreEnqueue (DefaultPreemption) keeps it
-out of activeQ, so it cannot preempt again for the same room. Victims are evicted most
-important first: the first alone, then the others concurrently but the last, then the last.
-Without the gate all of this happens inside the scheduling cycle. The failpoints
-``scheduler/preemption-after-victims-chosen`` and ``scheduler/preemption-after-first-victim``
-sit between the steps, so a chaos test can kill the scheduler there and check that the
-restarted one converges.
+out of activeQ, so it cannot preempt again for the same room. Victims are evicted as
+kube-scheduler's async path does: all but the last concurrently, then, if they all went, the
+last (from then on the preemption counts as done). Without the gate the same happens inside the
+scheduling cycle (kube-scheduler sends them all at once there; one order for both keeps the
+failpoints meaningful on both paths). The failpoints ``scheduler/preemption-after-victims-chosen``
+and ``scheduler/preemption-after-first-victim`` (all victims but the last are being deleted) sit
+between the steps, so a chaos test can kill the scheduler there and check that the restarted
+one converges.
 """
 
 from __future__ import annotations
 
 import asyncio
 import math
-import random
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -52,7 +53,8 @@ log = get_logger()
 FP_AFTER_VICTIMS_CHOSEN = failpoints.declare(
     "scheduler/preemption-after-victims-chosen", "a node and its victims are chosen; no victim is touched yet")
 FP_AFTER_FIRST_VICTIM = failpoints.declare(
-    "scheduler/preemption-after-first-victim", "the first victim is being deleted; the others are not yet")
+    "scheduler/preemption-after-first-victim",
+    "the victims but the last are being deleted; the last is not yet (only with two victims or more)")
 
 VICTIMS = Histogram("scheduler_preemption_victims", "Number of selected preemption victims",
                     buckets=(1, 2, 4, 8, 16, 32, 64))
@@ -78,7 +80,7 @@ class PreemptionPlugin(Protocol):
     def pod_eligible_to_preempt_others(self, pod: core_pb2.Pod, nominated_status: Status | None) -> tuple[bool, str]: ...
 
     def select_victims_on_node(self, state: CycleState, pod: core_pb2.Pod, node_info: NodeInfo,
-                               pdbs: list[policy_pb2.PodDisruptionBudget]) -> tuple[list[core_pb2.Pod], int, Status | None]: ...
+                               pdbs: list["PDB"]) -> tuple[list[core_pb2.Pod], int, Status | None]: ...
 
 
 @dataclass
@@ -147,12 +149,10 @@ def pick_one_node(candidates: list[Candidate]) -> Candidate:
 
 
 class Evaluator:
-    def __init__(self, plugin_name: str, handle: Handle, plugin: PreemptionPlugin,
-                 rand: random.Random | None = None, async_preemption: bool = True):
+    def __init__(self, plugin_name: str, handle: Handle, plugin: PreemptionPlugin, async_preemption: bool = True):
         self.plugin_name = plugin_name
         self.handle = handle
         self.plugin = plugin
-        self._rand = rand or random.Random()
         self.async_preemption = async_preemption
         self._preempting: set[str] = set()  # preemptors whose victims are being evicted
         self._last_victim: dict[str, tuple[str, str]] = {}  # preemptor uid -> its last victim (ns, name)
@@ -195,12 +195,15 @@ class Evaluator:
         if not all_nodes:
             return None, Status(Code.ERROR, "no nodes available")
         candidates, statuses = self.find_candidates(state, all_nodes, pod, diagnosis)
+        errs = [s.message() for s in statuses.values() if s.code == Code.ERROR]
+        if errs and not candidates:
+            return None, Status(Code.ERROR, "; ".join(errs))  # a failing simulation is not "not helpful"
         if not candidates:
             d = Diagnosis(node_to_status=statuses, absent_nodes_status=Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE,
                                                                              NOT_HELPFUL))
             return (PostFilterResult(NominatingInfo("", NominatingMode.OVERRIDE)),
                     Status(Code.UNSCHEDULABLE, fit_error_message(len(all_nodes), d)))
-        best = pick_one_node(candidates) if len(candidates) > 1 else candidates[0]
+        best = pick_one_node(candidates)
         log.info("preemption_victims_chosen", pod=_key(pod), node=best.node, victims=[_key(v) for v in best.victims],
                  pdb_violations=best.num_pdb_violations)
         await failpoints.hit(FP_AFTER_VICTIMS_CHOSEN)
@@ -236,8 +239,9 @@ class Evaluator:
             victims, violations, status = self.plugin.select_victims_on_node(
                 state.clone() if private_state else state, pod, ni, pdbs)
             if status is None and victims:
-                c = Candidate(ni.name, victims, violations)
-                (violating if violations else non_violating).append(c)
+                found = violating if violations else non_violating
+                if len(found) < wanted:  # kube-scheduler keeps at most that many of each kind
+                    found.append(Candidate(ni.name, victims, violations))
                 if non_violating and len(non_violating) + len(violating) >= wanted:
                     break
                 continue
@@ -246,11 +250,13 @@ class Evaluator:
             statuses[ni.name] = status
         return non_violating + violating, statuses
 
+    def _victims_to_evict(self, c: Candidate) -> list[core_pb2.Pod]:
+        VICTIMS.observe(len(c.victims))
+        return [v for v in c.victims if not v.metadata.deletion_timestamp]  # others are going already
+
     async def prepare_candidate(self, c: Candidate, pod: core_pb2.Pod) -> Status | None:
         """Evict the victims and clear the nominations of lower-priority pods on the node (in the cycle)."""
-        VICTIMS.observe(len(c.victims))
-        victims = [v for v in c.victims if not v.metadata.deletion_timestamp]  # others are going already
-        err = await self._evict(c, pod, victims)
+        err = await self._evict(c, pod, self._victims_to_evict(c))
         if err is not None:
             return Status(Code.ERROR, err)
         await self._clear_lower_nominations(c, pod)
@@ -258,20 +264,10 @@ class Evaluator:
 
     def prepare_candidate_async(self, c: Candidate, pod: core_pb2.Pod) -> None:
         """Evict the victims in a background task; the pod is gated at PreEnqueue meanwhile."""
-        VICTIMS.observe(len(c.victims))
-        victims = [v for v in c.victims if not v.metadata.deletion_timestamp]
-        if not victims:
-            # Every victim is going already (another preemptor's victims): nothing to evict, but the
-            # lower-priority pods nominated here must still lose their nomination (001 Example 4, 004
-            # §11 "scheduler clears nominatedNodeName of Pod P"), as the synchronous path does.
-            # (kube-scheduler's prepareCandidateAsync returns early here and skips that.)
-            task = asyncio.create_task(self._clear_lower_nominations(c, pod),
-                                       name=f"clear-nominations-for-{pod.metadata.name}")
-            self._tasks.add(task)
-            task.add_done_callback(self._tasks.discard)
-            return
+        victims = self._victims_to_evict(c)
         uid = pod.metadata.uid
-        self._preempting.add(uid)
+        if victims:
+            self._preempting.add(uid)
         task = asyncio.create_task(self._evict_async(c, pod, victims), name=f"preempt-for-{pod.metadata.name}")
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
@@ -280,6 +276,10 @@ class Evaluator:
         uid = pod.metadata.uid
         err: str | None = None
         try:
+            # Lower-priority pods nominated here lose their nomination even when every victim is
+            # going already (another preemptor's): 001 Example 4, 004 §11 "scheduler clears
+            # nominatedNodeName of Pod P", as the synchronous path does (kube-scheduler's async
+            # path returns early there).
             await self._clear_lower_nominations(c, pod)
             err = await self._evict(c, pod, victims, on_last=lambda v: self._last_victim.__setitem__(
                 uid, (v.metadata.namespace, v.metadata.name)))
@@ -294,25 +294,21 @@ class Evaluator:
             self.handle.activate([pod])
 
     async def _evict(self, c: Candidate, pod: core_pb2.Pod, victims: list[core_pb2.Pod], on_last=None) -> str | None:
-        """Evict ``victims`` (most important first): the first alone, then all but the last
-        concurrently, then the last. The first error is returned and stops what follows."""
+        """Evict ``victims``: all but the last concurrently, then — if they all went — the last,
+        ``on_last`` told first (from its deletion on the preemption counts as done). The first
+        error is returned and the last victim is spared."""
         if not victims:
             return None
-        err = await self._evict_one(c, pod, victims[0])
-        if err is not None:
-            return err
-        await failpoints.hit(FP_AFTER_FIRST_VICTIM)
-        middle, last = victims[1:-1], victims[-1] if len(victims) > 1 else None
-        if middle:
-            errs = await asyncio.gather(*(self._evict_one(c, pod, v) for v in middle))
+        *others, last = victims
+        if others:
+            errs = await asyncio.gather(*(self._evict_one(c, pod, v) for v in others))
             err = next((e for e in errs if e is not None), None)
             if err is not None:
                 return err
-        if last is not None:
-            if on_last is not None:
-                on_last(last)
-            return await self._evict_one(c, pod, last)
-        return None
+            await failpoints.hit(FP_AFTER_FIRST_VICTIM)
+        if on_last is not None:
+            on_last(last)
+        return await self._evict_one(c, pod, last)
 
     async def _evict_one(self, c: Candidate, pod: core_pb2.Pod, victim: core_pb2.Pod) -> str | None:
         waiting = self.handle.waiting_pods.get(victim.metadata.uid)
@@ -339,16 +335,29 @@ class Evaluator:
         return None
 
     async def _clear_lower_nominations(self, c: Candidate, pod: core_pb2.Pod) -> None:
-        """Lower-priority pods nominated to this node may no longer fit there: let them look elsewhere."""
+        """Lower-priority pods nominated to this node may no longer fit there: let them look
+        elsewhere. The scheduler's own nominations count, written yet or not: with async status
+        writes each clear is queued behind the pod's own writes (a nomination still waiting
+        there lands first), without them it is sent now."""
         priority = pod_priority(pod)
+        writer = self.handle.status_writer
         for pi in self.handle.nominated_pods_for_node(c.node):
-            if pi.priority < priority and pi.pod.status.nominated_node_name:
-                try:
-                    await self.handle.client.pods.patch(pi.pod.metadata.name, {"status": {"nominatedNodeName": ""}},
-                                                        namespace=pi.pod.metadata.namespace, subresource="status")
-                    log.info("nomination_cleared", pod=_key(pi.pod), node=c.node, by=_key(pod))
-                except errors.ApiError as exc:
-                    log.warning("nomination_clear_failed", pod=_key(pi.pod), error=exc.message)
+            if pi.priority >= priority:
+                continue
+            if writer is not None:
+                writer.submit(pi.pod.metadata.uid, lambda p=pi.pod: self._clear_nomination(p, c, pod))
+            elif pi.pod.status.nominated_node_name:
+                await self._clear_nomination(pi.pod, c, pod)
+
+    async def _clear_nomination(self, lower: core_pb2.Pod, c: Candidate, pod: core_pb2.Pod) -> None:
+        try:
+            await self.handle.client.pods.patch(lower.metadata.name, {"status": {"nominatedNodeName": ""}},
+                                                namespace=lower.metadata.namespace, subresource="status")
+            log.info("nomination_cleared", pod=_key(lower), node=c.node, by=_key(pod))
+        except errors.NotFound:
+            pass
+        except errors.ApiError as exc:
+            log.warning("nomination_clear_failed", pod=_key(lower), error=exc.message)
 
     async def _mark_disruption_target(self, victim: core_pb2.Pod, preemptor: core_pb2.Pod) -> None:
         scheduler_name = preemptor.spec.scheduler_name or "default-scheduler"

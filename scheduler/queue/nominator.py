@@ -9,15 +9,18 @@ pods' status when they are added or updated (so a restarted scheduler knows them
 
 from __future__ import annotations
 
+from typing import Callable
+
 from machinery.api import core_pb2
 from scheduler.framework.pod_info import PodInfo
 from scheduler.framework.types import NominatingInfo, NominatingMode
 
 
 class Nominator:
-    def __init__(self) -> None:
+    def __init__(self, get_pod: Callable[[str, str], core_pb2.Pod | None] | None = None) -> None:
         self._by_node: dict[str, dict[str, PodInfo]] = {}  # node -> uid -> pod info
         self._node_of: dict[str, str] = {}  # uid -> node
+        self._get_pod = get_pod  # the informer's pods (kube-scheduler's podLister)
 
     def add(self, pi: PodInfo, info: NominatingInfo | None = None) -> None:
         """Nominate ``pi`` as ``info`` says (Override: that node; else its status's nominatedNodeName)."""
@@ -25,6 +28,12 @@ class Nominator:
         self.delete(pod)
         if pod.spec.node_name:
             return  # already bound or assumed: no nomination
+        if self._get_pod is not None:
+            # A decision about a pod that meanwhile went away or got bound (its events were handled
+            # while the cycle waited on PostFilter) would otherwise hold room on the node for good.
+            live = self._get_pod(pod.metadata.namespace, pod.metadata.name)
+            if live is None or live.metadata.uid != pod.metadata.uid or live.spec.node_name:
+                return
         if info is not None and info.mode == NominatingMode.OVERRIDE:
             node = info.node_name
         elif info is None or info.mode == NominatingMode.NOOP:

@@ -34,12 +34,12 @@ from prometheus_client.core import GaugeMetricFamily
 
 from machinery.api import core_pb2
 from machinery.logging import get_logger
+from machinery.process import cancel_and_wait
 from scheduler.framework.pod_info import PodInfo, QueuedPodInfo
-from scheduler.framework.types import (BACKOFF_COMPLETE, EVENT_ASSIGNED_POD_ADD, EVENT_FORCE_ACTIVATE,
-                                       EVENT_UNSCHEDULABLE_TIMEOUT, EVENT_UNSCHEDULED_POD_ADD,
-                                       EVENT_UNSCHEDULED_POD_UPDATE, FORCE_ACTIVATE, SCHEDULE_ATTEMPT_FAILURE,
-                                       ActionType, ClusterEvent, ClusterEventWithHint, NominatingInfo, QueueingHint,
-                                       pod_scheduling_property_changes)
+from scheduler.framework.types import (BACKOFF_COMPLETE, EVENT_FORCE_ACTIVATE, EVENT_UNSCHEDULABLE_TIMEOUT,
+                                       EVENT_UNSCHEDULED_POD_ADD, EVENT_UNSCHEDULED_POD_UPDATE, FORCE_ACTIVATE,
+                                       SCHEDULE_ATTEMPT_FAILURE, ClusterEvent, ClusterEventWithHint, NominatingInfo,
+                                       QueueingHint, pod_scheduling_property_changes)
 from scheduler.queue.heap import KeyedHeap
 from scheduler.queue.nominator import Nominator
 
@@ -84,9 +84,11 @@ class SchedulingQueue:
                  requests_of: Callable[[core_pb2.Pod], dict[str, int]] | None = None,
                  initial_backoff: float = DEFAULT_INITIAL_BACKOFF, max_backoff: float = DEFAULT_MAX_BACKOFF,
                  max_in_unschedulable: float = DEFAULT_MAX_IN_UNSCHEDULABLE,
-                 clock: Callable[[], float] = time.monotonic):
+                 clock: Callable[[], float] = time.monotonic,
+                 get_pod: Callable[[str, str], core_pb2.Pod | None] | None = None):
         """``events``: per profile, per plugin, its registered events with hints; ``pre_enqueue``:
-        per profile, the function running its PreEnqueue plugins (returns a Status or None)."""
+        per profile, the function running its PreEnqueue plugins (returns a Status or None);
+        ``get_pod``: the informer's pods, which the nominator checks a nomination against."""
         self._clock = clock
         self.initial_backoff = initial_backoff
         self.max_backoff = max_backoff
@@ -94,7 +96,7 @@ class SchedulingQueue:
         self._active: KeyedHeap[QueuedPodInfo] = KeyedHeap(_key, less)
         self._backoff: KeyedHeap[QueuedPodInfo] = KeyedHeap(_key, self._backoff_less)
         self._unschedulable: dict[str, QueuedPodInfo] = {}
-        self.nominator = Nominator()
+        self.nominator = Nominator(get_pod)
         self._pre_enqueue = pre_enqueue or {}
         self._requests_of = requests_of or (lambda pod: PodInfo(pod).requests)
         self._hints: dict[str, list[_HintEntry]] = {}
@@ -112,7 +114,6 @@ class SchedulingQueue:
         self._in_flight: dict[str, int] = {}  # uid -> sequence number when popped
         self._in_flight_events: deque[tuple[int, ClusterEvent, Any, Any]] = deque()
         self.scheduling_cycle = 0
-        self._move_request_cycle = -1
         self._wake = asyncio.Event()
         self._closed = False
         self._tasks: list[asyncio.Task] = []
@@ -127,13 +128,7 @@ class SchedulingQueue:
     async def close(self) -> None:
         self._closed = True
         self._wake.set()
-        for t in self._tasks:
-            t.cancel()
-        for t in self._tasks:
-            try:
-                await t
-            except (asyncio.CancelledError, Exception):
-                pass
+        await cancel_and_wait(self._tasks)
 
     async def _flush_backoff_loop(self) -> None:
         while True:
@@ -263,7 +258,7 @@ class SchedulingQueue:
             self._seq += 1
             self._in_flight_events.append((self._seq, event, old, new))
 
-    def add_unschedulable_if_not_present(self, p: QueuedPodInfo, cycle: int) -> None:
+    def add_unschedulable_if_not_present(self, p: QueuedPodInfo) -> None:
         """A pod whose attempt failed comes back: to the pool, or out again if an event seen
         during its attempt may have made it schedulable."""
         try:
@@ -307,6 +302,7 @@ class SchedulingQueue:
             key = _pod_key(pod)
             p = self._unschedulable.get(key) or self._backoff.get(key)
             if p is not None:
+                # Out of where it waits first: a pod that is gated now must go (back) to the pool.
                 self._unschedulable.pop(key, None)
                 self._backoff.delete(key)
                 self._move_to_active(p, FORCE_ACTIVATE)
@@ -353,30 +349,17 @@ class SchedulingQueue:
         self._backoff.delete(key)
         self._unschedulable.pop(key, None)
 
-    def assigned_pod_added(self, pod: core_pb2.Pod) -> None:
-        """A bound pod appeared: pods with affinity to it (or spread by it) may now fit."""
-        if self._is_event_of_interest(EVENT_ASSIGNED_POD_ADD):
-            self._move_pods(self._with_cross_topology_term(pod), EVENT_ASSIGNED_POD_ADD, None, pod)
-
-    def assigned_pod_updated(self, old: core_pb2.Pod, new: core_pb2.Pod, event: ClusterEvent) -> None:
-        if not self._is_event_of_interest(event):
-            return  # e.g. a kubelet's status write: no plugin cares
-        if event.action & ActionType.UPDATE_POD_SCALE_DOWN:
-            # A resize down (KEP-1287) frees room: every pod NodeResourcesFit rejected may fit.
-            self.move_all_to_active_or_backoff(event, old, new)
-        else:
-            self._move_pods(self._with_cross_topology_term(new), event, old, new)
-
     def move_all_to_active_or_backoff(self, event: ClusterEvent, old: Any = None, new: Any = None,
                                       pre_check: Callable[[core_pb2.Pod], bool] | None = None) -> None:
+        """A cluster event: every pod in the unschedulable pool (that ``pre_check`` lets through)
+        whose rejecting plugins' hints say Queue moves on. Bound pods' adds and updates come here
+        too, with no pre-filter, as in kube-scheduler with QueueingHints: the hints decide."""
         if not self._is_event_of_interest(event):
-            return
+            return  # e.g. a kubelet's status write: no plugin cares
         pods = [p for p in self._unschedulable.values() if pre_check is None or pre_check(p.pod)]
         self._move_pods(pods, event, old, new)
 
     def _move_pods(self, pods: list[QueuedPodInfo], event: ClusterEvent, old: Any, new: Any) -> None:
-        if not self._is_event_of_interest(event):
-            return
         for p in pods:
             if p.gated and not any(e.matches(event) for e in self._plugin_events.get(p.gating_plugin, ())):
                 continue
@@ -387,7 +370,6 @@ class SchedulingQueue:
             if event == EVENT_UNSCHEDULABLE_TIMEOUT:
                 p.flushed = True
             self._requeue(p, strategy, event.label)
-        self._move_request_cycle = self.scheduling_cycle
         self._record_in_flight_event(event, old, new)
 
     def _is_event_of_interest(self, event: ClusterEvent) -> bool:
@@ -428,18 +410,6 @@ class SchedulingQueue:
                 return Strategy.AFTER_BACKOFF
             strategy = Strategy.AFTER_BACKOFF
         return strategy
-
-    def _with_cross_topology_term(self, pod: core_pb2.Pod) -> list[QueuedPodInfo]:
-        """Unschedulable pods with a required affinity term matching ``pod``, or rejected by
-        PodTopologySpread in its namespace: only those can an assigned pod's event help."""
-        out = []
-        for p in self._unschedulable.values():
-            if "PodTopologySpread" in p.unschedulable_plugins and pod.metadata.namespace == p.pod.metadata.namespace:
-                out.append(p)
-                continue
-            if any(term.matches(pod) for term in p.pod_info.required_affinity_terms):
-                out.append(p)
-        return out
 
     def flush_backoff_completed(self) -> None:
         now = self._clock()

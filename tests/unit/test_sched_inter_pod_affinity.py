@@ -316,7 +316,7 @@ def schedule_one(nodes: list[NodeInfo], pod: core_pb2.Pod) -> str | None:
     """One scheduling cycle: PreFilter, Filter, PreScore, Score; the best node (first on ties), bound."""
     fw = framework_for(nodes)
     state = CycleState()
-    _, status = fw.run_pre_filter_plugins(state, pod, nodes)
+    _, status, _ = fw.run_pre_filter_plugins(state, pod, nodes)
     if status is not None:
         return None
     fits = [ni for ni in nodes if fw.run_filter_plugins(state, pod, ni) is None]
@@ -465,7 +465,7 @@ def test_prefilter_skips_when_there_is_nothing_to_check():
     assert status.code == Code.SKIP
     fw = framework_for(nodes)
     state = CycleState()
-    assert fw.run_pre_filter_plugins(state, plain("b"), nodes) == (None, None)
+    assert fw.run_pre_filter_plugins(state, plain("b"), nodes) == (None, None, set())
     assert ipa.NAME in state.skip_filter_plugins  # the runtime will not call Filter
 
 

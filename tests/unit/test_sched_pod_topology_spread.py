@@ -515,7 +515,7 @@ def test_nominated_pods_count_through_the_framework():
     pod = mypod()
     spread(pod, key="node")
     state = CycleState()
-    assert fw.run_pre_filter_plugins(state, pod, snap.node_info_list) == (None, None)
+    assert fw.run_pre_filter_plugins(state, pod, snap.node_info_list) == (None, None, set())
     assert fw.run_filter_plugins(state, pod, snap.get("node4")) is None  # 0 + 1 - 0
     st = fw.run_filter_plugins_with_nominated_pods(state, pod, snap.get("node4"))  # 1 + 1 - 0 (node3)
     assert (st.code, st.reasons, st.plugin) == (Code.UNSCHEDULABLE, [NOT_MATCH], pts.NAME)

@@ -4,15 +4,20 @@ victims."""
 
 from __future__ import annotations
 
+import asyncio
+
 from machinery import timeutil
 from machinery.api import core_pb2, policy_pb2
 from scheduler.cache.snapshot import Snapshot
 from scheduler.framework.interfaces import Handle
 from scheduler.framework.node_info import NodeInfo
+from scheduler.framework.pod_info import PodInfo
 from scheduler.framework.runtime import Framework, PluginSets
-from scheduler.framework.types import Code, CycleState, Diagnosis, NominatingMode, Status
+from scheduler.framework.types import Code, CycleState, Diagnosis, NominatingInfo, NominatingMode, Status
 from scheduler.plugins import default_binder, default_preemption, node_resources_fit
 from scheduler.preemption.evaluator import Candidate, pick_one_node
+from scheduler.queue.nominator import Nominator
+from scheduler.status_writer import StatusWriter
 from tests.helpers import make_pod
 
 
@@ -229,8 +234,6 @@ def test_status_types_carry_unresolvable_for_nodes_preemption_cannot_help():
 
 async def test_async_preemption_nominates_at_once_and_gates_the_pod_until_the_victims_were_asked_to_go():
     """KEP-4832: the victims go in the background; meanwhile PreEnqueue keeps the preemptor out."""
-    import asyncio
-
     env = Env([node("n1", cpu="3")], [pod("v1", 0, "1", "n1"), pod("v2", 1, "1", "n1"), pod("v3", 2, "1", "n1")])
     plugin = default_preemption.new({"randomSeed": 1}, env.handle)
     gate = asyncio.Event()
@@ -255,3 +258,62 @@ async def test_async_preemption_nominates_at_once_and_gates_the_pod_until_the_vi
         await asyncio.sleep(0.01)
     assert plugin.pre_enqueue(preemptor) is None
     assert sorted(deleted) == ["v1", "v2", "v3"] and deleted[0] == "v3", "the most important victim goes first"
+    assert deleted[-1] == "v1", "the last victim goes once the others went"
+
+
+async def test_async_preemption_with_one_victim_is_done_once_that_victim_is_being_deleted():
+    """kube-scheduler records the last victim even when it is the only one: once its deletion is
+    sent the preemptor may be scheduled, even if the eviction task has not returned yet (else
+    the victim's delete event would find the pod still gated and leave it in the pool)."""
+    import asyncio
+
+    env = Env([node("n1", cpu="1")], [pod("only", 0, "1", "n1")])
+    plugin = default_preemption.new({"randomSeed": 1}, env.handle)
+    hold = asyncio.Event()
+
+    async def delete_then_hang(name, namespace="", **kw):
+        env.pods[name].metadata.deletion_timestamp = timeutil.rfc3339()  # the apiserver took it
+        await hold.wait()  # ... but the answer is slow to come back
+
+    env.client.pods.delete = delete_then_hang
+    preemptor = pod("preemptor", 10, "1")
+    env.pods["preemptor"] = preemptor
+    state, d = env.diagnosis(preemptor)
+    _, status = await plugin.post_filter(state, preemptor, d)
+    assert status is None
+    for _ in range(100):
+        if env.pods["only"].metadata.deletion_timestamp:
+            break
+        await asyncio.sleep(0.01)
+    assert plugin.evaluator.is_pod_running_preemption(preemptor.metadata.uid) is False
+    assert plugin.pre_enqueue(preemptor) is None
+    hold.set()
+    await plugin.close()
+
+
+async def test_a_failing_dry_run_is_an_error_that_keeps_the_nomination_not_a_not_helpful():
+    env = Env([node("n1", cpu="1")], [pod("low", 0, "1", "n1")])
+    plugin = env.plugin
+
+    def broken(state, p, ni, pdbs):
+        return [], 0, Status(Code.ERROR, "simulation broke")
+
+    plugin.select_victims_on_node = broken
+    result, status = await env.preempt(pod("preemptor", 10, "1"))
+    assert result is None  # no Override to "": a nomination the pod has stays
+    assert status.code == Code.ERROR and "simulation broke" in status.message()
+
+
+async def test_lower_priority_nominations_on_the_chosen_node_are_cleared_written_or_not():
+    """001: the preemptor's node no longer has room for lower-priority pods nominated there; the
+    scheduler clears their nominations — its own decisions too, even if not written yet."""
+    env = Env([node("n1", cpu="2")], [pod("low", 0, "2", "n1")])
+    nominator = Nominator()
+    lower = pod("lower", 5, "2")  # nominated by an earlier cycle; the write has not landed
+    nominator.add(PodInfo(lower), NominatingInfo("n1", NominatingMode.OVERRIDE))
+    env.handle.nominator = nominator
+    env.handle.status_writer = StatusWriter()
+    result, status = await env.preempt(pod("preemptor", 10, "2"))
+    assert status is None and result.nominating_info.node_name == "n1"
+    await env.handle.status_writer.flush(lower.metadata.uid)
+    assert ("lower", {"status": {"nominatedNodeName": ""}}) in env.client.pods.patched

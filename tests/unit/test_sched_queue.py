@@ -5,11 +5,13 @@ the periodic flush, nominations."""
 from __future__ import annotations
 
 import asyncio
+from types import SimpleNamespace
 
 import pytest
 
 from machinery.api import core_pb2
-from scheduler.framework.pod_info import QueuedPodInfo
+from scheduler.eventhandlers import EventHandlers
+from scheduler.framework.pod_info import PodInfo, QueuedPodInfo
 from scheduler.framework.types import (EVENT_ASSIGNED_POD_DELETE, EVENT_NODE_ADD, ActionType, ClusterEvent,
                                        ClusterEventWithHint, Code, NominatingInfo, NominatingMode, QueueingHint,
                                        Status, NODE, POD, UNSCHEDULED_POD)
@@ -57,7 +59,7 @@ async def pop(q: SchedulingQueue) -> QueuedPodInfo:
 
 def reject(q: SchedulingQueue, p: QueuedPodInfo, *plugins: str) -> None:
     p.unschedulable_plugins = set(plugins)
-    q.add_unschedulable_if_not_present(p, q.scheduling_cycle)
+    q.add_unschedulable_if_not_present(p)
 
 
 # Hints of a fit-like plugin: a node add queues pods only if the node has >= 2 cpu; any assigned
@@ -146,7 +148,7 @@ async def test_a_pod_failing_with_an_error_not_a_rejection_is_retried_after_back
     q = queue(clock, hints=FIT_HINTS)
     q.add(pod("p"))
     p = await pop(q)
-    q.add_unschedulable_if_not_present(p, q.scheduling_cycle)  # no rejecting plugin
+    q.add_unschedulable_if_not_present(p)  # no rejecting plugin
     assert q.where(p.pod) == BACKOFF_Q and p.consecutive_errors_count == 1
 
 
@@ -230,3 +232,87 @@ async def test_only_events_some_plugin_registered_are_considered(event, moves):
     clock.t += 5
     q.move_all_to_active_or_backoff(event, None, node("big"))
     assert (q.where(p.pod) == ACTIVE_Q) is moves
+
+
+async def test_the_nominator_refuses_a_pod_gone_or_bound_meanwhile():
+    """kube-scheduler's nominator checks its pod lister: a decision about a pod deleted (or bound)
+    while its cycle ran must not hold room on the node for good."""
+    live: dict[str, core_pb2.Pod] = {}
+    q = SchedulingQueue(less, clock=Clock(), get_pod=lambda ns, name: live.get(name))
+    gone = pod("gone", 10)
+    q.add_nominated_pod(PodInfo(gone), NominatingInfo("n1", NominatingMode.OVERRIDE))
+    assert q.nominated_pods_for_node("n1") == []
+    bound = pod("bound", 10)
+    live["bound"] = pod("bound", 10, node="n2")
+    q.add_nominated_pod(PodInfo(bound), NominatingInfo("n1", NominatingMode.OVERRIDE))
+    assert q.nominated_pods_for_node("n1") == []
+    pending = pod("pending", 10)
+    live["pending"] = pending
+    q.add_nominated_pod(PodInfo(pending), NominatingInfo("n1", NominatingMode.OVERRIDE))
+    assert [pi.pod.metadata.name for pi in q.nominated_pods_for_node("n1")] == ["pending"]
+
+
+class _Cache:
+    def add_pod(self, pod): pass
+
+    def update_pod(self, old, new): pass
+
+    def remove_pod(self, pod): pass
+
+    def is_assumed(self, pod): return False
+
+
+def _handlers(q: SchedulingQueue) -> EventHandlers:
+    fw = SimpleNamespace(handle=SimpleNamespace(waiting_pods={}))
+    return EventHandlers(SimpleNamespace(cache=_Cache(), queue=q, frameworks={"default-scheduler": fw}))
+
+
+async def test_a_nomination_that_moves_or_goes_frees_its_room_for_pods_of_lower_or_equal_priority():
+    """kube-scheduler's updatePodInSchedulingQueue / deletePodFromSchedulingQueue: pods that a
+    nominated pod's reserved room kept out are looked at again as if a bound pod had gone."""
+    clock = Clock()
+    q = queue(clock, hints=FIT_HINTS)
+    h = _handlers(q)
+    for name, prio in (("lower", 5), ("equal", 10), ("higher", 20)):
+        q.add(pod(name, prio))
+        reject(q, await pop(q), "Fit")
+    clock.t += 20  # past every backoff
+    nominated = pod("nominated", 10)
+    nominated.status.nominated_node_name = "n1"
+    moved = pod("nominated", 10)
+    moved.status.nominated_node_name = "n2"
+    moved.metadata.resource_version = "2"
+    h.on_pod_update(nominated, moved)
+    assert [q.where(pod(n)) for n in ("lower", "equal", "higher")] == [ACTIVE_Q, ACTIVE_Q, UNSCHEDULABLE_Q]
+    reject(q, await pop(q), "Fit")
+    reject(q, await pop(q), "Fit")
+    clock.t += 20
+    h.on_pod_delete(moved)  # deleted while nominated
+    assert [q.where(pod(n)) for n in ("lower", "equal", "higher")] == [ACTIVE_Q, ACTIVE_Q, UNSCHEDULABLE_Q]
+    reject(q, await pop(q), "Fit")
+    reject(q, await pop(q), "Fit")
+    clock.t += 20
+    h.on_pod_delete(pod("never-nominated", 10))  # nothing held: nothing moves
+    assert [q.where(pod(n)) for n in ("lower", "equal", "higher")] == [UNSCHEDULABLE_Q] * 3
+
+
+async def test_a_bound_pods_label_change_is_offered_to_every_pod_through_its_rejectors_hints():
+    """With QueueingHints kube-scheduler pre-filters nothing: a relabelled bound pod reaches a pod
+    whose anti-affinity it no longer matches, as the rejecting plugin's hint decides."""
+    seen = []
+
+    def relabel_hint(pending, old, new):
+        seen.append(pending.metadata.name)
+        return QueueingHint.QUEUE if new.metadata.labels.get("app") != "web" else QueueingHint.QUEUE_SKIP
+
+    hints = {"InterPodAffinity": [ClusterEventWithHint(ClusterEvent(POD, ActionType.UPDATE_POD_LABEL), relabel_hint)]}
+    clock = Clock()
+    q = queue(clock, hints=hints)
+    q.add(pod("shy", 0))  # anti-affinity to app=web: no required *affinity* term at all
+    reject(q, await pop(q), "InterPodAffinity")
+    clock.t += 20
+    old = pod("web", 0, node="n1", labels={"app": "web"})
+    new = pod("web", 0, node="n1", labels={"app": "db"})
+    new.metadata.resource_version = "2"
+    _handlers(q).on_pod_update(old, new)
+    assert seen == ["shy"] and (await pop(q)).pod.metadata.name == "shy"

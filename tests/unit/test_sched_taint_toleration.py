@@ -116,7 +116,7 @@ spec:
     effect: "NoSchedule"
 """))
     assert run_filter(nginx, node("n", "example-key=anything:NoSchedule")) is None
-    assert run_filter(nginx, node("n", "example-key=anything:NoExecute")) is not None
+    assert run_filter(nginx, node("n", "example-key=anything:NoExecute")).code == Code.UNSCHEDULABLE_AND_UNRESOLVABLE
 
 
 def test_004_tolerationseconds_noexecute_toleration_tolerates_for_scheduling():

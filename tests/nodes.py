@@ -8,32 +8,17 @@ import json
 import urllib.request
 from pathlib import Path
 
-import pytest
-
 from cli import cluster
 from kubelet.allocation import checkpoint
 from kubelet.allocation.checkpoint import Resources
 from kubelet.runtime.client import RuntimeClient
 from machinery.api import core_pb2, cri_pb2
 from machinery import errors
-from tests.conftest import start_cluster, stop_cluster
 from tests.helpers import eventually
 
 # Kubelet flags that make a test's kubelet react in about a second instead of Kubernetes' minutes.
 FAST_KUBELET = ["--sync-frequency=1", "--resize-retry-initial=1", "--resize-retry-interval=1",
                 "--restart-backoff=0.2", "--node-status-interval=1"]
-
-
-def cluster_fixture(**overrides):
-    """A module-scoped fixture: a cluster started with ``start_cluster(**overrides)``, stopped after."""
-    @pytest.fixture(scope="module")
-    def fixture():
-        tc = start_cluster(**overrides)
-        try:
-            yield tc
-        finally:
-            stop_cluster(tc)
-    return fixture
 
 
 async def delete_all_pods(c, namespace: str = "default") -> None:
@@ -142,15 +127,61 @@ async def applied(rt: RuntimeClient, container_id: str) -> cri_pb2.LinuxContaine
     return status.status.resources.linux
 
 
+def metric(tc, component: str, name: str, labels: str = "") -> float:
+    """``name`` from ``component``'s /metrics, summed over the series whose labels start with
+    ``labels`` (e.g. ``'queue="active"'``; every series when empty); 0 when there is none."""
+    with urllib.request.urlopen(f"http://{_admin(tc, component)}/metrics", timeout=5) as resp:
+        text = resp.read().decode()
+    prefixes = (f"{name}{{{labels}",) if labels else (f"{name} ", f"{name}{{")
+    return sum(float(line.split()[-1]) for line in text.splitlines() if line.startswith(prefixes))
+
+
+def requeued_by(tc, event: str) -> float:
+    """Pods the scheduling queue moved on cluster event ``event`` (to activeQ or backoffQ)."""
+    return sum(metric(tc, "scheduler", "scheduler_queue_incoming_pods_total", f'event="{event}",queue="{q}"}}')
+               for q in ("active", "backoff"))
+
+
 async def runtime_calls(tc, node: str, operation: str) -> float:
     """``kplane_runtime_operations_total`` of ``node``'s runtime for one operation."""
-    with urllib.request.urlopen(f"http://{_admin(tc, f'runtime/{node}')}/metrics", timeout=5) as resp:
-        text = resp.read().decode()
-    key = f'kplane_runtime_operations_total{{operation_type="{operation}"}}'
-    for line in text.splitlines():
-        if line.startswith(key):
-            return float(line.split()[-1])
-    return 0.0
+    return metric(tc, f"runtime/{node}", "kplane_runtime_operations_total", f'operation_type="{operation}"}}')
+
+
+async def wait_bound(api, name: str, timeout: float = 20) -> str:
+    """Until the pod is bound; its node."""
+    box = {}
+
+    async def check():
+        box["pod"] = pod = await api.pods.get(name)
+        return bool(pod.spec.node_name)
+
+    await eventually(check, timeout=timeout, what=f"{name} bound")
+    return box["pod"].spec.node_name
+
+
+async def wait_unschedulable(api, name: str, timeout: float = 20) -> str:
+    """Until the scheduler has found no node for the pod: PodScheduled=False, reason
+    Unschedulable, the pod Pending and unbound, and a Warning FailedScheduling event with the
+    same message. The message."""
+    box = {}
+
+    async def check():
+        box["pod"] = pod = await api.pods.get(name)
+        c = condition(pod, "PodScheduled")
+        return c is not None and c.status == "False" and c.reason == "Unschedulable"
+
+    await eventually(check, timeout=timeout, what=f"{name} unschedulable")
+    pod = box["pod"]
+    assert not pod.spec.node_name and pod.status.phase == "Pending", pod
+    message = condition(pod, "PodScheduled").message
+
+    async def event():
+        evs = await api.events.list("default", field_selector=f"involvedObject.name={name}")
+        return any(e.reason == "FailedScheduling" and e.type == "Warning" and e.message == message
+                   for e in evs.items)
+
+    await eventually(event, timeout=timeout, what=f"FailedScheduling event for {name}: {message!r}")
+    return message
 
 
 async def pod_history(api, name: str, namespace: str = "default") -> list[core_pb2.Pod]:

@@ -23,9 +23,9 @@ import urllib.request
 import pytest
 
 from cli import cluster
-from machinery import errors
+from machinery import errors, timeutil
 from machinery.api import coordination_pb2, core_pb2
-from tests.conftest import start_cluster, stop_cluster
+from tests.conftest import cluster_fixture
 from tests.helpers import eventually, make_pod, make_priority_class
 from tests.nodes import FAST_KUBELET, delete_all_pods, failpoint, kill, start, wait_running
 
@@ -39,13 +39,7 @@ TIMINGS = ["--leader-elect-lease-duration=3s", "--leader-elect-renew-deadline=2s
            "--leader-elect-retry-period=0.5s"]
 
 
-@pytest.fixture(scope="module")
-def le_cluster():
-    tc = start_cluster(nodes=1, schedulers=2, node_cpu="4", kubelet_args=FAST_KUBELET, scheduler_args=TIMINGS)
-    try:
-        yield tc
-    finally:
-        stop_cluster(tc)
+le_cluster = cluster_fixture(nodes=1, schedulers=2, node_cpu="4", kubelet_args=FAST_KUBELET, scheduler_args=TIMINGS)
 
 
 @pytest.fixture
@@ -183,12 +177,17 @@ async def test_stopped_leader_releases_the_lease_and_the_standby_takes_it_at_onc
     assert set((await _scheduled_by(api, pods)).values()) == {standby}
 
     # The Lease's record: the leader cleared its own name, and the standby's next write took it.
-    holders = [(rev, obj.spec.holder_identity, obj.spec.lease_transitions)
-               for rev, obj in await _history(api, "Lease") if obj.metadata.name == LEASE
+    records = [obj for rev, obj in await _history(api, "Lease") if obj.metadata.name == LEASE
                and int(obj.metadata.resource_version) >= int(lease.metadata.resource_version)]
-    changes = [h for i, h in enumerate(holders) if i == 0 or h[1] != holders[i - 1][1]]
-    assert [h[1] for h in changes][:3] == [leader, "", standby], changes
-    assert changes[2][2] == lease.spec.lease_transitions + 1
+    holders = [(obj.spec.holder_identity, obj.spec.lease_transitions, obj) for obj in records]
+    changes = [h for i, h in enumerate(holders) if i == 0 or h[0] != holders[i - 1][0]]
+    assert [h[0] for h in changes][:3] == [leader, "", standby], [h[:2] for h in changes]
+    assert changes[2][1] == lease.spec.lease_transitions + 1
+    # "At once": the standby acquired it on its next retry (0.5 s), not once the lease it had
+    # last seen expired (3 s after the leader's last renewal, at most 0.5 s before the release).
+    released, taken = changes[1][2], changes[2][2]
+    waited = (timeutil.parse(taken.spec.acquire_time) - timeutil.parse(released.spec.renew_time)).total_seconds()
+    assert waited < LEASE_DURATION - 1.0, waited
     now = await api.leases.get(LEASE, NS)
     assert now.spec.holder_identity == standby
     await _assert_no_pod_bound_twice_and_check(le_cluster, api)

@@ -10,9 +10,9 @@ import pytest
 
 from machinery import errors
 from machinery.api import core_pb2
-from tests.conftest import start_cluster, stop_cluster
+from tests.conftest import cluster_fixture, start_cluster, stop_cluster
 from tests.helpers import eventually, make_pod
-from tests.nodes import FAST_KUBELET, cluster_fixture, delete_all_pods
+from tests.nodes import FAST_KUBELET, delete_all_pods, metric
 
 pytestmark = pytest.mark.integration
 
@@ -92,11 +92,8 @@ async def test_node_registers_ready_and_a_pod_runs_with_kep1287_status(api):
 
 
 def _apiserver_status_conflicts(tc) -> float:
-    tc.reload()
-    with urllib.request.urlopen(f"http://{tc.process('apiserver').admin}/metrics", timeout=5) as resp:
-        text = resp.read().decode()
-    key = 'apiserver_request_total{code="409",resource="pods",subresource="status",verb="UPDATE"}'
-    return sum(float(line.rsplit(" ", 1)[1]) for line in text.splitlines() if line.startswith(key))
+    return metric(tc, "apiserver", "apiserver_request_total",
+                  'code="409",resource="pods",subresource="status",verb="UPDATE"}')
 
 
 async def test_the_kubelets_successive_status_writes_do_not_conflict_with_each_other(api, node_cluster):

@@ -17,7 +17,7 @@ import pytest
 from kubelet.runtime.client import RuntimeClient
 from machinery import errors
 from machinery.api import core_pb2, cri_pb2
-from tests.conftest import start_cluster, stop_cluster
+from tests.conftest import cluster_fixture, start_cluster, stop_cluster
 from tests.helpers import eventually, make_pod, make_priority_class
 
 pytestmark = pytest.mark.integration
@@ -29,13 +29,7 @@ HARD = ["--eviction-hard=memory.available<200Mi", "--eviction-monitoring-interva
 TAINT = "node.kubernetes.io/memory-pressure"
 
 
-@pytest.fixture(scope="module")
-def pressure_cluster():
-    tc = start_cluster(nodes=1, node_cpu="4", node_memory="1Gi", kubelet_args=FAST + HARD)
-    try:
-        yield tc
-    finally:
-        stop_cluster(tc)
+pressure_cluster = cluster_fixture(nodes=1, node_cpu="4", node_memory="1Gi", kubelet_args=FAST + HARD)
 
 
 @pytest.fixture

@@ -27,7 +27,8 @@ import pytest
 from machinery import errors, timeutil
 from machinery.api import core_pb2
 from tests.helpers import eventually, make_pdb, make_pod, make_priority_class
-from tests.nodes import FAST_KUBELET, cluster_fixture, condition, delete_all_pods
+from tests.conftest import cluster_fixture
+from tests.nodes import FAST_KUBELET, condition, delete_all_pods
 
 pytestmark = pytest.mark.scenario
 
@@ -386,6 +387,9 @@ async def test_001_example_1_c_nominated_to_node_1_and_d_pending_behind_the_nomi
     # after B had freed 5 units and before A was gone, and did not fit; it never ran anywhere.
     assert _writes_between(d, "FailedScheduling", b.terminated, a.terminated), \
         "D was not tried while only C's nomination held node 1"
+    # "Scheduler then looks at pod D, but it cannot be scheduled": once A is gone, D is tried again.
+    assert [rev for rev, _ in d.event_writes("FailedScheduling") if rev > a.terminated], \
+        "D was not tried again once A was gone"
     assert d.bound is None and d.nominated_nodes() == []
 
 
@@ -422,7 +426,9 @@ async def test_001_example_2_c_lands_on_node_2_ignoring_its_nomination_and_d_lat
     assert e.terminated < b.terminated, "E did not terminate while A and B were terminating"
     assert c.bound[0] < b.terminated, "C was not bound to node 2 while A and B were still terminating"
     assert c.nominated_nodes() == [NODE_1]
-    # "D cannot be scheduled. It goes back to unschedulable list." — until B is gone.
+    # "D cannot be scheduled. It goes back to unschedulable list." — E's termination brought it back
+    # (as it did C), it failed again, and it waited until B was gone.
+    assert _writes_between(d, "FailedScheduling", e.terminated, b.terminated), "D was not tried when E went"
     assert d.bound[0] > b.terminated
     # "Important note: This may make an observer think that scheduler preempted pod B to schedule pod D which
     # has a lower priority. Looking at the sequence of events and the fact that pod D's nominated node name is

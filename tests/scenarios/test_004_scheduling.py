@@ -39,7 +39,8 @@ from machinery import errors, jsonconv
 from machinery.api import core_pb2
 from tests.conftest import start_cluster, stop_cluster
 from tests.helpers import eventually
-from tests.nodes import FAST_KUBELET, condition, delete_all_pods, wait_running
+from tests.nodes import (FAST_KUBELET, condition, delete_all_pods, metric, requeued_by, wait_bound,
+                         wait_running, wait_unschedulable)
 
 pytestmark = pytest.mark.scenario
 
@@ -149,7 +150,7 @@ async def _scheduler_saw_nodes(api) -> None:
     pod = _pod(f"barrier-{n}")
     pod.spec.node_selector[BARRIER_LABEL] = n
     await api.pods.create(pod)
-    assert await _bound(api, pod.metadata.name) == BARRIER_NODE
+    assert await wait_bound(api, pod.metadata.name) == BARRIER_NODE
     await api.pods.delete(pod.metadata.name, "default", grace_period_seconds=0)
 
     async def gone():
@@ -160,60 +161,6 @@ async def _scheduler_saw_nodes(api) -> None:
         return False
 
     await eventually(gone, timeout=20, what=f"{pod.metadata.name} deleted")
-
-
-async def _bound(api, name: str, timeout: float = 20) -> str:
-    """Until the pod is bound; its node."""
-    box = {}
-
-    async def check():
-        box["pod"] = pod = await api.pods.get(name)
-        return bool(pod.spec.node_name)
-
-    await eventually(check, timeout=timeout, what=f"{name} bound")
-    return box["pod"].spec.node_name
-
-
-async def _unschedulable(api, name: str) -> str:
-    """Until the scheduler has found no node for the pod: PodScheduled=False, reason
-    Unschedulable, the pod Pending and unbound, and a FailedScheduling event with the same
-    message. The message."""
-    box = {}
-
-    async def check():
-        box["pod"] = pod = await api.pods.get(name)
-        c = condition(pod, "PodScheduled")
-        return c is not None and c.status == "False" and c.reason == "Unschedulable"
-
-    await eventually(check, timeout=20, what=f"{name} unschedulable")
-    pod = box["pod"]
-    assert not pod.spec.node_name and pod.status.phase == "Pending", pod
-    message = condition(pod, "PodScheduled").message
-
-    async def event():
-        evs = await api.events.list("default", field_selector=f"involvedObject.name={name}")
-        return any(e.reason == "FailedScheduling" and e.type == "Warning" and e.message == message
-                   for e in evs.items)
-
-    await eventually(event, timeout=20, what=f"FailedScheduling event for {name}: {message!r}")
-    return message
-
-
-def _scheduler_metric(tc, name: str, labels: str) -> float:
-    """The scheduler's metric ``name``, summed over the series whose labels start with ``labels``."""
-    tc.reload()
-    total = 0.0
-    with urllib.request.urlopen(f"http://{tc.process('scheduler').admin}/metrics", timeout=5) as resp:
-        for line in resp.read().decode().splitlines():
-            if line.startswith(f"{name}{{{labels}"):
-                total += float(line.split()[-1])
-    return total
-
-
-def _requeued_by(tc, event: str) -> float:
-    """Pods the scheduling queue moved on cluster event ``event`` (to activeQ or backoffQ)."""
-    return sum(_scheduler_metric(tc, "scheduler_queue_incoming_pods_total", f'event="{event}",queue="{q}"}}')
-               for q in ("active", "backoff"))
 
 
 # ---------------------------------------------------------------- §6 Taints and Tolerations
@@ -251,19 +198,19 @@ async def test_004_taints_key1_value1_noschedule_repels_pods_that_do_not_tolerat
     await api.pods.create(_on_node1("tolerates-exists", TOLERATION_EXISTS))
     # "no pod will be able to schedule onto node1 unless it has a matching toleration".
     await api.pods.create(_on_node1("no-toleration"))
-    assert await _bound(api, "tolerates-equal") == "node-1"
-    assert await _bound(api, "tolerates-exists") == "node-1"
-    message = await _unschedulable(api, "no-toleration")
+    assert await wait_bound(api, "tolerates-equal") == "node-1"
+    assert await wait_bound(api, "tolerates-exists") == "node-1"
+    message = await wait_unschedulable(api, "no-toleration")
     assert message == ("0/4 nodes are available: 1 node(s) had untolerated taint {key1: value1}, "
                        "3 node(s) didn't match Pod's node affinity/selector. preemption: 0/4 nodes are available: "
                        "4 Preemption is not helpful for scheduling.")
 
     # kubectl taint nodes node1 key1=value1:NoSchedule-  (an update of the Node). Only
     # TaintToleration's QueueingHint for a taint change can requeue the pod: it binds in seconds.
-    requeued_before = _requeued_by(sched_cluster, "NodeUpdateNodeTaint")
+    requeued_before = requeued_by(sched_cluster, "NodeUpdateNodeTaint")
     await _edit_node(api, "node-1", _reset)
-    assert await _bound(api, "no-toleration") == "node-1"
-    assert _requeued_by(sched_cluster, "NodeUpdateNodeTaint") == requeued_before + 1
+    assert await wait_bound(api, "no-toleration") == "node-1"
+    assert requeued_by(sched_cluster, "NodeUpdateNodeTaint") == requeued_before + 1
     await wait_running(api, "tolerates-equal", "tolerates-exists", "no-toleration")
 
 
@@ -285,7 +232,7 @@ async def test_004_taints_a_pod_must_tolerate_every_noschedule_taint(api):
   value: "value1"
   effect: "NoExecute"
 """))
-    message = await _unschedulable(api, "two-tolerations")
+    message = await wait_unschedulable(api, "two-tolerations")
     assert message.startswith("0/4 nodes are available: 1 node(s) had untolerated taint {key2: value2}, "
                               "3 node(s) didn't match Pod's node affinity/selector."), message
 
@@ -298,18 +245,18 @@ async def test_004_node_selector_schedules_only_onto_nodes_with_every_label(api)
     ssd = _pod("nginx")
     ssd.spec.node_selector["disktype"] = "ssd"
     await api.pods.create(ssd)
-    assert await _bound(api, "nginx") == "node-3"
+    assert await wait_bound(api, "nginx") == "node-3"
 
     # "Kubernetes only schedules the Pod onto nodes that have each of the labels you specify."
     both = _pod("ssd-and-gpu")
     both.spec.node_selector.update({"disktype": "ssd", "example.com/gpu": "true"})
     await api.pods.create(both)
-    message = await _unschedulable(api, "ssd-and-gpu")
+    message = await wait_unschedulable(api, "ssd-and-gpu")
     assert message.startswith("0/4 nodes are available: 4 node(s) didn't match Pod's node affinity/selector."), \
         message
     # A node given both labels: NodeAffinity's hint for a label change requeues the pod.
     await _label(api, "node-4", **{"disktype": "ssd", "example.com/gpu": "true"})
-    assert await _bound(api, "ssd-and-gpu") == "node-4"
+    assert await wait_bound(api, "ssd-and-gpu") == "node-4"
 
 
 WITH_NODE_AFFINITY = """\
@@ -349,14 +296,14 @@ async def test_004_node_affinity_required_zone_then_preferred_label(api):
     await _scheduler_saw_nodes(api)
     await api.pods.create(example)
     # "The scheduler can't schedule the Pod unless the rule is met."
-    message = await _unschedulable(api, "with-node-affinity")
+    message = await wait_unschedulable(api, "with-node-affinity")
     assert message.startswith("0/4 nodes are available: 4 node(s) didn't match Pod's node affinity/selector."), \
         message
 
     # node-1 joins antarctica-east1: the label change requeues the pod, and it lands there — the
     # preferred node-2 still fails the required rule.
     await _label(api, "node-1", **{ZONE: "antarctica-east1"})
-    assert await _bound(api, "with-node-affinity") == "node-1"
+    assert await wait_bound(api, "with-node-affinity") == "node-1"
     await api.pods.delete("with-node-affinity", "default", grace_period_seconds=0)
 
     # node-2 moves to antarctica-west1: both nodes meet the rule, and "the node preferably has a
@@ -366,7 +313,7 @@ async def test_004_node_affinity_required_zone_then_preferred_label(api):
     names = [f"with-node-affinity-{i}" for i in range(1, 4)]
     for name in names:
         await api.pods.create(_renamed(example, name))
-    assert [await _bound(api, n) for n in names] == ["node-2"] * 3
+    assert [await wait_bound(api, n) for n in names] == ["node-2"] * 3
     await wait_running(api, *names)
 
 
@@ -452,13 +399,13 @@ async def test_004_topology_spread_one_constraint_incoming_pod_goes_to_the_less_
     await _spread_cluster(api, NODES, {"node-1": 1, "node-2": 1, "node-3": 1})
     await api.pods.create(_manifest(ONE_CONSTRAINT))
     # "the incoming Pod can only be placed onto a node in zone B" ([3, 1] would be skew 2).
-    assert await _bound(api, "mypod") in ("node-3", "node-4")
+    assert await wait_bound(api, "mypod") in ("node-3", "node-4")
     assert await _zone_counts(api) == {"zoneA": 2, "zoneB": 2}
 
     # maxSkew 1 holds for every further pod: each lands where the zones stay within one.
     for i in range(2, 6):
         await api.pods.create(_renamed(_manifest(ONE_CONSTRAINT), f"mypod-{i}"))
-        await _bound(api, f"mypod-{i}")
+        await wait_bound(api, f"mypod-{i}")
         counts = await _zone_counts(api)
         assert abs(counts["zoneA"] - counts["zoneB"]) <= 1, counts
     assert await _zone_counts(api) == {"zoneA": 4, "zoneB": 4}
@@ -466,9 +413,15 @@ async def test_004_topology_spread_one_constraint_incoming_pod_goes_to_the_less_
 
 async def test_004_topology_spread_two_constraints_only_node4(api):
     await _spread_cluster(api, NODES, {"node-1": 1, "node-2": 1, "node-3": 1})
+    # node-4 made the least attractive by score (half its cpu taken by a pod the constraints do
+    # not count): only the constraints can send the pod there.
+    filler = _pod("filler", app="filler")
+    filler.spec.node_name = "node-4"
+    filler.spec.containers[0].resources.requests.update({"cpu": "2", "memory": "1Gi"})
+    await api.pods.create(filler)
     await api.pods.create(_manifest(TWO_CONSTRAINTS))
     # "the only valid placement is onto node node4".
-    assert await _bound(api, "mypod") == "node-4"
+    assert await wait_bound(api, "mypod") == "node-4"
 
 
 async def test_004_topology_spread_conflicting_constraints_stay_pending(api):
@@ -477,7 +430,7 @@ async def test_004_topology_spread_conflicting_constraints_stay_pending(api):
     await _spread_cluster(api, ("node-1", "node-2", "node-3"), {"node-1": 2, "node-2": 1, "node-3": 2})
     await api.pods.create(_manifest(TWO_CONSTRAINTS))
     # "you would see that the Pod mypod stays in the Pending state".
-    message = await _unschedulable(api, "mypod")
+    message = await wait_unschedulable(api, "mypod")
     assert message.startswith("0/4 nodes are available: 1 node(s) didn't match pod topology spread constraints "
                               "(missing required label), 3 node(s) didn't match pod topology spread "
                               "constraints."), message
@@ -487,7 +440,7 @@ async def test_004_topology_spread_conflicting_constraints_stay_pending(api):
     on_node1 = [p.metadata.name for p in (await api.pods.list("default", label_selector="foo=bar")).items
                 if p.spec.node_name == "node-1"]
     await api.pods.delete(on_node1[0], "default", grace_period_seconds=0)
-    assert await _bound(api, "mypod") in ("node-1", "node-2")
+    assert await wait_bound(api, "mypod") in ("node-1", "node-2")
 
 
 # ---------------------------------------------------------------- §4 Pod Scheduling Readiness
@@ -511,7 +464,7 @@ async def test_004_scheduling_gates_keep_test_pod_gated_until_removed(api, sched
     tc = sched_cluster
     await api.pods.create(_manifest(TEST_POD))
     # The scheduler has it, parked as gated: scheduler_pending_pods{queue="gated"}.
-    await eventually(lambda: _scheduler_metric(tc, "scheduler_pending_pods", 'queue="gated"}') >= 1, timeout=20,
+    await eventually(lambda: metric(tc, "scheduler", "scheduler_pending_pods", 'queue="gated"}') >= 1, timeout=20,
                      what='scheduler_pending_pods{queue="gated"} >= 1')
     out = tc.kplane("get", "pod", "test-pod")
     assert out.returncode == 0 and out.stdout.split("\n")[1].split()[:3] == ["test-pod", "0/1", "SchedulingGated"], \
@@ -528,12 +481,12 @@ async def test_004_scheduling_gates_keep_test_pod_gated_until_removed(api, sched
     del pod.spec.scheduling_gates[:]
     await api.pods.update(pod)
     # "this Pod's state get transited from previous SchedulingGated to Running".
-    await _bound(api, "test-pod")
+    await wait_bound(api, "test-pod")
     await wait_running(api, "test-pod")
     out = tc.kplane("get", "pod", "test-pod", "-o", "wide")
     row = out.stdout.split("\n")[1].split()
     assert row[:3] == ["test-pod", "1/1", "Running"] and row[6] in NODES, out.stdout
-    assert _scheduler_metric(tc, "scheduler_pending_pods", 'queue="gated"}') == 0
+    assert metric(tc, "scheduler", "scheduler_pending_pods", 'queue="gated"}') == 0
 
 
 # ---------------------------------------------------------------- §9 Scheduler Performance Tuning
@@ -552,7 +505,7 @@ async def test_004_percentage_of_nodes_to_score_50_still_scores_every_node_of_a_
         pref = pod.spec.affinity.node_affinity.preferred_during_scheduling_ignored_during_execution.add(weight=100)
         pref.preference.match_expressions.add(key=HOSTNAME, operator="In", values=["node-4"])
         await api.pods.create(pod)
-    assert [await _bound(api, n) for n in names] == ["node-4"] * 4
+    assert [await wait_bound(api, n) for n in names] == ["node-4"] * 4
     await wait_running(api, *names)
 
 

@@ -19,8 +19,9 @@ import pytest
 from kubelet.allocation.checkpoint import ACTUATED_FILE
 from machinery.api import core_pb2
 from machinery.quantity import Quantity
+from tests.conftest import cluster_fixture
 from tests.helpers import eventually, make_pod
-from tests.nodes import (FAST_KUBELET, applied, checkpointed, cluster_fixture, failpoint, kill, resize, runtime, start,
+from tests.nodes import (FAST_KUBELET, applied, checkpointed, failpoint, kill, resize, runtime, start,
                          wait_paused)
 
 pytestmark = pytest.mark.scenario

@@ -24,8 +24,9 @@ import pytest
 from kubelet.allocation.checkpoint import ACTUATED_FILE, ALLOCATED_FILE
 from machinery.api import core_pb2
 from machinery.quantity import Quantity
+from tests.conftest import cluster_fixture
 from tests.helpers import eventually, make_pod
-from tests.nodes import (FAST_KUBELET, checkpointed, cluster_fixture, condition, delete_all_pods, failpoint,
+from tests.nodes import (FAST_KUBELET, checkpointed, condition, delete_all_pods, failpoint,
                          failpoints_state, kill, pod_history, resize, runtime_calls, start, wait_exited, wait_running)
 
 pytestmark = pytest.mark.scenario

@@ -23,7 +23,8 @@ from machinery import errors
 from machinery.api import core_pb2
 from machinery.quantity import Quantity
 from tests.helpers import eventually, make_pod, make_priority_class
-from tests.nodes import cluster_fixture, condition, delete_all_pods, pod_history, resize, wait_running
+from tests.conftest import cluster_fixture
+from tests.nodes import condition, delete_all_pods, pod_history, resize, wait_running
 
 pytestmark = pytest.mark.scenario
 

@@ -20,16 +20,15 @@ The steps build on one another, so the tests run in order on the module's cluste
 from __future__ import annotations
 
 import asyncio
-import urllib.request
 
 import pytest
 
 from machinery import errors
 from machinery.api import core_pb2
 from machinery.quantity import Quantity
-from tests.conftest import start_cluster, stop_cluster
+from tests.conftest import cluster_fixture
 from tests.helpers import eventually, make_pod
-from tests.nodes import FAST_KUBELET, condition, wait_running
+from tests.nodes import FAST_KUBELET, condition, metric, requeued_by, wait_bound, wait_running, wait_unschedulable
 
 pytestmark = pytest.mark.scenario
 
@@ -43,13 +42,7 @@ POD1_CPU_RESIZED = "1"  # pod1 / 3
 POD1_CPU_EXCEEDING_ALLOCATABLE = "12"  # node allocatable * 2
 
 
-@pytest.fixture(scope="module")
-def logic_cluster():
-    tc = start_cluster(nodes=1, schedulers=1, node_cpu=NODE_CPU, node_memory="4Gi", kubelet_args=FAST_KUBELET)
-    try:
-        yield tc
-    finally:
-        stop_cluster(tc)
+logic_cluster = cluster_fixture(nodes=1, schedulers=1, node_cpu=NODE_CPU, node_memory="4Gi", kubelet_args=FAST_KUBELET)
 
 
 @pytest.fixture
@@ -71,40 +64,6 @@ async def _resize(api, name: str, container: str, cpu: str) -> core_pb2.Pod:
     """The test's patch: requests and limits, through the ``resize`` subresource."""
     return await api.pods.patch(name, {"spec": {"containers": [{"name": container, "resources": {
         "requests": {"cpu": cpu}, "limits": {"cpu": cpu}}}]}}, subresource="resize")
-
-
-async def _bound(api, name: str, timeout: float = 20) -> str:
-    box = {}
-
-    async def check():
-        box["pod"] = pod = await api.pods.get(name)
-        return bool(pod.spec.node_name)
-
-    await eventually(check, timeout=timeout, what=f"{name} scheduled")
-    return box["pod"].spec.node_name
-
-
-async def _unschedulable(api, name: str) -> str:
-    """Until the pod is Pending with PodScheduled=False (Unschedulable) and a FailedScheduling
-    event of the same message; the message."""
-    box = {}
-
-    async def check():
-        box["pod"] = pod = await api.pods.get(name)
-        c = condition(pod, "PodScheduled")
-        return c is not None and c.status == "False" and c.reason == "Unschedulable"
-
-    await eventually(check, timeout=20, what=f"{name} unschedulable")
-    pod = box["pod"]
-    assert not pod.spec.node_name and pod.status.phase == "Pending", pod
-    message = condition(pod, "PodScheduled").message
-
-    async def event():
-        evs = await api.events.list("default", field_selector=f"involvedObject.name={name}")
-        return any(e.reason == "FailedScheduling" and e.message == message for e in evs.items)
-
-    await eventually(event, timeout=20, what=f"FailedScheduling event for {name}")
-    return message
 
 
 INSUFFICIENT_CPU = ("0/1 nodes are available: 1 Insufficient cpu. preemption: 0/1 nodes are available: "
@@ -147,47 +106,29 @@ async def _reach(api, name: str, container: str, what: str, *, conditions: dict 
     return box["pod"]
 
 
-def _metric(tc, name: str, labels: str = "") -> float:
-    """The scheduler's metric ``name``, summed over the series whose labels start with ``labels``."""
-    tc.reload()
-    prefix = f"{name}{{{labels}" if labels else f"{name} "
-    total = 0.0
-    with urllib.request.urlopen(f"http://{tc.process('scheduler').admin}/metrics", timeout=5) as resp:
-        for line in resp.read().decode().splitlines():
-            if line.startswith(prefix):
-                total += float(line.split()[-1])
-    return total
-
-
-def _requeued_by(tc, event: str) -> float:
-    """Pods the scheduling queue moved on cluster event ``event`` (to activeQ or backoffQ)."""
-    return (_metric(tc, "scheduler_queue_incoming_pods_total", f'event="{event}",queue="active"')
-            + _metric(tc, "scheduler_queue_incoming_pods_total", f'event="{event}",queue="backoff"'))
-
-
 async def test_kep1287_scheduler_logic_steps_1_to_3_pod2_pending_until_resized_down(api, logic_cluster):
     node = await api.nodes.get(NODE)
     assert node.status.allocatable["cpu"] == NODE_CPU, "the test's numbers need a node with 6 CPUs"
 
     # 1. pod1 has enough CPU to be scheduled (3 of 6), pod2 (6) does not.
     await api.pods.create(_pod("testpod1", "c1", POD1_CPU))
-    assert await _bound(api, "testpod1") == NODE
+    assert await wait_bound(api, "testpod1") == NODE
     pod1 = (await wait_running(api, "testpod1"))["testpod1"]
     assert pod1.metadata.generation == 1
     created = await api.pods.create(_pod("testpod2", "c2", POD2_CPU))
-    assert await _unschedulable(api, "testpod2") == INSUFFICIENT_CPU
+    assert await wait_unschedulable(api, "testpod2") == INSUFFICIENT_CPU
     assert created.metadata.generation == 1
 
     # 2. pod2, still pending, is resized down to 1.5 so that it fits.
-    requeued_before = _requeued_by(logic_cluster, "UnschedulablePodUpdatePodScaleDown")
+    requeued_before = requeued_by(logic_cluster, "UnschedulablePodUpdatePodScaleDown")
     resized = await _resize(api, "testpod2", "c2", POD2_CPU_RESIZED)
     assert resized.metadata.generation == 2
     assert _cpu(resized, "c2")["desired"] == 1500
 
     # 3. pod2 gets scheduled and comes up running. Its own scale-down is what requeues it (the
     #    scheduler's flush of unschedulable pods comes only after 5 minutes).
-    assert await _bound(api, "testpod2") == NODE
-    assert _requeued_by(logic_cluster, "UnschedulablePodUpdatePodScaleDown") == requeued_before + 1
+    assert await wait_bound(api, "testpod2") == NODE
+    assert requeued_by(logic_cluster, "UnschedulablePodUpdatePodScaleDown") == requeued_before + 1
     pod2 = (await wait_running(api, "testpod2"))["testpod2"]
     assert _cpu(pod2, "c2") == {"desired": 1500, "allocated": 1500, "actual": 1500}
 
@@ -195,9 +136,9 @@ async def test_kep1287_scheduler_logic_steps_1_to_3_pod2_pending_until_resized_d
 async def test_kep1287_scheduler_logic_steps_4_to_6_pod3_pending_until_pod1_resized_down(api, logic_cluster):
     # 4. pod3 asks for more CPU than is left (2.25 > 6 - 3 - 1.5): pending.
     await api.pods.create(_pod("testpod3", "c3", POD3_CPU))
-    assert await _unschedulable(api, "testpod3") == INSUFFICIENT_CPU
-    flushed_before = _metric(logic_cluster, "scheduler_pod_scheduled_after_flush_total")
-    requeued_before = _requeued_by(logic_cluster, "AssignedPodUpdatePodScaleDown")
+    assert await wait_unschedulable(api, "testpod3") == INSUFFICIENT_CPU
+    flushed_before = metric(logic_cluster, "scheduler", "scheduler_pod_scheduled_after_flush_total")
+    requeued_before = requeued_by(logic_cluster, "AssignedPodUpdatePodScaleDown")
 
     # 5. pod1 is resized down to 1 CPU; the kubelet actuates it.
     resized = await _resize(api, "testpod1", "c1", POD1_CPU_RESIZED)
@@ -207,9 +148,9 @@ async def test_kep1287_scheduler_logic_steps_4_to_6_pod3_pending_until_pod1_resi
 
     # 6. pod3 is scheduled and running: the assigned pod's scale-down (UpdatePodScaleDown)
     #    requeued it through NodeResourcesFit's hint within seconds, not the 5-minute flush.
-    assert await _bound(api, "testpod3", timeout=20) == NODE
-    assert _requeued_by(logic_cluster, "AssignedPodUpdatePodScaleDown") == requeued_before + 1
-    assert _metric(logic_cluster, "scheduler_pod_scheduled_after_flush_total") == flushed_before
+    assert await wait_bound(api, "testpod3", timeout=20) == NODE
+    assert requeued_by(logic_cluster, "AssignedPodUpdatePodScaleDown") == requeued_before + 1
+    assert metric(logic_cluster, "scheduler", "scheduler_pod_scheduled_after_flush_total") == flushed_before
     await wait_running(api, "testpod3")
 
 
@@ -225,7 +166,7 @@ async def test_kep1287_scheduler_logic_step_7_pod1_scale_up_deferred(api):
     # The scheduler counts the deferred resize at its desired 3 CPUs (max of desired, allocated,
     # actual): 3 + 1.5 + 2.25 leaves no room for one more CPU, though the actual 4.75 would.
     await api.pods.create(_pod("probe", "c4", "1"))
-    assert await _unschedulable(api, "probe") == INSUFFICIENT_CPU
+    assert await wait_unschedulable(api, "probe") == INSUFFICIENT_CPU
     await api.pods.delete("probe", "default", grace_period_seconds=0)
 
 
@@ -259,7 +200,7 @@ async def test_kep1287_scheduler_logic_step_10_scale_up_beyond_node_infeasible(a
     # An Infeasible resize does not count: the scheduler holds pod1 at its allocated 3 CPUs, so
     # a pod asking for the other 3 is scheduled and admitted.
     await api.pods.create(_pod("testpod4", "c4", "3"))
-    assert await _bound(api, "testpod4") == NODE
+    assert await wait_bound(api, "testpod4") == NODE
     await wait_running(api, "testpod4")
     for name in ("testpod1", "testpod4"):
         try:

@@ -18,9 +18,9 @@ import pytest
 
 from machinery.api import core_pb2
 from machinery.quantity import Quantity
-from tests.conftest import start_cluster, stop_cluster
+from tests.conftest import cluster_fixture, start_cluster, stop_cluster
 from tests.helpers import eventually, make_pod
-from tests.nodes import FAST_KUBELET, cluster_fixture, condition, delete_all_pods, resize, wait_running
+from tests.nodes import FAST_KUBELET, condition, delete_all_pods, resize, wait_running
 
 pytestmark = pytest.mark.scenario
 

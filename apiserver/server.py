@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import signal
 import time
 from dataclasses import dataclass
 
@@ -26,12 +25,11 @@ from apiserver.etcd import EtcdClient, EtcdError, wait_for_etcd
 from apiserver.pods import PodSubresources
 from apiserver.registry import Registry
 from apiserver.watchcache import WatchCache
-from machinery import errors, failpoints
+from machinery import errors, failpoints, process
 from machinery.admin import AdminServer
 from machinery.featuregates import FeatureGates
 from machinery.kinds import KINDS, PRIORITY_CLASS
 from machinery.logging import get_logger, setup_logging
-from machinery.process import profiling, run_loop
 
 log = get_logger()
 SYSTEM_USER = User("system:apiserver", groups=("system:masters",))
@@ -125,6 +123,10 @@ class ApiServer:
         self.gates.export()
         await self.admin.start()
         self.grpc = grpc.aio.server(options=[
+            # Above the API's own limit (errors.MAX_REQUEST_BYTES, 3 MiB), so the handlers see an
+            # oversized request and answer it as Kubernetes does (413, INVALID_ARGUMENT); beyond
+            # this gRPC refuses it itself (RESOURCE_EXHAUSTED "Received message larger than max",
+            # which the client also reads as RequestEntityTooLarge).
             ("grpc.max_receive_message_length", 64 * 1024 * 1024),
             ("grpc.max_send_message_length", 256 * 1024 * 1024),
             ("grpc.keepalive_permit_without_calls", 1),
@@ -159,9 +161,9 @@ class ApiServer:
         await self._bootstrap()
         self.api.ready = True
         await self._set_serving(True)
-        self._tasks.append(asyncio.create_task(self._probe_etcd(), name="etcd-probe"))
+        self._tasks.append(process.supervise("etcd-probe", self._probe_etcd))
         if self.opts.compaction_retention > 0:
-            self._tasks.append(asyncio.create_task(self._compact(), name="compaction"))
+            self._tasks.append(process.supervise("compaction", self._compact))
         log.info("apiserver_ready", revision=self.cache.rev)
 
     async def _set_serving(self, serving: bool) -> None:
@@ -186,12 +188,13 @@ class ApiServer:
         while True:
             await asyncio.sleep(1.0)
             try:
-                await asyncio.wait_for(self.etcd.current_revision(), timeout=2.0)
+                async with asyncio.timeout(2.0):
+                    await self.etcd.current_revision()
                 self._etcd_ok_at = time.monotonic()
                 if self._etcd_error:
                     log.info("etcd_reachable_again", endpoints=self.opts.etcd_endpoints)
                 self._etcd_error = None
-            except (EtcdError, asyncio.TimeoutError) as exc:
+            except (EtcdError, TimeoutError) as exc:
                 reason = str(exc) or "timed out"
                 if self._etcd_error is None:
                     log.warning("etcd_unreachable", endpoints=self.opts.etcd_endpoints, error=reason)
@@ -214,8 +217,7 @@ class ApiServer:
                 log.info("etcd_compaction_skipped", revision=target, error=str(exc))
 
     async def stop(self) -> None:
-        for t in self._tasks:
-            t.cancel()
+        await process.cancel_and_wait(self._tasks)
         if self.grpc is not None:
             await self.grpc.stop(grace=1.0)
         await self.cache.stop()
@@ -223,27 +225,8 @@ class ApiServer:
         await self.etcd.close()
 
 
-async def run(opts: Options) -> None:
-    server = ApiServer(opts)
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, stop.set)
-    starting = asyncio.create_task(server.start())
-    waiter = asyncio.create_task(stop.wait())
-    done, _ = await asyncio.wait({starting, waiter}, return_when=asyncio.FIRST_COMPLETED)
-    if starting in done:
-        starting.result()
-        await waiter
-    else:
-        starting.cancel()
-    log.info("apiserver_stopping")
-    await server.stop()
-
-
 def main(argv: list[str] | None = None) -> None:
     opts = parse_args(argv)
     setup_logging("apiserver", opts.log_level)
     failpoints.arm_from_env()
-    with profiling("apiserver"):
-        run_loop(run(opts))
+    process.main("apiserver", lambda: ApiServer(opts))

@@ -31,7 +31,7 @@ from apiserver.etcd import CompactedError, EtcdClient, EtcdError
 from machinery import errors, failpoints
 from machinery.kinds import KINDS, POD, REGISTRY_PREFIX, Kind, split_key
 from machinery.logging import get_logger
-from machinery.process import cancel_and_wait
+from machinery.process import cancel_and_wait, supervise
 from machinery.selectors import FieldSelector, LabelSelector
 
 log = get_logger()
@@ -417,8 +417,8 @@ class WatchCache:
             await self._load(start)
         except CompactedError:
             await self._load(current)
-        self._tasks.append(asyncio.create_task(self._follow(), name="watchcache-follow"))
-        self._tasks.append(asyncio.create_task(self._bookmarks(), name="watchcache-bookmarks"))
+        self._tasks.append(supervise("watchcache-follow", self._follow))
+        self._tasks.append(supervise("watchcache-bookmarks", self._bookmarks))
         await self.wait_for(current, timeout=60)
         log.info("watch_cache_ready", revision=self.rev, history_from=min(c.start_rev for c in self.caches.values()),
                  objects=sum(len(c.store) for c in self.caches.values()))
@@ -526,6 +526,7 @@ class WatchCache:
                 if remaining <= 0:
                     raise errors.Timeout(f"Too large resource version: {rev}, current: {self.rev}")
                 try:
-                    await asyncio.wait_for(self._rev_changed.wait(), remaining)
-                except asyncio.TimeoutError:
+                    async with asyncio.timeout(remaining):
+                        await self._rev_changed.wait()
+                except TimeoutError:
                     pass

@@ -54,8 +54,9 @@ async def main(args: argparse.Namespace) -> None:
     await asyncio.sleep(0.5)  # let every watch register before the writer starts
     Path(args.out + ".ready").write_text("ready\n")
     try:
-        await asyncio.wait_for(done.wait(), args.timeout)
-    except asyncio.TimeoutError:
+        async with asyncio.timeout(args.timeout):
+            await done.wait()
+    except TimeoutError:
         pass
     for t in tasks:
         t.cancel()

@@ -25,6 +25,7 @@ by that pod's worker (``kill_pod_abnormally``), which leaves the pod Failed with
 from __future__ import annotations
 
 import asyncio
+import functools
 import time
 from dataclasses import dataclass, field
 
@@ -52,7 +53,7 @@ from machinery.informer import Informer
 from machinery.kinds import NODE, POD
 from machinery.logging import get_logger
 from machinery.workqueue import RateLimitingQueue
-from machinery.process import cancel_and_wait
+from machinery.process import cancel_and_wait, supervise
 
 log = get_logger()
 
@@ -176,12 +177,13 @@ class Kubelet:
         await self.node_informer.wait_for_sync()
         for pod in self.pods.list():
             self.alloc.conditions.restore(pod.metadata.uid, pod.status.conditions)
-        self._tasks += [asyncio.create_task(self._worker(i), name=f"pod-worker-{i}") for i in range(self.cfg.workers)]
-        self._tasks += [asyncio.create_task(self.node_agent.run(), name="node-agent"),
-                        asyncio.create_task(self._housekeeping(), name="housekeeping"),
-                        asyncio.create_task(self._pleg_loop(), name="pleg"),
-                        asyncio.create_task(self._resize_retries(), name="resize-retries"),
-                        asyncio.create_task(self.eviction.run(), name="eviction-manager")]
+        self._tasks += [supervise(f"{self.name}/pod-worker-{i}", functools.partial(self._worker, i))
+                        for i in range(self.cfg.workers)]
+        self._tasks += [supervise(f"{self.name}/node-agent", self.node_agent.run),
+                        supervise(f"{self.name}/housekeeping", self._housekeeping),
+                        supervise(f"{self.name}/pleg", self._pleg_loop),
+                        supervise(f"{self.name}/resize-retries", self._resize_retries),
+                        supervise(f"{self.name}/eviction-manager", self.eviction.run)]
         # "Pending resizes are handled after all existing Pods have been added" (KEP-1287): pods
         # re-admitted from the checkpoint whose spec differs are queued and retried once.
         by_uid = self._pods_by_uid()
@@ -421,8 +423,9 @@ class Kubelet:
         kill = PodKill(grace, preemption.PREEMPTED_REASON, preemption.PREEMPTED_MESSAGE,
                        condition_message=preemption.DISRUPTION_MESSAGE)
         try:
-            await asyncio.wait_for(self.kill_pod_abnormally(victim, kill), grace + 30)
-        except asyncio.TimeoutError:
+            async with asyncio.timeout(grace + 30):
+                await self.kill_pod_abnormally(victim, kill)
+        except TimeoutError:
             log.warning("preemption_kill_slow", node=self.name, pod=self._key(victim), grace=grace)
         log.info("pod_preempted", node=self.name, pod=self._key(victim))
 

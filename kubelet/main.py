@@ -3,21 +3,18 @@
 from __future__ import annotations
 
 import argparse
-import asyncio
-import signal
 from pathlib import Path
 
 from kubelet.eviction.thresholds import ThresholdError, parse_config
 from kubelet.kubelet import Kubelet, KubeletConfig
 from kubelet.node import NodeConfig
 from kubelet.runtime.client import RuntimeClient
-from machinery import failpoints, quantity
+from machinery import failpoints, process, quantity
 from machinery.admin import AdminServer
 from machinery.api import core_pb2
 from machinery.client import Client
 from machinery.featuregates import FeatureGates
 from machinery.logging import get_logger, setup_logging
-from machinery.process import profiling, run_loop
 
 log = get_logger()
 
@@ -132,41 +129,36 @@ def config_from(a: argparse.Namespace, node_name: str | None = None, checkpoint_
                          eviction=eviction, system_memory_usage=system_memory)
 
 
-async def run(a: argparse.Namespace) -> None:
-    cfg = config_from(a)
-    token = Path(a.token_file).read_text().strip()
-    client = Client(a.server, token, timeout=10.0)
-    runtime = RuntimeClient(a.runtime_endpoint)
-    kubelet = Kubelet(cfg, client, runtime)
-    host, _, port = a.admin_listen.rpartition(":")
-    admin = AdminServer(host or "127.0.0.1", int(port),
-                        health=lambda: None if kubelet.ready else "starting",
-                        ready=lambda: None if kubelet.ready and kubelet.node_conditions.ready else
-                        ("starting" if not kubelet.ready else kubelet.node_conditions.ready_message))
-    await admin.start()
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, stop.set)
-    log.info("kubelet_starting", node=cfg.node.name, admin_port=admin.port, runtime=a.runtime_endpoint)
-    starting = asyncio.create_task(kubelet.start())
-    waiter = asyncio.create_task(stop.wait())
-    done, _ = await asyncio.wait({starting, waiter}, return_when=asyncio.FIRST_COMPLETED)
-    if starting in done:
-        starting.result()
-        await waiter
-    else:
-        starting.cancel()
-    log.info("kubelet_stopping", node=cfg.node.name)
-    await kubelet.stop()
-    await admin.stop()
-    await runtime.close()
-    await client.close()
+class KubeletProcess:
+    """One kubelet, its admin port and its connections: what ``python -m kubelet`` runs."""
+
+    def __init__(self, a: argparse.Namespace):
+        self.cfg = config_from(a)
+        token = Path(a.token_file).read_text().strip()
+        self.client = Client(a.server, token, timeout=10.0)
+        self.runtime = RuntimeClient(a.runtime_endpoint)
+        self.kubelet = kubelet = Kubelet(self.cfg, self.client, self.runtime)
+        self.runtime_endpoint = a.runtime_endpoint
+        host, _, port = a.admin_listen.rpartition(":")
+        self.admin = AdminServer(host or "127.0.0.1", int(port),
+                                 health=lambda: None if kubelet.ready else "starting",
+                                 ready=lambda: None if kubelet.ready and kubelet.node_conditions.ready else
+                                 ("starting" if not kubelet.ready else kubelet.node_conditions.ready_message))
+
+    async def start(self) -> None:
+        await self.admin.start()
+        log.info("kubelet_starting", node=self.cfg.node.name, admin_port=self.admin.port, runtime=self.runtime_endpoint)
+        await self.kubelet.start()
+
+    async def stop(self) -> None:
+        await self.kubelet.stop()
+        await self.admin.stop()
+        await self.runtime.close()
+        await self.client.close()
 
 
 def main(argv: list[str] | None = None) -> None:
     a = parse_args(argv)
     setup_logging("kubelet", a.log_level)
     failpoints.arm_from_env()
-    with profiling("kubelet"):
-        run_loop(run(a))
+    process.main("kubelet", lambda: KubeletProcess(a))

@@ -26,7 +26,7 @@ from machinery import errors, resources, timeutil
 from machinery.api import coordination_pb2, core_pb2
 from machinery.client import Client
 from machinery.logging import get_logger
-from machinery.process import cancel_and_wait
+from machinery.process import cancel_and_wait, supervise
 
 log = get_logger()
 
@@ -297,8 +297,8 @@ class NodeAgent:
         self._wake.set()
 
     async def run(self) -> None:
-        self._tasks = [asyncio.create_task(self._status_loop(), name="node-status"),
-                       asyncio.create_task(self._lease_loop(), name="node-lease")]
+        self._tasks = [supervise(f"{self.cfg.name}/node-status", self._status_loop),
+                       supervise(f"{self.cfg.name}/node-lease", self._lease_loop)]
         await asyncio.gather(*self._tasks)
 
     async def stop(self) -> None:
@@ -307,8 +307,9 @@ class NodeAgent:
     async def _status_loop(self) -> None:
         while True:
             try:
-                await asyncio.wait_for(self._wake.wait(), self.status_interval)
-            except asyncio.TimeoutError:
+                async with asyncio.timeout(self.status_interval):
+                    await self._wake.wait()
+            except TimeoutError:
                 pass
             self._wake.clear()
             try:

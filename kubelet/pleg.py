@@ -13,10 +13,13 @@ from __future__ import annotations
 from prometheus_client import Counter, Histogram
 
 from kubelet.runtime_ops import LABEL_POD_UID
+from machinery import failpoints
 from machinery.api import cri_pb2
 
 RELIST_DURATION = Histogram("kubelet_pleg_relist_duration_seconds", "Duration in seconds for relisting pods in PLEG.",
                             buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5))
+FP_RELIST = failpoints.declare("kubelet/pleg-relist", "the PLEG is about to list the runtime's pods "
+                               "(error: the relist loop fails, and its supervisor restarts it)")
 EVENTS = Counter("kplane_kubelet_pleg_events_total", "Pods the PLEG found changed in the runtime.")
 
 
@@ -27,6 +30,7 @@ class GenericPLEG:
 
     async def relist(self) -> set[str]:
         """The uids of pods whose sandboxes or containers changed since the last relist (none the first time)."""
+        await failpoints.hit(FP_RELIST)
         with RELIST_DURATION.time():
             sandboxes = await self.rt.list_pod_sandbox(cri_pb2.ListPodSandboxRequest())
             containers = await self.rt.list_containers(cri_pb2.ListContainersRequest())

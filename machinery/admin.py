@@ -56,8 +56,9 @@ class AdminServer:
 
     async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:
-            status, ctype, body = await asyncio.wait_for(self._respond(reader), timeout=10)
-        except (asyncio.TimeoutError, ConnectionError, ValueError):
+            async with asyncio.timeout(10):
+                status, ctype, body = await self._respond(reader)
+        except (TimeoutError, ConnectionError, ValueError):
             status, ctype, body = 400, "text/plain", b"bad request\n"
         try:
             writer.write(f"HTTP/1.1 {status} {_REASONS.get(status, 'OK')}\r\nContent-Type: {ctype}\r\n"

@@ -21,7 +21,7 @@ from machinery.api import core_pb2
 from machinery.client import Client
 from machinery.kinds import of_message
 from machinery.logging import get_logger
-from machinery.process import cancel_and_wait
+from machinery.process import cancel_and_wait, supervise
 
 log = get_logger()
 
@@ -54,7 +54,7 @@ class EventRecorder:
 
     def start(self) -> None:
         if self._task is None:
-            self._task = asyncio.create_task(self._run(), name=f"events-{self.component}")
+            self._task = supervise(f"events-{self.component}", self._run)
 
     async def stop(self) -> None:
         await cancel_and_wait([self._task])

@@ -300,8 +300,9 @@ class LeaderElector:
                                       renew_time=now, leader_transitions=self._observed.leader_transitions)
         timeout = self._cfg.renew_deadline
         try:
-            await asyncio.wait_for(self._lock.update(record, timeout), timeout)
-        except (errors.ApiError, asyncio.TimeoutError) as exc:
+            async with asyncio.timeout(timeout):
+                await self._lock.update(record, timeout)
+        except (errors.ApiError, TimeoutError) as exc:
             log.error("lease_release_failed", lease=self._cfg.lease, identity=self._cfg.identity,
                       error=_describe(exc))
             return False
@@ -314,8 +315,9 @@ class LeaderElector:
     async def _attempt(self, timeout: float) -> bool:
         """One try to acquire or renew, bounded by ``timeout``; any API failure is a failed try."""
         try:
-            return await asyncio.wait_for(self._try_acquire_or_renew(timeout), timeout)
-        except asyncio.TimeoutError:
+            async with asyncio.timeout(timeout):
+                return await self._try_acquire_or_renew(timeout)
+        except TimeoutError:
             log.warning("lease_attempt_timed_out", lease=self._cfg.lease, identity=self._cfg.identity,
                         timeout=timeout)
             return False

@@ -66,7 +66,8 @@ class StatusWriter:
             if task is None:
                 continue
             try:
-                await asyncio.wait_for(self.flush(uid), timeout)
-            except asyncio.TimeoutError:
+                async with asyncio.timeout(timeout):
+                    await self.flush(uid)
+            except TimeoutError:
                 task.cancel()
         self._waiting.clear()

@@ -7,14 +7,19 @@ component's log is attached to the report, so the failure explains itself.
 
 from __future__ import annotations
 
+import asyncio
+import io
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
+import threading
 from pathlib import Path
 
 import pytest
+import pytest_timeout
 
 from cli import cluster, topology
 from machinery.client import Client
@@ -93,13 +98,19 @@ def stop_cluster(tc: TestCluster) -> None:
     shutil.rmtree(tc.data_dir, ignore_errors=True)
 
 
-@pytest.fixture(scope="module")
-def kcluster():
-    tc = start_cluster()
-    try:
-        yield tc
-    finally:
-        stop_cluster(tc)
+def cluster_fixture(**overrides):
+    """A module-scoped fixture: a cluster started with ``start_cluster(**overrides)``, stopped after."""
+    @pytest.fixture(scope="module")
+    def fixture():
+        tc = start_cluster(**overrides)
+        try:
+            yield tc
+        finally:
+            stop_cluster(tc)
+    return fixture
+
+
+kcluster = cluster_fixture()
 
 
 @pytest.fixture
@@ -120,3 +131,37 @@ def pytest_runtest_makereport(item, call):
             tc = TestCluster(state)
             tc.reload()
             report.sections.append((f"component logs ({state.data_dir})", tc.logs()))
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_timeout_set_timer(item, settings):
+    """pytest-timeout's signal method, with the stack of every asyncio task added to its dump of
+    every thread: a test that hangs in the event loop shows which await it hangs in."""
+    if settings.method != "signal" or threading.current_thread() is not threading.main_thread():
+        return None
+
+    def handler(signum, frame):
+        __tracebackhide__ = True
+        _dump_tasks(item.config.get_terminal_writer())
+        pytest_timeout.timeout_sigalrm(item, settings)
+
+    def cancel():
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, signal.SIG_DFL)
+
+    item.cancel_timeout = cancel
+    signal.signal(signal.SIGALRM, handler)
+    signal.setitimer(signal.ITIMER_REAL, settings.timeout)
+    return True
+
+
+def _dump_tasks(terminal) -> None:
+    loop = asyncio._get_running_loop()
+    if loop is None:
+        return
+    terminal.sep("+", title="asyncio tasks at the timeout")
+    for task in asyncio.all_tasks(loop):
+        out = io.StringIO()
+        task.print_stack(limit=10, file=out)
+        terminal.write(f"task {task.get_name()}:\n{out.getvalue()}")
+    terminal.sep("+", title="asyncio tasks")

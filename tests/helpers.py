@@ -52,6 +52,17 @@ def make_priority_class(name: str, value: int, *, global_default: bool = False,
     return pc
 
 
+async def ensure_priority_classes(api, **values: int) -> None:
+    """Create the PriorityClasses ``name=value`` that do not exist yet (a module's tests share them)."""
+    from machinery import errors
+
+    for name, value in values.items():
+        try:
+            await api.priority_classes.create(make_priority_class(name, value))
+        except errors.AlreadyExists:
+            pass
+
+
 def make_pdb(name: str, match_labels: dict, *, min_available: str | None = None,
              max_unavailable: str | None = None, namespace: str = "default") -> policy_pb2.PodDisruptionBudget:
     pdb = policy_pb2.PodDisruptionBudget(api_version="policy/v1", kind="PodDisruptionBudget")

@@ -214,9 +214,9 @@ class EvictionManager:
         grace = self.grace_period(pod, threshold)
         self.record_event(pod, "Warning", REASON, msg.text)
         try:
-            await asyncio.wait_for(self.killer.kill_pod_abnormally(pod, PodKill(grace, REASON, msg.text)),
-                                   timeout=grace + KILL_TIMEOUT)
-        except asyncio.TimeoutError:
+            async with asyncio.timeout(grace + KILL_TIMEOUT):
+                await self.killer.kill_pod_abnormally(pod, PodKill(grace, REASON, msg.text))
+        except TimeoutError:
             log.error("eviction_kill_timeout", node=self.node, pod=_key(pod), grace=grace)
         except Exception as exc:  # Kubernetes counts the eviction whatever the kill returned
             log.error("eviction_kill_failed", node=self.node, pod=_key(pod), error=str(exc))

@@ -20,18 +20,16 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import signal
 from pathlib import Path
 
 from kubelet.kubelet import Kubelet
 from kubelet.main import add_node_flags, config_from
 from kubelet.runtime.client import InProcessRuntime
 from kubelet.runtime.fake import FakeRuntime
-from machinery import failpoints
+from machinery import failpoints, process
 from machinery.admin import AdminServer
 from machinery.client import Client
 from machinery.logging import get_logger, setup_logging
-from machinery.process import profiling, run_loop
 
 log = get_logger()
 
@@ -101,38 +99,32 @@ def _not_ready(nodes: list[HollowNode]) -> str | None:
     return f"{len(down)} hollow nodes not ready (e.g. {down[0]})" if down else None
 
 
-async def run(a: argparse.Namespace) -> None:
-    shared = Client(a.server, "", timeout=10.0)  # owns the connection; each node calls with its own token
-    nodes = build(a, shared)
-    host, _, port = a.admin_listen.rpartition(":")
-    admin = AdminServer(host or "127.0.0.1", int(port),
-                        health=lambda: None if all(n.kubelet.ready for n in nodes) else "starting",
-                        ready=lambda: _not_ready(nodes))
-    await admin.start()
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, stop.set)
-    log.info("hollow_nodes_starting", nodes=len(nodes), first=nodes[0].name, admin_port=admin.port)
-    starting = asyncio.create_task(_start_all(nodes))
-    waiter = asyncio.create_task(stop.wait())
-    done, _ = await asyncio.wait({starting, waiter}, return_when=asyncio.FIRST_COMPLETED)
-    if starting in done:
-        starting.result()
-        log.info("hollow_nodes_ready", nodes=len(nodes))
-        await waiter
-    else:
-        starting.cancel()
-    log.info("hollow_nodes_stopping", nodes=len(nodes))
-    await asyncio.gather(*(n.kubelet.stop() for n in nodes), return_exceptions=True)
-    await asyncio.gather(*(n.runtime.close() for n in nodes), return_exceptions=True)
-    await admin.stop()
-    await shared.close()
+class HollowProcess:
+    """Every hollow node of this process, their shared connection and the one admin port."""
+
+    def __init__(self, a: argparse.Namespace):
+        self.shared = Client(a.server, "", timeout=10.0)  # owns the connection; each node calls with its own token
+        self.nodes = nodes = build(a, self.shared)
+        host, _, port = a.admin_listen.rpartition(":")
+        self.admin = AdminServer(host or "127.0.0.1", int(port),
+                                 health=lambda: None if all(n.kubelet.ready for n in nodes) else "starting",
+                                 ready=lambda: _not_ready(nodes))
+
+    async def start(self) -> None:
+        await self.admin.start()
+        log.info("hollow_nodes_starting", nodes=len(self.nodes), first=self.nodes[0].name, admin_port=self.admin.port)
+        await _start_all(self.nodes)
+        log.info("hollow_nodes_ready", nodes=len(self.nodes))
+
+    async def stop(self) -> None:
+        await asyncio.gather(*(n.kubelet.stop() for n in self.nodes), return_exceptions=True)
+        await asyncio.gather(*(n.runtime.close() for n in self.nodes), return_exceptions=True)
+        await self.admin.stop()
+        await self.shared.close()
 
 
 def main(argv: list[str] | None = None) -> None:
     a = parse_args(argv)
     setup_logging("kubelet", a.log_level)
     failpoints.arm_from_env()
-    with profiling("hollow-nodes"):
-        run_loop(run(a))
+    process.main("hollow-nodes", lambda: HollowProcess(a))

@@ -191,6 +191,7 @@ class InProcessRuntime(RuntimeApi):
     async def _call(self, method: Method, request: Message, timeout: float) -> Message:
         fn = getattr(self.runtime, method.attr)
         try:
-            return await asyncio.wait_for(fn(request), timeout=timeout)
-        except asyncio.TimeoutError:
+            async with asyncio.timeout(timeout):
+                return await fn(request)
+        except TimeoutError:
             raise RuntimeCallError(method.name, "Deadline Exceeded", grpc.StatusCode.DEADLINE_EXCEEDED) from None

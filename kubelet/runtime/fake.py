@@ -488,8 +488,9 @@ class FakeRuntime:
         graceful_at = c.term_at + _shutdown_seconds(c)
         kill_at = loop.time() + request.timeout
         try:
-            await asyncio.wait_for(c.exited.wait(), timeout=max(0.0, min(graceful_at, kill_at) - loop.time()))
-        except asyncio.TimeoutError:
+            async with asyncio.timeout_at(min(graceful_at, kill_at)):
+                await c.exited.wait()
+        except TimeoutError:
             pass
         if c.state == RUNNING:  # not exited meanwhile (another stop, an OOM kill, a removal)
             if graceful_at <= kill_at:

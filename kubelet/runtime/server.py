@@ -10,9 +10,7 @@ flight, exit 0 — the containers' state stays in the file, as containerd's cont
 from __future__ import annotations
 
 import argparse
-import asyncio
 import os
-import signal
 import socket
 import stat
 from dataclasses import dataclass
@@ -26,10 +24,9 @@ from grpc_reflection.v1alpha import reflection
 from kubelet.runtime.errors import RuntimeCallError
 from kubelet.runtime.fake import FakeRuntime
 from kubelet.runtime.methods import CONTROL_SERVICE, METHODS, RUNTIME_SERVICE, Method
-from machinery import failpoints
+from machinery import failpoints, process
 from machinery.admin import AdminServer
 from machinery.logging import get_logger, setup_logging
-from machinery.process import profiling, run_loop
 
 log = get_logger()
 
@@ -157,24 +154,6 @@ class RuntimeServer:
         await self.admin.stop()
 
 
-async def run(opts: Options) -> None:
-    server = RuntimeServer(opts)
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, stop.set)
-    starting = asyncio.create_task(server.start())
-    waiter = asyncio.create_task(stop.wait())
-    done, _ = await asyncio.wait({starting, waiter}, return_when=asyncio.FIRST_COMPLETED)
-    if starting in done:
-        starting.result()
-        await waiter
-    else:
-        starting.cancel()
-    log.info("runtime_stopping")
-    await server.stop()
-
-
 def main(argv: list[str] | None = None) -> None:
     opts = parse_args(argv)
     setup_logging("runtime", opts.log_level)
@@ -183,5 +162,4 @@ def main(argv: list[str] | None = None) -> None:
         failpoints.arm_from_env()
     except failpoints.BadFailpointActionError as exc:
         raise SystemExit(str(exc)) from None
-    with profiling("runtime"):
-        run_loop(run(opts))
+    process.main("runtime", lambda: RuntimeServer(opts))

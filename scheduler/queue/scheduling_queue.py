@@ -34,7 +34,7 @@ from prometheus_client.core import GaugeMetricFamily
 
 from machinery.api import core_pb2
 from machinery.logging import get_logger
-from machinery.process import cancel_and_wait
+from machinery.process import cancel_and_wait, supervise
 from scheduler.framework.pod_info import PodInfo, QueuedPodInfo
 from scheduler.framework.types import (BACKOFF_COMPLETE, EVENT_FORCE_ACTIVATE, EVENT_UNSCHEDULABLE_TIMEOUT,
                                        EVENT_UNSCHEDULED_POD_ADD, EVENT_UNSCHEDULED_POD_UPDATE, FORCE_ACTIVATE,
@@ -122,8 +122,8 @@ class SchedulingQueue:
     # ------------------------------------------------------------ life
 
     def run(self) -> None:
-        self._tasks = [asyncio.create_task(self._flush_backoff_loop(), name="queue-flush-backoff"),
-                       asyncio.create_task(self._flush_unschedulable_loop(), name="queue-flush-unschedulable")]
+        self._tasks = [supervise("queue-flush-backoff", self._flush_backoff_loop),
+                       supervise("queue-flush-unschedulable", self._flush_unschedulable_loop)]
 
     async def close(self) -> None:
         self._closed = True

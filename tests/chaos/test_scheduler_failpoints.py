@@ -28,11 +28,10 @@ from pathlib import Path
 
 import pytest
 
-from machinery import errors
 from machinery.api import core_pb2
 from machinery.resources import pod_requests
 from tests.conftest import start_cluster, stop_cluster
-from tests.helpers import eventually, make_pod, make_priority_class
+from tests.helpers import ensure_priority_classes, eventually, make_pod
 from tests.nodes import FAST_KUBELET, condition, delete_all_pods, failpoint, start, wait_exited, wait_running
 
 pytestmark = [pytest.mark.chaos, pytest.mark.integration]
@@ -62,11 +61,7 @@ def fp_cluster(request):
 @pytest.fixture
 async def api(fp_cluster):
     c = fp_cluster.client()
-    for name, value in (("low", 100), ("high", 1000)):
-        try:
-            await c.priority_classes.create(make_priority_class(name, value))
-        except errors.AlreadyExists:
-            pass
+    await ensure_priority_classes(c, low=100, high=1000)
     start(fp_cluster, "scheduler")  # a no-op unless an earlier test left it dead
     await delete_all_pods(c)
     try:
@@ -107,6 +102,13 @@ def _preempted(pod: core_pb2.Pod) -> bool:
 def _victims(history) -> dict[str, core_pb2.Pod]:
     """Pods the scheduler marked as preemption victims, by uid (their last revision)."""
     return {uid: revs[-1][2] for uid, revs in history.items() if any(_preempted(p) for _, _, p in revs)}
+
+
+def _marked_before_deleted(revs: list[tuple[int, str, core_pb2.Pod]]) -> bool:
+    """The DisruptionTarget condition was written before the delete (deletionTimestamp, or gone)."""
+    marked = next((rev for rev, _, p in revs if _preempted(p)), None)
+    deleted = next((rev for rev, type_, p in revs if type_ == "DELETED" or p.metadata.deletion_timestamp), None)
+    return marked is not None and (deleted is None or marked < deleted)
 
 
 def _bindings(revs: list[tuple[int, str, core_pb2.Pod]]) -> list[tuple[int, str]]:
@@ -167,6 +169,9 @@ async def _assert_converged(tc, api, uids: set[str]) -> None:
     assert all(n.startswith("low-") for n in victim_names), victim_names
     gone = {n for n in LOWS if n not in by_name}
     assert gone == victim_names, f"deleted: {sorted(gone)}, marked as victims: {sorted(victim_names)}"
+    for uid in victims:
+        assert _marked_before_deleted(history[uid]), [(r, t, bool(p.metadata.deletion_timestamp), _preempted(p))
+                                                      for r, t, p in history[uid]]
     # Each high-priority pod runs where lower-priority pods made room for it.
     victim_nodes = {p.spec.node_name for p in victims.values()}
     for n in HIGHS:

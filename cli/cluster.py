@@ -273,6 +273,39 @@ def tail(path: str, lines: int = 20) -> str:
     return "\n".join(data.splitlines()[-lines:])
 
 
+def last_error_line(path: str) -> str:
+    """The component's own last word in its log, for a one-line report of why it did not start.
+
+    Only what it wrote since ``kplane`` last started it counts. From the end: a plain line that
+    is not part of a traceback's frames (a SystemExit's message, or a traceback's final
+    ``Type: message`` line), or a JSON log line at error level (its event and error). Info and
+    warning lines (a clean stop after the failure) are passed over; with nothing better the last
+    line is returned.
+    """
+    lines = tail(path, lines=200).splitlines()
+    for i in range(len(lines) - 1, -1, -1):
+        if '"kplane_start"' in lines[i]:
+            lines = lines[i + 1:]
+            break
+    lines = [line.rstrip() for line in lines if line.strip()]
+    for line in reversed(lines):
+        if line.startswith("{"):
+            try:
+                entry = json.loads(line)
+            except ValueError:
+                entry = None
+            if isinstance(entry, dict):
+                if str(entry.get("level", "")).lower() in ("error", "critical", "fatal", "panic"):
+                    what = str(entry.get("event") or entry.get("msg") or "error")
+                    detail = entry.get("error")
+                    return f"{what}: {detail}" if detail else what
+                continue
+        if line.startswith((" ", "\t", "Traceback (most recent call last)")):
+            continue  # a traceback's frames: its last line says what happened
+        return line
+    return lines[-1] if lines else "no output"
+
+
 # ---------------------------------------------------------------- the cluster
 
 
@@ -292,7 +325,8 @@ def to_process(c: topology.Component, data_dir: Path) -> Process:
 
 
 def up(cfg: topology.ClusterConfig, timeout: float = 60.0, echo=print) -> ClusterState:
-    """Start every implemented component; on failure stop what started and raise with its log."""
+    """Start every implemented component; on failure stop what started and raise ClusterError with
+    one line: the component, and its own last error line from its log (``last_error_line``)."""
     data_dir = Path(cfg.data_dir).resolve()
     cfg.data_dir = str(data_dir)
     data_dir.mkdir(parents=True, exist_ok=True)
@@ -332,10 +366,12 @@ def up(cfg: topology.ClusterConfig, timeout: float = 60.0, echo=print) -> Cluste
         proc = state.processes[c.name]
         ok, reason = wait_healthy(proc, timeout)
         if not ok:
-            logs = tail(proc.log)
+            said = last_error_line(proc.log)
             down(state)
-            raise ClusterError(f"{c.name} did not become healthy within {timeout:.0f}s: {reason}\n"
-                               f"--- last lines of {proc.log} ---\n{logs}")
+            if reason == "exited":
+                raise ClusterError(f"{c.name} exited while starting: {said} (log: {proc.log})")
+            raise ClusterError(f"{c.name} did not become healthy within {timeout:.0f}s ({reason}); last log "
+                               f"line: {said} (log: {proc.log})")
         echo(f"{c.name:<20} pid {proc.pid:<8} {('grpc ' + proc.grpc) if proc.grpc else '':<26} "
              f"admin {proc.admin}")
     return state

@@ -21,6 +21,14 @@ read, any other field is an error naming it (nothing is ignored silently):
       - name: NodeResourcesFit
         args: {scoringStrategy: {type: MostAllocated}}
 
+Plugin args are decoded strictly, as kube-scheduler decodes them: each in-tree plugin's
+``decode_args`` turns ``args`` into its frozen ``<Plugin>Args`` (kube-scheduler's v1 defaults for
+what is left out, validation_pluginargs.go's checks and wording), an unknown field is an error
+naming its full path (``profiles[0].pluginConfig[0].args.scoringStrategyy: unknown field
+"scoringStrategyy"``), and args for a plugin that takes none are refused. Every enabled plugin
+that takes args gets its defaults when no ``pluginConfig`` names it, as kube-scheduler's
+defaulting appends them.
+
 Defaults and merging follow kube-scheduler: every profile starts from the default plugins (all
 in multiPoint, with the default score weights: TaintToleration 3, NodeAffinity 2,
 PodTopologySpread 2, InterPodAffinity 2, the rest 1); a profile's ``disabled`` removes defaults
@@ -37,6 +45,8 @@ from typing import Any
 
 import yaml
 
+from scheduler import plugins as intree
+from scheduler.framework.plugin_args import ArgsError, no_args
 from scheduler.framework.runtime import POINT_METHODS, PluginSets
 
 API_VERSION = "kubescheduler.config.k8s.io/v1"
@@ -162,7 +172,9 @@ def build_plugin_sets(raw_plugins: dict | None, plugin_config: list | None, regi
         disabled[point] = {n for n, _ in off}
         if point == "score":
             weights.update({n: w for n, w in enabled if w})
-    args: dict[str, dict] = {}
+    if plugin_config is not None and not isinstance(plugin_config, list):
+        raise ConfigError(f"{path}.pluginConfig: must be a list of {{name, args}}")
+    args: dict[str, Any] = {}
     for i, pc in enumerate(plugin_config or []):
         if not isinstance(pc, dict) or not isinstance(pc.get("name"), str):
             raise ConfigError(f"{path}.pluginConfig[{i}].name: Required value")
@@ -171,12 +183,37 @@ def build_plugin_sets(raw_plugins: dict | None, plugin_config: list | None, regi
             raise ConfigError(f'{path}.pluginConfig[{i}]: Duplicate value: "{pc["name"]}"')
         if pc["name"] not in registry:
             raise ConfigError(f'{path}.pluginConfig[{i}].name: unknown plugin "{pc["name"]}"')
-        raw_args = pc.get("args") or {}
-        if not isinstance(raw_args, dict):
-            raise ConfigError(f"{path}.pluginConfig[{i}].args: must be a mapping")
-        args[pc["name"]] = {k: v for k, v in raw_args.items() if k not in ("apiVersion", "kind")}
-    return PluginSets(multi_point=[n for n, _ in multi], points=points, disabled=disabled, weights=weights,
+        args[pc["name"]] = decode_plugin_args(pc["name"], pc.get("args"), f"{path}.pluginConfig[{i}].args")
+    sets = PluginSets(multi_point=[n for n, _ in multi], points=points, disabled=disabled, weights=weights,
                       args=args)
+    for name in sets.names():  # kube-scheduler's defaulting: every enabled plugin gets its default args
+        decoder = intree.args_decoder(name)
+        if name not in args and decoder is not None:
+            args[name] = decoder(None, "")
+    return sets
+
+
+def decode_plugin_args(name: str, raw: Any, path: str) -> Any:
+    """``pluginConfig[i].args`` as the plugin's typed args (``path`` is where they are).
+
+    An in-tree plugin's args are decoded strictly by its ``decode_args``; args for an in-tree
+    plugin that takes none are an error. A plugin kplane does not ship (a test's registry) gets
+    the mapping as given, without its type meta — kube-scheduler's runtime.Unknown for
+    out-of-tree plugins.
+    """
+    try:
+        decoder = intree.args_decoder(name)
+        if decoder is not None:
+            return decoder(raw, path)
+        if name in intree.MODULES:
+            no_args(name, raw, path)
+            return None
+    except ArgsError as exc:
+        raise ConfigError(str(exc)) from None
+    raw = {} if raw is None else raw
+    if not isinstance(raw, dict):
+        raise ConfigError(f"{path}: must be a mapping")
+    return {k: v for k, v in raw.items() if k not in ("apiVersion", "kind")}
 
 
 def default_config(registry: dict) -> SchedulerConfig:

@@ -6,6 +6,11 @@ takes over when the other is killed. kube-scheduler exits when it loses the leas
 its supervisor to start it again; kplane's scheduler does the same restart in process — it drops
 its cache and queue, builds them afresh from the informers and rejoins the election — so a
 cluster run by ``kplane up`` keeps a scheduler without a supervisor.
+
+A bad flag or configuration (an unknown feature gate, an unknown field in the configuration or
+its plugin args, a profile that cannot run) ends the process before it connects, with exit
+status 1 and one line on stderr naming the field (``check``; ``kplane up`` runs the same checks
+before it starts anything).
 """
 
 from __future__ import annotations
@@ -13,20 +18,21 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
-import signal
 import socket
 from pathlib import Path
 
-from machinery import failpoints
+from machinery import failpoints, process
 from machinery.admin import AdminServer
 from machinery.client import Client
 from machinery.featuregates import FeatureGateError, FeatureGates
 from machinery.leaderelection import LeaderElectionConfig, LeaderElector
 from machinery.logging import get_logger, setup_logging
-from machinery.process import cancel_and_wait, profiling, run_loop
+from machinery.process import cancel_and_wait, fail_process, supervise
 from scheduler import config as schedconfig
 from scheduler.config import ConfigError, parse_duration
-from scheduler.framework.runtime import FrameworkError
+from scheduler.framework.features import Features
+from scheduler.framework.interfaces import Handle, PluginFactory
+from scheduler.framework.runtime import Framework, FrameworkError
 from scheduler.plugins import default_registry
 from scheduler.queue.scheduling_queue import DEFAULT_MAX_IN_UNSCHEDULABLE
 from scheduler.scheduler import Scheduler
@@ -54,6 +60,37 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--emulated-version", default="1.36")
     p.add_argument("--log-level", default="info")
     return p.parse_args(argv)
+
+
+def parse_gates(a: argparse.Namespace) -> FeatureGates:
+    try:
+        return FeatureGates.parse(a.feature_gates)
+    except FeatureGateError as exc:
+        raise SystemExit(f"invalid --feature-gates: {exc}") from None
+
+
+def check(a: argparse.Namespace, registry: dict[str, PluginFactory] | None = None) -> None:
+    """Every check the scheduler makes of its flags and configuration before it connects: the
+    feature gates, the configuration (plugin args decoded strictly), the durations, the admin
+    address, and that every profile builds a framework. SystemExit with one line on the first
+    error. Reads no token and opens no connection, so ``kplane up`` runs it before starting
+    anything."""
+    registry = registry if registry is not None else default_registry()
+    features = Features.from_gates(parse_gates(a))
+    cfg, _, _ = build_config(a, registry)
+    _, _, port = a.admin_listen.rpartition(":")
+    if not port.isdigit() or int(port) > 65535:
+        raise SystemExit(f"invalid --admin-listen {a.admin_listen!r}: want HOST:PORT")
+    try:
+        sorts = set()
+        for profile in cfg.profiles:
+            fw = Framework(profile.scheduler_name, profile.plugins, registry, Handle(features=features),
+                           profile.percentage_of_nodes_to_score)
+            sorts.add(type(fw.queue_sort))
+        if len(sorts) != 1:
+            raise FrameworkError("all profiles must use the same queueSort plugin")
+    except (FrameworkError, ValueError) as exc:
+        raise SystemExit(f"invalid scheduler configuration: {exc}") from None
 
 
 def build_config(a: argparse.Namespace, registry: dict) -> tuple[schedconfig.SchedulerConfig, float, float]:
@@ -108,72 +145,82 @@ class _Runner:
         await self.start()
 
 
-async def run(a: argparse.Namespace) -> None:
-    registry = default_registry()
-    try:
-        gates = FeatureGates.parse(a.feature_gates)
-    except FeatureGateError as exc:
-        raise SystemExit(f"invalid --feature-gates: {exc}") from None
-    cfg, _, _ = build_config(a, registry)
-    a.identity = a.identity or f"{socket.gethostname()}_{os.getpid()}"
-    token = Path(a.token_file).read_text().strip()
-    client = Client(a.server, token, timeout=10.0)
-    runner = _Runner(client, a, registry, gates)
-    try:
-        runner.sched = runner.new()
-    except (FrameworkError, ValueError) as exc:
-        raise SystemExit(f"invalid scheduler configuration: {exc}") from None
-    host, _, port = a.admin_listen.rpartition(":")
-    admin = AdminServer(host or "127.0.0.1", int(port), health=lambda: None,
-                        ready=lambda: None if runner.ready else "informers not synced")
-    await admin.start()
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, stop.set)
-    log.info("scheduler_starting", identity=a.identity, admin_port=admin.port, leader_elect=cfg.leader_election.leader_elect)
-    await runner.sched.start()
-    runner.ready = True
-    le = cfg.leader_election
-    if le.leader_elect:
-        lost = asyncio.Event()
+class SchedulerProcess:
+    """The scheduler process: its admin port, its client, and the leader-elected scheduling loop."""
 
-        def on_stopped() -> None:
-            if not stop.is_set():  # stepping down on SIGTERM is no loss
-                log.warning("leader_lost", identity=a.identity)
-            lost.set()
+    def __init__(self, a: argparse.Namespace):
+        registry = default_registry()
+        check(a, registry)
+        try:
+            gates = FeatureGates.parse(a.feature_gates)
+        except FeatureGateError as exc:
+            raise SystemExit(f"invalid --feature-gates: {exc}") from None
+        self.cfg, _, _ = build_config(a, registry)
+        a.identity = a.identity or f"{socket.gethostname()}_{os.getpid()}"
+        self.identity = a.identity
+        token = Path(a.token_file).read_text().strip()
+        self.client = Client(a.server, token, timeout=10.0)
+        self.runner = runner = _Runner(self.client, a, registry, gates)
+        try:
+            runner.sched = runner.new()
+        except (FrameworkError, ValueError) as exc:
+            raise SystemExit(f"invalid scheduler configuration: {exc}") from None
+        host, _, port = a.admin_listen.rpartition(":")
+        self.admin = AdminServer(host or "127.0.0.1", int(port), health=lambda: None,
+                                 ready=lambda: None if runner.ready else "informers not synced")
+        self.stopping = False
+        self.main_task: asyncio.Task | None = None
 
-        elector_cfg = LeaderElectionConfig(lease_namespace=le.resource_namespace, lease_name=le.resource_name,
-                                           identity=a.identity, lease_duration=le.lease_duration,
-                                           renew_deadline=le.renew_deadline, retry_period=le.retry_period)
+    async def start(self) -> None:
+        await self.admin.start()
+        le = self.cfg.leader_election
+        log.info("scheduler_starting", identity=self.identity, admin_port=self.admin.port,
+                 leader_elect=le.leader_elect)
+        runner = self.runner
+        assert runner.sched is not None
+        await runner.sched.start()
+        runner.ready = True
+        if le.leader_elect:
+            lost = asyncio.Event()
 
-        async def elect_forever() -> None:
-            while True:
-                lost.clear()
-                elector = LeaderElector(client, elector_cfg, on_started_leading=runner.lead,
-                                        on_stopped_leading=on_stopped,
-                                        on_new_leader=lambda who: log.info("new_leader", leader=who))
-                await elector.run()
-                await runner.reset()
+            def on_stopped() -> None:
+                if not self.stopping:  # stepping down on SIGTERM is no loss
+                    log.warning("leader_lost", identity=self.identity)
+                lost.set()
 
-        main_task = asyncio.create_task(elect_forever(), name="leader-election")
-    else:
-        main_task = asyncio.create_task(runner.lead(), name="scheduling")
-    waiter = asyncio.create_task(stop.wait())
-    done, _ = await asyncio.wait({main_task, waiter}, return_when=asyncio.FIRST_COMPLETED)
-    if main_task in done and not waiter.done():
-        main_task.result()  # an unexpected end: let it raise
-    log.info("scheduler_stopping", identity=a.identity)
-    await cancel_and_wait([main_task, waiter])
-    if runner.sched is not None:
-        await runner.sched.stop()
-    await admin.stop()
-    await client.close()
+            elector_cfg = LeaderElectionConfig(lease_namespace=le.resource_namespace, lease_name=le.resource_name,
+                                               identity=self.identity, lease_duration=le.lease_duration,
+                                               renew_deadline=le.renew_deadline, retry_period=le.retry_period)
+
+            async def elect_forever() -> None:
+                while True:
+                    lost.clear()
+                    elector = LeaderElector(self.client, elector_cfg, on_started_leading=runner.lead,
+                                            on_stopped_leading=on_stopped,
+                                            on_new_leader=lambda who: log.info("new_leader", leader=who))
+                    await elector.run()
+                    await runner.reset()
+
+            self.main_task = supervise("leader-election", elect_forever)
+        else:
+            self.main_task = supervise("scheduling", runner.lead)
+        self.main_task.add_done_callback(self._main_ended)
+
+    def _main_ended(self, task: asyncio.Task) -> None:
+        if not self.stopping and not task.cancelled():
+            fail_process(f"{task.get_name()} ended")
+
+    async def stop(self) -> None:
+        self.stopping = True
+        await cancel_and_wait([self.main_task])
+        if self.runner.sched is not None:
+            await self.runner.sched.stop()
+        await self.admin.stop()
+        await self.client.close()
 
 
 def main(argv: list[str] | None = None) -> None:
     a = parse_args(argv)
     setup_logging("scheduler", a.log_level)
     failpoints.arm_from_env()
-    with profiling("scheduler"):
-        run_loop(run(a))
+    process.main("scheduler", lambda: SchedulerProcess(a))

@@ -17,12 +17,13 @@ from machinery.events import EventRecorder
 from machinery.informer import Informer
 from machinery.kinds import NODE, POD, POD_DISRUPTION_BUDGET
 from machinery.logging import get_logger
-from machinery.process import cancel_and_wait, yield_to_others
+from machinery.process import cancel_and_wait, supervise, yield_to_others
 from scheduler import metrics
 from scheduler.cache.cache import DEFAULT_ASSUMED_TTL, Cache
 from scheduler.cache.snapshot import Snapshot
 from scheduler.config import SchedulerConfig
 from scheduler.eventhandlers import POD_FIELD_SELECTOR, EventHandlers
+from scheduler.framework.features import Features
 from scheduler.framework.interfaces import Handle, PluginFactory
 from scheduler.framework.pod_info import QueuedPodInfo
 from scheduler.framework.runtime import Framework, FrameworkError
@@ -54,20 +55,15 @@ class Scheduler:
         self._queue_ref: SchedulingQueue | None = None
         async_api = feature_gates is None or feature_gates.enabled("SchedulerAsyncAPICalls")
         self.status_writer: StatusWriter | None = StatusWriter() if async_api else None
-        in_place = feature_gates is None or feature_gates.enabled("InPlacePodVerticalScaling")
-        async_preemption = feature_gates is None or feature_gates.enabled("SchedulerAsyncPreemption")
+        features = Features.from_gates(feature_gates)  # what the gates mean to plugins, through their handle
         for profile in cfg.profiles:
             handle = Handle(client=client, recorder=self.recorder, pods=self._all_pods,
-                            get_pod=self.get_pod, pdbs=lambda: self.pdbs.list(), activate=self._activate)
+                            get_pod=self.get_pod, pdbs=lambda: self.pdbs.list(), activate=self._activate,
+                            features=features)
             handle.snapshot = self.snapshot
             handle.status_writer = self.status_writer
-            sets = profile.plugins
-            if "NodeResourcesFit" in sets.names():
-                sets.args.setdefault("NodeResourcesFit", {}).setdefault("enableInPlacePodVerticalScaling", in_place)
-            if "DefaultPreemption" in sets.names():
-                sets.args.setdefault("DefaultPreemption", {}).setdefault("enableAsyncPreemption", async_preemption)
             self.frameworks[profile.scheduler_name] = Framework(
-                profile.scheduler_name, sets, registry, handle, profile.percentage_of_nodes_to_score)
+                profile.scheduler_name, profile.plugins, registry, handle, profile.percentage_of_nodes_to_score)
         sorts = {type(fw.queue_sort) for fw in self.frameworks.values()}
         if len(sorts) != 1:
             raise FrameworkError("all profiles must use the same queueSort plugin")
@@ -118,7 +114,7 @@ class Scheduler:
     async def run(self) -> None:
         """Schedule until cancelled (called once this scheduler leads)."""
         self.queue.run()
-        self._tasks.append(asyncio.create_task(self._cleanup_assumed(), name="cleanup-assumed"))
+        self._tasks.append(supervise("cleanup-assumed", self._cleanup_assumed))
         log.info("scheduler_running", identity=self.identity, profiles=list(self.frameworks))
         try:
             while True:
@@ -160,8 +156,9 @@ class Scheduler:
         after ``timeout``."""
         for t in list(self._bindings):
             try:
-                await asyncio.wait_for(asyncio.shield(t), timeout)
-            except (asyncio.TimeoutError, asyncio.CancelledError, Exception):
+                async with asyncio.timeout(timeout):
+                    await asyncio.shield(t)
+            except (TimeoutError, asyncio.CancelledError, Exception):
                 t.cancel()
         for fw in self.frameworks.values():
             await fw.close()

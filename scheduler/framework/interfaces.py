@@ -24,7 +24,9 @@ every extension point whose method it has (kube-scheduler's interface.go, in Pyt
 
 Filter and Score run for each node and are synchronous and cheap; anything that talks to the
 API (post_filter, pre_bind, bind) is a coroutine. Plugins are built by a factory
-``factory(args: dict, handle: Handle) -> plugin``, registered by name (``scheduler/plugins``).
+``factory(args, handle: Handle) -> plugin``, registered by name (``scheduler/plugins``): ``args``
+is the plugin's typed ``<Plugin>Args`` that ``scheduler.config`` decoded strictly
+(``scheduler/framework/plugin_args.py``), or None for a plugin that takes none.
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Protocol
 
 from machinery.api import core_pb2, policy_pb2
+from scheduler.framework.features import Features
 
 if TYPE_CHECKING:
     from machinery.client import Client
@@ -59,15 +62,17 @@ class Nominator(Protocol):
 
 class Handle:
     """What plugins may use of the scheduler: the cycle's snapshot, the API, events, nominations,
-    the pods and PodDisruptionBudgets the informers hold, and the framework itself (preemption
-    runs the filters to simulate)."""
+    the pods and PodDisruptionBudgets the informers hold, the framework itself (preemption
+    runs the filters to simulate) and what the feature gates mean to plugins (``features``)."""
 
     def __init__(self, *, client: "Client | None" = None, recorder: "EventRecorder | None" = None,
                  nominator: Nominator | None = None, pods: Callable[[], Iterable[core_pb2.Pod]] | None = None,
                  get_pod: Callable[[str, str], core_pb2.Pod | None] | None = None,
                  pdbs: Callable[[], Iterable[policy_pb2.PodDisruptionBudget]] | None = None,
-                 activate: Callable[[list[core_pb2.Pod]], None] | None = None):
+                 activate: Callable[[list[core_pb2.Pod]], None] | None = None,
+                 features: Features | None = None):
         self.client = client
+        self.features = features or Features()
         self.recorder = recorder
         self.nominator = nominator
         self._pods = pods or (lambda: ())
@@ -98,4 +103,4 @@ class Handle:
         return node or pod.status.nominated_node_name
 
 
-PluginFactory = Callable[[dict, Handle], Any]
+PluginFactory = Callable[[Any, Handle], Any]

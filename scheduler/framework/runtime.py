@@ -51,13 +51,14 @@ POINT_METHODS = {
 class PluginSets:
     """A profile's plugins: those enabled at every extension point they implement (multiPoint),
     those enabled at one point specifically (run first there), those disabled per point ("*":
-    all multiPoint ones), score weights and args."""
+    all multiPoint ones), score weights and args (plugin name -> its typed ``<Plugin>Args``,
+    decoded by ``scheduler.config``; a plugin without an entry is built with None)."""
 
     multi_point: list[str] = field(default_factory=list)
     points: dict[str, list[str]] = field(default_factory=dict)
     disabled: dict[str, set[str]] = field(default_factory=dict)
     weights: dict[str, int] = field(default_factory=dict)
-    args: dict[str, dict] = field(default_factory=dict)
+    args: dict[str, Any] = field(default_factory=dict)
 
     def names(self) -> list[str]:
         seen = list(self.multi_point)
@@ -128,7 +129,7 @@ class Framework:
             factory = registry.get(name)
             if factory is None:
                 raise FrameworkError(f'profile "{profile_name}": plugin "{name}" does not exist')
-            plugin = factory(dict(sets.args.get(name) or {}), handle)
+            plugin = factory(sets.args.get(name), handle)
             plugin.name = name
             self.plugins[name] = plugin
 

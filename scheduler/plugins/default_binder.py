@@ -13,6 +13,7 @@ from typing import Any
 from machinery import errors
 from machinery.api import core_pb2
 from scheduler.framework.interfaces import Handle
+from scheduler.framework.plugin_args import no_args
 from scheduler.framework.types import Code, CycleState, Status
 
 NAME = "DefaultBinder"
@@ -21,7 +22,7 @@ NAME = "DefaultBinder"
 class DefaultBinder:
     name = NAME
 
-    def __init__(self, args: dict, handle: Handle):
+    def __init__(self, handle: Handle):
         self.handle = handle
 
     async def bind(self, state: CycleState, pod: core_pb2.Pod, node: str) -> Status | None:
@@ -32,5 +33,7 @@ class DefaultBinder:
         return None
 
 
-def new(args: dict, handle: Any) -> DefaultBinder:
-    return DefaultBinder(args, handle)
+def new(args: Any, handle: Any) -> DefaultBinder:
+    """DefaultBinder takes no args: kube-scheduler has no DefaultBinderArgs, and any given are an error."""
+    no_args(NAME, args)
+    return DefaultBinder(handle)

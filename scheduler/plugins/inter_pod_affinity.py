@@ -26,6 +26,10 @@ pair (key, value of that node label), e.g. (topology.kubernetes.io/zone, V).
   ``ignorePreferredTermsOfExistingPods`` is set. Score adds the node's domains' sums;
   NormalizeScore maps min..max to 0..100.
 
+Args (``InterPodAffinityArgs``, decoded strictly by ``decode_args``): ``hardPodAffinityWeight``
+(v1 default 1, "not in valid range [0, 100]" outside it) and
+``ignorePreferredTermsOfExistingPods`` (default false).
+
 What makes a pod this plugin rejected schedulable (its QueueingHints):
 - an assigned pod added, or relabelled, so that it matches all the pod's affinity terms — a
   peer appeared;
@@ -43,9 +47,11 @@ What makes a pod this plugin rejected schedulable (its QueueingHints):
 
 from __future__ import annotations
 
-from typing import Any, Iterable
+from dataclasses import dataclass
+from typing import Any, Iterable, Mapping
 
 from machinery.api import core_pb2
+from scheduler.framework import plugin_args as pa
 from scheduler.framework.node_info import NodeInfo
 from scheduler.framework.pod_info import AffinityTerm, PodInfo, WeightedAffinityTerm
 from scheduler.framework.types import (MAX_NODE_SCORE, NODE, POD, ActionType, ClusterEvent, ClusterEventWithHint,
@@ -63,17 +69,13 @@ DEFAULT_HARD_POD_AFFINITY_WEIGHT = 1
 MIN_HARD_POD_AFFINITY_WEIGHT = 0
 MAX_HARD_POD_AFFINITY_WEIGHT = 100
 
-# Keys a KubeSchedulerConfiguration may carry in pluginConfig args besides the fields.
-_TYPE_META = ("apiVersion", "kind")
-
 # topology key -> topology value -> count (or summed weight). Two levels, so a node is looked up
 # with one label read per topology key the counts hold; empty inner dicts are dropped.
 _Counts = dict[str, dict[str, int]]
 _NONE: dict[str, int] = {}
 
 
-class ArgsError(ValueError):
-    """Bad plugin args; the message starts with the field's path."""
+ArgsError = pa.ArgsError
 
 
 # ---------------------------------------------------------------- counting topology pairs
@@ -250,27 +252,33 @@ def _add_weighted(score: _Counts, terms: Iterable[WeightedAffinityTerm], pod: co
 # ---------------------------------------------------------------- args
 
 
-def _parse_args(args: dict) -> tuple[int, bool]:
-    for key in args:
-        if key not in ("hardPodAffinityWeight", "ignorePreferredTermsOfExistingPods") + _TYPE_META:
-            raise ArgsError(f'{key}: unknown field "{key}"')
-    weight = args.get("hardPodAffinityWeight", DEFAULT_HARD_POD_AFFINITY_WEIGHT)
-    if isinstance(weight, bool) or not isinstance(weight, int):
-        raise ArgsError(f"hardPodAffinityWeight: Invalid value: {weight!r}: must be an integer")
+@dataclass(frozen=True)
+class InterPodAffinityArgs:
+    """kube-scheduler's InterPodAffinityArgs, with its v1 defaults."""
+
+    hard_pod_affinity_weight: int = DEFAULT_HARD_POD_AFFINITY_WEIGHT
+    ignore_preferred_terms_of_existing_pods: bool = False
+
+
+def decode_args(raw: Any, path: str = "") -> InterPodAffinityArgs:
+    """InterPodAffinityArgs from a pluginConfig entry's ``args``; ArgsError names the bad field."""
+    fields = pa.fields(raw, path, NAME, ("hardPodAffinityWeight", "ignorePreferredTermsOfExistingPods"))
+    weight_path = pa.join(path, "hardPodAffinityWeight")
+    weight = pa.integer(fields.get("hardPodAffinityWeight", DEFAULT_HARD_POD_AFFINITY_WEIGHT), weight_path)
     if not MIN_HARD_POD_AFFINITY_WEIGHT <= weight <= MAX_HARD_POD_AFFINITY_WEIGHT:
-        raise ArgsError(f"hardPodAffinityWeight: Invalid value: {weight}: not in valid range "
+        raise ArgsError(f"{weight_path}: Invalid value: {weight}: not in valid range "
                         f"[{MIN_HARD_POD_AFFINITY_WEIGHT}, {MAX_HARD_POD_AFFINITY_WEIGHT}]")
-    ignore = args.get("ignorePreferredTermsOfExistingPods", False)
-    if not isinstance(ignore, bool):
-        raise ArgsError(f"ignorePreferredTermsOfExistingPods: Invalid value: {ignore!r}: must be a boolean")
-    return weight, ignore
+    ignore = pa.boolean(fields.get("ignorePreferredTermsOfExistingPods", False),
+                        pa.join(path, "ignorePreferredTermsOfExistingPods"))
+    return InterPodAffinityArgs(weight, ignore)
 
 
 class InterPodAffinity:
     name = NAME
 
-    def __init__(self, args: dict, handle: Any = None):
-        self.hard_pod_affinity_weight, self.ignore_preferred_terms_of_existing_pods = _parse_args(args)
+    def __init__(self, args: InterPodAffinityArgs, handle: Any = None):
+        self.hard_pod_affinity_weight = args.hard_pod_affinity_weight
+        self.ignore_preferred_terms_of_existing_pods = args.ignore_preferred_terms_of_existing_pods
         self.handle = handle
 
     # ------------------------------------------------------------ filter
@@ -473,5 +481,5 @@ class InterPodAffinity:
         return QueueingHint.QUEUE_SKIP
 
 
-def new(args: dict, handle: Any) -> InterPodAffinity:
-    return InterPodAffinity(args, handle)
+def new(args: InterPodAffinityArgs | Mapping[str, Any] | None, handle: Any) -> InterPodAffinity:
+    return InterPodAffinity(pa.typed(args, InterPodAffinityArgs, decode_args, NAME), handle)

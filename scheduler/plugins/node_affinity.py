@@ -18,7 +18,7 @@ weight", "Node affinity per scheduling profile"):
   profile's ``addedAffinity`` preferred terms alike; PreScore Skips when there are none.
   NormalizeScore scales the sums to 0..100 (DefaultNormalizeScore, not reversed).
 
-Args (``pluginConfig`` ``NodeAffinity``): ``addedAffinity``, a NodeAffinity
+Args (``NodeAffinityArgs``, decoded strictly by ``decode_args``): ``addedAffinity``, a NodeAffinity
 (``requiredDuringSchedulingIgnoredDuringExecution`` and/or
 ``preferredDuringSchedulingIgnoredDuringExecution``) applied to every pod of the profile on top
 of its own. A malformed one is refused with ``ArgsError`` naming the field.
@@ -30,10 +30,12 @@ pod's required placement, where it did not before.
 
 from __future__ import annotations
 
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, Mapping
 
-from machinery import jsonconv, placement, selectors
+from machinery import placement, selectors
 from machinery.api import core_pb2
+from scheduler.framework import plugin_args as pa
 from scheduler.framework.node_info import NodeInfo
 from scheduler.framework.types import (MAX_NODE_SCORE, NODE, ActionType, ClusterEvent, ClusterEventWithHint, Code,
                                        CycleState, PreFilterResult, QueueingHint, Status)
@@ -52,8 +54,7 @@ _LABEL_OPERATORS = ("DoesNotExist", "Exists", "Gt", "In", "Lt", "NotIn")
 _FIELD_OPERATORS = ("In", "NotIn")
 
 
-class ArgsError(ValueError):
-    """NodeAffinityArgs the plugin cannot run with; the message names the field."""
+ArgsError = pa.ArgsError
 
 
 # ---------------------------------------------------------------- args
@@ -101,35 +102,31 @@ def _check_term(term: core_pb2.NodeSelectorTerm, path: str) -> None:
         _check_field_requirement(r, f"{path}.matchFields[{i}]")
 
 
-def _parse_args(args: dict) -> tuple[placement.NodeSelector | None, placement.PreferredSchedulingTerms | None]:
-    unknown = sorted(set(args) - {"addedAffinity"})
-    if unknown:
-        raise ArgsError(f'{unknown[0]}: unknown field "{unknown[0]}"')
-    raw = args.get("addedAffinity")
-    if raw is None:
-        return None, None
-    if not isinstance(raw, dict):
-        raise ArgsError("addedAffinity: Invalid value: must be a NodeAffinity mapping")
-    try:
-        added = jsonconv.from_dict(core_pb2.NodeAffinity, raw, "addedAffinity")
-    except jsonconv.DecodeError as exc:
-        raise ArgsError(str(exc)) from None
-    required: placement.NodeSelector | None = None
-    preferred: placement.PreferredSchedulingTerms | None = None
+@dataclass(frozen=True)
+class NodeAffinityArgs:
+    """kube-scheduler's NodeAffinityArgs: the profile's ``addedAffinity`` (none by default)."""
+
+    added_affinity: core_pb2.NodeAffinity | None = None
+
+
+def decode_args(raw: Any, path: str = "") -> NodeAffinityArgs:
+    """NodeAffinityArgs from a pluginConfig entry's ``args``; ArgsError names the bad field."""
+    fields = pa.fields(raw, path, NAME, ("addedAffinity",))
+    raw_added = fields.get("addedAffinity")
+    if raw_added is None:
+        return NodeAffinityArgs()
+    where = pa.join(path, "addedAffinity")
+    added = pa.message(core_pb2.NodeAffinity, raw_added, where)
     if added.HasField("required_during_scheduling_ignored_during_execution"):
         ns = added.required_during_scheduling_ignored_during_execution
         for i, term in enumerate(ns.node_selector_terms):
-            _check_term(term, f"addedAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms[{i}]")
-        required = placement.NodeSelector(ns)
-    terms = added.preferred_during_scheduling_ignored_during_execution
-    if terms:
-        for i, t in enumerate(terms):
-            path = f"addedAffinity.preferredDuringSchedulingIgnoredDuringExecution[{i}]"
-            if not 0 <= t.weight <= 100:
-                raise ArgsError(f"{path}.weight: Invalid value: {t.weight}: must be in the range 0-100")
-            _check_term(t.preference, f"{path}.preference")
-        preferred = placement.PreferredSchedulingTerms(terms)
-    return required, preferred
+            _check_term(term, f"{where}.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms[{i}]")
+    for i, t in enumerate(added.preferred_during_scheduling_ignored_during_execution):
+        here = f"{where}.preferredDuringSchedulingIgnoredDuringExecution[{i}]"
+        if not 0 <= t.weight <= 100:
+            raise ArgsError(f"{here}.weight: Invalid value: {t.weight}: must be in the range 0-100")
+        _check_term(t.preference, f"{here}.preference")
+    return NodeAffinityArgs(added)
 
 
 # ---------------------------------------------------------------- the pod's terms
@@ -182,8 +179,17 @@ def _preferred_terms(pod: core_pb2.Pod) -> placement.PreferredSchedulingTerms | 
 class NodeAffinity:
     name = NAME
 
-    def __init__(self, args: dict, handle: Any = None):
-        self.added_node_selector, self.added_preferred = _parse_args(args)
+    def __init__(self, args: NodeAffinityArgs, handle: Any = None):
+        self.added_node_selector: placement.NodeSelector | None = None
+        self.added_preferred: placement.PreferredSchedulingTerms | None = None
+        added = args.added_affinity
+        if added is not None:
+            if added.HasField("required_during_scheduling_ignored_during_execution"):
+                self.added_node_selector = placement.NodeSelector(
+                    added.required_during_scheduling_ignored_during_execution)
+            if added.preferred_during_scheduling_ignored_during_execution:
+                self.added_preferred = placement.PreferredSchedulingTerms(
+                    added.preferred_during_scheduling_ignored_during_execution)
 
     # ------------------------------------------------------------ filter
 
@@ -266,5 +272,5 @@ class NodeAffinity:
         return QueueingHint.QUEUE
 
 
-def new(args: dict, handle: Any) -> NodeAffinity:
-    return NodeAffinity(args, handle)
+def new(args: NodeAffinityArgs | Mapping[str, Any] | None, handle: Any) -> NodeAffinity:
+    return NodeAffinity(pa.typed(args, NodeAffinityArgs, decode_args, NAME), handle)

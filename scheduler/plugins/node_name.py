@@ -16,6 +16,7 @@ from typing import Any
 
 from machinery.api import core_pb2
 from scheduler.framework.node_info import NodeInfo
+from scheduler.framework.plugin_args import no_args
 from scheduler.framework.types import (NODE, ActionType, ClusterEvent, ClusterEventWithHint, Code, CycleState,
                                        QueueingHint, Status)
 
@@ -53,5 +54,7 @@ class NodeName:
         return QueueingHint.QUEUE
 
 
-def new(args: dict, handle: Any) -> NodeName:
+def new(args: Any, handle: Any) -> NodeName:
+    """NodeName takes no args: kube-scheduler has no NodeNameArgs, and any given are an error."""
+    no_args(NAME, args)
     return NodeName()

@@ -29,6 +29,7 @@ from typing import Any, Iterable
 
 from machinery.api import core_pb2
 from scheduler.framework.node_info import NodeInfo
+from scheduler.framework.plugin_args import no_args
 from scheduler.framework.types import (NODE, POD, ActionType, ClusterEvent, ClusterEventWithHint, Code, CycleState,
                                        PreFilterResult, QueueingHint, Status)
 
@@ -114,7 +115,7 @@ def used_ports(ni: NodeInfo) -> HostPortInfo:
 class NodePorts:
     name = NAME
 
-    def __init__(self, args: dict | None = None, handle: Any = None):
+    def __init__(self) -> None:
         # node name -> (NodeInfo generation, its used ports); rebuilt when the generation moves.
         self._used: dict[str, tuple[int, HostPortInfo]] = {}
 
@@ -175,5 +176,7 @@ class NodePorts:
         return QueueingHint.QUEUE
 
 
-def new(args: dict, handle: Any) -> NodePorts:
-    return NodePorts(args, handle)
+def new(args: Any, handle: Any) -> NodePorts:
+    """NodePorts takes no args: kube-scheduler has no NodePortsArgs, and any given are an error."""
+    no_args(NAME, args)
+    return NodePorts()

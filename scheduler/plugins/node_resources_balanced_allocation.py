@@ -18,63 +18,59 @@ PreScore computes the pod's requests once and Skips the plugin for a pod that re
 the resources (a best-effort pod: scoring it would pile such pods onto one node,
 kubernetes#129138). It has no Filter, so it rejects nothing and registers no events.
 
-Args: ``resources``, a list of ``{name, weight}``; names must be unique and, as kube-scheduler
-validates, every weight must be 1 (the score is unweighted). Bad args raise ``ArgsError``
-naming the field.
+Args (``NodeResourcesBalancedAllocationArgs``, decoded strictly by ``decode_args``):
+``resources``, a list of ``{name, weight}``, cpu and memory when left out or empty (kube-scheduler's
+v1 defaults, which also turn a weight left out or 0 into 1); names must be unique and, as
+kube-scheduler validates, every weight must be 1 (the score is unweighted). Bad args raise
+``ArgsError`` naming the field.
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Mapping
 
 from machinery import resources as res
 from machinery.api import core_pb2
+from scheduler.framework import plugin_args as pa
 from scheduler.framework.node_info import NodeInfo, is_scalar_resource
 from scheduler.framework.types import MAX_NODE_SCORE, Code, CycleState, StateData, Status
 
 NAME = "NodeResourcesBalancedAllocation"
 _SCORE_STATE_KEY = "PreScore" + NAME
 
-DEFAULT_RESOURCES = ({"name": "cpu", "weight": 1}, {"name": "memory", "weight": 1})
+ArgsError = pa.ArgsError
+ResourceSpec = pa.ResourceSpec
+DEFAULT_RESOURCES = pa.DEFAULT_RESOURCES
 
 
-class ArgsError(ValueError):
-    """NodeResourcesBalancedAllocationArgs the plugin cannot run with; the message names the field."""
+@dataclass(frozen=True)
+class NodeResourcesBalancedAllocationArgs:
+    """kube-scheduler's NodeResourcesBalancedAllocationArgs, with its v1 defaults."""
+
+    resources: tuple[ResourceSpec, ...] = DEFAULT_RESOURCES
+
+
+def decode_args(raw: Any, path: str = "") -> NodeResourcesBalancedAllocationArgs:
+    """NodeResourcesBalancedAllocationArgs from a pluginConfig entry's ``args``; ArgsError names the
+    bad field."""
+    fields = pa.fields(raw, path, NAME, ("resources",))
+    where = pa.join(path, "resources")
+    specs = pa.resource_specs(fields.get("resources"), where)
+    seen: set[str] = set()
+    for i, spec in enumerate(specs):
+        if spec.name in seen:
+            raise ArgsError(f'{where}[{i}].name: Duplicate value: "{spec.name}"')
+        seen.add(spec.name)
+        if spec.weight != 1:
+            raise ArgsError(f"{where}[{i}].weight: Invalid value: {spec.weight}: must be 1")
+    return NodeResourcesBalancedAllocationArgs(specs)
 
 
 @dataclass(frozen=True)
 class _PodRequests(StateData):
     amounts: tuple[int, ...]  # aligned with the plugin's resources
-
-
-def _parse_args(args: dict) -> tuple[str, ...]:
-    unknown = sorted(set(args) - {"resources"})
-    if unknown:
-        raise ArgsError(f'{unknown[0]}: unknown field "{unknown[0]}"')
-    specs = args.get("resources")
-    if specs is None:
-        specs = DEFAULT_RESOURCES
-    if not isinstance(specs, list | tuple):
-        raise ArgsError("resources: Invalid value: must be a list of {name, weight}")
-    names: list[str] = []
-    for i, spec in enumerate(specs):
-        if not isinstance(spec, dict):
-            raise ArgsError(f"resources[{i}]: Invalid value: must be a mapping with name and weight")
-        name = spec.get("name")
-        if not isinstance(name, str) or not name:
-            raise ArgsError(f"resources[{i}].name: Required value")
-        unknown = sorted(set(spec) - {"name", "weight"})
-        if unknown:
-            raise ArgsError(f'resources[{i}]: unknown field "{unknown[0]}"')
-        if name in names:
-            raise ArgsError(f'resources[{i}].name: Duplicate value: "{name}"')
-        weight = spec.get("weight", 1)
-        if weight != 1 or isinstance(weight, bool):
-            raise ArgsError(f"resources[{i}].weight: Invalid value: {weight!r}: must be 1")
-        names.append(name)
-    return tuple(names)
 
 
 def balanced_score(requested: list[int], allocatable: list[int]) -> int:
@@ -96,8 +92,8 @@ def balanced_score(requested: list[int], allocatable: list[int]) -> int:
 class NodeResourcesBalancedAllocation:
     name = NAME
 
-    def __init__(self, args: dict, handle: Any = None):
-        self.resources = _parse_args(args)
+    def __init__(self, args: NodeResourcesBalancedAllocationArgs, handle: Any = None):
+        self.resources = tuple(spec.name for spec in args.resources)
         self._cpu_memory = self.resources == (res.CPU, res.MEMORY)  # the default: a fast path below
 
     def _pod_requests(self, pod: core_pb2.Pod) -> _PodRequests:
@@ -145,5 +141,7 @@ class NodeResourcesBalancedAllocation:
         return balanced_score(requested, allocatable), None
 
 
-def new(args: dict, handle: Any) -> NodeResourcesBalancedAllocation:
-    return NodeResourcesBalancedAllocation(args, handle)
+def new(args: NodeResourcesBalancedAllocationArgs | Mapping[str, Any] | None,
+        handle: Any) -> NodeResourcesBalancedAllocation:
+    return NodeResourcesBalancedAllocation(
+        pa.typed(args, NodeResourcesBalancedAllocationArgs, decode_args, NAME), handle)

@@ -14,6 +14,13 @@ kube-scheduler's noderesources Fit plugin.
   shape of utilization), each a weighted average over ``resources`` (default cpu and memory,
   weight 1). Containers that request no cpu/memory count as 100m / 200Mi here, as in Kubernetes.
 
+Args (``NodeResourcesFitArgs``, decoded strictly by ``decode_args`` with kube-scheduler's v1
+defaults and validation_pluginargs.go's checks): ``ignoredResources``,
+``ignoredResourceGroups`` (extended resources the Filter does not check), ``scoringStrategy``
+``{type, resources: [{name, weight}], requestedToCapacityRatio: {shape: [{utilization,
+score}]}}``. Left out, the strategy is LeastAllocated over cpu and memory; given, its ``type``
+is required, ``resources`` default to cpu and memory and a weight left out or 0 is 1.
+
 What makes a pod this plugin rejected schedulable (its QueueingHints):
 - an assigned pod deleted — its requests leave the node;
 - an assigned pod scaled down (KEP-1287 in-place resize) in a resource the pod asks for, or the
@@ -24,10 +31,13 @@ What makes a pod this plugin rejected schedulable (its QueueingHints):
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Mapping
 
 from machinery import resources
 from machinery.api import core_pb2
+from machinery.selectors import validate_label_key
+from scheduler.framework import plugin_args as pa
+from scheduler.framework.features import Features, features_of
 from scheduler.framework.node_info import NodeInfo, Resource, is_scalar_resource
 from scheduler.framework.pod_info import PodInfo
 from scheduler.framework.types import (MAX_NODE_SCORE, ActionType, ClusterEvent, ClusterEventWithHint, Code,
@@ -42,11 +52,113 @@ MOST_ALLOCATED = "MostAllocated"
 REQUESTED_TO_CAPACITY_RATIO = "RequestedToCapacityRatio"
 MAX_CUSTOM_PRIORITY_SCORE = 10  # RequestedToCapacityRatio shape scores are 0..10
 
-DEFAULT_RESOURCES = ({"name": "cpu", "weight": 1}, {"name": "memory", "weight": 1})
+SCORING_STRATEGY_TYPES = (LEAST_ALLOCATED, MOST_ALLOCATED, REQUESTED_TO_CAPACITY_RATIO)
+
+ArgsError = pa.ArgsError
+ResourceSpec = pa.ResourceSpec
+DEFAULT_RESOURCES = pa.DEFAULT_RESOURCES
 
 
-class ArgsError(ValueError):
-    pass
+# ---------------------------------------------------------------- args
+
+
+@dataclass(frozen=True)
+class UtilizationShapePoint:
+    utilization: int  # 0..100 (percent of the node's allocatable requested)
+    score: int  # 0..10
+
+
+@dataclass(frozen=True)
+class RequestedToCapacityRatioParam:
+    shape: tuple[UtilizationShapePoint, ...] = ()
+
+
+@dataclass(frozen=True)
+class ScoringStrategy:
+    type: str = LEAST_ALLOCATED
+    resources: tuple[ResourceSpec, ...] = DEFAULT_RESOURCES
+    requested_to_capacity_ratio: RequestedToCapacityRatioParam | None = None
+
+
+@dataclass(frozen=True)
+class NodeResourcesFitArgs:
+    """kube-scheduler's NodeResourcesFitArgs, with its v1 defaults."""
+
+    ignored_resources: tuple[str, ...] = ()
+    ignored_resource_groups: tuple[str, ...] = ()
+    scoring_strategy: ScoringStrategy = ScoringStrategy()
+
+
+def _decode_shape(raw: Any, path: str) -> tuple[UtilizationShapePoint, ...]:
+    points = []
+    for i, item in enumerate(pa.listing(raw, path) if raw is not None else []):
+        here = f"{path}[{i}]"
+        point = pa.mapping(item, here)
+        pa.check_fields(point, ("utilization", "score"), here)
+        points.append(UtilizationShapePoint(pa.integer(point.get("utilization", 0), f"{here}.utilization"),
+                                            pa.integer(point.get("score", 0), f"{here}.score")))
+    if not points:
+        raise ArgsError(f"{path}: Required value: at least one point must be specified")
+    for i in range(1, len(points)):
+        if points[i - 1].utilization >= points[i].utilization:
+            raise ArgsError(f"{path}[{i}].utilization: Invalid value: {points[i].utilization}: values must be "
+                            f"sorted in increasing order")
+    for i, point in enumerate(points):
+        if not 0 <= point.utilization <= 100:
+            raise ArgsError(f"{path}[{i}].utilization: Invalid value: {point.utilization}: not in valid range "
+                            f"[0, 100]")
+        if not 0 <= point.score <= MAX_CUSTOM_PRIORITY_SCORE:
+            raise ArgsError(f"{path}[{i}].score: Invalid value: {point.score}: not in valid range "
+                            f"[0, {MAX_CUSTOM_PRIORITY_SCORE}]")
+    return tuple(points)
+
+
+def _decode_strategy(raw: Any, path: str) -> ScoringStrategy:
+    if raw is None:
+        return ScoringStrategy()
+    fields = pa.mapping(raw, path)
+    pa.check_fields(fields, ("type", "resources", "requestedToCapacityRatio"), path)
+    kind = pa.string(fields.get("type", ""), f"{path}.type")
+    if kind not in SCORING_STRATEGY_TYPES:
+        raise ArgsError(f'{path}.type: Unsupported value: "{kind}": supported values: '
+                        + ", ".join(f'"{t}"' for t in SCORING_STRATEGY_TYPES))
+    specs = pa.resource_specs(fields.get("resources"), f"{path}.resources")
+    for i, spec in enumerate(specs):
+        if not 0 < spec.weight <= 100:
+            raise ArgsError(f"{path}.resources[{i}].weight: Invalid value: {spec.weight}: resource weight of "
+                            f"{spec.name} not in valid range (0, 100]")
+    ratio_path = f"{path}.requestedToCapacityRatio"
+    raw_ratio = fields.get("requestedToCapacityRatio")
+    ratio = None
+    if kind == REQUESTED_TO_CAPACITY_RATIO:
+        if raw_ratio is None:
+            raise ArgsError(f"{ratio_path}: Required value: must be specified when type is RequestedToCapacityRatio")
+        ratio_fields = pa.mapping(raw_ratio, ratio_path)
+        pa.check_fields(ratio_fields, ("shape",), ratio_path)
+        ratio = RequestedToCapacityRatioParam(_decode_shape(ratio_fields.get("shape"), f"{ratio_path}.shape"))
+    elif raw_ratio is not None:
+        raise ArgsError(f"{ratio_path}: Forbidden: must be nil when type is not RequestedToCapacityRatio")
+    return ScoringStrategy(kind, specs, ratio)
+
+
+def decode_args(raw: Any, path: str = "") -> NodeResourcesFitArgs:
+    """NodeResourcesFitArgs from a pluginConfig entry's ``args``; ArgsError names the bad field."""
+    fields = pa.fields(raw, path, NAME, ("ignoredResources", "ignoredResourceGroups", "scoringStrategy"))
+    ignored = pa.strings(fields.get("ignoredResources"), pa.join(path, "ignoredResources"))
+    for i, name in enumerate(ignored):
+        reason = validate_label_key(name)
+        if reason:
+            raise ArgsError(f'{pa.join(path, "ignoredResources")}[{i}]: Invalid value: "{name}": {reason}')
+    groups = pa.strings(fields.get("ignoredResourceGroups"), pa.join(path, "ignoredResourceGroups"))
+    for i, group in enumerate(groups):
+        here = f'{pa.join(path, "ignoredResourceGroups")}[{i}]'
+        if "/" in group:
+            raise ArgsError(f"{here}: Invalid value: \"{group}\": resource group name can't contain '/'")
+        reason = validate_label_key(group)
+        if reason:
+            raise ArgsError(f'{here}: Invalid value: "{group}": {reason}')
+    strategy = _decode_strategy(fields.get("scoringStrategy"), pa.join(path, "scoringStrategy"))
+    return NodeResourcesFitArgs(ignored, groups, strategy)
 
 
 @dataclass(frozen=True)
@@ -211,48 +323,17 @@ class _Scorer:
         return total // weights if weights else 0
 
 
-def _parse_args(args: dict) -> tuple[_Scorer, frozenset[str], frozenset[str]]:
-    strategy = args.get("scoringStrategy") or {}
-    kind = strategy.get("type", LEAST_ALLOCATED)
-    if kind not in (LEAST_ALLOCATED, MOST_ALLOCATED, REQUESTED_TO_CAPACITY_RATIO):
-        raise ArgsError(f'scoringStrategy.type: Unsupported value: "{kind}": supported values: "LeastAllocated", '
-                        f'"MostAllocated", "RequestedToCapacityRatio"')
-    spec = []
-    for i, r in enumerate(strategy.get("resources") or DEFAULT_RESOURCES):
-        weight = r.get("weight", 1)
-        if not isinstance(weight, int) or weight < 1 or weight > 100:
-            raise ArgsError(f"scoringStrategy.resources[{i}].weight: Invalid value: {weight}: resource weight of "
-                            f"{r.get('name')} should be in the range [1, 100]")
-        spec.append((r["name"], weight))
-    shape = None
-    if kind == REQUESTED_TO_CAPACITY_RATIO:
-        points = (strategy.get("requestedToCapacityRatio") or {}).get("shape") or []
-        if not points:
-            raise ArgsError("scoringStrategy.requestedToCapacityRatio.shape: Required value: at least one point "
-                            "must be specified")
-        shape = []
-        for i, p in enumerate(points):
-            u, s = p.get("utilization", 0), p.get("score", 0)
-            if not 0 <= u <= 100:
-                raise ArgsError(f"scoringStrategy.requestedToCapacityRatio.shape[{i}].utilization: Invalid value: "
-                                f"{u}: utilization values must not be less than 0 or greater than 100")
-            if not 0 <= s <= MAX_CUSTOM_PRIORITY_SCORE:
-                raise ArgsError(f"scoringStrategy.requestedToCapacityRatio.shape[{i}].score: Invalid value: {s}: "
-                                f"score values must not be less than 0 or greater than 10")
-            if shape and u <= shape[-1][0]:
-                raise ArgsError(f"scoringStrategy.requestedToCapacityRatio.shape[{i}].utilization: Invalid value: "
-                                f"{u}: utilization values must be sorted in increasing order")
-            shape.append((u, s))
-    return (_Scorer(kind, spec, shape), frozenset(args.get("ignoredResources") or ()),
-            frozenset(args.get("ignoredResourceGroups") or ()))
-
-
 class NodeResourcesFit:
     name = NAME
 
-    def __init__(self, args: dict, handle: Any = None):
-        self.scorer, self.ignored, self.ignored_groups = _parse_args(args)
-        self.in_place_resize = args.get("enableInPlacePodVerticalScaling", True)
+    def __init__(self, args: NodeResourcesFitArgs, handle: Any = None, features: Features = Features()):
+        strategy = args.scoring_strategy
+        shape = strategy.requested_to_capacity_ratio
+        self.scorer = _Scorer(strategy.type, [(r.name, r.weight) for r in strategy.resources],
+                              [(p.utilization, p.score) for p in shape.shape] if shape is not None else None)
+        self.ignored = frozenset(args.ignored_resources)
+        self.ignored_groups = frozenset(args.ignored_resource_groups)
+        self.in_place_resize = features.enable_in_place_pod_vertical_scaling
 
     # ------------------------------------------------------------ filter
 
@@ -331,5 +412,5 @@ class NodeResourcesFit:
         return QueueingHint.QUEUE_SKIP
 
 
-def new(args: dict, handle: Any) -> NodeResourcesFit:
-    return NodeResourcesFit(args, handle)
+def new(args: NodeResourcesFitArgs | Mapping[str, Any] | None, handle: Any) -> NodeResourcesFit:
+    return NodeResourcesFit(pa.typed(args, NodeResourcesFitArgs, decode_args, NAME), handle, features_of(handle))

@@ -19,6 +19,7 @@ from typing import Any
 from machinery import placement
 from machinery.api import core_pb2
 from scheduler.framework.node_info import NodeInfo
+from scheduler.framework.plugin_args import no_args
 from scheduler.framework.types import (NODE, UNSCHEDULED_POD, ActionType, ClusterEvent, ClusterEventWithHint, Code,
                                        CycleState, QueueingHint, Status)
 
@@ -67,5 +68,7 @@ class NodeUnschedulable:
         return QueueingHint.QUEUE_SKIP
 
 
-def new(args: dict, handle: Any) -> NodeUnschedulable:
+def new(args: Any, handle: Any) -> NodeUnschedulable:
+    """NodeUnschedulable takes no args: kube-scheduler has no NodeUnschedulableArgs, and any given are an error."""
+    no_args(NAME, args)
     return NodeUnschedulable()

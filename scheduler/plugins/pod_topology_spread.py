@@ -34,8 +34,9 @@ zone maxSkew 5, both ScheduleAnyway — or ``List`` with ``defaultConstraints``)
 pod without constraints of its own, with the selector of the Services, ReplicaSets,
 StatefulSets and ReplicationControllers that select it. kplane has none of those objects, so
 that selector is always empty and, as kube-scheduler does for a pod nothing selects, no default
-constraint applies: such a pod is skipped at PreFilter and PreScore. The args are still
-validated as kube-scheduler validates them.
+constraint applies: such a pod is skipped at PreFilter and PreScore. The args
+(``PodTopologySpreadArgs``) are still decoded strictly and validated as kube-scheduler validates
+them (``decode_args``).
 
 Counting matching pods is the one costly part (every pod on every node). Per (namespace,
 selector) the count of each node is remembered with the NodeInfo's ``generation``, which changes
@@ -67,6 +68,7 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 from google.protobuf import json_format
 
 from machinery.api import core_pb2
+from scheduler.framework import plugin_args as pa
 from machinery.placement import RequiredNodeAffinity, find_untolerated_taint
 from machinery.selectors import NOTHING, LabelSelector, Requirement, SelectorError, from_match, validate_label_key
 from scheduler.framework.node_info import NodeInfo
@@ -99,8 +101,7 @@ SYSTEM_DEFAULT_CONSTRAINTS = (
 _NO_PODS = 2**31 - 1  # an unset critical path (kube-scheduler's MaxInt32)
 
 
-class ArgsError(ValueError):
-    pass
+ArgsError = pa.ArgsError
 
 
 # ---------------------------------------------------------------- constraints
@@ -298,48 +299,56 @@ def _missing_state(key: str) -> Status:
 # ---------------------------------------------------------------- args
 
 
-def _parse_args(args: dict) -> tuple[tuple[core_pb2.TopologySpreadConstraint, ...], bool]:
-    """The default constraints and whether they are the system's; ArgsError names each bad field."""
-    kind = args.get("defaultingType") or SYSTEM_DEFAULTING
-    raw = args.get("defaultConstraints") or []
+@dataclass(frozen=True)
+class PodTopologySpreadArgs:
+    """kube-scheduler's PodTopologySpreadArgs, with its v1 defaults (``defaultingType`` System)."""
+
+    default_constraints: tuple[core_pb2.TopologySpreadConstraint, ...] = ()
+    defaulting_type: str = SYSTEM_DEFAULTING
+
+
+def decode_args(raw: Any, path: str = "") -> PodTopologySpreadArgs:
+    """PodTopologySpreadArgs from a pluginConfig entry's ``args``; ArgsError names each bad field
+    (validation_pluginargs.go's checks, all of them at once as kube-scheduler reports them)."""
+    fields = pa.fields(raw, path, NAME, ("defaultConstraints", "defaultingType"))
+    kind_path, list_path = pa.join(path, "defaultingType"), pa.join(path, "defaultConstraints")
+    kind = pa.string(fields.get("defaultingType") or SYSTEM_DEFAULTING, kind_path)
+    raw_list = fields.get("defaultConstraints")
+    parsed = tuple(pa.message(core_pb2.TopologySpreadConstraint, item, f"{list_path}[{i}]")
+                   for i, item in enumerate(pa.listing(raw_list, list_path) if raw_list is not None else []))
     errors: list[str] = []
     if kind not in (SYSTEM_DEFAULTING, LIST_DEFAULTING):
-        errors.append(f'defaultingType: Unsupported value: "{kind}": supported values: "List", "System"')
-    elif kind == SYSTEM_DEFAULTING and raw:
-        errors.append('defaultingType: Invalid value: "System": when .defaultConstraints are not empty')
-    parsed: list[core_pb2.TopologySpreadConstraint] = []
-    for i, item in enumerate(raw):
-        path = f"defaultConstraints[{i}]"
-        try:
-            c = json_format.ParseDict(item, core_pb2.TopologySpreadConstraint())
-        except (json_format.ParseError, TypeError, ValueError, AttributeError) as exc:
-            errors.append(f"{path}: Invalid value: {exc}")
-            continue
+        errors.append(f'{kind_path}: Unsupported value: "{kind}": supported values: "List", "System"')
+    elif kind == SYSTEM_DEFAULTING and parsed:
+        errors.append(f'{kind_path}: Invalid value: "System": when .defaultConstraints are not empty')
+    for i, c in enumerate(parsed):
+        here = f"{list_path}[{i}]"
         if c.max_skew <= 0:
-            errors.append(f"{path}.maxSkew: Invalid value: {c.max_skew}: not in valid range (0, inf)")
+            errors.append(f"{here}.maxSkew: Invalid value: {c.max_skew}: not in valid range (0, inf)")
         if not c.topology_key:
-            errors.append(f"{path}.topologyKey: Required value: can not be empty")
+            errors.append(f"{here}.topologyKey: Required value: can not be empty")
         else:
             reason = validate_label_key(c.topology_key)
             if reason:
-                errors.append(f'{path}.topologyKey: Invalid value: "{c.topology_key}": {reason}')
+                errors.append(f'{here}.topologyKey: Invalid value: "{c.topology_key}": {reason}')
         if not c.when_unsatisfiable:
-            errors.append(f"{path}.whenUnsatisfiable: Required value: can not be empty")
+            errors.append(f"{here}.whenUnsatisfiable: Required value: can not be empty")
         elif c.when_unsatisfiable not in (DO_NOT_SCHEDULE, SCHEDULE_ANYWAY):
-            errors.append(f'{path}.whenUnsatisfiable: Unsupported value: "{c.when_unsatisfiable}": supported '
+            errors.append(f'{here}.whenUnsatisfiable: Unsupported value: "{c.when_unsatisfiable}": supported '
                           f'values: "DoNotSchedule", "ScheduleAnyway"')
         if c.HasField("label_selector"):
-            errors.append(f"{path}.labelSelector: Forbidden: constraint must not define a selector, as they "
+            errors.append(f"{here}.labelSelector: Forbidden: constraint must not define a selector, as they "
                           f"deduced for each pod")
-        if any(p.topology_key == c.topology_key and p.when_unsatisfiable == c.when_unsatisfiable for p in parsed):
-            errors.append(f'{path}: Duplicate value: "{{{c.topology_key}, {c.when_unsatisfiable}}}"')
-        parsed.append(c)
+        if any(p.topology_key == c.topology_key and p.when_unsatisfiable == c.when_unsatisfiable
+               for p in parsed[:i]):
+            errors.append(f'{here}: Duplicate value: "{{{c.topology_key}, {c.when_unsatisfiable}}}"')
     if errors:
         raise ArgsError(errors[0] if len(errors) == 1 else "[" + ", ".join(errors) + "]")
-    if kind == SYSTEM_DEFAULTING:
-        return tuple(json_format.ParseDict(c, core_pb2.TopologySpreadConstraint())
-                     for c in SYSTEM_DEFAULT_CONSTRAINTS), True
-    return tuple(parsed), False
+    return PodTopologySpreadArgs(parsed, kind)
+
+
+def _system_default_constraints() -> tuple[core_pb2.TopologySpreadConstraint, ...]:
+    return tuple(json_format.ParseDict(c, core_pb2.TopologySpreadConstraint()) for c in SYSTEM_DEFAULT_CONSTRAINTS)
 
 
 # ---------------------------------------------------------------- the plugin
@@ -348,9 +357,11 @@ def _parse_args(args: dict) -> tuple[tuple[core_pb2.TopologySpreadConstraint, ..
 class PodTopologySpread:
     name = NAME
 
-    def __init__(self, args: dict, handle: Any = None):
+    def __init__(self, args: PodTopologySpreadArgs, handle: Any = None):
         self.handle = handle
-        self.default_constraints, self.system_defaulted = _parse_args(args)
+        self.system_defaulted = args.defaulting_type == SYSTEM_DEFAULTING
+        self.default_constraints = (_system_default_constraints() if self.system_defaulted
+                                    else args.default_constraints)
         self._match_counts = _MatchCounts()
 
     def _constraints(self, pod: core_pb2.Pod, action: str) -> tuple[_Constraint, ...]:
@@ -614,5 +625,5 @@ def _node_matters(pod: core_pb2.Pod, constraints: Sequence[_Constraint], node: c
     return any((affinity_ok or not c.honor_affinity) and (taints_ok or not c.honor_taints) for c in constraints)
 
 
-def new(args: dict, handle: Any) -> PodTopologySpread:
-    return PodTopologySpread(args, handle)
+def new(args: PodTopologySpreadArgs | Mapping[str, Any] | None, handle: Any) -> PodTopologySpread:
+    return PodTopologySpread(pa.typed(args, PodTopologySpreadArgs, decode_args, NAME), handle)

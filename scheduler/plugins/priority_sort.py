@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from scheduler.framework.plugin_args import no_args
 from scheduler.framework.pod_info import QueuedPodInfo, pod_priority
 
 NAME = "PrioritySort"
@@ -25,5 +26,7 @@ class PrioritySort:
         return pa > pb or (pa == pb and a.timestamp < b.timestamp)
 
 
-def new(args: dict, handle: Any) -> PrioritySort:
+def new(args: Any, handle: Any) -> PrioritySort:
+    """PrioritySort takes no args: kube-scheduler has no PrioritySortArgs, and any given are an error."""
+    no_args(NAME, args)
     return PrioritySort()

@@ -16,6 +16,7 @@ from __future__ import annotations
 from typing import Any
 
 from machinery.api import core_pb2
+from scheduler.framework.plugin_args import no_args
 from scheduler.framework.types import (UNSCHEDULED_POD, ActionType, ClusterEvent, ClusterEventWithHint, Code,
                                        QueueingHint, Status)
 
@@ -49,5 +50,7 @@ class SchedulingGates:
         return QueueingHint.QUEUE_SKIP
 
 
-def new(args: dict, handle: Any) -> SchedulingGates:
+def new(args: Any, handle: Any) -> SchedulingGates:
+    """SchedulingGates takes no args: kube-scheduler has no SchedulingGatesArgs, and any given are an error."""
+    no_args(NAME, args)
     return SchedulingGates()

@@ -24,6 +24,7 @@ from typing import Any, Iterable, Sequence
 from machinery import placement
 from machinery.api import core_pb2
 from scheduler.framework.node_info import NodeInfo
+from scheduler.framework.plugin_args import no_args
 from scheduler.framework.types import (MAX_NODE_SCORE, NODE, UNSCHEDULED_POD, ActionType, ClusterEvent,
                                        ClusterEventWithHint, Code, CycleState, QueueingHint, Status)
 from scheduler.plugins.helper import default_normalize_score
@@ -117,5 +118,7 @@ class TaintToleration:
         return QueueingHint.QUEUE_SKIP
 
 
-def new(args: dict, handle: Any) -> TaintToleration:
+def new(args: Any, handle: Any) -> TaintToleration:
+    """TaintToleration takes no args: kube-scheduler has no TaintTolerationArgs, and any given are an error."""
+    no_args(NAME, args)
     return TaintToleration()

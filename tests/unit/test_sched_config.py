@@ -71,7 +71,7 @@ def test_plugin_args_and_several_profiles():
                                       "pluginConfig": [{"name": "NodeResourcesFit", "args": {
                                           "scoringStrategy": {"type": "MostAllocated"}}}]}]}, REGISTRY)
     assert [p.scheduler_name for p in cfg.profiles] == ["default-scheduler", "bin-packer"]
-    assert cfg.profiles[1].plugins.args["NodeResourcesFit"]["scoringStrategy"]["type"] == "MostAllocated"
+    assert cfg.profiles[1].plugins.args["NodeResourcesFit"].scoring_strategy.type == "MostAllocated"
     assert cfg.profiles[1].percentage_of_nodes_to_score == 100 and cfg.percentage_of_nodes_to_score == 30
     assert (cfg.pod_initial_backoff_seconds, cfg.pod_max_backoff_seconds) == (2, 20)
 

@@ -294,7 +294,8 @@ def test_added_preferred_terms_add_to_the_score():
      "nodeSelectorTerms[0].matchFields[0].operator: Unsupported value"),
     ({"addedAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
         {"matchLabels": {"a": "b"}}]}}},
-     'unknown field "addedAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms[0].matchLabels"'),
+     'addedAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms[0].matchLabels: '
+     'unknown field "matchLabels"'),
     ({"addedAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [
         {"weight": 101, "preference": {"matchExpressions": [{"key": "a", "operator": "Exists"}]}}]}},
      "preferredDuringSchedulingIgnoredDuringExecution[0].weight: Invalid value: 101"),

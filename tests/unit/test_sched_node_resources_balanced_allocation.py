@@ -103,7 +103,7 @@ def test_balanced_score_edge_cases():
      'resources[1].name: Duplicate value: "cpu"'),
     ({"resources": [{"name": "cpu", "weight": 2}]}, "resources[0].weight: Invalid value: 2: must be 1"),
     ({"resources": [{"weight": 1}]}, "resources[0].name: Required value"),
-    ({"resources": [{"name": "cpu", "wieght": 1}]}, 'resources[0]: unknown field "wieght"'),
+    ({"resources": [{"name": "cpu", "wieght": 1}]}, 'resources[0].wieght: unknown field "wieght"'),
     ({"resource": []}, 'resource: unknown field "resource"'),
 ])
 def test_bad_args_are_refused_with_the_field(args, fragment):

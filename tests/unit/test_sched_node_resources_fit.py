@@ -146,14 +146,20 @@ def test_requested_to_capacity_ratio_the_documents_worked_example():
 
 @pytest.mark.parametrize("args,fragment", [
     ({"scoringStrategy": {"type": "Random"}}, "Unsupported value"),
-    ({"scoringStrategy": {"resources": [{"name": "cpu", "weight": 0}]}}, "should be in the range [1, 100]"),
-    ({"scoringStrategy": {"type": "RequestedToCapacityRatio"}}, "at least one point"),
+    ({"scoringStrategy": {"type": "MostAllocated", "resources": [{"name": "cpu", "weight": 101}]}},
+     "scoringStrategy.resources[0].weight: Invalid value: 101: resource weight of cpu not in valid range (0, 100]"),
+    ({"scoringStrategy": {"type": "RequestedToCapacityRatio"}},
+     "scoringStrategy.requestedToCapacityRatio: Required value: must be specified when type is "
+     "RequestedToCapacityRatio"),
+    ({"scoringStrategy": {"type": "RequestedToCapacityRatio", "requestedToCapacityRatio": {"shape": []}}},
+     "scoringStrategy.requestedToCapacityRatio.shape: Required value: at least one point"),
     ({"scoringStrategy": {"type": "RequestedToCapacityRatio", "requestedToCapacityRatio": {
         "shape": [{"utilization": 50, "score": 1}, {"utilization": 10, "score": 2}]}}}, "sorted in increasing order"),
 ])
 def test_bad_args_are_refused_with_the_field(args, fragment):
-    with pytest.raises(nrf.ArgsError, match=fragment.replace("[", r"\[").replace("]", r"\]")):
+    with pytest.raises(nrf.ArgsError) as info:
         nrf.new(args, None)
+    assert fragment in str(info.value)
 
 
 def test_hints_an_assigned_pod_deleted_or_scaled_down_or_a_node_that_fits_queue():

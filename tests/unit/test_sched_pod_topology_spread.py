@@ -627,7 +627,8 @@ def test_system_defaults_apply_to_no_pod_in_kplane():
         {"maxSkew": 1, "topologyKey": "zone", "whenUnsatisfiable": "ScheduleAnyway"},
         {"maxSkew": 2, "topologyKey": "zone", "whenUnsatisfiable": "ScheduleAnyway"}]},
      'defaultConstraints[1]: Duplicate value: "{zone, ScheduleAnyway}"'),
-    ({"defaultingType": "List", "defaultConstraints": [{"maxskew": 1}]}, "defaultConstraints[0]: Invalid value"),
+    ({"defaultingType": "List", "defaultConstraints": [{"maxskew": 1}]},
+     'defaultConstraints[0].maxskew: unknown field "maxskew"'),
 ])
 def test_bad_args_are_refused_with_the_field(args, fragment):
     with pytest.raises(pts.ArgsError) as err:

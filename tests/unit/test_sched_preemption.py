@@ -5,10 +5,12 @@ victims."""
 from __future__ import annotations
 
 import asyncio
+import random
 
 from machinery import timeutil
 from machinery.api import core_pb2, policy_pb2
 from scheduler.cache.snapshot import Snapshot
+from scheduler.framework.features import Features
 from scheduler.framework.interfaces import Handle
 from scheduler.framework.node_info import NodeInfo
 from scheduler.framework.pod_info import PodInfo
@@ -29,8 +31,9 @@ class _Sort:
 
 
 REGISTRY = {"PrioritySort": lambda args, h: _Sort(), "NodeResourcesFit": node_resources_fit.new,
-            "DefaultPreemption": lambda args, h: default_preemption.new(
-                {"randomSeed": 1, "enableAsyncPreemption": False, **args}, h),
+            "DefaultPreemption": lambda args, h: default_preemption.DefaultPreemption(
+                args or default_preemption.DefaultPreemptionArgs(), h, Features(enable_async_preemption=False),
+                rand=random.Random(1)),
             "DefaultBinder": default_binder.new}
 
 
@@ -235,7 +238,8 @@ def test_status_types_carry_unresolvable_for_nodes_preemption_cannot_help():
 async def test_async_preemption_nominates_at_once_and_gates_the_pod_until_the_victims_were_asked_to_go():
     """KEP-4832: the victims go in the background; meanwhile PreEnqueue keeps the preemptor out."""
     env = Env([node("n1", cpu="3")], [pod("v1", 0, "1", "n1"), pod("v2", 1, "1", "n1"), pod("v3", 2, "1", "n1")])
-    plugin = default_preemption.new({"randomSeed": 1}, env.handle)
+    plugin = default_preemption.DefaultPreemption(default_preemption.DefaultPreemptionArgs(), env.handle,
+                                                  rand=random.Random(1))
     gate = asyncio.Event()
     deleted: list[str] = []
 
@@ -268,7 +272,8 @@ async def test_async_preemption_with_one_victim_is_done_once_that_victim_is_bein
     import asyncio
 
     env = Env([node("n1", cpu="1")], [pod("only", 0, "1", "n1")])
-    plugin = default_preemption.new({"randomSeed": 1}, env.handle)
+    plugin = default_preemption.DefaultPreemption(default_preemption.DefaultPreemptionArgs(), env.handle,
+                                                  rand=random.Random(1))
     hold = asyncio.Event()
 
     async def delete_then_hang(name, namespace="", **kw):

@@ -1,0 +1,103 @@
+"""``kplane up``'s checks before it starts anything (cli/preflight.py), and the one line it prints when
+a component fails to start anyway (cli/cluster.py ``last_error_line``)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from cli import preflight, topology
+from cli.cluster import last_error_line
+
+BAD_ARGS = ("apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\nprofiles:\n"
+            "- pluginConfig:\n  - name: NodeResourcesFit\n    args: {scoringStrategyy: {type: MostAllocated}}\n")
+
+
+def refused(cfg: topology.ClusterConfig, timeout: float = 60.0) -> str:
+    with pytest.raises(preflight.PreflightError) as info:
+        preflight.check_up(cfg, timeout)
+    return str(info.value)
+
+
+def test_a_good_configuration_passes(tmp_path):
+    good = tmp_path / "sched.yaml"
+    good.write_text("percentageOfNodesToScore: 50\nprofiles:\n- pluginConfig:\n  - name: NodeResourcesFit\n"
+                    "    args: {scoringStrategy: {type: MostAllocated}}\n")
+    preflight.check_up(topology.ClusterConfig(data_dir=str(tmp_path / "d"), hollow_nodes=2, scheduler_config=str(good),
+                                              feature_gates="SchedulerAsyncPreemption=false", kube_reserved="cpu=100m",
+                                              scheduler_args=["--leader-elect-lease-duration=4s"],
+                                              kubelet_args=["--sync-frequency=1"],
+                                              apiserver_args=["--watch-cache-size=100"]), 60.0)
+    assert not (tmp_path / "d").exists()
+
+
+def test_unknown_feature_gate():
+    assert refused(topology.ClusterConfig(feature_gates="NoSuchGate=true")) == \
+        "invalid --feature-gates 'NoSuchGate=true': unrecognized feature gate: NoSuchGate"
+
+
+def test_scheduler_config_with_a_misspelled_plugin_arg(tmp_path):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(BAD_ARGS)
+    assert refused(topology.ClusterConfig(scheduler_config=str(bad))) == (
+        f'invalid --scheduler-config {bad}: profiles[0].pluginConfig[0].args.scoringStrategyy: unknown field '
+        f'"scoringStrategyy"')
+
+
+@pytest.mark.parametrize("overrides,message", [
+    ({"nodes": -1}, "invalid --nodes -1: must be 0 or more"),
+    ({"node_cpu": "abc"}, "invalid --node-cpu 'abc': quantities must match"),
+    ({"node_pods": 0}, "invalid --node-pods 0: must be 1 or more"),
+    ({"etcd_members": 2}, "invalid --etcd-members 2: must be 1, 3 or 5"),
+    ({"kube_reserved": "cpu"}, "invalid --kube-reserved 'cpu': want key=value"),
+    ({"scheduler_args": ["--bogus"]}, "invalid --scheduler-arg: unrecognized arguments: --bogus"),
+    ({"scheduler_args": ["--leader-elect-lease-duration=soon"]},
+     'invalid --scheduler-arg: invalid scheduler configuration: --leader-elect-lease-duration: Invalid value: "soon"'),
+    ({"kubelet_args": ["--sync-frequency=often"]},
+     "invalid --kubelet-arg: argument --sync-frequency: invalid float value: 'often'"),
+    ({"nodes": 0, "hollow_nodes": 1, "kubelet_args": ["--eviction-hard=memory.available>1Gi"]},
+     "invalid --kubelet-arg: invalid eviction configuration"),
+    ({"apiserver_args": ["--watch-cache-size=big"]},
+     "invalid --apiserver-arg: argument --watch-cache-size: invalid int value: 'big'"),
+])
+def test_bad_values_name_their_flag(overrides, message):
+    assert refused(topology.ClusterConfig(**overrides)).startswith(message)
+
+
+def test_a_bad_config_given_to_the_scheduler_through_scheduler_arg(tmp_path):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(BAD_ARGS)
+    assert refused(topology.ClusterConfig(scheduler_args=[f"--config={bad}"])) == (
+        'invalid --scheduler-arg: invalid scheduler configuration: profiles[0].pluginConfig[0].args.scoringStrategyy: '
+        'unknown field "scoringStrategyy"')
+
+
+def test_bad_timeout():
+    assert refused(topology.ClusterConfig(), timeout=0) == "invalid --timeout 0: must be greater than 0"
+
+
+# ---------------------------------------------------------------- a component that fails anyway
+
+
+def _log(tmp_path, *lines: str) -> str:
+    path = tmp_path / "c.log"
+    path.write_text("".join(line + "\n" for line in lines))
+    return str(path)
+
+
+def test_last_error_line_is_the_components_own_message(tmp_path):
+    start = json.dumps({"event": "kplane_start", "component": "scheduler"})
+    # A SystemExit: its message is the last line.
+    assert last_error_line(_log(tmp_path, "earlier run's line", start, "invalid scheduler configuration: x")) == \
+        "invalid scheduler configuration: x"
+    # A traceback: its final line, not the frames.
+    assert last_error_line(_log(tmp_path, start, "Traceback (most recent call last):", '  File "m.py", line 1',
+                                "    boom()", "RuntimeError: boom")) == "RuntimeError: boom"
+    # A JSON error line, then a clean stop logged at info level.
+    failed = json.dumps({"level": "error", "event": "start_failed", "error": "OSError: address already in use",
+                         "exception": "Traceback ..."})
+    stopped = json.dumps({"level": "info", "event": "stopped", "exit_code": 1})
+    assert last_error_line(_log(tmp_path, start, failed, stopped)) == "start_failed: OSError: address already in use"
+    # Nothing since this start.
+    assert last_error_line(_log(tmp_path, "old failure", start)) == "no output"

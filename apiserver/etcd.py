@@ -28,6 +28,7 @@ _REQUEST_DURATION = Histogram(
 
 DEFAULT_TIMEOUT = 5.0
 _COMPACTED = "required revision has been compacted"
+_TOO_LARGE = ("etcdserver: request is too large", "received message larger than max")
 
 
 class EtcdError(errors.Unavailable):
@@ -114,6 +115,11 @@ class EtcdClient:
         except grpc.aio.AioRpcError as exc:
             if _COMPACTED in (exc.details() or ""):
                 raise CompactedError() from None
+            if any(t in (exc.details() or "") for t in _TOO_LARGE):
+                # Over etcd's --max-request-bytes (1.5 MiB by default; its gRPC server takes 512 KiB
+                # more, then refuses by itself): no retry can succeed. Kubernetes answers this 500
+                # (kubernetes#112152); kplane answers 413.
+                raise errors.RequestEntityTooLarge(f"Request entity too large: etcd: {exc.details()}") from None
             raise EtcdError(f"etcd {operation} failed: {exc.code().name}: {exc.details()}") from None
         finally:
             _REQUEST_DURATION.labels(operation=operation, type=type_).observe(time.perf_counter() - start)

@@ -4,6 +4,11 @@ Each call is authenticated (bearer token), timed and counted as Kubernetes count
 (``apiserver_request_total{verb,resource,subresource,code}`` with HTTP-style codes), and any
 ``ApiError`` becomes its gRPC status with the Kubernetes message. Watch responses are written
 as pre-encoded bytes (see ``watchcache``), so the response serializer is the identity.
+
+Sizes at the boundary, as Kubernetes' apiserver: a request over ``errors.MAX_REQUEST_BYTES``
+(3 MiB) is answered ``Request entity too large: limit is 3145728`` (413, INVALID_ARGUMENT: never
+retried) before it is even decoded; a status message is cut to fit gRPC's metadata limit
+(``errors.fit_status_message``), the whole message going to the log.
 """
 
 from __future__ import annotations
@@ -51,11 +56,43 @@ def _identity(b: bytes) -> bytes:
     return b
 
 
+class _Oversized:
+    """What the deserializer hands a handler instead of a request over the size limit."""
+
+    __slots__ = ("size",)
+
+    def __init__(self, size: int):
+        self.size = size
+
+
+def _deserializer(message: type[Message], limit: int) -> Callable[[bytes], Message | _Oversized]:
+    """``message.FromString`` for requests up to ``limit`` bytes; bigger ones are not decoded.
+
+    Raising here would make gRPC answer a bare UNKNOWN; the handler answers the marker with
+    Kubernetes' 413 instead."""
+    parse = message.FromString
+
+    def deserialize(data: bytes) -> Message | _Oversized:
+        return _Oversized(len(data)) if len(data) > limit else parse(data)
+
+    return deserialize
+
+
+async def _abort(context: grpc.aio.ServicerContext, code: grpc.StatusCode, message: str, **where: str) -> None:
+    """End the call with ``code`` and ``message``, cut to what gRPC metadata carries (the whole
+    message is logged when it is cut)."""
+    fitted = errors.fit_status_message(message)
+    if fitted is not message:
+        log.warning("status_message_truncated", code=code.name, size=len(message), message=message, **where)
+    await context.abort(code, fitted)
+
+
 class Api:
     """Everything a handler needs."""
 
     def __init__(self, registry: Registry, pods: PodSubresources, cache: WatchCache, authn: TokenAuthenticator,
-                 max_inflight: int = 400, max_mutating_inflight: int = 200):
+                 max_inflight: int = 400, max_mutating_inflight: int = 200,
+                 max_request_bytes: int = errors.MAX_REQUEST_BYTES):
         self.registry = registry
         self.pods = pods
         self.cache = cache
@@ -67,6 +104,9 @@ class Api:
         # answer clients know to retry (nothing was done) instead of queueing without bound.
         self.limits = {"readOnly": max_inflight, "mutating": max_mutating_inflight}
         self.inflight = {"readOnly": 0, "mutating": 0}
+        # Kubernetes' MaxRequestBodyBytes; gRPC's own receive limit (server.py) must be larger,
+        # or gRPC refuses first with RESOURCE_EXHAUSTED.
+        self.max_request_bytes = max_request_bytes
 
 
 def _metadata_value(context: grpc.aio.ServicerContext, key: str) -> str | None:
@@ -100,6 +140,8 @@ def _unary(api: Api, kind: Kind, fn: Handler, verb: str, subresource: str = ""):
         code = 200 if verb != "CREATE" else 201
         counted = False
         try:
+            if isinstance(request, _Oversized):
+                raise errors.RequestEntityTooLarge.of(api.max_request_bytes)
             if not api.ready:
                 raise errors.Unavailable(f"the apiserver is not ready: {api.not_ready_reason}")
             if limit and api.inflight[request_kind] >= limit:
@@ -113,13 +155,14 @@ def _unary(api: Api, kind: Kind, fn: Handler, verb: str, subresource: str = ""):
             return await fn(api, kind, request, user, dry)
         except errors.ApiError as exc:
             code = exc.http
-            await context.abort(exc.code, exc.message)
+            await _abort(context, exc.code, exc.message, verb=verb, resource=resource, subresource=subresource)
         except grpc.aio.AbortError:
             raise
         except Exception as exc:  # a bug: report it, keep serving
             code = 500
             log.exception("request_failed", verb=verb, resource=resource, subresource=subresource)
-            await context.abort(grpc.StatusCode.INTERNAL, f"internal error: {type(exc).__name__}: {exc}")
+            await _abort(context, grpc.StatusCode.INTERNAL, f"internal error: {type(exc).__name__}: {exc}",
+                         verb=verb, resource=resource, subresource=subresource)
         finally:
             if counted:
                 api.inflight[request_kind] -= 1
@@ -127,7 +170,7 @@ def _unary(api: Api, kind: Kind, fn: Handler, verb: str, subresource: str = ""):
             latency.observe(time.perf_counter() - start)
 
     return grpc.unary_unary_rpc_method_handler(
-        handle, request_deserializer=_request_type(fn, kind).FromString,
+        handle, request_deserializer=_deserializer(_request_type(fn, kind), api.max_request_bytes),
         response_serializer=lambda m: m.SerializeToString())
 
 
@@ -197,9 +240,11 @@ async def _evict(api: Api, kind: Kind, ev: core_pb2.Eviction, user: User, dry: b
 def _watch(api: Api, kind: Kind):
     cache = api.cache[kind]
 
-    async def handle(req: meta_pb2.WatchRequest, context: grpc.aio.ServicerContext):
+    async def handle(req: meta_pb2.WatchRequest | _Oversized, context: grpc.aio.ServicerContext):
         code = 200
         try:
+            if isinstance(req, _Oversized):
+                raise errors.RequestEntityTooLarge.of(api.max_request_bytes)
             if not api.ready:
                 raise errors.Unavailable(f"the apiserver is not ready: {api.not_ready_reason}")
             api.authn.authenticate(context.invocation_metadata())
@@ -214,7 +259,7 @@ def _watch(api: Api, kind: Kind):
         except errors.ApiError as exc:
             code = exc.http
             _REQUESTS.labels(verb="WATCH", resource=kind.plural, subresource="", code=str(code)).inc()
-            await context.abort(exc.code, exc.message)
+            await _abort(context, exc.code, exc.message, verb="WATCH", resource=kind.plural)
             return
         _REQUESTS.labels(verb="WATCH", resource=kind.plural, subresource="", code="200").inc()
         _INFLIGHT.labels(resource=kind.plural).inc()
@@ -229,22 +274,25 @@ def _watch(api: Api, kind: Kind):
             cache.remove(watcher)
 
     return grpc.unary_stream_rpc_method_handler(
-        handle, request_deserializer=meta_pb2.WatchRequest.FromString, response_serializer=_identity)
+        handle, request_deserializer=_deserializer(meta_pb2.WatchRequest, api.max_request_bytes),
+        response_serializer=_identity)
 
 
 def _history(api: Api):
-    async def handle(req: api_pb2.HistoryRequest, context: grpc.aio.ServicerContext):
+    async def handle(req: api_pb2.HistoryRequest | _Oversized, context: grpc.aio.ServicerContext):
         try:
+            if isinstance(req, _Oversized):
+                raise errors.RequestEntityTooLarge.of(api.max_request_bytes)
             if not api.ready:
                 raise errors.Unavailable(f"the apiserver is not ready: {api.not_ready_reason}")
             api.authn.authenticate(context.invocation_metadata())
             async for resp in history.stream(api.registry.etcd, req.since, req.follow):
                 yield resp
         except errors.ApiError as exc:
-            await context.abort(exc.code, exc.message)
+            await _abort(context, exc.code, exc.message, verb="HISTORY", resource="")
 
     return grpc.unary_stream_rpc_method_handler(
-        handle, request_deserializer=api_pb2.HistoryRequest.FromString,
+        handle, request_deserializer=_deserializer(api_pb2.HistoryRequest, api.max_request_bytes),
         response_serializer=lambda m: m.SerializeToString())
 
 

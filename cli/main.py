@@ -17,9 +17,12 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
+from google.protobuf.message import Message
+
 from cli import apply as apply_cmd
 from cli import check as check_cmd
-from cli import cluster, nodes, printers, topology
+from cli import cluster, nodes, preflight, printers, topology
+from cli import watch as watch_cmd
 from cli.etcd_binary import EtcdNotFound, find_etcd
 from machinery import errors, jsonconv, quantity
 from machinery.client import Client
@@ -84,19 +87,11 @@ def cmd_up(args: argparse.Namespace) -> int:
         kubelet_args=list(args.kubelet_arg), schedulers=args.schedulers, scheduler_args=list(args.scheduler_arg))
     if args.scheduler_config:
         cfg.scheduler_config = str(Path(args.scheduler_config).resolve())
-    for flag, value in (("--node-cpu", args.node_cpu), ("--node-memory", args.node_memory)):
-        try:
-            quantity.parse_quantity(value)
-        except ValueError as exc:
-            raise UsageError(f"invalid {flag} {value!r}: {exc}") from None
-    if args.nodes < 0 or args.hollow_nodes < 0 or args.etcd_members not in (1, 3, 5):
-        raise UsageError("--nodes and --hollow-nodes must be >= 0 and --etcd-members 1, 3 or 5")
-    if args.schedulers < 0:
-        raise UsageError(f"invalid --schedulers {args.schedulers}: must be 0 or more")
-    if args.node_pods < 1:
-        raise UsageError(f"invalid --node-pods {args.node_pods}: must be at least 1")
-    if args.scheduler_config and not Path(args.scheduler_config).is_file():
-        raise UsageError(f"--scheduler-config {args.scheduler_config}: no such file")
+    # Every value is checked, by the components' own parsers, before anything starts or is written.
+    try:
+        preflight.check_up(cfg, args.timeout)
+    except preflight.PreflightError as exc:
+        raise UsageError(str(exc)) from None
     try:
         etcd = find_etcd()
     except EtcdNotFound as exc:
@@ -278,13 +273,19 @@ def cmd_get(args: argparse.Namespace) -> int:
         field = args.field_selector or ""
         if args.name:
             field = ",".join(f for f in (field, f"metadata.name={args.name}") if f)
-        async for ev in rc.watch(ns, label_selector=args.selector or "", field_selector=field, resource_version=rv,
-                                 allow_bookmarks=False):
+
+        def show(type_: str, obj: Message) -> None:
             if args.output in ("json", "yaml"):
-                doc = {"type": ev.type, "object": jsonconv.to_dict(ev.object)}
+                doc = {"type": type_, "object": jsonconv.to_dict(obj)}
                 print(json.dumps(doc) if args.output == "json" else "---\n" + printers.to_yaml(doc), flush=True)
+            elif args.output == "name":
+                print(printers.resource_name(kind, obj.metadata.name), flush=True)
             else:
-                print(printers.format_table([printers.table_row(kind, ev.object, wide, all_ns)]), flush=True)
+                print(printers.format_table([printers.table_row(kind, obj, wide, all_ns)]), flush=True)
+
+        # Across apiserver restarts and expired versions, as informers do (cli/watch.py).
+        await watch_cmd.follow(rc, namespace=ns, label_selector=args.selector or "", field_selector=field,
+                               resource_version=rv, shown=items, show=show)
         return 0
 
     return run_api(args, go)

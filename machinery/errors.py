@@ -8,9 +8,21 @@ own (``pods "web" not found``, ``Pod "web" is invalid: spec.containers[0].name: 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Final
 
 import grpc
+
+# Kubernetes' apiserver refuses request bodies over 3 MiB (k8s.io/apiserver's
+# MaxRequestBodyBytes: twice etcd's 1.5 MiB request limit, since JSON shrinks when stored as
+# protobuf) with 413 "Request entity too large: limit is 3145728".
+MAX_REQUEST_BYTES: Final = 3 * 1024 * 1024
+# A status message travels in gRPC trailers; clients refuse metadata over 8 KiB (soft) / 16 KiB
+# (hard) as RESOURCE_EXHAUSTED, which reads as "retry". Messages are cut to this many bytes as
+# they go on the wire (percent-encoded), well inside both.
+MAX_STATUS_MESSAGE_BYTES: Final = 4096
+# A field error quotes at most this much of a bad value: longer than any name Kubernetes allows
+# (253), short enough that a message stays readable and small.
+MAX_QUOTED_VALUE_CHARS: Final = 256
 
 
 class ApiError(Exception):
@@ -67,6 +79,17 @@ class TooManyRequests(ApiError):
     code, http = grpc.StatusCode.RESOURCE_EXHAUSTED, 429
 
 
+class RequestEntityTooLarge(ApiError):
+    """Kubernetes' 413: the request is over the apiserver's size limit. Never worth a retry, so it
+    travels as INVALID_ARGUMENT, not as gRPC's RESOURCE_EXHAUSTED (which clients read as 429)."""
+
+    code, http = grpc.StatusCode.INVALID_ARGUMENT, 413
+
+    @classmethod
+    def of(cls, limit: int = MAX_REQUEST_BYTES) -> "RequestEntityTooLarge":
+        return cls(f"Request entity too large: limit is {limit}")
+
+
 class Forbidden(ApiError):
     code, http = grpc.StatusCode.PERMISSION_DENIED, 403
 
@@ -118,14 +141,49 @@ _BY_CODE: dict[grpc.StatusCode, type[ApiError]] = {
 }
 
 
+_ENTITY_TOO_LARGE = "Request entity too large"
+# gRPC's own refusals of an oversized message, by the sender ("Sent message larger than max") or
+# the receiver ("Received message larger than max"), come as RESOURCE_EXHAUSTED.
+_GRPC_TOO_LARGE = "message larger than max"
+
+
 def from_rpc_error(err: grpc.RpcError) -> ApiError:
     """The ApiError for a gRPC error received by a client."""
     code = err.code() if hasattr(err, "code") else grpc.StatusCode.UNKNOWN
-    details = err.details() if hasattr(err, "details") else str(err)
+    details = (err.details() if hasattr(err, "details") else str(err)) or ""
     cls = _BY_CODE.get(code, ApiError)
-    if cls is Invalid and " is invalid: " not in (details or ""):
+    if cls is Invalid and details.startswith(_ENTITY_TOO_LARGE):
+        cls = RequestEntityTooLarge
+    elif cls is Invalid and " is invalid: " not in details:
         cls = BadRequest  # both travel as INVALID_ARGUMENT; validation errors say "X is invalid: ..."
+    elif cls is TooManyRequests and _GRPC_TOO_LARGE in details:
+        cls = RequestEntityTooLarge  # gRPC's size limit: no retry can succeed
     return cls(details or code.name)
+
+
+def _wire_bytes(ch: str) -> int:
+    """Bytes ``ch`` takes in a grpc-message trailer: gRPC percent-encodes every byte outside
+    printable ASCII, and '%' itself."""
+    if " " <= ch <= "~" and ch != "%":
+        return 1
+    return 3 * len(ch.encode("utf-8", "surrogatepass"))
+
+
+def fit_status_message(message: str, limit: int = MAX_STATUS_MESSAGE_BYTES) -> str:
+    """``message`` cut to ``limit`` bytes on the wire, saying it was cut; unchanged if it fits.
+
+    The apiserver applies this to every status it sends, so no error can outgrow the gRPC
+    metadata limit and reach the client as a metadata-size RESOURCE_EXHAUSTED."""
+    if len(message) * 12 <= limit or sum(map(_wire_bytes, message)) <= limit:
+        return message
+    suffix = f"... (truncated; the whole message is {len(message.encode('utf-8', 'surrogatepass'))} bytes)"
+    budget = limit - len(suffix)
+    used = 0
+    for i, ch in enumerate(message):
+        used += _wire_bytes(ch)
+        if used > budget:
+            return message[:i] + suffix
+    return message
 
 
 def not_found(resource: str, name: str) -> NotFound:
@@ -144,15 +202,27 @@ def conflict(resource: str, name: str, reason: str = "the object has been modifi
 # ---------------------------------------------------------------- field errors
 
 
-def format_value(value: Any) -> str:
-    """How field.Error prints a bad value (strings quoted, bools lower case, nil as null)."""
+def format_value(value: Any, limit: int = MAX_QUOTED_VALUE_CHARS) -> str:
+    """How field.Error prints a bad value (strings quoted, bools lower case, nil as null).
+
+    Kubernetes' field.Error omits values it knows are too long to print (``TooLong`` and
+    ``omitValue`` in apimachinery's field/errors.go) and quotes every other value whole, so a 20 KB
+    label value is quoted whole. Here no string is quoted beyond ``limit`` characters: a longer
+    one prints its prefix, then how long it was — every validator gets this for free. A value
+    printed as a Go struct (a PodDisruptionBudgetSpec, say) gets four times that, so Kubernetes'
+    own messages for ordinary objects stay whole."""
     if isinstance(value, str):
-        return f'"{value}"'
+        if len(value) <= limit:
+            return f'"{value}"'
+        return f'"{value[:limit]}"...(truncated: {len(value)} characters)'
     if isinstance(value, bool):
         return "true" if value else "false"
     if value is None:
         return "null"
-    return str(value)
+    text, limit = str(value), 4 * limit
+    if len(text) <= limit:
+        return text
+    return f"{text[:limit]}...(truncated: {len(text)} characters)"
 
 
 @dataclass(frozen=True)

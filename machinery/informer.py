@@ -9,6 +9,9 @@ Handlers run on the event loop and must only enqueue (client-go's rule): workers
 the cache, so a missed or repeated event cannot corrupt state. The watch resumes from the last
 resourceVersion seen (BOOKMARKs keep it current while nothing changes); when the server says that
 version is too old (``Gone``), the informer relists and hands handlers the difference.
+
+The list-and-watch loop itself is ``Reflector`` (client-go's name for it), which anything that
+follows a kind can use without a cache: ``kplane get -w`` prints with it.
 """
 
 from __future__ import annotations
@@ -22,10 +25,10 @@ from google.protobuf.message import Message
 from prometheus_client import Counter
 
 from machinery import errors
-from machinery.client import Client
+from machinery.client import Client, ResourceClient
 from machinery.kinds import Kind
 from machinery.logging import get_logger
-from machinery.process import cancel_and_wait
+from machinery.process import cancel_and_wait, supervise
 
 log = get_logger()
 
@@ -34,6 +37,9 @@ _RELISTS = Counter("kplane_informer_relists_total", "Times an informer listed it
 _WATCH_RESTARTS = Counter("kplane_informer_watch_restarts_total", "Times an informer re-opened its watch.",
                           ["kind", "reason"])
 
+ListFn = Callable[[list[Message], str], None]
+EventFn = Callable[[str, Message], None]
+ErrorFn = Callable[[errors.ApiError, int], None]
 AddFn = Callable[[Message], None]
 UpdateFn = Callable[[Message, Message], None]
 DeleteFn = Callable[[Message], None]
@@ -44,6 +50,89 @@ def key_of(obj: Message) -> str:
     """client-go's MetaNamespaceKeyFunc: ``namespace/name`` or ``name``."""
     ns = obj.metadata.namespace
     return f"{ns}/{obj.metadata.name}" if ns else obj.metadata.name
+
+
+_BACKOFF_START = 0.1
+_BACKOFF_MAX = 2.0
+
+
+class Reflector:
+    """client-go's Reflector: list, then watch from the list's resourceVersion, until cancelled.
+
+    The watch resumes from the last resourceVersion seen (an event's, or a BOOKMARK's while nothing
+    changes) whenever its stream ends or fails — UNAVAILABLE while the apiserver restarts, a reset
+    stream — after a jittered backoff (0.1 s doubling to 2 s) once it failed or ended without
+    delivering anything. Only when the server says that version is too old (``Gone``) does it list
+    again. ``on_list(items, resource_version)`` gets every list, ``on_event(type, object)`` every
+    ADDED, MODIFIED and DELETED event, ``on_error(error, failures)`` every failure (``failures``:
+    how many in a row since the last event) and may raise to end the loop.
+    """
+
+    def __init__(self, resource: ResourceClient, *, on_list: ListFn, on_event: EventFn,
+                 on_error: ErrorFn | None = None, namespace: str = "", label_selector: str = "",
+                 field_selector: str = ""):
+        self._resource = resource
+        self._on_list = on_list
+        self._on_event = on_event
+        self._on_error = on_error
+        self.namespace = namespace
+        self.label_selector = label_selector
+        self.field_selector = field_selector
+        self.resource_version = ""
+
+    async def run(self, resource_version: str = "") -> None:
+        """List and watch until cancelled. Given ``resource_version``, the caller has listed at that
+        version already (and shown what it got): the loop starts with the watch."""
+        kind = self._resource.kind.name
+        need_list = not resource_version
+        self.resource_version = resource_version
+        backoff, failures = _BACKOFF_START, 0
+        while True:
+            try:
+                if need_list:
+                    await self._list()
+                    need_list = False
+                delivered = False
+                async for ev in self._resource.watch(self.namespace, label_selector=self.label_selector,
+                                                     field_selector=self.field_selector,
+                                                     resource_version=self.resource_version, allow_bookmarks=True):
+                    delivered = True
+                    backoff, failures = _BACKOFF_START, 0
+                    if ev.type != "BOOKMARK":
+                        self._on_event(ev.type, ev.object)
+                    rv = ev.object.metadata.resource_version
+                    if rv and _rv_str(rv) > _rv_str(self.resource_version):
+                        self.resource_version = rv
+                _WATCH_RESTARTS.labels(kind=kind, reason="closed").inc()
+                if not delivered:  # a stream that ends at once must not become a busy loop
+                    backoff = await _sleep(backoff)
+            except asyncio.CancelledError:
+                raise
+            except errors.Gone as exc:
+                _WATCH_RESTARTS.labels(kind=kind, reason="gone").inc()
+                failures += 1
+                if self._on_error is not None:
+                    self._on_error(exc, failures)
+                need_list = True
+            except errors.ApiError as exc:
+                _WATCH_RESTARTS.labels(kind=kind, reason=type(exc).__name__).inc()
+                failures += 1
+                if self._on_error is not None:
+                    self._on_error(exc, failures)
+                backoff = await _sleep(backoff)
+
+    async def _list(self) -> None:
+        _RELISTS.labels(kind=self._resource.kind.name).inc()
+        resp = await self._resource.list(self.namespace, label_selector=self.label_selector,
+                                         field_selector=self.field_selector, resource_version="0")
+        self.resource_version = resp.metadata.resource_version
+        self._on_list(list(resp.items), self.resource_version)
+
+
+async def _sleep(backoff: float) -> float:
+    """Sleep about ``backoff`` seconds (jittered up to +50%); the next backoff."""
+    await asyncio.sleep(backoff * (1 + random.random() / 2))
+    return min(backoff * 2, _BACKOFF_MAX)
 
 
 @dataclass
@@ -68,13 +157,15 @@ class Informer:
         self.label_selector = label_selector
         self.field_selector = field_selector
         self.store: dict[str, Message] = {}
-        self.resource_version = ""
         self.lists = 0  # how many times the kind was listed (1 = never relisted)
         self._handlers: list[_Handler] = []
         self._indexes: dict[str, _Index] = {}
         self._synced = asyncio.Event()
         self._task: asyncio.Task | None = None
         self._resource = client.resource(kind)
+        self._reflector = Reflector(self._resource, on_list=self._listed, on_event=self._apply,
+                                    on_error=self._watch_failed, namespace=namespace,
+                                    label_selector=label_selector, field_selector=field_selector)
 
     # ------------------------------------------------------------ set-up
 
@@ -95,11 +186,16 @@ class Informer:
 
     async def start(self) -> None:
         if self._task is None:
-            self._task = asyncio.create_task(self._run(), name=f"informer-{self.kind.plural}")
+            self._task = supervise(f"informer-{self.kind.plural}", self._run)
 
     async def stop(self) -> None:
         await cancel_and_wait([self._task])
         self._task = None
+
+    @property
+    def resource_version(self) -> str:
+        """The last resourceVersion the informer has seen (its watch resumes from it)."""
+        return self._reflector.resource_version
 
     @property
     def has_synced(self) -> bool:
@@ -107,7 +203,8 @@ class Informer:
         return self._synced.is_set()
 
     async def wait_for_sync(self, timeout: float | None = None) -> None:
-        await asyncio.wait_for(self._synced.wait(), timeout)
+        async with asyncio.timeout(timeout):
+            await self._synced.wait()
 
     # ------------------------------------------------------------ reads
 
@@ -189,44 +286,19 @@ class Informer:
         else:
             self._dispatch("update", old, obj)
 
-    async def _list(self) -> None:
-        _RELISTS.labels(kind=self.kind.name).inc()
+    def _listed(self, items: list[Message], resource_version: str) -> None:
         self.lists += 1
-        resp = await self._resource.list(self.namespace, label_selector=self.label_selector,
-                                         field_selector=self.field_selector, resource_version="0")
-        self._replace(list(resp.items))
-        self.resource_version = resp.metadata.resource_version
+        self._replace(items)
         self._synced.set()
 
+    def _watch_failed(self, exc: errors.ApiError, failures: int) -> None:
+        if isinstance(exc, errors.Gone):
+            log.info("informer_relist", kind=self.kind.name, resource_version=self.resource_version)
+        else:
+            log.debug("informer_watch_error", kind=self.kind.name, error=exc.message, failures=failures)
+
     async def _run(self) -> None:
-        backoff = 0.1
-        need_list = True
-        while True:
-            try:
-                if need_list:
-                    await self._list()
-                    need_list = False
-                async for ev in self._resource.watch(self.namespace, label_selector=self.label_selector,
-                                                     field_selector=self.field_selector,
-                                                     resource_version=self.resource_version, allow_bookmarks=True):
-                    backoff = 0.1
-                    if ev.type != "BOOKMARK":
-                        self._apply(ev.type, ev.object)
-                    rv = ev.object.metadata.resource_version
-                    if rv and _rv_str(rv) > _rv_str(self.resource_version):
-                        self.resource_version = rv
-                _WATCH_RESTARTS.labels(kind=self.kind.name, reason="closed").inc()
-            except asyncio.CancelledError:
-                raise
-            except errors.Gone:
-                _WATCH_RESTARTS.labels(kind=self.kind.name, reason="gone").inc()
-                log.info("informer_relist", kind=self.kind.name, resource_version=self.resource_version)
-                need_list = True
-            except errors.ApiError as exc:
-                _WATCH_RESTARTS.labels(kind=self.kind.name, reason=type(exc).__name__).inc()
-                log.debug("informer_watch_error", kind=self.kind.name, error=exc.message)
-                await asyncio.sleep(backoff * (1 + random.random() / 2))
-                backoff = min(backoff * 2, 2.0)
+        await self._reflector.run()
 
 
 def _rv(obj: Message) -> int:

@@ -408,3 +408,55 @@ async def test_metrics_count_requests_by_verb_resource_subresource_and_code(kclu
     assert 'apiserver_request_total{code="404",resource="pods",subresource="",verb="GET"}' in text
     assert "apiserver_request_duration_seconds_bucket" in text
     assert json.loads(urllib.request.urlopen(f"http://{admin}/failpoints", timeout=5).read())["declared"]
+
+
+# ---------------------------------------------------------------- error details that fit
+
+
+def _request_count(kcluster, verb: str, code: int) -> float:
+    import urllib.request
+    admin = kcluster.process("apiserver").admin
+    text = urllib.request.urlopen(f"http://{admin}/metrics", timeout=5).read().decode()
+    sample = f'apiserver_request_total{{code="{code}",resource="pods",subresource="",verb="{verb}"}} '
+    return sum(float(line[len(sample):]) for line in text.splitlines() if line.startswith(sample))
+
+
+async def test_a_20kb_label_value_is_invalid_at_once_with_a_short_message(kcluster, client):
+    """Not a metadata-size RESOURCE_EXHAUSTED read as 429: the field error quotes a prefix."""
+    before = _request_count(kcluster, "CREATE", 422)
+    start = asyncio.get_running_loop().time()
+    with pytest.raises(errors.Invalid) as caught:
+        await client.pods.create(make_pod("label-20kb", labels={"app": "v" * 20_000}))
+    elapsed = asyncio.get_running_loop().time() - start
+    message = caught.value.message
+    assert len(message) < 1024, message
+    assert message.startswith('Pod "label-20kb" is invalid: metadata.labels: Invalid value: "vvvvvvvvvv')
+    assert "(truncated: 20000 characters): must be no more than 63 characters" in message
+    assert elapsed < 2.0
+    assert _request_count(kcluster, "CREATE", 422) == before + 1, "the client must not have retried"
+
+
+async def test_an_object_over_the_request_limit_is_request_entity_too_large_and_not_retried(kcluster, client):
+    """Kubernetes' 413 "Request entity too large: limit is 3145728", on INVALID_ARGUMENT."""
+    pod = make_pod("over-3mib")
+    pod.spec.containers[0].args.extend(["a" * 1024] * 4096)  # 4 MiB, otherwise a valid pod
+    before = _request_count(kcluster, "CREATE", 413)
+    with pytest.raises(errors.RequestEntityTooLarge) as caught:
+        await client.pods.create(pod)
+    assert caught.value.message == "Request entity too large: limit is 3145728"
+    assert _request_count(kcluster, "CREATE", 413) == before + 1
+    with pytest.raises(errors.NotFound):
+        await client.pods.get("over-3mib")
+
+
+@pytest.mark.parametrize("kib, refusal", [(1700, "etcdserver: request is too large"),
+                                         (2100, "received message larger than max")])
+async def test_an_object_over_etcds_limit_is_request_entity_too_large(client, kib, refusal):
+    """Under the request limit but over etcd's 1.5 MiB (its gRPC server refuses from 2 MiB on):
+    etcd's refusal is a 413, not "etcd unavailable"."""
+    pod = make_pod(f"over-etcd-{kib}")
+    pod.spec.containers[0].args.extend(["a" * 1024] * kib)
+    with pytest.raises(errors.RequestEntityTooLarge, match=refusal):
+        await client.pods.create(pod)
+    with pytest.raises(errors.NotFound):
+        await client.pods.get(f"over-etcd-{kib}")

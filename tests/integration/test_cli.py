@@ -7,11 +7,16 @@ change nothing: the cluster's revision is the same before and after.
 from __future__ import annotations
 
 import json
+import signal
+import subprocess
+import sys
+import threading
+import time
 from pathlib import Path
 
 import pytest
 
-from tests.conftest import ROOT
+from tests.conftest import ROOT, cluster_fixture
 
 pytestmark = pytest.mark.integration
 
@@ -237,3 +242,137 @@ def test_unknown_kind_and_bad_flags_fail_before_contacting_the_server(kcluster):
     _fails_cleanly(kcluster, kcluster.kplane("get", "potatoes"), 'the server doesn\'t have a resource type "potatoes"')
     _fails_cleanly(kcluster, kcluster.kplane("patch", "pod", "x", "-p", "{nope"), "unable to parse the patch")
     _fails_cleanly(kcluster, kcluster.kplane("kill", "no-such-component"), 'unknown component "no-such-component"')
+
+
+# ---------------------------------------------------------------- errors that fit
+
+
+def test_apply_of_a_20kb_label_value_is_one_short_invalid_line(kcluster, tmp_path):
+    before = _revision(kcluster)
+    doc = POD.format(name="label-20kb", extra="").replace("{name: label-20kb}",
+                                                          "{name: label-20kb, labels: {app: " + "v" * 20_000 + "}}")
+    out = kcluster.kplane("apply", "-f", _write(tmp_path, doc))
+    _fails_cleanly(kcluster, out, "Error from server (Invalid)", 'Pod "label-20kb" is invalid: metadata.labels: '
+                   'Invalid value: "vvvv', "(truncated: 20000 characters)")
+    assert len(out.stderr) < 1024
+    assert _revision(kcluster) == before
+
+
+def test_apply_of_an_object_over_the_request_limit_is_one_request_entity_too_large_line(kcluster, tmp_path):
+    before = _revision(kcluster)
+    args = "    args: [" + ", ".join(["a" * 1024] * 4096) + "]\n"  # 4 MiB
+    out = kcluster.kplane("apply", "-f", _write(tmp_path, POD.format(name="over-3mib", extra=args)))
+    _fails_cleanly(kcluster, out, "Error from server (RequestEntityTooLarge): Request entity too large: "
+                   "limit is 3145728")
+    assert _revision(kcluster) == before
+
+
+# ---------------------------------------------------------------- get -w across failures
+
+
+class _Watcher:
+    """``kplane get ... -w`` as a subprocess, its stdout collected line by line."""
+
+    def __init__(self, tc, *args: str):
+        self.proc = subprocess.Popen([sys.executable, "-m", "cli", "--data-dir", tc.data_dir, "get", *args, "-w"],
+                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT)
+        self.lines: list[str] = []
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
+
+    def _read(self) -> None:
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:
+            self.lines.append(line.rstrip("\n"))
+
+    def wait_for(self, what: str, predicate, timeout: float = 30) -> None:
+        deadline = time.monotonic() + timeout
+        while not predicate(self.lines):
+            if time.monotonic() > deadline or self.proc.poll() is not None:
+                raise AssertionError(f"{what}: not seen (running: {self.proc.poll() is None}); stdout:\n"
+                                     + "\n".join(self.lines) + f"\nstderr:\n{self.stop()[1]}")
+            time.sleep(0.05)
+
+    def stop(self) -> tuple[int, str]:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGINT)
+        try:
+            _, err = self.proc.communicate(timeout=10)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            _, err = self.proc.communicate()
+        self._reader.join(5)
+        return self.proc.returncode, err
+
+
+def _apply_pods(tc, tmp_path: Path, *names: str, label: str) -> None:
+    docs = "---\n".join(POD.format(name=n, extra="").replace(f"{{name: {n}}}", f"{{name: {n}, labels: {label}}}")
+                        for n in names)
+    out = tc.kplane("apply", "-f", _write(tmp_path, docs))
+    assert out.returncode == 0, out.stderr
+
+
+def _names(lines: list[str]) -> list[str]:
+    return [line.split()[0] for line in lines[1:] if line.strip()]
+
+
+restartable = cluster_fixture()
+
+
+def test_get_watch_resumes_across_an_apiserver_restart(restartable, tmp_path):
+    """Every pod created before and after `kplane kill apiserver` + `kplane start apiserver` is
+    printed once, nothing else is on stdout, and the watch is still running."""
+    tc = restartable
+    w = _Watcher(tc, "pods", "-l", "watch=restart")
+    try:
+        w.wait_for("the table header", lambda lines: lines[:1] and lines[0].split()[0] == "NAME")
+        _apply_pods(tc, tmp_path, "before-1", "before-2", label="{watch: restart}")
+        w.wait_for("the pods created before the restart", lambda lines: _names(lines) == ["before-1", "before-2"])
+        assert tc.kplane("kill", "apiserver").returncode == 0
+        time.sleep(0.5)
+        started = tc.kplane("start", "apiserver")
+        assert started.returncode == 0, started.stderr
+        _apply_pods(tc, tmp_path, "after-1", "after-2", label="{watch: restart}")
+        w.wait_for("the pods created after the restart",
+                   lambda lines: _names(lines) == ["before-1", "before-2", "after-1", "after-2"])
+        time.sleep(1.0)  # a duplicate or a late error would show by now
+        assert w.proc.poll() is None, "kplane get -w ended"
+    finally:
+        code, err = w.stop()
+    assert _names(w.lines) == ["before-1", "before-2", "after-1", "after-2"]
+    assert len(w.lines) == 5 and all(line.split()[1:3] == ["0/1", "Pending"] for line in w.lines[1:])
+    assert code == 130
+    assert "Traceback" not in err and "resuming from resourceVersion" in err
+
+
+relisting = cluster_fixture(apiserver_args=["--watch-cache-size=5"])
+
+
+def test_get_watch_relists_on_gone_and_prints_what_changed(relisting, tmp_path):
+    """A watch that cannot deliver while more changes happen than the watch cache keeps comes back
+    to a version the apiserver no longer has (410 Gone): it lists again and prints the changes —
+    the new pods ADDED, the deleted one DELETED — and none of the pods it printed already."""
+    tc = relisting
+    w = _Watcher(tc, "pods", "-l", "relist=yes", "-o", "json")
+
+    def events(lines: list[str]) -> list[tuple[str, str]]:
+        return [(d["type"], d["object"]["metadata"]["name"]) for d in map(json.loads, (line for line in lines
+                                                                                         if line.startswith('{"type"')))]
+
+    try:
+        w.wait_for("the initial list", lambda lines: any(line.startswith("}") for line in lines))
+        _apply_pods(tc, tmp_path, "r-0", "r-keep", label="{relist: 'yes'}")
+        w.wait_for("the first pods", lambda lines: events(lines) == [("ADDED", "r-0"), ("ADDED", "r-keep")])
+        assert tc.kplane("failpoint", "apiserver", "apiserver/watch-delivery", "error").returncode == 0
+        _apply_pods(tc, tmp_path, *(f"r-{i}" for i in range(1, 11)), label="{relist: 'yes'}")
+        assert tc.kplane("delete", "pod", "r-0", "--grace-period", "0").returncode == 0
+        assert tc.kplane("failpoint", "apiserver", "apiserver/watch-delivery", "off").returncode == 0
+        w.wait_for("the changes after the relist", lambda lines: len(events(lines)) >= 13)
+        time.sleep(1.0)
+        assert w.proc.poll() is None, "kplane get -w ended"
+    finally:
+        code, err = w.stop()
+    seen = events(w.lines)
+    assert seen[:2] == [("ADDED", "r-0"), ("ADDED", "r-keep")]
+    assert sorted(seen[2:]) == sorted([("DELETED", "r-0")] + [("ADDED", f"r-{i}") for i in range(1, 11)])
+    assert "too old" in err and "listing again" in err

@@ -1,4 +1,4 @@
-"""``kplane check``: replay the event log and check the cluster's invariants (DESIGN.md section 3).
+"""``kplane check``: replay the event log and check the cluster's invariants.
 
 Shaped like etcd's robustness tests: run, record (the revision-ordered history is the record),
 validate. Each rule sees every entry in revision order and reports the revisions that break it;
@@ -19,6 +19,10 @@ Rules:
   never show a value the kubelet had not allocated (KEP-1287: desired -> allocated -> actuated).
 - ``preemption-victims-lower-priority``: every pod a ``Preempted`` event names was of lower
   priority than the pod that preempted it (the event's related object).
+- ``no-preemption-while-victims-going``: a pod does not preempt again while a victim of its
+  earlier preemption is still going — from the revision it got the DisruptionTarget condition
+  (PreemptionByScheduler) or a deletionTimestamp until it is deleted (kube-scheduler
+  DefaultPreemption's eligibility check, KEP-4832's victims in flight). See the rule's class.
 """
 
 from __future__ import annotations
@@ -243,9 +247,151 @@ class PreemptionVictimsLowerPriority(Rule):
         return []
 
 
+@dataclass
+class _Victim:
+    """A pod's life as a preemption victim: going from ``since`` until ``deleted``."""
+
+    since: int | None = None  # first DisruptionTarget mark or deletionTimestamp
+    marked: int | None = None  # the revision the mark was last written (first, or rewritten)
+    mark: str = ""  # the mark's lastTransitionTime: a new one is a new mark
+    deleted: int | None = None
+
+    def going_at(self, rev: int) -> bool:
+        return self.since is not None and self.since <= rev and (self.deleted is None or self.deleted > rev)
+
+
+def _preemption_mark(pod: core_pb2.Pod) -> core_pb2.PodCondition | None:
+    for c in pod.status.conditions:
+        if c.type == "DisruptionTarget" and c.status == "True" and c.reason == "PreemptionByScheduler":
+            return c
+    return None
+
+
+class NoPreemptionWhileVictimsGoing(Rule):
+    """A pod preempts again only once every victim of its earlier preemption is gone.
+
+    kube-scheduler's DefaultPreemption refuses a preemptor whose nominated node still has
+    lower-priority pods terminating because of a preemption ("not eligible due to a terminating
+    pod on the nominated node."), and its async preemption (KEP-4832) keeps the victims in flight
+    so that the same pod does not start another preemption meanwhile: a second victim set while
+    the first is still going is over-preemption.
+
+    From the history: a ``Preempted`` event written (ADDED, or its count bumped) names a victim
+    (involvedObject) and its preemptor (related). A victim is going from the revision it gets the
+    DisruptionTarget condition (reason PreemptionByScheduler) or a deletionTimestamp until it is
+    DELETED. The scheduler writes a preemption's events once every victim of it was asked to go,
+    so all marks of one preemption come before its events: a victim named for the preemptor that
+    was (re)marked after an earlier victim of the same preemptor had been named — or the same
+    victim named twice — belongs to a later preemption. If an earlier victim is still going then,
+    the rule is broken. Not counted, as kube-scheduler allows a new preemption there: the
+    preemptor had no nomination, it lost it in between (a higher-priority preemptor cleared it),
+    or its nominated node was cordoned, tainted or deleted in between (it may have become
+    UnschedulableAndUnresolvable for the pod).
+    """
+
+    name = "no-preemption-while-victims-going"
+
+    def __init__(self):
+        self.victims: dict[str, _Victim] = {}  # pod uid -> its life as a victim
+        self.named: dict[str, list[tuple[str, int]]] = {}  # preemptor uid -> (victim uid, rev named)
+        self.counts: dict[tuple[str, str], int] = {}  # Preempted event -> its count
+        self.nominated: dict[str, str] = {}  # pod uid -> status.nominatedNodeName
+        self.cleared: dict[str, list[int]] = {}  # pod uid -> revisions its nomination was cleared
+        self.node_changed: dict[str, list[int]] = {}  # node -> revisions it was cordoned, tainted or deleted
+        self.node_spec: dict[str, tuple[bool, set[str]]] = {}  # node -> (unschedulable, taints)
+        self.names: dict[str, str] = {}  # pod uid -> namespace/name
+
+    def observe(self, e: Entry, world: World) -> list[Violation]:
+        if e.kind == "Pod":
+            self._pod(e)
+        elif e.kind == "Node":
+            self._node(e)
+        elif e.kind == "Event" and e.obj.reason == "Preempted" and e.type in ("ADDED", "MODIFIED"):
+            return self._preempted(e, world)
+        return []
+
+    def _pod(self, e: Entry) -> None:
+        pod, uid = e.obj, e.obj.metadata.uid
+        self.names[uid] = f"{e.namespace}/{e.name}"
+        if e.type == "DELETED":
+            v = self.victims.get(uid)
+            if v is not None and v.deleted is None:
+                v.deleted = e.rev
+            self.nominated.pop(uid, None)
+            return
+        node = pod.status.nominated_node_name
+        if self.nominated.get(uid, "") and not node:
+            self.cleared.setdefault(uid, []).append(e.rev)
+        self.nominated[uid] = node
+        mark = _preemption_mark(pod)
+        if mark is None and not pod.metadata.deletion_timestamp:
+            return
+        v = self.victims.setdefault(uid, _Victim())
+        if v.since is None:
+            v.since = e.rev
+        if mark is not None and (v.marked is None or mark.last_transition_time != v.mark):
+            v.marked, v.mark = e.rev, mark.last_transition_time
+
+    def _node(self, e: Entry) -> None:
+        cordoned = bool(e.obj.spec.unschedulable)
+        taints = {f"{t.key}={t.value}:{t.effect}" for t in e.obj.spec.taints}
+        before = self.node_spec.get(e.name)
+        if e.type == "DELETED" or (before is not None and ((cordoned and not before[0]) or taints - before[1])):
+            self.node_changed.setdefault(e.name, []).append(e.rev)
+        self.node_spec[e.name] = (cordoned, taints)
+
+    def _preempted(self, e: Entry, world: World) -> list[Violation]:
+        ev = e.obj
+        key = (e.namespace, e.name)
+        count = max(ev.count, 1)
+        if count <= self.counts.get(key, 0):
+            return []  # not a new naming (another field changed)
+        self.counts[key] = count
+        victim_uid = ev.involved_object.uid or _uid_of(world, ev.involved_object.namespace, ev.involved_object.name)
+        preemptor_uid = ev.related.uid or _uid_of(world, ev.related.namespace, ev.related.name)
+        if not victim_uid or not preemptor_uid:
+            return []
+        victim = self.victims.get(victim_uid)
+        started = victim.marked if victim is not None and victim.marked is not None else e.rev
+        named = self.named.setdefault(preemptor_uid, [])
+        out: list[Violation] = []
+        for old_uid, named_rev in named:
+            if named_rev < started:
+                at = started  # (re)marked after an earlier victim was named: a later preemption
+            elif old_uid == victim_uid:
+                at = e.rev  # the same victim named twice: a later preemption
+            else:
+                continue  # the same preemption
+            old = self.victims.get(old_uid)
+            if old is None or not old.going_at(at) or self._allowed(preemptor_uid, named_rev, at):
+                continue
+            out.append(Violation(self.name, e.rev, f"pod {ev.related.namespace}/{ev.related.name} preempted "
+                                                   f"{ev.involved_object.namespace}/{ev.involved_object.name} at rev "
+                                                   f"{at} while {self.names.get(old_uid, old_uid)}, a victim of its "
+                                                   f"preemption named at rev {named_rev}, was still going"))
+            break
+        named.append((victim_uid, e.rev))
+        return out
+
+    def _allowed(self, preemptor_uid: str, since: int, at: int) -> bool:
+        """kube-scheduler lets the pod preempt anew: not nominated, its nomination cleared, or its
+        nominated node cordoned, tainted or deleted since ``since``."""
+        node = self.nominated.get(preemptor_uid, "")
+        if not node:
+            return True
+        if any(since < rev <= at for rev in self.cleared.get(preemptor_uid, ())):
+            return True
+        return any(since < rev <= at for rev in self.node_changed.get(node, ()))
+
+
+def _uid_of(world: World, namespace: str, name: str) -> str:
+    pod = world.objects.get(("Pod", namespace, name))
+    return pod.metadata.uid if pod is not None else ""
+
+
 def rules() -> list[Rule]:
     return [BoundAtMostOnce(), AllocatedWithinAllocatable(), BoundRequestsWithinAllocatable(),
-            ActuatedWithinAllocated(), PreemptionVictimsLowerPriority()]
+            ActuatedWithinAllocated(), PreemptionVictimsLowerPriority(), NoPreemptionWhileVictimsGoing()]
 
 
 def check_entries(entries, active: list[Rule] | None = None) -> list[Violation]:

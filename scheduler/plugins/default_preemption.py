@@ -6,7 +6,11 @@ kube-scheduler's defaultpreemption plugin, a PostFilter over the shared preempti
 - eligibility: ``preemptionPolicy: Never`` never preempts ("not eligible due to
   preemptionPolicy=Never."); a pod whose nominated node still has lower-priority pods
   terminating because of a preemption waits for them ("not eligible due to a terminating pod on
-  the nominated node."), unless that node became UnschedulableAndUnresolvable for it;
+  the nominated node."), unless that node became UnschedulableAndUnresolvable for it. Terminating
+  are the pods the informer shows so (deletionTimestamp and DisruptionTarget) and those this
+  scheduler asked to go that the informer does not show deleted yet (the evaluator's victims in
+  flight): whatever order the eviction's replies and the informer's events come in, a pod
+  preempts once per nomination;
 - victims on a node (``select_victims_on_node``): remove every pod of lower priority; if the pod
   still does not fit (the filters, with nominated pods), the node cannot help; otherwise add
   pods back, most important first (priority, then earliest start) — PDB-violating ones before
@@ -16,10 +20,12 @@ kube-scheduler's defaultpreemption plugin, a PostFilter over the shared preempti
   request 5, priority 3 request 1}, scheduler will preempt the priority 2 pod only". A
   BestEffort pod frees no requests, so it is never a victim for resources;
 - how many nodes to dry-run: ``minCandidateNodesPercentage`` (10) of the candidates, at least
-  ``minCandidateNodesAbsolute`` (100), from a random offset;
-- async preemption (``enableAsyncPreemption``, from the SchedulerAsyncPreemption gate, default
-  on): the victims are evicted in the background and the pod is held at PreEnqueue until
-  the last victim's deletion was sent.
+  ``minCandidateNodesAbsolute`` (100), from a random offset — the plugin's args
+  (``DefaultPreemptionArgs``, decoded strictly by ``decode_args`` with validation_pluginargs.go's
+  checks);
+- async preemption (the SchedulerAsyncPreemption gate, default on, through ``Features``): the
+  victims are evicted in the background and the pod is held at PreEnqueue until the last
+  victim's deletion was sent.
 
 The PostFilter's message is prefixed "preemption: " and ends up in the pod's FailedScheduling
 event and PodScheduled condition, after the filters' reasons.
@@ -28,10 +34,13 @@ event and PodScheduled condition, after the filters' reasons.
 from __future__ import annotations
 
 import random
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, Mapping
 
 from machinery import disruption
 from machinery.api import core_pb2
+from scheduler.framework import plugin_args as pa
+from scheduler.framework.features import Features, features_of
 from scheduler.framework.interfaces import Handle
 from scheduler.framework.node_info import NodeInfo
 from scheduler.framework.pod_info import PodInfo, importance_key, pod_priority
@@ -43,8 +52,32 @@ NAME = "DefaultPreemption"
 NO_VICTIMS = "No preemption victims found for incoming pod"
 
 
-class ArgsError(ValueError):
-    pass
+ArgsError = pa.ArgsError
+
+
+@dataclass(frozen=True)
+class DefaultPreemptionArgs:
+    """kube-scheduler's DefaultPreemptionArgs, with its v1 defaults."""
+
+    min_candidate_nodes_percentage: int = 10
+    min_candidate_nodes_absolute: int = 100
+
+
+def decode_args(raw: Any, path: str = "") -> DefaultPreemptionArgs:
+    """DefaultPreemptionArgs from a pluginConfig entry's ``args``; ArgsError names the bad field."""
+    fields = pa.fields(raw, path, NAME, ("minCandidateNodesPercentage", "minCandidateNodesAbsolute"))
+    pct_path = pa.join(path, "minCandidateNodesPercentage")
+    abs_path = pa.join(path, "minCandidateNodesAbsolute")
+    pct = pa.integer(fields.get("minCandidateNodesPercentage", 10), pct_path)
+    absolute = pa.integer(fields.get("minCandidateNodesAbsolute", 100), abs_path)
+    if not 0 <= pct <= 100:
+        raise ArgsError(f"{pct_path}: Invalid value: {pct}: not in valid range [0, 100]")
+    if absolute < 0:
+        raise ArgsError(f"{abs_path}: Invalid value: {absolute}: not in valid range [0, inf)")
+    if pct == 0 and absolute == 0:
+        raise ArgsError(f"{pct_path}: Invalid value: 0: cannot be zero at the same time as "
+                        f"minCandidateNodesAbsolute")
+    return DefaultPreemptionArgs(pct, absolute)
 
 
 def _skip(pod, old, new) -> QueueingHint:
@@ -81,21 +114,13 @@ def filter_pods_with_pdb_violation(pods: list[PodInfo], pdbs: list[PDB]) -> tupl
 class DefaultPreemption:
     name = NAME
 
-    def __init__(self, args: dict, handle: Handle):
+    def __init__(self, args: DefaultPreemptionArgs, handle: Handle, features: Features = Features(),
+                 rand: random.Random | None = None):
         self.handle = handle
-        self.min_percentage = args.get("minCandidateNodesPercentage", 10)
-        self.min_absolute = args.get("minCandidateNodesAbsolute", 100)
-        if not isinstance(self.min_percentage, int) or not 0 <= self.min_percentage <= 100:
-            raise ArgsError(f"minCandidateNodesPercentage: Invalid value: {self.min_percentage!r}: not in valid "
-                            f"range [0, 100]")
-        if not isinstance(self.min_absolute, int) or not 0 <= self.min_absolute <= 2**31 - 1:
-            raise ArgsError(f"minCandidateNodesAbsolute: Invalid value: {self.min_absolute!r}: not in valid range "
-                            f"[0, 2147483647]")
-        if self.min_percentage == 0 and self.min_absolute == 0:
-            raise ArgsError("minCandidateNodesPercentage, minCandidateNodesAbsolute: Invalid value: both "
-                            "minCandidateNodesPercentage and minCandidateNodesAbsolute cannot be zero")
-        self._rand = random.Random(args.get("randomSeed")) if "randomSeed" in args else random.Random()
-        self.async_preemption = bool(args.get("enableAsyncPreemption", True))
+        self.min_percentage = args.min_candidate_nodes_percentage
+        self.min_absolute = args.min_candidate_nodes_absolute
+        self._rand = rand or random.Random()  # where the dry runs start; tests seed it
+        self.async_preemption = features.enable_async_preemption
         self.evaluator = Evaluator(NAME, handle, self, async_preemption=self.async_preemption)
 
     # ------------------------------------------------------------ async preemption (KEP-4832)
@@ -143,7 +168,11 @@ class DefaultPreemption:
             if ni is not None:
                 priority = pod_priority(pod)
                 for pi in ni.pods:
-                    if pi.priority < priority and pod_terminating_by_preemption(pi.pod):
+                    # A victim this scheduler asked to go counts as terminating before the
+                    # informer shows it (with grace period 0 it never shows a deletionTimestamp):
+                    # the eviction's replies may come back before its events.
+                    if pi.priority < priority and (pod_terminating_by_preemption(pi.pod)
+                                                   or self.evaluator.is_victim_in_flight(pi.pod)):
                         return False, "not eligible due to a terminating pod on the nominated node."
         return True, ""
 
@@ -198,5 +227,5 @@ class DefaultPreemption:
         return [pi.pod for pi in victims], num_violating, None
 
 
-def new(args: dict, handle: Any) -> DefaultPreemption:
-    return DefaultPreemption(args, handle)
+def new(args: DefaultPreemptionArgs | Mapping[str, Any] | None, handle: Any) -> DefaultPreemption:
+    return DefaultPreemption(pa.typed(args, DefaultPreemptionArgs, decode_args, NAME), handle, features_of(handle))

@@ -28,6 +28,20 @@ failpoints meaningful on both paths). The failpoints ``scheduler/preemption-afte
 and ``scheduler/preemption-after-first-victim`` (all victims but the last are being deleted) sit
 between the steps, so a chaos test can kill the scheduler there and check that the restarted
 one converges.
+
+**Victims in flight.** The scheduler sees its victims go through its informer, and the informer
+may be behind the API's replies: the eviction task can have finished (so PreEnqueue lets the
+pod in again) while the cache still shows every victim running, with no deletionTimestamp —
+and a victim with grace period 0 never shows one at all, it is simply removed. Step 1's check
+alone would then let the pod preempt a second time, for room that is already being freed (the
+same victims again, or others: over-preemption). So the evaluator remembers every pod it asked
+to go, from the moment it chose it until the informer shows it deleted (kube-scheduler's
+"preemptor -> victims in flight", kept until the victims are seen gone rather than until the
+calls return), and step 1 counts such a pod on the nominated node as terminating by
+preemption. A victim whose eviction failed, or that was spared, is forgotten at once. Its
+``Preempted`` events are recorded once every victim of the preemption was asked to go, so in
+the history all of one preemption's ``DisruptionTarget`` marks come before its events
+(``kplane check``'s ``no-preemption-while-victims-going`` tells preemptions apart by that).
 """
 
 from __future__ import annotations
@@ -35,7 +49,7 @@ from __future__ import annotations
 import asyncio
 import math
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Callable, Protocol
 
 from prometheus_client import Counter, Histogram
 
@@ -81,6 +95,15 @@ class PreemptionPlugin(Protocol):
 
     def select_victims_on_node(self, state: CycleState, pod: core_pb2.Pod, node_info: NodeInfo,
                                pdbs: list["PDB"]) -> tuple[list[core_pb2.Pod], int, Status | None]: ...
+
+
+@dataclass(frozen=True)
+class InFlightVictim:
+    """A pod this scheduler asked to go for a preemption, until its informer shows it deleted."""
+
+    namespace: str
+    name: str
+    uid: str
 
 
 @dataclass
@@ -156,14 +179,17 @@ class Evaluator:
         self.async_preemption = async_preemption
         self._preempting: set[str] = set()  # preemptors whose victims are being evicted
         self._last_victim: dict[str, tuple[str, str]] = {}  # preemptor uid -> its last victim (ns, name)
+        self._in_flight: dict[str, InFlightVictim] = {}  # victim uid -> asked to go, not yet seen deleted
+        self._in_flight_pruned = 0  # how many were left at the last prune
         self._tasks: set[asyncio.Task] = set()
 
     async def drain(self, timeout: float = 5.0) -> None:
         """Let evictions in flight finish (a scheduler stepping down: the Lease guards them too)."""
         for t in list(self._tasks):
             try:
-                await asyncio.wait_for(asyncio.shield(t), timeout)
-            except (asyncio.TimeoutError, asyncio.CancelledError, Exception):
+                async with asyncio.timeout(timeout):
+                    await asyncio.shield(t)
+            except (TimeoutError, asyncio.CancelledError, Exception):
                 t.cancel()
 
     def is_pod_running_preemption(self, uid: str) -> bool:
@@ -178,6 +204,35 @@ class Evaluator:
             return True
         victim = self.handle.get_pod(*last)
         return victim is not None and not victim.metadata.deletion_timestamp
+
+    # ------------------------------------------------------------ victims in flight
+
+    def is_victim_in_flight(self, pod: core_pb2.Pod) -> bool:
+        """Whether this scheduler asked ``pod`` to go for a preemption and its informer has not
+        shown it deleted yet: for the scheduler's decisions it is terminating by preemption,
+        whatever its cached copy says (the informer may be behind the eviction's replies)."""
+        return pod.metadata.uid in self._in_flight
+
+    def _start_in_flight(self, victims: list[core_pb2.Pod]) -> None:
+        for v in victims:
+            self._in_flight[v.metadata.uid] = InFlightVictim(v.metadata.namespace, v.metadata.name, v.metadata.uid)
+        if len(self._in_flight) > 2 * self._in_flight_pruned + 16:
+            self._prune_in_flight()
+
+    def _end_in_flight(self, victim: core_pb2.Pod) -> None:
+        self._in_flight.pop(victim.metadata.uid, None)
+
+    def _prune_in_flight(self) -> None:
+        """Forget the victims the informer shows deleted (or replaced, or no longer bound). Only
+        memory is at stake: a victim the cache no longer has is on no node, so the decisions
+        never look it up; pruning runs when the map has doubled since the last time."""
+        for uid, v in list(self._in_flight.items()):
+            live = self.handle.get_pod(v.namespace, v.name)
+            if live is None or live.metadata.uid != uid or not live.spec.node_name:
+                del self._in_flight[uid]
+        self._in_flight_pruned = len(self._in_flight)
+
+    # ------------------------------------------------------------ PostFilter
 
     async def preempt(self, state: CycleState, pod: core_pb2.Pod,
                       diagnosis: Diagnosis) -> tuple[PostFilterResult | None, Status | None]:
@@ -256,7 +311,9 @@ class Evaluator:
 
     async def prepare_candidate(self, c: Candidate, pod: core_pb2.Pod) -> Status | None:
         """Evict the victims and clear the nominations of lower-priority pods on the node (in the cycle)."""
-        err = await self._evict(c, pod, self._victims_to_evict(c))
+        victims = self._victims_to_evict(c)
+        self._start_in_flight(victims)
+        err = await self._evict(c, pod, victims)
         if err is not None:
             return Status(Code.ERROR, err)
         await self._clear_lower_nominations(c, pod)
@@ -266,6 +323,7 @@ class Evaluator:
         """Evict the victims in a background task; the pod is gated at PreEnqueue meanwhile."""
         victims = self._victims_to_evict(c)
         uid = pod.metadata.uid
+        self._start_in_flight(victims)
         if victims:
             self._preempting.add(uid)
         task = asyncio.create_task(self._evict_async(c, pod, victims), name=f"preempt-for-{pod.metadata.name}")
@@ -275,17 +333,22 @@ class Evaluator:
     async def _evict_async(self, c: Candidate, pod: core_pb2.Pod, victims: list[core_pb2.Pod]) -> None:
         uid = pod.metadata.uid
         err: str | None = None
+        evicting = False
         try:
             # Lower-priority pods nominated here lose their nomination even when every victim is
             # going already (another preemptor's): 001 Example 4, 004 §11 "scheduler clears
             # nominatedNodeName of Pod P", as the synchronous path does (kube-scheduler's async
             # path returns early there).
             await self._clear_lower_nominations(c, pod)
+            evicting = True
             err = await self._evict(c, pod, victims, on_last=lambda v: self._last_victim.__setitem__(
                 uid, (v.metadata.namespace, v.metadata.name)))
         except Exception as exc:  # never leave the preemptor gated
             log.exception("async_preemption_crashed", preemptor=_key(pod))
             err = str(exc)
+            if not evicting:  # none was asked to go
+                for v in victims:
+                    self._end_in_flight(v)
         finally:
             self._preempting.discard(uid)
             self._last_victim.pop(uid, None)
@@ -293,46 +356,74 @@ class Evaluator:
             # The pod could be stuck in the unschedulable pool otherwise: let it try again.
             self.handle.activate([pod])
 
-    async def _evict(self, c: Candidate, pod: core_pb2.Pod, victims: list[core_pb2.Pod], on_last=None) -> str | None:
+    async def _evict(self, c: Candidate, pod: core_pb2.Pod, victims: list[core_pb2.Pod],
+                     on_last: Callable[[core_pb2.Pod], None] | None = None) -> str | None:
         """Evict ``victims``: all but the last concurrently, then — if they all went — the last,
         ``on_last`` told first (from its deletion on the preemption counts as done). The first
-        error is returned and the last victim is spared."""
+        error is returned and the last victim is spared. The ``Preempted`` events of the victims
+        that went are recorded at the end, once every victim was asked to go."""
         if not victims:
             return None
         *others, last = victims
-        if others:
-            errs = await asyncio.gather(*(self._evict_one(c, pod, v) for v in others))
-            err = next((e for e in errs if e is not None), None)
-            if err is not None:
-                return err
-            await failpoints.hit(FP_AFTER_FIRST_VICTIM)
-        if on_last is not None:
-            on_last(last)
-        return await self._evict_one(c, pod, last)
+        went: list[core_pb2.Pod] = []
+        last_tried = False
+        try:
+            if others:
+                outcomes = await asyncio.gather(*(self._evict_one(c, pod, v) for v in others))
+                went += [v for v, (evicted, _) in zip(others, outcomes) if evicted]
+                err = next((e for _, e in outcomes if e is not None), None)
+                if err is not None:
+                    return err
+                await failpoints.hit(FP_AFTER_FIRST_VICTIM)
+            if on_last is not None:
+                on_last(last)
+            last_tried = True
+            evicted, err = await self._evict_one(c, pod, last)
+            if evicted:
+                went.append(last)
+            return err
+        finally:
+            if not last_tried:
+                self._end_in_flight(last)  # spared
+            self._record_preempted(c, pod, went)
 
-    async def _evict_one(self, c: Candidate, pod: core_pb2.Pod, victim: core_pb2.Pod) -> str | None:
+    async def _evict_one(self, c: Candidate, pod: core_pb2.Pod, victim: core_pb2.Pod) -> tuple[bool, str | None]:
+        """(whether the victim was evicted, the error if the eviction failed). A victim that is
+        gone already, or was replaced, or was waiting at Permit (rejected: it goes back to the
+        queue, not away) is not in flight."""
         waiting = self.handle.waiting_pods.get(victim.metadata.uid)
         if waiting is not None:
+            self._end_in_flight(victim)
             waiting.reject(self.plugin_name, "preempted")
-        else:
-            try:
-                await self._mark_disruption_target(victim, pod)
-                await self.handle.client.pods.delete(victim.metadata.name, victim.metadata.namespace,
-                                                     uid=victim.metadata.uid)
-            except errors.NotFound:
-                log.info("victim_already_gone", preemptor=_key(pod), victim=_key(victim), node=c.node)
-                return None
-            except errors.Conflict:
-                return None  # a pod of the same name replaced it: that one is not ours to delete
-            except errors.ApiError as exc:
-                log.warning("preemption_failed", preemptor=_key(pod), victim=_key(victim), error=exc.message)
-                return f"preempting {_key(victim)}: {exc.message}"
-            log.info("pod_preempted", preemptor=_key(pod), victim=_key(victim), node=c.node)
-        if self.handle.recorder is not None:
+            return True, None
+        try:
+            await self._mark_disruption_target(victim, pod)
+            await self.handle.client.pods.delete(victim.metadata.name, victim.metadata.namespace,
+                                                 uid=victim.metadata.uid)
+        except errors.NotFound:
+            self._end_in_flight(victim)
+            log.info("victim_already_gone", preemptor=_key(pod), victim=_key(victim), node=c.node)
+            return False, None
+        except errors.Conflict:
+            self._end_in_flight(victim)
+            return False, None  # a pod of the same name replaced it: that one is not ours to delete
+        except errors.ApiError as exc:
+            self._end_in_flight(victim)
+            log.warning("preemption_failed", preemptor=_key(pod), victim=_key(victim), error=exc.message)
+            return False, f"preempting {_key(victim)}: {exc.message}"
+        except Exception:
+            self._end_in_flight(victim)
+            raise
+        log.info("pod_preempted", preemptor=_key(pod), victim=_key(victim), node=c.node)
+        return True, None
+
+    def _record_preempted(self, c: Candidate, pod: core_pb2.Pod, victims: list[core_pb2.Pod]) -> None:
+        if self.handle.recorder is None:
+            return
+        for victim in victims:
             self.handle.recorder.event(victim, "Normal", "Preempted",
                                        f"Preempted by pod {pod.metadata.uid} on node {c.node}", related=pod,
                                        action="Preempting")
-        return None
 
     async def _clear_lower_nominations(self, c: Candidate, pod: core_pb2.Pod) -> None:
         """Lower-priority pods nominated to this node may no longer fit there: let them look

@@ -1,0 +1,149 @@
+"""``kplane check``'s no-preemption-while-victims-going rule on synthetic histories.
+
+kube-scheduler DefaultPreemption refuses a preemptor whose nominated node still has
+lower-priority pods terminating because of a preemption, and KEP-4832's async preemption keeps a
+preemptor's victims in flight: a pod does not preempt again while a victim of its earlier
+preemption is going (from its DisruptionTarget mark or deletionTimestamp until it is deleted).
+The scheduler writes a preemption's Preempted events once every victim was asked to go, so the
+histories below put all marks of one preemption before its events.
+"""
+
+from __future__ import annotations
+
+from cli import check
+from machinery.api import core_pb2
+
+RULE = check.NoPreemptionWhileVictimsGoing
+
+
+def _pod(name: str, *, node: str = "", nominated: str = "", marked: str = "", deleting: bool = False) -> core_pb2.Pod:
+    p = core_pb2.Pod()
+    p.metadata.name, p.metadata.namespace, p.metadata.uid = name, "default", f"uid-{name}"
+    p.spec.node_name = node
+    p.status.nominated_node_name = nominated
+    if marked:  # the DisruptionTarget condition, written at ``marked`` (its lastTransitionTime)
+        p.status.conditions.add(type="DisruptionTarget", status="True", reason="PreemptionByScheduler",
+                                message="default-scheduler: preempting to accommodate a higher priority pod",
+                                last_transition_time=marked)
+    if deleting:
+        p.metadata.deletion_timestamp = "2026-01-01T00:01:00Z"
+    return p
+
+
+def _pe(rev: int, type_: str, pod: core_pb2.Pod) -> check.Entry:
+    return check.Entry(rev, type_, "Pod", "default", pod.metadata.name, pod)
+
+
+def _preempted(rev: int, victim: str, preemptor: str, count: int = 1) -> check.Entry:
+    """The scheduler's Preempted event on ``victim``, related: ``preemptor`` (ADDED, or MODIFIED
+    with its count bumped)."""
+    ev = core_pb2.Event(reason="Preempted", type="Normal", count=count, action="Preempting",
+                        message=f"Preempted by pod uid-{preemptor} on node n1")
+    ev.metadata.name, ev.metadata.namespace = f"{victim}.preempted", "default"
+    ref = ev.involved_object
+    ref.kind, ref.namespace, ref.name, ref.uid = "Pod", "default", victim, f"uid-{victim}"
+    rel = ev.related
+    rel.kind, rel.namespace, rel.name, rel.uid = "Pod", "default", preemptor, f"uid-{preemptor}"
+    return check.Entry(rev, "ADDED" if count == 1 else "MODIFIED", "Event", "default", ev.metadata.name, ev)
+
+
+T1, T2 = "2026-01-01T00:00:01Z", "2026-01-01T00:00:09Z"
+
+
+def _first_preemption() -> list[check.Entry]:
+    """Pod p preempts v1 and v2 (grace period > 0) on n1 and is nominated there: both marked and
+    terminating (revs 11-14), the nomination written (15), then the two Preempted events (16, 17)."""
+    return [
+        _pe(1, "ADDED", _pod("v1", node="n1")), _pe(2, "ADDED", _pod("v2", node="n1")),
+        _pe(3, "ADDED", _pod("v3", node="n2")), _pe(10, "ADDED", _pod("p")),
+        _pe(11, "MODIFIED", _pod("v1", node="n1", marked=T1)),
+        _pe(12, "MODIFIED", _pod("v1", node="n1", marked=T1, deleting=True)),
+        _pe(13, "MODIFIED", _pod("v2", node="n1", marked=T1)),
+        _pe(14, "MODIFIED", _pod("v2", node="n1", marked=T1, deleting=True)),
+        _pe(15, "MODIFIED", _pod("p", nominated="n1")),
+        _preempted(16, "v1", "p"), _preempted(17, "v2", "p"),
+    ]
+
+
+def test_one_preemption_whose_victims_go_then_another_is_valid():
+    """Once v1 and v2 are deleted, a new preemption by the same pod (v3) breaks nothing."""
+    entries = _first_preemption() + [
+        _pe(20, "DELETED", _pod("v1", node="n1", marked=T1, deleting=True)),
+        _pe(21, "DELETED", _pod("v2", node="n1", marked=T1, deleting=True)),
+        _pe(22, "MODIFIED", _pod("v3", node="n2", marked=T2)),
+        _pe(23, "MODIFIED", _pod("v3", node="n2", marked=T2, deleting=True)),
+        _preempted(24, "v3", "p"),
+    ]
+    assert check.check_entries(entries, [RULE()]) == []
+
+
+def test_victims_of_one_preemption_with_grace_period_zero_are_one_preemption():
+    """kube-scheduler's async order: all victims but the last, then the last; with grace period 0
+    each is deleted at once. Every mark comes before the events: one preemption."""
+    entries = [
+        _pe(1, "ADDED", _pod("v1", node="n1")), _pe(2, "ADDED", _pod("v2", node="n1")),
+        _pe(3, "ADDED", _pod("v3", node="n1")), _pe(10, "ADDED", _pod("p", nominated="n1")),
+        _pe(11, "MODIFIED", _pod("v1", node="n1", marked=T1)), _pe(12, "MODIFIED", _pod("v2", node="n1", marked=T1)),
+        _pe(13, "DELETED", _pod("v1", node="n1", marked=T1)), _pe(14, "DELETED", _pod("v2", node="n1", marked=T1)),
+        _pe(15, "MODIFIED", _pod("v3", node="n1", marked=T1)), _pe(16, "DELETED", _pod("v3", node="n1", marked=T1)),
+        _preempted(17, "v1", "p"), _preempted(18, "v2", "p"), _preempted(19, "v3", "p"),
+    ]
+    assert check.check_entries(entries, [RULE()]) == []
+
+
+def test_a_new_victim_while_the_earlier_ones_are_still_terminating_is_a_violation():
+    """p preempts v3 on n2 while v1 and v2, its victims on n1, are still terminating."""
+    entries = _first_preemption() + [
+        _pe(20, "MODIFIED", _pod("v3", node="n2", marked=T2)),
+        _pe(21, "MODIFIED", _pod("v3", node="n2", marked=T2, deleting=True)),
+        _preempted(22, "v3", "p"),
+    ]
+    [v] = check.check_entries(entries, [RULE()])
+    assert v.rule == "no-preemption-while-victims-going" and v.rev == 22
+    assert v.message == ("pod default/p preempted default/v3 at rev 20 while default/v1, a victim of its "
+                         "preemption named at rev 16, was still going")
+
+
+def test_the_same_victims_chosen_again_while_terminating_is_a_violation():
+    """The scheduler's informer lags: v1 still looks running, p preempts it again (its mark
+    rewritten, the event's count bumped)."""
+    entries = _first_preemption() + [
+        _pe(20, "MODIFIED", _pod("v1", node="n1", marked=T2, deleting=True)),
+        _preempted(21, "v1", "p", count=2),
+    ]
+    [v] = check.check_entries(entries, [RULE()])
+    assert v.rev == 21 and "preempted default/v1 at rev 20 while default/v1" in v.message
+    # Even when the mark was not rewritten (the patch changed nothing), a second naming is seen.
+    entries = _first_preemption() + [_preempted(21, "v2", "p", count=2)]
+    [v] = check.check_entries(entries, [RULE()])
+    assert v.rev == 21 and "preempted default/v2 at rev 21" in v.message
+
+
+def test_a_pod_whose_nomination_was_cleared_may_preempt_again():
+    """001: a higher-priority preemptor cleared p's nomination; kube-scheduler lets p look again."""
+    entries = _first_preemption() + [
+        _pe(19, "MODIFIED", _pod("p")),
+        _pe(20, "MODIFIED", _pod("v3", node="n2", marked=T2)),
+        _pe(21, "MODIFIED", _pod("p", nominated="n2")),
+        _preempted(22, "v3", "p"),
+    ]
+    assert check.check_entries(entries, [RULE()]) == []
+
+
+def test_a_pod_whose_nominated_node_was_cordoned_may_preempt_again():
+    """The nominated node became UnschedulableAndUnresolvable for the pod: it may preempt elsewhere."""
+    n1 = core_pb2.Node()
+    n1.metadata.name = "n1"
+    cordoned = core_pb2.Node()
+    cordoned.CopyFrom(n1)
+    cordoned.spec.unschedulable = True
+    entries = [check.Entry(0, "ADDED", "Node", "", "n1", n1)] + _first_preemption() + [
+        check.Entry(19, "MODIFIED", "Node", "", "n1", cordoned),
+        _pe(20, "MODIFIED", _pod("v3", node="n2", marked=T2)),
+        _preempted(22, "v3", "p"),
+    ]
+    assert check.check_entries(entries, [RULE()]) == []
+
+
+def test_the_rule_is_one_of_kplane_checks_rules():
+    assert "no-preemption-while-victims-going" in [r.name for r in check.rules()]

@@ -132,6 +132,11 @@ class Registry:
             raise errors.Invalid.of(kind.name, "", [errors.required("metadata.name", "name or generateName is required")])
         noderestriction.authorize(user, "create", kind, meta.namespace, meta.name, obj=obj)
         classes = self.cache[PRIORITY_CLASS].store
+        if kind is POD and obj.spec.priority_class_name and obj.spec.priority_class_name not in {
+                pc.metadata.name for pc in classes.values()}:
+            # A class created a moment ago may not have reached the watch cache yet: read the
+            # cache at etcd's current revision before refusing the pod (read-your-writes).
+            await self.cache.wait_for(await self.etcd.current_revision())
         by_name = {pc.metadata.name: pc for pc in classes.values()}
         if kind is POD:
             priority.admit_pod(obj, by_name)

@@ -27,7 +27,9 @@ test: install proto-check
 test-unit: install
 	$(BIN)/python -m pytest -q -p no:cacheprovider tests/unit
 
+# KPLANE_EVENT_LOOP=uvloop make bench: every process on uvloop (the bench extra installs it).
 bench: install
+	$(BIN)/pip install --quiet -e '.[dev,bench]'
 	$(BIN)/python -m bench
 
 proto: install

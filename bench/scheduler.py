@@ -281,7 +281,8 @@ def run(out_dir: Path, quick: bool = False) -> dict:
 
 
 def summary(r: dict) -> str:
-    lines = [f"{r['nodes']} hollow nodes (4 cpu, 32Gi, 110 pods), create -> bound through the real processes:"]
+    lines = [f"{r['nodes']} hollow nodes (4 cpu, 32Gi, 110 pods), create -> bound through the real processes, "
+             f"event loop {os.environ.get('KPLANE_EVENT_LOOP') or 'asyncio'}:"]
     for name, w in r["workloads"].items():
         target = f"   target >= {w['target_pods_per_s']:.0f}: {'met' if w['target_met'] else 'MISSED'}" \
             if "target_pods_per_s" in w else ""
@@ -293,6 +294,9 @@ def summary(r: dict) -> str:
         per_pod = ", ".join(f"{k} {v:.1f}" for k, v in sorted(w["cpu_ms_per_pod_by_component"].items(),
                                                                 key=lambda kv: -kv[1]) if v >= 0.1)
         lines.append(f"  {'':<16} CPU ms per measured pod: {per_pod}")
+        sets = w.get("scheduler_metrics", {}).get("scheduler_preemption_victims_count")
+        if sets:  # one victim set per preemptor, whatever the event loop (a second one over-preempts)
+            lines.append(f"  {'':<16} victim sets chosen: {sets:.0f} for {w['measured_pods']} measured pods")
     prof = r.get("profile", {})
     if prof.get("top_self_time"):
         lines.append(f"scheduler CPU profile of {prof['workload']} ({prof['pods_per_s_under_profiler']} pods/s under "

@@ -295,12 +295,19 @@ class LeaderElector:
         """Give the Lease up if the last record we saw names us: holder cleared, duration 1 s."""
         if not self._observed_holds():
             return False
-        now = timeutil.rfc3339_micro()
-        record = LeaderElectionRecord(holder_identity="", lease_duration_seconds=1, acquire_time=now,
-                                      renew_time=now, leader_transitions=self._observed.leader_transitions)
         timeout = self._cfg.renew_deadline
         try:
             async with asyncio.timeout(timeout):
+                # Read the Lease first, as client-go's release does: a renewal cut short by the stop
+                # may have landed after all, and an update carrying the older resourceVersion
+                # would fail with a conflict and leave the Lease held until it expires.
+                current = await self._lock.get(timeout)
+                if current.holder_identity != self._cfg.identity:
+                    self._set_observed(current)
+                    return False
+                now = timeutil.rfc3339_micro()
+                record = LeaderElectionRecord(holder_identity="", lease_duration_seconds=1, acquire_time=now,
+                                              renew_time=now, leader_transitions=current.leader_transitions)
                 await self._lock.update(record, timeout)
         except (errors.ApiError, TimeoutError) as exc:
             log.error("lease_release_failed", lease=self._cfg.lease, identity=self._cfg.identity,

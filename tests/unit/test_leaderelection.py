@@ -387,3 +387,17 @@ async def test_run_may_be_called_only_once(store, lease_name, candidates):
     await eventually(a.is_leader, what="a leads")
     with pytest.raises(RuntimeError, match="only once"):
         await a.elector.run()
+
+
+async def test_a_renewal_that_landed_unseen_does_not_stop_the_release(store, lease_name, candidates):
+    # A stop cuts a renewal short after the apiserver applied it: the leader's last-seen
+    # resourceVersion is stale. client-go's release reads the Lease first; an update with the
+    # stale version would be refused as a conflict and the Lease held until it expires.
+    slow = dict(lease_duration=30.0, renew_deadline=20.0, retry_period=10.0)
+    a = Candidate(store, lease_name, "a", release_on_cancel=True, **slow)
+    candidates.append(a.start())
+    await eventually(a.is_leader, what="a leads")
+    store.touch(lease_name)  # the renewal whose reply never came back
+    await a.cancel()
+    spec = store.lease(lease_name).spec
+    assert (spec.holder_identity, spec.lease_duration_seconds) == ("", 1)

@@ -275,8 +275,18 @@ class LeaderElector:
         if led:
             _MASTER_STATUS.labels(self._cfg.lease_name).set(0)
         if leading_task is not None:
+            # The leading work may take a while to end (a scheduler lets its bindings in flight
+            # land): the Lease it guards is renewed meanwhile, or it could expire and a standby
+            # take over while that work still writes. Lost, there is nothing to renew.
+            keep = asyncio.create_task(self._keep_renewing(), name=f"renew-while-stopping:{self._cfg.lease}") \
+                if led and not lost else None
             leading_task.cancel()
-            await asyncio.wait({leading_task})
+            try:
+                await asyncio.wait({leading_task})
+            finally:
+                if keep is not None:
+                    keep.cancel()
+                    await asyncio.wait({keep})
             if not leading_task.cancelled() and leading_task.exception() is not None:
                 exc = leading_task.exception()
                 log.error("leading_task_failed", lease=self._cfg.lease, identity=self._cfg.identity,
@@ -290,6 +300,12 @@ class LeaderElector:
             self._on_stopped_leading()
         except Exception as exc:  # a callback's bug must not hide why we stopped
             log.error("on_stopped_leading_failed", lease=self._cfg.lease, error=repr(exc), exc_info=exc)
+
+    async def _keep_renewing(self) -> None:
+        """Renew every retry_period until cancelled (while the leading work ends)."""
+        while True:
+            await self._attempt(self._cfg.renew_deadline)
+            await asyncio.sleep(self._cfg.retry_period)
 
     async def _release(self) -> bool:
         """Give the Lease up if the last record we saw names us: holder cleared, duration 1 s."""

@@ -401,3 +401,30 @@ async def test_a_renewal_that_landed_unseen_does_not_stop_the_release(store, lea
     await a.cancel()
     spec = store.lease(lease_name).spec
     assert (spec.holder_identity, spec.lease_duration_seconds) == ("", 1)
+
+
+async def test_the_lease_is_renewed_while_the_leading_work_drains_after_a_stop(store, lease_name, candidates):
+    # A scheduler stopping lets its bindings in flight land before it releases the Lease. The
+    # drain outlasts the lease (0.6 s): renewals go on meanwhile, so no standby takes over while
+    # the old leader still writes; the release comes once the work has ended.
+    drained = asyncio.Event()
+
+    async def drains_slowly():
+        try:
+            await asyncio.Event().wait()
+        except asyncio.CancelledError:
+            await asyncio.sleep(1.5)  # 2.5 lease durations
+            drained.set()
+            raise
+
+    a = Candidate(store, lease_name, "a", release_on_cancel=True, leading_work=drains_slowly)
+    candidates.append(a.start())
+    await eventually(a.is_leader, what="a leads")
+    b = Candidate(store, lease_name, "b")
+    candidates.append(b.start())
+    await eventually(lambda: b.elector.leader() == "a", what="b sees a")
+    await a.cancel()
+    assert drained.is_set()
+    holders = [w.spec.holder_identity for w in store.writes]
+    assert "b" not in holders[:holders.index("")], holders  # b took nothing before a released
+    await eventually(b.is_leader, timeout=5, what="b takes the released lease")

@@ -1,4 +1,5 @@
-"""The cluster's event log (DESIGN.md section 3): every etcd revision of ``/registry/``, in order.
+"""The cluster's event log: every etcd revision of ``/registry/``, in order (``kplane history``,
+docs/cli.md; the ``Cluster/History`` stream, docs/api.md).
 
 Read straight from etcd's history with a watch from ``since`` (so it shows what etcd holds, not
 what a cache kept): each put is ADDED (first version) or MODIFIED, each delete is DELETED with

@@ -1,4 +1,4 @@
-"""``kplane apply -f FILE``: create what is absent, update what exists (DESIGN.md section 5).
+"""``kplane apply -f FILE``: create what is absent, update what exists (docs/cli.md).
 
 All or nothing: every document is parsed and decoded first (malformed YAML, an unknown kind or
 field fails before anything is sent), then sent to the server as a dry run (admission and

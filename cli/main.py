@@ -1,4 +1,4 @@
-"""The ``kplane`` command (DESIGN.md section 5).
+"""The ``kplane`` command (docs/cli.md).
 
 Finds the cluster through ``--server``, ``$KPLANE_SERVER`` or ``<data-dir>/cluster.json``
 (``--data-dir``, default ``$KPLANE_HOME`` or ``./.kplane``). On bad input it prints one line on

@@ -1,4 +1,4 @@
-"""Feature gates (``--feature-gates=A=true,B=false``) with the source documents' defaults.
+"""Feature gates (``--feature-gates=A=true,B=false``) with the sources' defaults (docs/sources.md).
 
 Each process parses the flag once at start; code asks ``gates.enabled("SchedulerPreQueueingHints")``.
 The state is exported as ``kubernetes_feature_enabled{name,stage}`` as Kubernetes does.

@@ -2,12 +2,12 @@
 
 kube-scheduler's schedule_one.go:
 
-- **Scheduling cycle**: snapshot the cache; PreFilter; try the pod's nominated node first; walk
-  the nodes round robin from where the last cycle stopped, filtering until enough feasible nodes
-  are found (``percentageOfNodesToScore``: adaptive by default, 50% at 100 nodes down to a 5%
-  floor, never fewer than 100 nodes, 004 §9); score them (PreScore, Score, NormalizeScore,
-  weights) unless only one is feasible; pick the highest, ties at random; assume the pod onto
-  the node in the cache; Reserve; Permit.
+- **Scheduling cycle**: snapshot the cache; PreFilter; try the pod's nominated node first; walk the
+  nodes round robin from where the last cycle stopped, filtering until enough feasible nodes are
+  found (``percentageOfNodesToScore``: adaptive by default, 50% at 100 nodes down to a 5% floor,
+  never fewer than 100 nodes; Kubernetes docs: Scheduler Performance Tuning); score them (PreScore,
+  Score, NormalizeScore, weights) unless only one is feasible; pick the highest, ties at random;
+  assume the pod onto the node in the cache; Reserve; Permit.
 - When no node fits: PostFilter (preemption), then the failure handler: the pod goes back to the
   queue with the plugins that rejected it, gets a ``FailedScheduling`` event and the condition
   ``PodScheduled=False`` (reason Unschedulable, kube-scheduler's message), and the nomination
@@ -55,7 +55,7 @@ NO_NODES_AVAILABLE = "no nodes available to schedule pods"
 
 
 def num_feasible_nodes_to_find(percentage: int, num_all_nodes: int) -> int:
-    """How many feasible nodes are enough (004 §9 "Scheduler Performance Tuning")."""
+    """How many feasible nodes are enough (Kubernetes docs: Scheduler Performance Tuning)."""
     if num_all_nodes < MIN_FEASIBLE_NODES_TO_FIND:
         return num_all_nodes
     if percentage <= 0:

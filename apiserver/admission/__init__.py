@@ -1,6 +1,6 @@
 """Admission: the checks and mutations between authentication and validation.
 
-Order (DESIGN.md section 2): node restriction -> priority -> defaulting -> validation. Node
-restriction is also the authorizer: everything an authenticated user asks is allowed except what
-it forbids kubelets to do.
+Order (docs/apiserver.md, "Admission"): node restriction -> priority -> defaulting -> validation.
+Node restriction is also the authorizer: everything an authenticated user asks is allowed except
+what it forbids kubelets to do.
 """

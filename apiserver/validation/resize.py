@@ -12,7 +12,8 @@ Only cpu and memory requests and limits of regular containers and restartable in
    kubelet supports resize only if it reported ``resources`` (possibly ``{}``);
 6. containers may not be renamed or reordered (nothing else is checked if they are);
 7. requests and limits may not be removed;
-8. kplane keeps ``resizePolicy`` immutable (DESIGN.md), where Kubernetes >= 1.33 lets resize change it;
+8. kplane keeps ``resizePolicy`` immutable (docs/apiserver.md, "Resize"), where Kubernetes >= 1.33
+   lets resize change it;
 9. only cpu and memory may change; resources of non-sidecar init containers not at all;
 10. no other field of the spec may change.
 """

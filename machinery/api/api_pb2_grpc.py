@@ -3660,7 +3660,7 @@ class DeviceClasses:
 
 
 class ClusterStub:
-    """The cluster's event log: every etcd revision in order (DESIGN.md section 3).
+    """The cluster's event log: every etcd revision in order (`kplane history`, docs/cli.md).
     """
 
     def __init__(self, channel):
@@ -3677,7 +3677,7 @@ class ClusterStub:
 
 
 class ClusterServicer:
-    """The cluster's event log: every etcd revision in order (DESIGN.md section 3).
+    """The cluster's event log: every etcd revision in order (`kplane history`, docs/cli.md).
     """
 
     def History(self, request, context):
@@ -3703,7 +3703,7 @@ def add_ClusterServicer_to_server(servicer, server):
 
  # This class is part of an EXPERIMENTAL API.
 class Cluster:
-    """The cluster's event log: every etcd revision in order (DESIGN.md section 3).
+    """The cluster's event log: every etcd revision in order (`kplane history`, docs/cli.md).
     """
 
     @staticmethod

@@ -15,9 +15,9 @@ kube-scheduler's defaultpreemption plugin, a PostFilter over the shared preempti
   still does not fit (the filters, with nominated pods), the node cannot help; otherwise add
   pods back, most important first (priority, then earliest start) — PDB-violating ones before
   the others — keeping each that still lets the pod fit. What is not reprieved is a victim.
-  So, as 001 says, "if node capacity is 10, and pending pod is priority 10 and requires 5 units
-  of resource, and the running pods are {priority 0 request 3, priority 1 request 1, priority 2
-  request 5, priority 3 request 1}, scheduler will preempt the priority 2 pod only". A
+  So, as the preemption design says, "if node capacity is 10, and pending pod is priority 10 and
+  requires 5 units of resource, and the running pods are {priority 0 request 3, priority 1 request
+  1, priority 2 request 5, priority 3 request 1}, scheduler will preempt the priority 2 pod only". A
   BestEffort pod frees no requests, so it is never a victim for resources;
 - how many nodes to dry-run: ``minCandidateNodesPercentage`` (10) of the candidates, at least
   ``minCandidateNodesAbsolute`` (100), from a random offset — the plugin's args

@@ -1,6 +1,7 @@
 """InterPodAffinity: may the pod join the pods in a node's topology domains, and would it like to?
 
-kube-scheduler's interpodaffinity plugin (004 §2 "Inter-pod affinity and anti-affinity").
+kube-scheduler's interpodaffinity plugin (Kubernetes docs: Assigning Pods to Nodes, "Inter-pod
+affinity and anti-affinity").
 A term names pods (label selector, namespaces / namespaceSelector, matchLabelKeys and
 mismatchLabelKeys already merged by PodInfo) and a ``topologyKey``; a topology domain is a
 pair (key, value of that node label), e.g. (topology.kubernetes.io/zone, V).
@@ -203,8 +204,8 @@ def _satisfies_pod_affinity(s: _PreFilterState, labels) -> bool:
     if peers_everywhere:
         return True
     # The first pod of a group with affinity to itself: no peer in the whole cluster, and the
-    # pod would be its own peer (004 §2 "Scheduling a group of pods with inter-pod affinity to
-    # themselves").
+    # pod would be its own peer (Kubernetes docs: Assigning Pods to Nodes, "Scheduling a group of
+    # pods with inter-pod affinity to themselves").
     return not counts and s.matches_own_affinity
 
 

@@ -1,7 +1,7 @@
 """NodeAffinity: a pod's ``nodeSelector`` and node affinity, and the profile's ``addedAffinity``.
 
-kube-scheduler's nodeaffinity plugin (004 §2 "nodeSelector", "Node affinity", "Node affinity
-weight", "Node affinity per scheduling profile"):
+kube-scheduler's nodeaffinity plugin (Kubernetes docs: Assigning Pods to Nodes, "nodeSelector",
+"Node affinity", "Node affinity weight", "Node affinity per scheduling profile"):
 
 - PreFilter compiles the pod's required placement once — ``spec.nodeSelector`` AND
   ``requiredDuringSchedulingIgnoredDuringExecution`` — into the cycle state. When every required

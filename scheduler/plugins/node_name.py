@@ -1,9 +1,9 @@
 """NodeName: a pod that names its node (``spec.nodeName``) fits that node only.
 
-kube-scheduler's nodename plugin (004 §2 "nodeName"). Filter: a pod whose ``spec.nodeName`` is
-set and differs from the node is UnschedulableAndUnresolvable ``node(s) didn't match the
-requested node name`` (no preemption can rename a node). A pod without ``spec.nodeName`` passes
-every node.
+kube-scheduler's nodename plugin (Kubernetes docs: Assigning Pods to Nodes, "nodeName"). Filter: a
+pod whose ``spec.nodeName`` is set and differs from the node is UnschedulableAndUnresolvable
+``node(s) didn't match the requested node name`` (no preemption can rename a node). A pod without
+``spec.nodeName`` passes every node.
 
 What makes a pod this plugin rejected schedulable: only a node being added (a node's name never
 changes), and only the node the pod names. kube-scheduler registers Node/Add without a hint

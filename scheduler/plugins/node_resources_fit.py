@@ -9,10 +9,11 @@ kube-scheduler's noderesources Fit plugin.
   pods count for max(desired unless Infeasible, allocated, actual), so a pending resize keeps
   its room). When the request exceeds the node's whole allocatable, no preemption can help:
   UnschedulableAndUnresolvable.
-- Score, by ``scoringStrategy`` (004 §10 "Resource Bin Packing"): ``LeastAllocated`` (default:
-  spread), ``MostAllocated`` (bin pack) or ``RequestedToCapacityRatio`` (a piecewise-linear
-  shape of utilization), each a weighted average over ``resources`` (default cpu and memory,
-  weight 1). Containers that request no cpu/memory count as 100m / 200Mi here, as in Kubernetes.
+- Score, by ``scoringStrategy`` (Kubernetes docs: Resource Bin Packing): ``LeastAllocated``
+  (default: spread), ``MostAllocated`` (bin pack) or ``RequestedToCapacityRatio`` (a
+  piecewise-linear shape of utilization), each a weighted average over ``resources`` (default cpu
+  and memory, weight 1). Containers that request no cpu/memory count as 100m / 200Mi here, as in
+  Kubernetes.
 
 Args (``NodeResourcesFitArgs``, decoded strictly by ``decode_args`` with kube-scheduler's v1
 defaults and validation_pluginargs.go's checks): ``ignoredResources``,

@@ -1,10 +1,10 @@
 """NodeUnschedulable: a cordoned node (``spec.unschedulable``) takes no new pods.
 
-kube-scheduler's nodeunschedulable plugin. Filter: when the node is unschedulable and the pod
-does not tolerate the taint ``node.kubernetes.io/unschedulable:NoSchedule`` (004 §6 lists it
-among the built-in taints; DaemonSet pods carry that toleration), the node is
-UnschedulableAndUnresolvable ``node(s) were unschedulable``. The taint need not be on the node:
-the field alone cordons it, and tolerating the taint tolerates the field.
+kube-scheduler's nodeunschedulable plugin. Filter: when the node is unschedulable and the pod does
+not tolerate the taint ``node.kubernetes.io/unschedulable:NoSchedule`` (Kubernetes docs: Taints and
+Tolerations lists it among the built-in taints; DaemonSet pods carry that toleration), the node is
+UnschedulableAndUnresolvable ``node(s) were unschedulable``. The taint need not be on the node: the
+field alone cordons it, and tolerating the taint tolerates the field.
 
 What makes a pod this plugin rejected schedulable (its QueueingHints):
 - a schedulable node added, or a node uncordoned (kplane reports ``unschedulable`` going

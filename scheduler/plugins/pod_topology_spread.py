@@ -1,6 +1,6 @@
 """PodTopologySpread: spread a group of pods evenly over topology domains (zones, nodes, ...).
 
-kube-scheduler's podtopologyspread plugin (004 §5 "Pod Topology Spread Constraints").
+kube-scheduler's podtopologyspread plugin (Kubernetes docs: Pod Topology Spread Constraints).
 
 A constraint (``spec.topologySpreadConstraints[i]``) counts, per *domain* (one value of the node
 label ``topologyKey``), the pods of the pod's namespace that its selector matches:

@@ -1,11 +1,11 @@
 """SchedulingGates: keep a pod out of the active queue while it has ``spec.schedulingGates``.
 
-kube-scheduler's schedulinggates plugin (004 §4 "Pod Scheduling Readiness"). Its only extension
-point is PreEnqueue: a pod created with gates is parked as gated (``kubectl get`` shows
-``SchedulingGated``; ``scheduler_pending_pods{queue="gated"}`` counts it) and no scheduling
-cycle is spent on it. The answer is UnschedulableAndUnresolvable ``waiting for scheduling
-gates: [example.com/foo example.com/bar]`` (the gate names in order, formatted as Go's ``%v``
-formats a string slice).
+kube-scheduler's schedulinggates plugin (Kubernetes docs: Pod Scheduling Readiness). Its only
+extension point is PreEnqueue: a pod created with gates is parked as gated (``kubectl get`` shows
+``SchedulingGated``; ``scheduler_pending_pods{queue="gated"}`` counts it) and no scheduling cycle is
+spent on it. The answer is UnschedulableAndUnresolvable ``waiting for scheduling gates:
+[example.com/foo example.com/bar]`` (the gate names in order, formatted as Go's ``%v`` formats a
+string slice).
 
 Gates can only be removed after creation, never added, so the one event that can release the
 pod is an update of the pod itself that removes its last gate.

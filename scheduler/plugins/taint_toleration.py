@@ -1,6 +1,6 @@
 """TaintToleration: a node's taints repel the pods that do not tolerate them.
 
-kube-scheduler's tainttoleration plugin (004 §6 "Taints and Tolerations"):
+kube-scheduler's tainttoleration plugin (Kubernetes docs: Taints and Tolerations):
 
 - Filter: the first of the node's ``NoSchedule`` or ``NoExecute`` taints the pod does not
   tolerate makes the node UnschedulableAndUnresolvable ``node(s) had untolerated taint {key:

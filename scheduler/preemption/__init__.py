@@ -1,1 +1,5 @@
-"""Preemption (001 "Pod Preemption in Kubernetes", 004 §11): the evaluator shared by preemption plugins."""
+"""Preemption: the evaluator shared by preemption plugins.
+
+Sources: the Kubernetes preemption design ("Pod Preemption in Kubernetes") and Kubernetes docs: Pod
+Priority and Preemption.
+"""

@@ -1,6 +1,7 @@
 """Preemption: find the node where evicting lower-priority pods lets the pod fit, and evict them.
 
-kube-scheduler's framework/preemption Evaluator, with the preemption design (001) and 004 §11:
+kube-scheduler's framework/preemption Evaluator, as the Kubernetes preemption design ("Pod
+Preemption in Kubernetes") and Kubernetes docs: Pod Priority and Preemption describe it:
 
 1. The latest version of the pod must be eligible (``PodEligibleToPreemptOthers``): not
    ``preemptionPolicy: Never``; not while lower-priority victims on its nominated node are
@@ -336,9 +337,9 @@ class Evaluator:
         evicting = False
         try:
             # Lower-priority pods nominated here lose their nomination even when every victim is
-            # going already (another preemptor's): 001 Example 4, 004 §11 "scheduler clears
-            # nominatedNodeName of Pod P", as the synchronous path does (kube-scheduler's async
-            # path returns early there).
+            # going already (another preemptor's): the preemption design's Example 4, and Kubernetes
+            # docs: Pod Priority and Preemption, "scheduler clears nominatedNodeName of Pod P"; as
+            # the synchronous path does (kube-scheduler's async path returns early there).
             await self._clear_lower_nominations(c, pod)
             evicting = True
             err = await self._evict(c, pod, victims, on_last=lambda v: self._last_victim.__setitem__(

@@ -1,12 +1,12 @@
 """Chaos for the scheduler: killed at each point the preemption design calls dangerous, it converges.
 
-DESIGN.md section 4 puts a failpoint at each: after the victims are chosen (nothing touched yet),
-after the first victim is deleted (the others not yet), before the nomination is written (every
-victim deleted, the preemptor not nominated) and before the binding is sent (the pod assumed in
-the dead process's cache only). With async preemption (KEP-4832, on by default) the victims go
-in a task of their own and the nomination is written at once, so each module runs twice: with
-the gate and without. Each test arms one point with ``panic`` — the scheduler dies there, as with
-SIGKILL —, checks that it died with the state that point implies on that path, starts it again,
+kplane puts a failpoint at each (docs/scheduler.md, "Failpoints"): after the victims are chosen
+(nothing touched yet), after the first victim is deleted (the others not yet), before the nomination
+is written (every victim deleted, the preemptor not nominated) and before the binding is sent (the
+pod assumed in the dead process's cache only). With async preemption (KEP-4832, on by default) the
+victims go in a task of their own and the nomination is written at once, so each module runs twice:
+with the gate and without. Each test arms one point with ``panic`` — the scheduler dies there, as
+with SIGKILL —, checks that it died with the state that point implies on that path, starts it again,
 and asserts what the cluster must end with:
 
 - every pod is Running on its node, or Pending, unbound, with PodScheduled=False, reason

@@ -1,6 +1,6 @@
-"""Pod preemption as 001 "Pod Preemption in Kubernetes" and 004 §11 "Pod Priority and Preemption"
-describe it, on real processes: etcd, the apiserver, the scheduler and two nodes (kubelet + fake
-runtime each) of 10 CPUs.
+"""Pod preemption as the Kubernetes preemption design ("Pod Preemption in Kubernetes") and Kubernetes docs:
+Pod Priority and Preemption describe it, on real processes: etcd, the apiserver, the scheduler and two nodes
+(kubelet + fake runtime each) of 10 CPUs.
 
 The document's "units of resources" are CPUs; its priorities are PriorityClasses ``priority-<value>``.
 Its grace periods are divided by six (pod A: 60 s -> 10 s, pod B: 30 s -> 5 s) and every victim's
@@ -258,7 +258,7 @@ def _observe_pod(life: Life, rev: int, type_: str, pod: core_pb2.Pod) -> None:
 
 
 async def _assert_preempted_by(scene: Scene, victim: str, preemptor: str, node: str) -> None:
-    """001 "Scheduler performs preemption": the victim is marked (DisruptionTarget, reason
+    """The preemption design, "Scheduler performs preemption": the victim is marked (DisruptionTarget, reason
     PreemptionByScheduler), then deleted gracefully, with a Preempted event naming its preemptor."""
     events = await scene.wait_event(victim, "Preempted")
     assert [(e.message, e.count) for e in events] == [(f"Preempted by pod {scene.uids[preemptor]} on node {node}", 1)]
@@ -279,14 +279,14 @@ def _assert_marked_then_deleted_gracefully(life: Life, grace: int) -> None:
     assert states and all(t.exit_code == 0 for t in states), f"not a graceful exit: {last.status.container_statuses}"
 
 
-# ------------------------------------------------------------------------------------------ 001 "Preemption order"
+# ------------------------------------------------------------------ the preemption design, "Preemption order"
 
 
 async def test_001_preemption_order_preempts_only_the_priority_2_pod(api):
-    """001 "Important notes": "if node capacity is 10, and pending pod is priority 10 and requires 5 units
-    of resource, and the running pods are {priority 0 request 3, priority 1 request 1, priority 2 request 5,
-    priority 3 request 1}, scheduler will preempt the priority 2 pod only and leaves priority 1 and priority
-    0 running."
+    """The preemption design, "Important notes": "if node capacity is 10, and pending pod is priority 10 and
+    requires 5 units of resource, and the running pods are {priority 0 request 3, priority 1 request 1,
+    priority 2 request 5, priority 3 request 1}, scheduler will preempt the priority 2 pod only and leaves
+    priority 1 and priority 0 running."
     """
     s = Scene(api)
     await _cordon(api, NODE_2)
@@ -319,7 +319,7 @@ async def test_001_preemption_order_preempts_only_the_priority_2_pod(api):
     assert failed[0][1].message == first[1] and failed[0][1].type == "Warning"
 
 
-# ------------------------------------------------------------------------------------------ 001 Examples 1-4
+# ------------------------------------------------------------------------ the preemption design, Examples 1-4
 
 # The messages the scheduler gives C and D, kube-scheduler's "0/N nodes are available: ..." with the
 # preemption's own verdict after "preemption: ".
@@ -347,8 +347,9 @@ def _writes_between(life: Life, reason: str, after: int, before: int) -> list[in
 
 
 async def test_001_example_1_c_nominated_to_node_1_and_d_pending_behind_the_nomination(api):
-    """001 Example 1: one node of 10 runs A and B (priority 100, 5 each); C (1000, needs 10) preempts both
-    and is nominated; D (50, needs 2) waits behind C's nomination even once B is gone, and after C."""
+    """The preemption design's Example 1: one node of 10 runs A and B (priority 100, 5 each); C (1000, needs
+    10) preempts both and is nominated; D (50, needs 2) waits behind C's nomination even once B is gone, and
+    after C."""
     s = Scene(api)
     await _cordon(api, NODE_2)  # "There is only 1 node (other than the master) in the cluster."
     await _priority_classes(api, 50, 100, 1000)
@@ -394,8 +395,9 @@ async def test_001_example_1_c_nominated_to_node_1_and_d_pending_behind_the_nomi
 
 
 async def test_001_example_2_c_lands_on_node_2_ignoring_its_nomination_and_d_later_on_node_1(api):
-    """001 Example 2: as Example 1 with a second node, full with E (priority 2000, 10 units); E terminates
-    while A and B do, and C goes to node 2 instead of its nominated node 1; D then takes node 1."""
+    """The preemption design's Example 2: as Example 1 with a second node, full with E (priority 2000, 10
+    units); E terminates while A and B do, and C goes to node 2 instead of its nominated node 1; D then takes
+    node 1."""
     s = Scene(api)
     await _priority_classes(api, 50, 100, 1000, 2000)
     # "Node 2 is running pod E with priority 2000 and request of 10 units." (It exits as soon as asked to.)
@@ -441,7 +443,8 @@ async def test_001_example_2_c_lands_on_node_2_ignoring_its_nomination_and_d_lat
 
 
 async def test_001_example_3_d_binds_on_node_2_while_a_and_b_terminate(api):
-    """001 Example 3: as Example 2 but E uses 8 units: D fits node 2 at once, while C waits for A and B."""
+    """The preemption design's Example 3: as Example 2 but E uses 8 units: D fits node 2 at once, while C
+    waits for A and B."""
     s = Scene(api)
     await _priority_classes(api, 50, 100, 1000, 2000)
     # "pod E uses 8 units of resources. So, 2 units of resources are available on Node 2."
@@ -472,8 +475,9 @@ async def test_001_example_3_d_binds_on_node_2_while_a_and_b_terminate(api):
 
 
 async def test_001_example_4_f_takes_node_1_and_c_loses_its_nomination(api):
-    """001 Example 4 (and 004 §11 "User exposed information"): as Example 1, then F of higher priority
-    arrives while A and B terminate; F takes node 1's nomination, C loses its own; F binds, C and D wait."""
+    """The preemption design's Example 4 (and Kubernetes docs: Pod Priority and Preemption, "User exposed
+    information"): as Example 1, then F of higher priority arrives while A and B terminate; F takes node 1's
+    nomination, C loses its own; F binds, C and D wait."""
     s = Scene(api)
     await _cordon(api, NODE_2)
     await _priority_classes(api, 50, 100, 1000, 2000)
@@ -524,7 +528,7 @@ async def test_001_example_4_f_takes_node_1_and_c_loses_its_nomination(api):
         assert not pod.spec.node_name and pod.status.nominated_node_name == "", _brief(pod)
 
 
-# ------------------------------------------------------------------------------------------ 004 §11 preemptionPolicy
+# --------------------------------------------- Kubernetes docs: Pod Priority and Preemption, preemptionPolicy
 
 
 async def _back_off_over(s: Scene, *names: str) -> None:
@@ -547,10 +551,10 @@ async def _back_off_over(s: Scene, *names: str) -> None:
 
 
 async def test_004_preemption_policy_never_queued_ahead_but_never_preempts(api):
-    """004 §11 "Non-preempting PriorityClass": "Pods with preemptionPolicy: Never will be placed in the
-    scheduling queue ahead of lower-priority pods, but they cannot preempt other pods. A non-preempting pod
-    waiting to be scheduled will stay in the scheduling queue, until sufficient resources are free, and it
-    can be scheduled." """
+    """Kubernetes docs: Pod Priority and Preemption, "Non-preempting PriorityClass": "Pods with
+    preemptionPolicy: Never will be placed in the scheduling queue ahead of lower-priority pods, but they
+    cannot preempt other pods. A non-preempting pod waiting to be scheduled will stay in the scheduling queue,
+    until sufficient resources are free, and it can be scheduled." """
     s = Scene(api)
     await _cordon(api, NODE_2)
     await _priority_classes(api, 0, never=(1000,))
@@ -587,15 +591,15 @@ async def test_004_preemption_policy_never_queued_ahead_but_never_preempts(api):
     assert lives["never"].bound[0] > lives["running-1"].terminated
 
 
-# ------------------------------------------------------------------------------------------ 001 BestEffort
+# -------------------------------------------------------------------------- the preemption design, BestEffort
 
 
 async def test_001_a_best_effort_pod_is_never_a_victim_for_resources(api):
-    """001 "Important notes": "scheduler will never preempt a Best Effort pod to make more resources
-    available. That's because the requests of Best Effort pods is zero". Its "Preemption - Eviction workflow"
-    example, in CPUs: a node of 10 runs a burstable pod requesting a quarter of it and a best effort pod,
-    both of priority 100; a pod of priority 200 asks for the whole node. "Scheduler preempts the burstable
-    pod and schedules the high priority pending pod on the node." """
+    """The preemption design, "Important notes": "scheduler will never preempt a Best Effort pod to make more
+    resources available. That's because the requests of Best Effort pods is zero". Its "Preemption - Eviction
+    workflow" example, in CPUs: a node of 10 runs a burstable pod requesting a quarter of it and a best effort
+    pod, both of priority 100; a pod of priority 200 asks for the whole node. "Scheduler preempts the
+    burstable pod and schedules the high priority pending pod on the node." """
     s = Scene(api)
     await _cordon(api, NODE_2)
     await _priority_classes(api, 100, 200)
@@ -617,7 +621,7 @@ async def test_001_a_best_effort_pod_is_never_a_victim_for_resources(api):
     _assert_marked_then_deleted_gracefully(lives["burstable"], 1)
 
 
-# ------------------------------------------------------------------------------------------ 001 PodDisruptionBudget
+# ----------------------------------------------------------------- the preemption design, PodDisruptionBudget
 
 
 async def _guarded(api, s: Scene, cpu: str, priority: int, node: str) -> None:
@@ -627,9 +631,10 @@ async def _guarded(api, s: Scene, cpu: str, priority: int, node: str) -> None:
 
 
 async def test_001_pdb_a_protected_pod_is_spared_when_another_node_works(api):
-    """001 "Supporting PodDisruptionBudget": "In scoring nodes and choosing one for preemption, the number of
-    pods whose PDBs are violated will be the most significant metric." Node 1's only pod is of the lowest
-    priority (the node the scheduler would pick without budgets) but protected; node 2's is not."""
+    """The preemption design, "Supporting PodDisruptionBudget": "In scoring nodes and choosing one for
+    preemption, the number of pods whose PDBs are violated will be the most significant metric." Node 1's only
+    pod is of the lowest priority (the node the scheduler would pick without budgets) but protected; node 2's
+    is not."""
     s = Scene(api)
     await _priority_classes(api, 1, 2, 10)
     await _guarded(api, s, "10", 1, NODE_1)
@@ -649,10 +654,10 @@ async def test_001_pdb_a_protected_pod_is_spared_when_another_node_works(api):
 
 
 async def test_001_pdb_a_protected_pod_is_preempted_when_nothing_else_works(api):
-    """001 "Supporting PodDisruptionBudget": "When choosing victims on any evaluated node, preemption logic
-    will try to reprieve pods whose PDBs are violated first" — and "if it doesn't find any lower priority pod
-    to preempt without violating PDB, it goes ahead and preempts victims despite violating PDB." (004 §11:
-    "respecting PDB is best effort".)"""
+    """The preemption design, "Supporting PodDisruptionBudget": "When choosing victims on any evaluated node,
+    preemption logic will try to reprieve pods whose PDBs are violated first" — and "if it doesn't find any
+    lower priority pod to preempt without violating PDB, it goes ahead and preempts victims despite violating
+    PDB." (Kubernetes docs: Pod Priority and Preemption: "respecting PDB is best effort".)"""
     s = Scene(api)
     await _cordon(api, NODE_2)
     await _priority_classes(api, 1, 2, 10, 20)

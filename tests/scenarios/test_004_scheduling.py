@@ -1,11 +1,12 @@
-"""004 "Scheduling, Preemption and Eviction", checked on a real cluster: etcd, apiserver, the
-scheduler and four nodes (kubelet + runtime each) as processes.
+"""Kubernetes docs: Scheduling, Preemption and Eviction, checked on a real cluster: etcd, apiserver,
+the scheduler and four nodes (kubelet + runtime each) as processes.
 
 One test per behaviour the document describes, with the document's own manifests where it gives
-one: §2 nodeSelector and node affinity (``with-node-affinity``), §4 scheduling gates
-(``test-pod``), §5 topology spread (the 4-node / 2-zone cluster, its one-constraint,
-two-constraint and conflicting examples), §6 taints and tolerations (``key1=value1:NoSchedule``),
-§9 ``percentageOfNodesToScore``. Each asserts where pods land (``spec.nodeName``) or, for a pod
+one: nodeSelector and node affinity (``with-node-affinity``; Assigning Pods to Nodes), scheduling
+gates (``test-pod``; Pod Scheduling Readiness), topology spread (the 4-node / 2-zone cluster, its
+one-constraint, two-constraint and conflicting examples; Pod Topology Spread Constraints), taints
+and tolerations (``key1=value1:NoSchedule``; Taints and Tolerations), ``percentageOfNodesToScore``
+(Scheduler Performance Tuning). Each asserts where pods land (``spec.nodeName``) or, for a pod
 that fits nowhere, the ``PodScheduled=False`` condition (reason Unschedulable, kube-scheduler's
 message) and the matching ``FailedScheduling`` event; where the document says a change makes a
 pending pod schedulable, the pod must bind within seconds — the scheduler's periodic flush of
@@ -53,7 +54,8 @@ BARRIER_NODE = "node-4"  # never tainted by these tests
 TEST_LABELS = (ZONE, "another-node-label-key", "disktype", "example.com/gpu", "zone", "node")
 TEST_TAINT_KEYS = ("key1", "key2")
 
-# 004 §9: "Below is an example configuration that sets percentageOfNodesToScore to 50%."
+# Kubernetes docs: Scheduler Performance Tuning, "Below is an example configuration that sets
+# percentageOfNodesToScore to 50%."
 SCHEDULER_CONFIG = """\
 apiVersion: kubescheduler.config.k8s.io/v1
 kind: KubeSchedulerConfiguration
@@ -163,7 +165,7 @@ async def _scheduler_saw_nodes(api) -> None:
     await eventually(gone, timeout=20, what=f"{pod.metadata.name} deleted")
 
 
-# ---------------------------------------------------------------- §6 Taints and Tolerations
+# ---------------------------------------------------------- Kubernetes docs: Taints and Tolerations
 
 TOLERATION_EQUAL = """\
 - key: "key1"
@@ -237,7 +239,7 @@ async def test_004_taints_a_pod_must_tolerate_every_noschedule_taint(api):
                               "3 node(s) didn't match Pod's node affinity/selector."), message
 
 
-# ---------------------------------------------------------------- §2 Assigning Pods to Nodes
+# --------------------------------------------------------- Kubernetes docs: Assigning Pods to Nodes
 
 async def test_004_node_selector_schedules_only_onto_nodes_with_every_label(api):
     await _label(api, "node-3", disktype="ssd")
@@ -317,7 +319,7 @@ async def test_004_node_affinity_required_zone_then_preferred_label(api):
     await wait_running(api, *names)
 
 
-# ---------------------------------------------------------------- §5 Pod Topology Spread Constraints
+# ------------------------------------------------- Kubernetes docs: Pod Topology Spread Constraints
 
 # node1..node4: "node=node1,zone=zoneA" ... "node=node4,zone=zoneB".
 SPREAD_LABELS = {"node-1": ("node1", "zoneA"), "node-2": ("node2", "zoneA"),
@@ -443,7 +445,7 @@ async def test_004_topology_spread_conflicting_constraints_stay_pending(api):
     assert await wait_bound(api, "mypod") in ("node-1", "node-2")
 
 
-# ---------------------------------------------------------------- §4 Pod Scheduling Readiness
+# -------------------------------------------------------- Kubernetes docs: Pod Scheduling Readiness
 
 TEST_POD = """\
 apiVersion: v1
@@ -489,7 +491,7 @@ async def test_004_scheduling_gates_keep_test_pod_gated_until_removed(api, sched
     assert metric(tc, "scheduler", "scheduler_pending_pods", 'queue="gated"}') == 0
 
 
-# ---------------------------------------------------------------- §9 Scheduler Performance Tuning
+# ---------------------------------------------------- Kubernetes docs: Scheduler Performance Tuning
 
 async def test_004_percentage_of_nodes_to_score_50_still_scores_every_node_of_a_small_cluster(api, sched_cluster):
     tc = sched_cluster

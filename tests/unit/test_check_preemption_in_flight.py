@@ -120,7 +120,8 @@ def test_the_same_victims_chosen_again_while_terminating_is_a_violation():
 
 
 def test_a_pod_whose_nomination_was_cleared_may_preempt_again():
-    """001: a higher-priority preemptor cleared p's nomination; kube-scheduler lets p look again."""
+    """The preemption design: a higher-priority preemptor cleared p's nomination; kube-scheduler
+    lets p look again."""
     entries = _first_preemption() + [
         _pe(19, "MODIFIED", _pod("p")),
         _pe(20, "MODIFIED", _pod("v3", node="n2", marked=T2)),

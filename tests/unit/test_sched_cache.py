@@ -114,7 +114,8 @@ def test_snapshots_copy_only_what_changed_and_keep_the_old_copies_intact():
 
 
 def test_nodes_are_walked_with_zones_interleaved():
-    """004 §9: "Node 1, Node 5, Node 2, Node 6, Node 3, Node 4" for zones {1,2,3,4} and {5,6}."""
+    """Zones {1,2,3,4} and {5,6} are walked "Node 1, Node 5, Node 2, Node 6, Node 3, Node 4"
+    (Kubernetes docs: Scheduler Performance Tuning)."""
     c = Cache()
     for i in (1, 2, 3, 4):
         c.add_node(node(f"node-{i}", zone="zone-1"))

@@ -1,4 +1,4 @@
-"""004 §9 "Scheduler Performance Tuning": how many feasible nodes a cycle looks for
+"""Kubernetes docs: Scheduler Performance Tuning — how many feasible nodes a cycle looks for
 (percentageOfNodesToScore, adaptive by default, 5% floor, 100-node minimum) and the round robin
 over the nodes from where the last cycle stopped."""
 

@@ -1,4 +1,5 @@
-"""The framework runtime at the extension points kube-scheduler's framework.go defines (004 §7):
+"""The framework runtime at the extension points kube-scheduler's framework.go defines (Kubernetes
+docs: Scheduling Framework):
 
 - PreFilter: an Unschedulable does not stop the others (preemption needs their state); the
   plugins that narrowed the nodes count as rejectors when the pod fits none of them;

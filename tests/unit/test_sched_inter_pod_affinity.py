@@ -1,7 +1,8 @@
-"""InterPodAffinity: 004 §2 "Inter-pod affinity and anti-affinity" — the with-pod-affinity Pod
-over zones, the first pod of a self-affine group, namespaces and namespaceSelector,
-matchLabelKeys / mismatchLabelKeys, the redis-cache / web-server Deployments on three nodes —
-plus existing pods' anti-affinity, scoring, the PreFilter extensions preemption uses (004 §11),
+"""InterPodAffinity: Kubernetes docs: Assigning Pods to Nodes, "Inter-pod affinity and
+anti-affinity" — the with-pod-affinity Pod over zones, the first pod of a self-affine group,
+namespaces and namespaceSelector, matchLabelKeys / mismatchLabelKeys, the redis-cache / web-server
+Deployments on three nodes — plus existing pods' anti-affinity, scoring, the PreFilter extensions
+preemption uses (Kubernetes docs: Pod Priority and Preemption),
 the QueueingHints and the args. Manifests are the document's, loaded as the apiserver would."""
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ AFFINITY_RULES = "node(s) didn't match pod affinity rules"
 ANTI_AFFINITY_RULES = "node(s) didn't match pod anti-affinity rules"
 EXISTING_ANTI_AFFINITY = "node(s) didn't satisfy existing pods anti-affinity rules"
 
-# ---------------------------------------------------------------- 004 §2 manifests
+# ---------------------------------------------- Kubernetes docs: Assigning Pods to Nodes, manifests
 
 WITH_POD_AFFINITY = """
 apiVersion: v1
@@ -330,7 +331,7 @@ def schedule_one(nodes: list[NodeInfo], pod: core_pb2.Pod) -> str | None:
     return best.name
 
 
-# ---------------------------------------------------------------- 004 §2: the pod affinity example
+# ------------------------------- Kubernetes docs: Assigning Pods to Nodes, the pod affinity example
 
 
 def test_004_with_pod_affinity_goes_only_to_zones_that_have_a_security_s1_pod():
@@ -379,7 +380,7 @@ def test_004_without_security_s2_pods_zone_r_is_not_avoided():
     assert scores(plugin(nodes), pod_from(WITH_POD_AFFINITY, "with-pod-affinity"), nodes) is None
 
 
-# ---------------------------------------------------------------- 004 §2: a group with affinity to itself
+# ------------------------ Kubernetes docs: Assigning Pods to Nodes, a group with affinity to itself
 
 
 def test_004_first_pod_of_a_self_affine_group_goes_anywhere_the_topology_key_exists():
@@ -469,7 +470,7 @@ def test_prefilter_skips_when_there_is_nothing_to_check():
     assert ipa.NAME in state.skip_filter_plugins  # the runtime will not call Filter
 
 
-# ---------------------------------------------------------------- 004 §2: namespaces
+# --------------------------------------------- Kubernetes docs: Assigning Pods to Nodes, namespaces
 
 
 def test_004_terms_default_to_the_pods_own_namespace():
@@ -516,7 +517,7 @@ def test_an_existing_pods_anti_affinity_namespace_selector_is_matched_against_th
     assert feasible(pl, plain("web", {"app": "web"}, namespace="dev"), nodes) == ["n1", "n2"]
 
 
-# ---------------------------------------------------------------- 004 §2: matchLabelKeys, mismatchLabelKeys
+# ---------------------- Kubernetes docs: Assigning Pods to Nodes, matchLabelKeys, mismatchLabelKeys
 
 
 def test_004_match_label_keys_only_pods_of_the_same_rollout_count():
@@ -550,7 +551,7 @@ def test_004_mismatch_label_keys_keep_tenants_in_their_own_node_pools():
     assert result["c1"] is None
 
 
-# ---------------------------------------------------------------- 004 §2: More practical use-cases
+# ------------------------------- Kubernetes docs: Assigning Pods to Nodes, More practical use-cases
 
 
 def test_004_redis_cache_and_web_server_colocate_one_of_each_per_node():
@@ -703,8 +704,9 @@ def test_add_pod_of_a_peer_satisfies_affinity():
 
 
 def test_004_s11_affinity_to_a_lower_priority_pod_cannot_survive_its_preemption():
-    """004 §11 "Inter-Pod affinity on lower-priority Pods": removing the pods the pending pod has
-    affinity to leaves the affinity unsatisfied on that node."""
+    """Kubernetes docs: Pod Priority and Preemption, "Inter-Pod affinity on lower-priority Pods":
+    removing the pods the pending pod has affinity to leaves the affinity unsatisfied on that
+    node."""
     low = plain("low", {"app": "db"})
     n1 = place(zoned("n1", "V"), low)
     n2 = place(zoned("n2", "R"), plain("db-r", {"app": "db"}))
@@ -721,8 +723,9 @@ def test_004_s11_affinity_to_a_lower_priority_pod_cannot_survive_its_preemption(
 
 
 def test_004_s11_no_cross_node_preemption_a_zone_wide_anti_affinity_peer_elsewhere_still_blocks():
-    """004 §11 "Cross node preemption": P has zone anti-affinity with Q on another node of N's
-    zone; removing N's own pods does not help, only removing Q would."""
+    """Kubernetes docs: Pod Priority and Preemption, "Cross node preemption": P has zone
+    anti-affinity with Q on another node of N's zone; removing N's own pods does not help, only
+    removing Q would."""
     q = plain("q", {"app": "q"})
     n = place(zoned("N", "Z"), plain("local", {"app": "local"}))
     other = place(zoned("M", "Z"), q)

@@ -1,5 +1,6 @@
-"""NodeAffinity: 004 §2's with-node-affinity pod, the "Node affinity weight" example, the
-"Node affinity per scheduling profile" addedAffinity, PreFilter's node names, args and hints."""
+"""NodeAffinity: Kubernetes docs: Assigning Pods to Nodes — its with-node-affinity pod, the "Node
+affinity weight" example, the "Node affinity per scheduling profile" addedAffinity —, PreFilter's
+node names, args and hints."""
 
 from __future__ import annotations
 
@@ -77,7 +78,8 @@ spec:
     image: registry.k8s.io/pause:2.0
 """
 
-# 004 §2 "Node affinity per scheduling profile": the foo-scheduler profile's NodeAffinity args.
+# Kubernetes docs: Assigning Pods to Nodes, "Node affinity per scheduling profile": the
+# foo-scheduler profile's NodeAffinity args.
 FOO_SCHEDULER_ARGS = yaml.safe_load("""
 addedAffinity:
   requiredDuringSchedulingIgnoredDuringExecution:

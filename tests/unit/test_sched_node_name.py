@@ -1,4 +1,5 @@
-"""NodeName: 004 §2 "nodeName" (the nginx pod pinned to kube-01), the message and the hint."""
+"""NodeName: the nginx pod pinned to kube-01 (Kubernetes docs: Assigning Pods to Nodes, "nodeName"),
+the message and the hint."""
 
 from __future__ import annotations
 
@@ -11,7 +12,8 @@ from scheduler.framework.types import NODE, ActionType, ClusterEvent, Code, Cycl
 from scheduler.plugins import node_name
 from tests.helpers import make_pod
 
-# 004 §2 "nodeName": "The above Pod will only run on the node kube-01."
+# Kubernetes docs: Assigning Pods to Nodes, "nodeName": "The above Pod will only run on the node
+# kube-01."
 NGINX = """
 apiVersion: v1
 kind: Pod

@@ -1,5 +1,5 @@
-"""NodeResourcesFit: the filter's verdicts, the three scoring strategies (004 §10 "Resource Bin
-Packing", with its worked example) and the QueueingHints."""
+"""NodeResourcesFit: the filter's verdicts, the three scoring strategies (Kubernetes docs: Resource
+Bin Packing, with its worked example) and the QueueingHints."""
 
 from __future__ import annotations
 
@@ -120,9 +120,10 @@ def test_most_allocated_prefers_the_fuller_node():
 
 
 def test_requested_to_capacity_ratio_the_documents_worked_example():
-    """004 §10 "Node scoring for capacity allocation": shape {0,0},{100,10}; weights foo 5,
-    memory 1, cpu 3. The document works in tenths (node 1 ≈ 5, node 2 ≈ 7); Kubernetes scales
-    the shape by 10, so the exact scores are 59 and 69, in the same order."""
+    """Kubernetes docs: Resource Bin Packing, "Node scoring for capacity allocation": shape
+    {0,0},{100,10}; weights foo 5, memory 1, cpu 3. The document works in tenths (node 1 ≈ 5,
+    node 2 ≈ 7); Kubernetes scales the shape by 10, so the exact scores are 59 and 69, in the
+    same order."""
     args = {"scoringStrategy": {"type": "RequestedToCapacityRatio",
                                 "resources": [{"name": "intel.com/foo", "weight": 5}, {"name": "memory", "weight": 1},
                                               {"name": "cpu", "weight": 3}],

@@ -1,5 +1,6 @@
-"""NodeUnschedulable: cordoned nodes, the node.kubernetes.io/unschedulable toleration (004 §6,
-"The DaemonSet controller automatically adds ... node.kubernetes.io/unschedulable"), and hints."""
+"""NodeUnschedulable: cordoned nodes, the node.kubernetes.io/unschedulable toleration (Kubernetes
+docs: Taints and Tolerations, "The DaemonSet controller automatically adds ...
+node.kubernetes.io/unschedulable"), and hints."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
-"""PodTopologySpread: 004 §5 "Pod Topology Spread Constraints" example by example (one constraint,
-multiple, conflicting, node affinity / nodeSelector, the implicit conventions, minDomains,
-matchLabelKeys), scoring ranks, the PreFilter extensions, QueueingHints and args."""
+"""PodTopologySpread: Kubernetes docs: Pod Topology Spread Constraints, example by example (one
+constraint, multiple, conflicting, node affinity / nodeSelector, the implicit conventions,
+minDomains, matchLabelKeys), scoring ranks, the PreFilter extensions, QueueingHints and args."""
 
 from __future__ import annotations
 
@@ -35,7 +35,8 @@ def node(name: str, labels: dict | None = None, taints: tuple[tuple[str, str, st
 
 
 def zone_node(name: str, zone: str, **labels: str) -> core_pb2.Node:
-    """004's nodes: ``node=<name>,zone=<zone>``."""
+    """Nodes as in Kubernetes docs: Pod Topology Spread Constraints:
+    ``node=<name>,zone=<zone>``."""
     return node(name, {"node": name, "zone": zone, **labels})
 
 
@@ -121,14 +122,15 @@ def scores(pl, snap: Snapshot, pod: core_pb2.Pod, nodes: list[NodeInfo] | None =
 
 
 def four_node_cluster(extra_pods: list[core_pb2.Pod] = ()) -> Snapshot:
-    """004 §5: node1..node4 in zoneA, zoneA, zoneB, zoneB; a foo=bar pod on node1, node2, node3."""
+    """Kubernetes docs: Pod Topology Spread Constraints — node1..node4 in zoneA, zoneA, zoneB,
+    zoneB; a foo=bar pod on node1, node2, node3."""
     nodes = [zone_node("node1", "zoneA"), zone_node("node2", "zoneA"), zone_node("node3", "zoneB"),
              zone_node("node4", "zoneB")]
     pods = [bound("p1", "node1", FOO_BAR), bound("p2", "node2", FOO_BAR), bound("p3", "node3", FOO_BAR)]
     return cluster(nodes, pods + list(extra_pods))
 
 
-# ---------------------------------------------------------------- 004 §5 examples
+# --------------------------------------- Kubernetes docs: Pod Topology Spread Constraints, examples
 
 
 def test_004_one_topology_spread_constraint_the_incoming_pod_can_only_go_to_zone_b():
@@ -204,8 +206,8 @@ def test_004_conflicting_topology_spread_constraints_leave_the_pod_pending():
 
 
 def five_node_cluster() -> list[core_pb2.Node]:
-    """004 §5 "topology spread constraints with node affinity": zones A (node1, node2), B (node3,
-    node4) and C (node5)."""
+    """Kubernetes docs: Pod Topology Spread Constraints, "topology spread constraints with node
+    affinity": zones A (node1, node2), B (node3, node4) and C (node5)."""
     return [zone_node("node1", "zoneA"), zone_node("node2", "zoneA"), zone_node("node3", "zoneB"),
             zone_node("node4", "zoneB"), zone_node("node5", "zoneC")]
 

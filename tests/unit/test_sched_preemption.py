@@ -1,6 +1,6 @@
-"""Preemption's decisions, as 001 "Pod Preemption in Kubernetes" and 004 §11 state them: which pods
-are victims on a node, which node is chosen, who may preempt at all, and what is done to the
-victims."""
+"""Preemption's decisions, as the Kubernetes preemption design ("Pod Preemption in Kubernetes") and
+Kubernetes docs: Pod Priority and Preemption state them: which pods are victims on a node, which
+node is chosen, who may preempt at all, and what is done to the victims."""
 
 from __future__ import annotations
 
@@ -120,16 +120,17 @@ class Env:
 
 
 def test_001_preemption_order_example_only_the_priority_2_pod_is_preempted():
-    """001: "if node capacity is 10, and pending pod is priority 10 and requires 5 units of
-    resource, and the running pods are {priority 0 request 3, priority 1 request 1, priority 2
-    request 5, priority 3 request 1}, scheduler will preempt the priority 2 pod only"."""
+    """The preemption design: "if node capacity is 10, and pending pod is priority 10 and requires 5
+    units of resource, and the running pods are {priority 0 request 3, priority 1 request 1,
+    priority 2 request 5, priority 3 request 1}, scheduler will preempt the priority 2 pod only"."""
     env = Env([node("n1")], [pod("p0", 0, "3", "n1"), pod("p1", 1, "1", "n1"), pod("p2", 2, "5", "n1"),
                              pod("p3", 3, "1", "n1")])
     assert env.victims(pod("preemptor", 10, "5"), "n1") == ["p2"]
 
 
 def test_a_best_effort_pod_is_never_a_victim_for_resources():
-    """001: "scheduler will never preempt a Best Effort pod to make more resources available"."""
+    """The preemption design: "scheduler will never preempt a Best Effort pod to make more resources
+    available"."""
     env = Env([node("n1", cpu="2")], [pod("burstable", 0, "2", "n1"), pod("besteffort", 0, None, "n1")])
     assert env.victims(pod("preemptor", 10, "1"), "n1") == ["burstable"]
 
@@ -158,7 +159,8 @@ async def test_preemption_picks_the_node_evicts_the_victims_and_nominates():
 
 
 async def test_preemption_policy_never_is_not_eligible():
-    """004 §11: pods with preemptionPolicy Never "cannot preempt other pods"."""
+    """Pods with preemptionPolicy Never "cannot preempt other pods" (Kubernetes docs: Pod Priority
+    and Preemption)."""
     env = Env([node("n1", cpu="1")], [pod("low", 0, "1", "n1")])
     result, status = await env.preempt(pod("polite", 10, "1", never=True))
     assert result is None and status.message() == "preemption: not eligible due to preemptionPolicy=Never."
@@ -186,7 +188,8 @@ def pdb(name: str, labels: dict, min_available: str) -> policy_pb2.PodDisruption
 
 
 async def test_pdb_best_effort_a_protected_victim_is_avoided_when_another_node_works():
-    """001 "Supporting PodDisruptionBudget": fewest PDB violations is the first criterion."""
+    """The preemption design, "Supporting PodDisruptionBudget": fewest PDB violations is the first
+    criterion."""
     protected = pod("protected", 0, "2", "n1", labels={"app": "db"})
     plain = pod("plain", 1, "2", "n2")
     env = Env([node("n1", cpu="2"), node("n2", cpu="2")], [protected, plain], [pdb("db", {"app": "db"}, "1")])
@@ -196,8 +199,8 @@ async def test_pdb_best_effort_a_protected_victim_is_avoided_when_another_node_w
 
 
 async def test_pdb_best_effort_a_protected_victim_is_preempted_when_nothing_else_works():
-    """001: "if it doesn't find any lower priority pod to preempt without violating PDB, it goes
-    ahead and preempts victims despite violating PDB"."""
+    """The preemption design: "if it doesn't find any lower priority pod to preempt without violating
+    PDB, it goes ahead and preempts victims despite violating PDB"."""
     protected = pod("protected", 0, "2", "n1", labels={"app": "db"})
     env = Env([node("n1", cpu="2")], [protected], [pdb("db", {"app": "db"}, "1")])
     result, status = await env.preempt(pod("preemptor", 10, "2"))
@@ -310,8 +313,9 @@ async def test_a_failing_dry_run_is_an_error_that_keeps_the_nomination_not_a_not
 
 
 async def test_lower_priority_nominations_on_the_chosen_node_are_cleared_written_or_not():
-    """001: the preemptor's node no longer has room for lower-priority pods nominated there; the
-    scheduler clears their nominations — its own decisions too, even if not written yet."""
+    """The preemption design: the preemptor's node no longer has room for lower-priority pods
+    nominated there; the scheduler clears their nominations — its own decisions too, even if not
+    written yet."""
     env = Env([node("n1", cpu="2")], [pod("low", 0, "2", "n1")])
     nominator = Nominator()
     lower = pod("lower", 5, "2")  # nominated by an earlier cycle; the write has not landed

@@ -1,4 +1,5 @@
-"""SchedulingGates: 004 §4 "Pod Scheduling Readiness", its test-pod example, and the hint."""
+"""SchedulingGates: Kubernetes docs: Pod Scheduling Readiness, its test-pod example, and the
+hint."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from scheduler.framework.types import (UNSCHEDULED_POD, ActionType, ClusterEvent
 from scheduler.plugins import scheduling_gates
 from tests.helpers import make_pod
 
-# 004 §4 "Usage example": created with two gates ...
+# Kubernetes docs: Pod Scheduling Readiness, "Usage example": created with two gates ...
 GATED = """
 apiVersion: v1
 kind: Pod
@@ -67,7 +68,8 @@ def test_registers_the_gates_eliminated_update_of_unscheduled_pods():
     events = scheduling_gates.new({}, None).events_to_register()
     assert [e.event for e in events] == [
         ClusterEvent(UNSCHEDULED_POD, ActionType.UPDATE_POD_SCHEDULING_GATES_ELIMINATED)]
-    # The event the queue derives from 004's reapply is the one registered.
+    # The event the queue derives from the docs' reapply (Pod Scheduling Readiness) is the one
+    # registered.
     derived = pod_scheduling_property_changes(pod(UNGATED), pod(GATED), lambda p: {})
     assert any(events[0].event.matches(e) for e in derived)
 

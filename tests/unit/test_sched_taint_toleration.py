@@ -1,5 +1,5 @@
-"""TaintToleration: 004 §6 "Taints and Tolerations" examples, PreferNoSchedule scoring with the
-reversed normalization, and the QueueingHints."""
+"""TaintToleration: the examples of Kubernetes docs: Taints and Tolerations, PreferNoSchedule
+scoring with the reversed normalization, and the QueueingHints."""
 
 from __future__ import annotations
 

@@ -22,7 +22,7 @@ from machinery.quantity import Quantity
 from tests.conftest import cluster_fixture
 from tests.helpers import eventually, make_pod
 from tests.nodes import (FAST_KUBELET, applied, checkpointed, failpoint, kill, resize, runtime, start,
-                         wait_paused)
+                         wait_paused, wait_running)
 
 pytestmark = pytest.mark.scenario
 
@@ -112,6 +112,9 @@ async def _flow(tc, api, rt) -> None:
     node = await api.nodes.get(NODE)
     assert node.status.allocatable["cpu"] == "2", "the flow's numbers need a 2-CPU node"
     await api.pods.create(make_pod("filler", cpu="400m", memory="64Mi", node=NODE))
+    # Admitted and running before the failpoints below are armed: a pause meant for the flow
+    # pod's admission must not catch the filler's (under load the kubelet admits it late).
+    await wait_running(api, "filler")
     flow = Flow(tc, api, rt)
 
     # 1. A new pod is created: requests cpu=1, resizePolicy cpu NotRequired, all status unset.

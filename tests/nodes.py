@@ -196,5 +196,20 @@ async def pod_history(api, name: str, namespace: str = "default") -> list[core_p
     return out
 
 
+async def pod_revisions(api, uids: set[str]) -> dict[str, list[tuple[int, str, core_pb2.Pod]]]:
+    """Every revision of the pods with these uids the cluster's history holds, per uid, oldest
+    first: (rev, type, pod)."""
+    out: dict[str, list[tuple[int, str, core_pb2.Pod]]] = {}
+    async for resp in api.history(since=0, follow=False):
+        for e in resp.entries:
+            if e.kind != "Pod":
+                continue
+            pod = core_pb2.Pod()
+            e.object.Unpack(pod)
+            if pod.metadata.uid in uids:
+                out.setdefault(pod.metadata.uid, []).append((e.rev, e.type, pod))
+    return out
+
+
 def condition(pod: core_pb2.Pod, type_: str) -> core_pb2.PodCondition | None:
     return next((c for c in pod.status.conditions if c.type == type_), None)

@@ -37,7 +37,8 @@ import pytest
 from machinery.api import core_pb2
 from tests.conftest import cluster_fixture
 from tests.helpers import ensure_priority_classes, eventually, make_pod
-from tests.nodes import FAST_KUBELET, condition, delete_all_pods, failpoint, metric, wait_paused, wait_running
+from tests.nodes import (FAST_KUBELET, condition, delete_all_pods, failpoint, metric, pod_revisions, wait_paused,
+                         wait_running)
 
 pytestmark = [pytest.mark.chaos, pytest.mark.integration]
 
@@ -75,16 +76,8 @@ def _preempted(pod: core_pb2.Pod) -> bool:
 
 async def _marked_as_victims(api, uids: set[str]) -> dict[str, str]:
     """Pods of these uids that ever carried the preemption mark: name -> node."""
-    out: dict[str, str] = {}
-    async for resp in api.history(since=0, follow=False):
-        for e in resp.entries:
-            if e.kind != "Pod":
-                continue
-            pod = core_pb2.Pod()
-            e.object.Unpack(pod)
-            if pod.metadata.uid in uids and _preempted(pod):
-                out[pod.metadata.name] = pod.spec.node_name
-    return out
+    return {pod.metadata.name: pod.spec.node_name for revs in (await pod_revisions(api, uids)).values()
+            for _, _, pod in revs if _preempted(pod)}
 
 
 @pytest.mark.parametrize("grace", [0, 2], ids=["grace-0", "grace-2"])

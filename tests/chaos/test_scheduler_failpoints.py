@@ -32,7 +32,8 @@ from machinery.api import core_pb2
 from machinery.resources import pod_requests
 from tests.conftest import start_cluster, stop_cluster
 from tests.helpers import ensure_priority_classes, eventually, make_pod
-from tests.nodes import FAST_KUBELET, condition, delete_all_pods, failpoint, start, wait_exited, wait_running
+from tests.nodes import (FAST_KUBELET, condition, delete_all_pods, failpoint, pod_revisions, start, wait_exited,
+                         wait_running)
 
 pytestmark = [pytest.mark.chaos, pytest.mark.integration]
 
@@ -78,20 +79,6 @@ async def _create(api, names: list[str], cpu: str, priority_class: str) -> set[s
         pod = await api.pods.create(make_pod(n, cpu=cpu, memory="64Mi", priority_class=priority_class, grace=1))
         uids.add(pod.metadata.uid)
     return uids
-
-
-async def _revisions(api, uids: set[str]) -> dict[str, list[tuple[int, str, core_pb2.Pod]]]:
-    """Every revision of the pods with these uids, per uid, oldest first: (rev, type, pod)."""
-    out: dict[str, list[tuple[int, str, core_pb2.Pod]]] = {}
-    async for resp in api.history(since=0, follow=False):
-        for e in resp.entries:
-            if e.kind != "Pod":
-                continue
-            pod = core_pb2.Pod()
-            e.object.Unpack(pod)
-            if pod.metadata.uid in uids:
-                out.setdefault(pod.metadata.uid, []).append((e.rev, e.type, pod))
-    return out
 
 
 def _preempted(pod: core_pb2.Pod) -> bool:
@@ -153,7 +140,7 @@ async def _assert_converged(tc, api, uids: set[str]) -> None:
     running = await wait_running(api, *HIGHS, timeout=60)
     pods = await _settled(api)
     by_name = {p.metadata.name: p for p in pods}
-    history = await _revisions(api, uids)
+    history = await pod_revisions(api, uids)
 
     # The pod that fits nowhere waits, saying why in kube-scheduler's words.
     big = by_name[TOO_BIG]
@@ -214,7 +201,7 @@ async def test_scheduler_killed_while_preempting_converges(fp_cluster, api, poin
 
     await wait_exited(fp_cluster, "scheduler", timeout=60)
     # It died exactly there: victims marked up to that point, no preemptor bound.
-    history = await _revisions(api, uids)
+    history = await pod_revisions(api, uids)
     least, most = PREEMPTION_POINTS[point][fp_cluster.mode]
     marked = sorted(p.metadata.name for p in _victims(history).values())
     assert least <= len(marked) <= most, marked
@@ -246,7 +233,7 @@ async def test_scheduler_killed_before_binding_converges(fp_cluster, api):
     big = next(p for p in pods if p.metadata.name == TOO_BIG)
     assert condition(big, "PodScheduled").message.startswith("0/2 nodes are available: 2 Insufficient cpu.")
     _assert_no_node_overcommitted(pods)
-    history = await _revisions(api, uids)
+    history = await pod_revisions(api, uids)
     assert not _victims(history), "nothing needed preempting"
     for revs in history.values():
         assert len(_bindings(revs)) <= 1, (revs[-1][2].metadata.name, _bindings(revs))

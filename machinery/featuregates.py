@@ -40,6 +40,12 @@ KNOWN_GATES: dict[str, Gate] = {
     "PodLevelResources": Gate(True, "BETA"),
 }
 
+# Other names of a gate, accepted by --feature-gates: the same feature under the name upstream
+# Kubernetes shipped it with (1.37 alpha) as well as the name KEP-5836 gives it.
+ALIASES: dict[str, str] = {
+    "InPlacePodVerticalScalingSchedulerPreemption": "SchedulerPreemptionForPodResize",
+}
+
 _ENABLED = Gauge("kubernetes_feature_enabled", "This metric records the data about the stage and enablement "
                  "of a k8s feature.", ["name", "stage"])
 
@@ -51,10 +57,17 @@ class FeatureGateError(ValueError):
 class FeatureGates:
     def __init__(self, overrides: dict[str, bool] | None = None):
         self._state = {name: gate.default for name, gate in KNOWN_GATES.items()}
+        given: dict[str, tuple[str, bool]] = {}  # canonical name -> (name used, value)
         for name, value in (overrides or {}).items():
-            if name not in KNOWN_GATES:
+            canonical = ALIASES.get(name, name)
+            if canonical not in KNOWN_GATES:
                 raise FeatureGateError(f"unrecognized feature gate: {name}")
-            self._state[name] = value
+            earlier = given.get(canonical)
+            if earlier is not None and earlier[1] != value:
+                raise FeatureGateError(f"{earlier[0]}={str(earlier[1]).lower()} and {name}={str(value).lower()} "
+                                       f"set the same gate to different values")
+            given[canonical] = (name, value)
+            self._state[canonical] = value
 
     @classmethod
     def parse(cls, text: str | None) -> "FeatureGates":
@@ -72,7 +85,7 @@ class FeatureGates:
 
     def enabled(self, name: str) -> bool:
         try:
-            return self._state[name]
+            return self._state[ALIASES.get(name, name)]
         except KeyError:
             raise FeatureGateError(f"unrecognized feature gate: {name}") from None
 

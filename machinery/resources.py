@@ -369,11 +369,11 @@ def _effective_limits(c: core_pb2.Container, statuses: dict[str, core_pb2.Contai
 
 
 def _aggregate(pod: core_pb2.Pod, use_status_resources: bool, limits: bool,
-               non_missing: Mapping[str, int] | None) -> ResourceList:
+               non_missing: Mapping[str, int] | None, ignore_desired: bool = False) -> ResourceList:
     """Sum of regular containers and sidecars, maxed with the init phase (KEP-753)."""
     spec = pod.spec
     statuses = _status_index(pod) if use_status_resources else None
-    infeasible = statuses is not None and is_pod_resize_infeasible(pod)
+    infeasible = statuses is not None and (ignore_desired or is_pod_resize_infeasible(pod))
     effective = _effective_limits if limits else _effective_requests
     spec_field = "limits" if limits else "requests"
 
@@ -413,7 +413,8 @@ def _aggregate(pod: core_pb2.Pod, use_status_resources: bool, limits: bool,
 
 
 def pod_requests(pod: core_pb2.Pod, *, use_status_resources: bool = True, exclude_overhead: bool = False,
-                 non_missing: Mapping[str, int] | None = None, skip_pod_level: bool = False) -> ResourceList:
+                 non_missing: Mapping[str, int] | None = None, skip_pod_level: bool = False,
+                 ignore_desired: bool = False) -> ResourceList:
     """Kubernetes' PodRequests: the resources a pod needs, in integer units.
 
     ``use_status_resources`` (InPlacePodVerticalScaling) makes regular containers and sidecars
@@ -423,8 +424,12 @@ def pod_requests(pod: core_pb2.Pod, *, use_status_resources: bool = True, exclud
     :data:`NON_ZERO_DEFAULTS` for scoring). Pod-level ``spec.resources.requests`` replace the
     aggregate for cpu/memory/hugepages unless ``skip_pod_level``. Overhead is added last unless
     ``exclude_overhead``.
+
+    ``ignore_desired`` is the kubelet's view of a pod other than the one it is resizing (KEP-5836
+    "Risk of Additional Preemption"): a container with a reported status counts for
+    max(allocatedResources, resources.requests), its spec (a resize not yet allocated) ignored.
     """
-    reqs = _aggregate(pod, use_status_resources, False, non_missing)
+    reqs = _aggregate(pod, use_status_resources, False, non_missing, ignore_desired)
     spec = pod.spec
     if not skip_pod_level and spec.HasField("resources") and spec.resources.requests:
         _apply_pod_level(reqs, spec.resources.requests)

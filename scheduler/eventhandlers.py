@@ -13,6 +13,14 @@ Failed; a pod that finishes leaves the watch as a deletion, freeing its room):
 
 Node adds, updates (split into allocatable / label / taint / condition changes) and deletes go
 to the cache and are cluster events too.
+
+With SchedulerPreemptionForPodResize (KEP-5836 "Detecting Deferred Resizes in UpdatePod"), a bound
+pod of one of this scheduler's profiles whose resize is Deferred is also in the queue: put there
+when the condition appears (or at start, from the informer's first list: "Cold-Start
+Re-Queueing"), updated in the cache first and then in the queue, taken out of whichever
+sub-queue holds it when the condition goes (the resize was actuated or reverted), when
+PodResizePreemptionDisabled appears, or when it is deleted. For a kubelet too old to set that
+condition, a change of its Node's podPreemptionPolicy re-decides its deferred pods.
 """
 
 from __future__ import annotations
@@ -21,6 +29,9 @@ from typing import TYPE_CHECKING
 
 from machinery.api import core_pb2
 from machinery.logging import get_logger
+from scheduler import metrics
+from scheduler.framework.deferred_resize import (is_deferred_resize, node_disables_resize_preemption,
+                                                 preemption_disabled_by_condition)
 from scheduler.framework.pod_info import PodInfo, pod_priority
 from scheduler.framework.types import (EVENT_ASSIGNED_POD_ADD, EVENT_ASSIGNED_POD_DELETE, EVENT_NODE_ADD,
                                        EVENT_NODE_DELETE, node_scheduling_property_changes,
@@ -32,6 +43,8 @@ if TYPE_CHECKING:
 log = get_logger()
 
 POD_FIELD_SELECTOR = "status.phase!=Succeeded,status.phase!=Failed"
+# scheduler_queue_incoming_pods_total's event label for a deferred resize entering the queue.
+DEFERRED_RESIZE_EVENT = "AssignedPodResize"
 
 
 def _requests(pod: core_pb2.Pod) -> dict[str, int]:
@@ -47,9 +60,44 @@ def _not_above(pod: core_pb2.Pod):
 class EventHandlers:
     def __init__(self, sched: "Scheduler"):
         self.sched = sched
+        self._resize_disabled: set[str] = set()  # uids of deferred pods kept out: preemption disabled
 
     def responsible_for(self, pod: core_pb2.Pod) -> bool:
         return pod.spec.scheduler_name in self.sched.frameworks
+
+    # ------------------------------------------------------------ deferred resizes (KEP-5836)
+
+    def wants_queue(self, pod: core_pb2.Pod) -> bool:
+        """A bound pod the queue should hold: its resize is Deferred and may preempt. One kept out
+        because preemption is disabled for it is counted once, when it starts being kept out."""
+        s = self.sched
+        uid = pod.metadata.uid
+        if not (s.resize_preemption and is_deferred_resize(pod) and self.responsible_for(pod)):
+            self._resize_disabled.discard(uid)
+            return False
+        if preemption_disabled_by_condition(pod):
+            reason = "PodResizePreemptionDisabled"
+        elif node_disables_resize_preemption(s.cache.node(pod.spec.node_name)):
+            reason = "NodePodPreemptionPolicy"
+        else:
+            self._resize_disabled.discard(uid)
+            return True
+        if uid not in self._resize_disabled:
+            self._resize_disabled.add(uid)
+            metrics.RESIZE_SKIPPED.labels(reason).inc()
+            log.info("resize_preemption_disabled", pod=f"{pod.metadata.namespace}/{pod.metadata.name}",
+                     node=pod.spec.node_name, reason=reason)
+        return False
+
+    def _sync_deferred(self, old: core_pb2.Pod | None, new: core_pb2.Pod) -> None:
+        """Put the bound pod in the queue, update it there, or take it out (the cache is updated already)."""
+        q = self.sched.queue
+        if not self.wants_queue(new):
+            q.delete(new)
+        elif q.where(new):
+            q.update(old, new)
+        else:
+            q.add(new, DEFERRED_RESIZE_EVENT)
 
     # ------------------------------------------------------------ pods
 
@@ -58,6 +106,8 @@ class EventHandlers:
         if pod.spec.node_name:
             s.cache.add_pod(pod)
             s.queue.move_all_to_active_or_backoff(EVENT_ASSIGNED_POD_ADD, None, pod)
+            if s.resize_preemption and self.wants_queue(pod):
+                s.queue.add(pod, DEFERRED_RESIZE_EVENT)
         elif self.responsible_for(pod):
             s.queue.add(pod)
 
@@ -73,9 +123,15 @@ class EventHandlers:
                 s.cache.add_pod(new)
                 s.queue.move_all_to_active_or_backoff(EVENT_ASSIGNED_POD_ADD, None, new)
                 return
-            s.cache.update_pod(old, new)
+            s.cache.update_pod(old, new)  # the cache first, then the queue (KEP-5836)
+            uid = new.metadata.uid
+            if s.resize_preemption and (is_deferred_resize(new) or is_deferred_resize(old)):
+                self._sync_deferred(old, new)
+                others = lambda pod: pod.metadata.uid != uid  # noqa: E731 (its own update was the queue's)
+            else:
+                others = None
             for event in pod_scheduling_property_changes(new, old, _requests):
-                s.queue.move_all_to_active_or_backoff(event, old, new)
+                s.queue.move_all_to_active_or_backoff(event, old, new, others)
             return
         if not self.responsible_for(new):
             return
@@ -90,6 +146,9 @@ class EventHandlers:
         s = self.sched
         if pod.spec.node_name:
             s.cache.remove_pod(pod)
+            if s.resize_preemption:
+                s.queue.delete(pod)
+                self._resize_disabled.discard(pod.metadata.uid)
             s.queue.move_all_to_active_or_backoff(EVENT_ASSIGNED_POD_DELETE, pod, None)
             return
         if self.responsible_for(pod):
@@ -115,9 +174,18 @@ class EventHandlers:
         self.sched.queue.move_all_to_active_or_backoff(EVENT_NODE_ADD, None, node)
 
     def on_node_update(self, old: core_pb2.Node, new: core_pb2.Node) -> None:
-        self.sched.cache.update_node(old, new)
+        s = self.sched
+        s.cache.update_node(old, new)
+        if s.resize_preemption and (
+                old.spec.pod_preemption_policy.disable_resize_preemption
+                != new.spec.pod_preemption_policy.disable_resize_preemption
+                or old.status.node_info.kubelet_version != new.status.node_info.kubelet_version):
+            # An old kubelet does not tell its pods about the policy: the scheduler reads it here.
+            for pod in s.cache.pods_on(new.metadata.name):
+                if is_deferred_resize(pod):
+                    self._sync_deferred(None, pod)
         for event in node_scheduling_property_changes(new, old):
-            self.sched.queue.move_all_to_active_or_backoff(event, old, new)
+            s.queue.move_all_to_active_or_backoff(event, old, new)
 
     def on_node_delete(self, node: core_pb2.Node) -> None:
         self.sched.cache.remove_node(node)

@@ -32,11 +32,13 @@ from machinery import errors, failpoints, timeutil
 from machinery.api import core_pb2
 from machinery.logging import get_logger
 from scheduler import metrics
+from scheduler.framework.deferred_resize import is_deferred_resize
 from scheduler.framework.node_info import NodeInfo
 from scheduler.framework.pod_info import PodInfo, QueuedPodInfo
 from scheduler.framework.runtime import Framework
 from scheduler.framework.types import (EVENT_ASSIGNED_POD_DELETE, Code, CycleState, Diagnosis, FitError,
                                        NominatingInfo, NominatingMode, Status)
+from scheduler.schedule_deferred_resize import schedule_deferred_resize
 
 if TYPE_CHECKING:
     from scheduler.scheduler import Scheduler
@@ -219,6 +221,12 @@ async def schedule_one(sched: "Scheduler", p: QueuedPodInfo) -> None:
         return
     if pod.metadata.deletion_timestamp or sched.cache.is_assumed(pod):
         sched.queue.done(pod.metadata.uid)
+        return
+    if pod.spec.node_name:  # bound already: only a deferred resize (KEP-5836) is queued so
+        if sched.resize_preemption and is_deferred_resize(pod):
+            await schedule_deferred_resize(sched, fw, p)
+        else:
+            sched.queue.done(pod.metadata.uid)
         return
     start = time.perf_counter()
     state = CycleState()

@@ -56,6 +56,8 @@ class Scheduler:
         async_api = feature_gates is None or feature_gates.enabled("SchedulerAsyncAPICalls")
         self.status_writer: StatusWriter | None = StatusWriter() if async_api else None
         features = Features.from_gates(feature_gates)  # what the gates mean to plugins, through their handle
+        # KEP-5836: Deferred resizes of bound pods are queued too (eventhandlers, schedule_one).
+        self.resize_preemption = features.enable_scheduler_preemption_for_pod_resize
         for profile in cfg.profiles:
             handle = Handle(client=client, recorder=self.recorder, pods=self._all_pods,
                             get_pod=self.get_pod, pdbs=lambda: self.pdbs.list(), activate=self._activate,

@@ -269,6 +269,14 @@ class Cache:
     def node_infos(self) -> dict[str, NodeInfo]:
         return self._nodes
 
+    def node(self, name: str) -> core_pb2.Node | None:
+        ni = self._nodes.get(name)
+        return ni.node if ni is not None else None
+
+    def pods_on(self, name: str) -> list[core_pb2.Pod]:
+        ni = self._nodes.get(name)
+        return [pi.pod for pi in ni.pods] if ni is not None else []
+
     # ------------------------------------------------------------ snapshots
 
     def update_snapshot(self, snap: Snapshot) -> None:

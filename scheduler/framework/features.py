@@ -21,6 +21,9 @@ class Features:
     enable_in_place_pod_vertical_scaling: bool = True
     # SchedulerAsyncPreemption (KEP-4832): DefaultPreemption evicts victims off the scheduling cycle.
     enable_async_preemption: bool = True
+    # SchedulerPreemptionForPodResize (KEP-5836, alpha; upstream's InPlacePodVerticalScalingSchedulerPreemption):
+    # a Deferred in-place resize is queued and may preempt lower-priority pods on its node.
+    enable_scheduler_preemption_for_pod_resize: bool = False
 
     @classmethod
     def from_gates(cls, gates: FeatureGates | None) -> "Features":
@@ -28,7 +31,8 @@ class Features:
         if gates is None:
             return cls()
         return cls(enable_in_place_pod_vertical_scaling=gates.enabled("InPlacePodVerticalScaling"),
-                   enable_async_preemption=gates.enabled("SchedulerAsyncPreemption"))
+                   enable_async_preemption=gates.enabled("SchedulerAsyncPreemption"),
+                   enable_scheduler_preemption_for_pod_resize=gates.enabled("SchedulerPreemptionForPodResize"))
 
 
 def features_of(handle: Any) -> Features:

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable
 
 from machinery.api import core_pb2
+from machinery.resources import pod_requests
 
 MAX_NODE_SCORE = 100
 MIN_NODE_SCORE = 0
@@ -188,9 +189,13 @@ class ActionType(enum.IntFlag):
     UPDATE_POD_SCHEDULING_GATES_ELIMINATED = 1 << 10
     UPDATE_POD_GENERATED_RESOURCE_CLAIM = 1 << 11
     UPDATE_OTHER = 1 << 12  # any other update (the pod's or node's generic Update)
+    # A pod's resources went up: its desired requests, or what the kubelet allocated or actuated
+    # (KEP-5836: a parked deferred resize may have lost its room).
+    UPDATE_POD_SCALE_UP = 1 << 13
     UPDATE = (UPDATE_NODE_ALLOCATABLE | UPDATE_NODE_LABEL | UPDATE_NODE_TAINT | UPDATE_NODE_CONDITION
               | UPDATE_NODE_ANNOTATION | UPDATE_POD_LABEL | UPDATE_POD_SCALE_DOWN | UPDATE_POD_TOLERATION
-              | UPDATE_POD_SCHEDULING_GATES_ELIMINATED | UPDATE_POD_GENERATED_RESOURCE_CLAIM | UPDATE_OTHER)
+              | UPDATE_POD_SCHEDULING_GATES_ELIMINATED | UPDATE_POD_GENERATED_RESOURCE_CLAIM | UPDATE_OTHER
+              | UPDATE_POD_SCALE_UP)
     ALL = ADD | DELETE | UPDATE
 
 
@@ -199,6 +204,7 @@ _ACTION_NAMES = {
     ActionType.UPDATE_NODE_LABEL: "UpdateNodeLabel", ActionType.UPDATE_NODE_TAINT: "UpdateNodeTaint",
     ActionType.UPDATE_NODE_CONDITION: "UpdateNodeCondition", ActionType.UPDATE_NODE_ANNOTATION: "UpdateNodeAnnotation",
     ActionType.UPDATE_POD_LABEL: "UpdatePodLabel", ActionType.UPDATE_POD_SCALE_DOWN: "UpdatePodScaleDown",
+    ActionType.UPDATE_POD_SCALE_UP: "UpdatePodScaleUp",
     ActionType.UPDATE_POD_TOLERATION: "UpdatePodToleration",
     ActionType.UPDATE_POD_SCHEDULING_GATES_ELIMINATED: "UpdatePodSchedulingGatesEliminated",
     ActionType.UPDATE_POD_GENERATED_RESOURCE_CLAIM: "UpdatePodGeneratedResourceClaim",
@@ -286,10 +292,13 @@ def pod_scheduling_property_changes(new: core_pb2.Pod, old: core_pb2.Pod, reques
     actions: list[ActionType] = []
     if new.metadata.labels != old.metadata.labels:
         actions.append(ActionType.UPDATE_POD_LABEL)
-    if _resources_may_differ(new, old):  # most updates (a kubelet's status write) cannot scale anything down
+    if _resources_may_differ(new, old):  # most updates (a kubelet's status write) cannot scale anything
         old_req, new_req = requests_of(old), requests_of(new)
         if any(name not in new_req or new_req[name] < amount for name, amount in old_req.items()):
             actions.append(ActionType.UPDATE_POD_SCALE_DOWN)
+        if any(amount > old_req.get(name, 0) for name, amount in new_req.items()) or \
+                _held_went_up(old, new):
+            actions.append(ActionType.UPDATE_POD_SCALE_UP)
     if not new.spec.scheduling_gates and old.spec.scheduling_gates:
         actions.append(ActionType.UPDATE_POD_SCHEDULING_GATES_ELIMINATED)
     if len(new.spec.tolerations) != len(old.spec.tolerations):
@@ -299,6 +308,12 @@ def pod_scheduling_property_changes(new: core_pb2.Pod, old: core_pb2.Pod, reques
     if not actions:
         actions.append(ActionType.UPDATE_OTHER)
     return [ClusterEvent(resource, a) for a in actions]
+
+
+def _held_went_up(old: core_pb2.Pod, new: core_pb2.Pod) -> bool:
+    """Whether what the kubelet holds for the pod (max(allocated, actual)) went up in anything."""
+    before, after = pod_requests(old, ignore_desired=True), pod_requests(new, ignore_desired=True)
+    return any(amount > before.get(name, 0) for name, amount in after.items())
 
 
 def _resources_may_differ(new: core_pb2.Pod, old: core_pb2.Pod) -> bool:

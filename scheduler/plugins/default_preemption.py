@@ -29,6 +29,20 @@ kube-scheduler's defaultpreemption plugin, a PostFilter over the shared preempti
 
 The PostFilter's message is prefixed "preemption: " and ends up in the pod's FailedScheduling
 event and PodScheduled condition, after the filters' reasons.
+
+Deferred in-place resizes (KEP-5836, the SchedulerPreemptionForPodResize gate) preempt through
+the same code: their cycle reaches only their own node and only resource fit, so the victims are
+lower-priority pods on that node, chosen as for a new pod (priority, PDBs best effort, grace
+periods honoured, ``preemptionPolicy: Never`` preempts nothing). Such a pod is never nominated.
+How it avoids preempting twice for one resize is the ``deferredResizeNomination`` arg ("Tracking
+Preemption Nominations to Avoid Double Preemption"):
+
+- ``None`` (default, Option 1, the alpha behaviour): nothing — while a victim with a long grace
+  period terminates, or after a scheduler restart, the resize may preempt again (the API's
+  idempotent deletes and the priority model accept the waste);
+- ``SpecNodeName`` (Option 4): the pod's ``spec.nodeName`` is its nomination — the eligibility
+  check above applies on that node, so no new victims while lower-priority pods there are still
+  terminating by preemption; as the state is in the API objects, it survives scheduler restarts.
 """
 
 from __future__ import annotations
@@ -40,6 +54,7 @@ from typing import Any, Mapping
 from machinery import disruption
 from machinery.api import core_pb2
 from scheduler.framework import plugin_args as pa
+from scheduler.framework.deferred_resize import is_deferred_resize
 from scheduler.framework.features import Features, features_of
 from scheduler.framework.interfaces import Handle
 from scheduler.framework.node_info import NodeInfo
@@ -51,6 +66,10 @@ from scheduler.preemption.evaluator import PDB, Evaluator, pod_terminating_by_pr
 NAME = "DefaultPreemption"
 NO_VICTIMS = "No preemption victims found for incoming pod"
 
+NOMINATION_NONE = "None"  # KEP-5836 Option 1: accept double preemption (alpha)
+NOMINATION_SPEC_NODE_NAME = "SpecNodeName"  # Option 4: spec.nodeName is the resizing pod's nomination
+DEFERRED_RESIZE_NOMINATIONS = (NOMINATION_NONE, NOMINATION_SPEC_NODE_NAME)
+
 
 ArgsError = pa.ArgsError
 
@@ -61,11 +80,14 @@ class DefaultPreemptionArgs:
 
     min_candidate_nodes_percentage: int = 10
     min_candidate_nodes_absolute: int = 100
+    # kplane's: how a deferred resize avoids double preemption (KEP-5836 Option 1 or 4).
+    deferred_resize_nomination: str = NOMINATION_NONE
 
 
 def decode_args(raw: Any, path: str = "") -> DefaultPreemptionArgs:
     """DefaultPreemptionArgs from a pluginConfig entry's ``args``; ArgsError names the bad field."""
-    fields = pa.fields(raw, path, NAME, ("minCandidateNodesPercentage", "minCandidateNodesAbsolute"))
+    fields = pa.fields(raw, path, NAME, ("minCandidateNodesPercentage", "minCandidateNodesAbsolute",
+                                         "deferredResizeNomination"))
     pct_path = pa.join(path, "minCandidateNodesPercentage")
     abs_path = pa.join(path, "minCandidateNodesAbsolute")
     pct = pa.integer(fields.get("minCandidateNodesPercentage", 10), pct_path)
@@ -77,7 +99,12 @@ def decode_args(raw: Any, path: str = "") -> DefaultPreemptionArgs:
     if pct == 0 and absolute == 0:
         raise ArgsError(f"{pct_path}: Invalid value: 0: cannot be zero at the same time as "
                         f"minCandidateNodesAbsolute")
-    return DefaultPreemptionArgs(pct, absolute)
+    nomination_path = pa.join(path, "deferredResizeNomination")
+    nomination = pa.string(fields.get("deferredResizeNomination", NOMINATION_NONE), nomination_path)
+    if nomination not in DEFERRED_RESIZE_NOMINATIONS:
+        raise ArgsError(f'{nomination_path}: Unsupported value: "{nomination}": supported values: '
+                        + ", ".join(f'"{n}"' for n in DEFERRED_RESIZE_NOMINATIONS))
+    return DefaultPreemptionArgs(pct, absolute, nomination)
 
 
 def _skip(pod, old, new) -> QueueingHint:
@@ -121,7 +148,10 @@ class DefaultPreemption:
         self.min_absolute = args.min_candidate_nodes_absolute
         self._rand = rand or random.Random()  # where the dry runs start; tests seed it
         self.async_preemption = features.enable_async_preemption
-        self.evaluator = Evaluator(NAME, handle, self, async_preemption=self.async_preemption)
+        self.deferred_resizes = features.enable_scheduler_preemption_for_pod_resize
+        self.spec_node_name_nomination = args.deferred_resize_nomination == NOMINATION_SPEC_NODE_NAME
+        self.evaluator = Evaluator(NAME, handle, self, async_preemption=self.async_preemption,
+                                   resize_preemption=self.deferred_resizes)
 
     # ------------------------------------------------------------ async preemption (KEP-4832)
 
@@ -160,6 +190,8 @@ class DefaultPreemption:
         if pod.spec.HasField("preemption_policy") and pod.spec.preemption_policy == "Never":
             return False, "not eligible due to preemptionPolicy=Never."
         node = self.handle.nominated_node(pod)
+        if not node and self.spec_node_name_nomination and self.deferred_resizes and is_deferred_resize(pod):
+            node = pod.spec.node_name  # Option 4: the node it runs on is its nomination
         if node:
             if nominated_status is not None and nominated_status.code == Code.UNSCHEDULABLE_AND_UNRESOLVABLE:
                 return True, ""

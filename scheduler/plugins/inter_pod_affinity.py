@@ -52,6 +52,8 @@ from dataclasses import dataclass
 from typing import Any, Iterable, Mapping
 
 from machinery.api import core_pb2
+from scheduler.framework.deferred_resize import skipped_for_deferred_resize
+from scheduler.framework.features import Features, features_of
 from scheduler.framework import plugin_args as pa
 from scheduler.framework.node_info import NodeInfo
 from scheduler.framework.pod_info import AffinityTerm, PodInfo, WeightedAffinityTerm
@@ -277,7 +279,8 @@ def decode_args(raw: Any, path: str = "") -> InterPodAffinityArgs:
 class InterPodAffinity:
     name = NAME
 
-    def __init__(self, args: InterPodAffinityArgs, handle: Any = None):
+    def __init__(self, args: InterPodAffinityArgs, handle: Any = None, features: Features = Features()):
+        self.deferred_resizes = features.enable_scheduler_preemption_for_pod_resize  # KEP-5836: Skip them
         self.hard_pod_affinity_weight = args.hard_pod_affinity_weight
         self.ignore_preferred_terms_of_existing_pods = args.ignore_preferred_terms_of_existing_pods
         self.handle = handle
@@ -286,6 +289,8 @@ class InterPodAffinity:
 
     def pre_filter(self, state: CycleState, pod: core_pb2.Pod,
                    nodes: list[NodeInfo]) -> tuple[PreFilterResult | None, Status | None]:
+        if skipped_for_deferred_resize(self.deferred_resizes, pod):
+            return None, Status(Code.SKIP)
         pi = PodInfo(pod)
         if pi.parse_error:
             return None, Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, f"parsing pod: {pi.parse_error}")
@@ -483,4 +488,4 @@ class InterPodAffinity:
 
 
 def new(args: InterPodAffinityArgs | Mapping[str, Any] | None, handle: Any) -> InterPodAffinity:
-    return InterPodAffinity(pa.typed(args, InterPodAffinityArgs, decode_args, NAME), handle)
+    return InterPodAffinity(pa.typed(args, InterPodAffinityArgs, decode_args, NAME), handle, features_of(handle))

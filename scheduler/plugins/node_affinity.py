@@ -35,6 +35,8 @@ from typing import Any, Mapping
 
 from machinery import placement, selectors
 from machinery.api import core_pb2
+from scheduler.framework.deferred_resize import skipped_for_deferred_resize
+from scheduler.framework.features import Features, features_of
 from scheduler.framework import plugin_args as pa
 from scheduler.framework.node_info import NodeInfo
 from scheduler.framework.types import (MAX_NODE_SCORE, NODE, ActionType, ClusterEvent, ClusterEventWithHint, Code,
@@ -179,7 +181,8 @@ def _preferred_terms(pod: core_pb2.Pod) -> placement.PreferredSchedulingTerms | 
 class NodeAffinity:
     name = NAME
 
-    def __init__(self, args: NodeAffinityArgs, handle: Any = None):
+    def __init__(self, args: NodeAffinityArgs, handle: Any = None, features: Features = Features()):
+        self.deferred_resizes = features.enable_scheduler_preemption_for_pod_resize  # KEP-5836: Skip them
         self.added_node_selector: placement.NodeSelector | None = None
         self.added_preferred: placement.PreferredSchedulingTerms | None = None
         added = args.added_affinity
@@ -194,6 +197,8 @@ class NodeAffinity:
     # ------------------------------------------------------------ filter
 
     def pre_filter(self, state: CycleState, pod: core_pb2.Pod, nodes) -> tuple[PreFilterResult | None, Status | None]:
+        if skipped_for_deferred_resize(self.deferred_resizes, pod):
+            return None, Status(Code.SKIP)
         required = _required_node_selector(pod)
         if required is None and self.added_node_selector is None and not pod.spec.node_selector:
             return None, Status(Code.SKIP)  # nothing for Filter to check
@@ -273,4 +278,4 @@ class NodeAffinity:
 
 
 def new(args: NodeAffinityArgs | Mapping[str, Any] | None, handle: Any) -> NodeAffinity:
-    return NodeAffinity(pa.typed(args, NodeAffinityArgs, decode_args, NAME), handle)
+    return NodeAffinity(pa.typed(args, NodeAffinityArgs, decode_args, NAME), handle, features_of(handle))

@@ -5,6 +5,12 @@ pod whose ``spec.nodeName`` is set and differs from the node is UnschedulableAnd
 ``node(s) didn't match the requested node name`` (no preemption can rename a node). A pod without
 ``spec.nodeName`` passes every node.
 
+PreFilter (KEP-5836 "NodeName Plugin: Node Restriction via the PreFilter Phase"): a pod that names
+its node is looked at on that node only — a PreFilterResult of that one node. The only such pods
+the scheduler sees are bound pods whose in-place resize is Deferred: their cycle (resource fit
+and preemption) is thereby restricted to the node they run on. A pod naming no node passes every
+node.
+
 What makes a pod this plugin rejected schedulable: only a node being added (a node's name never
 changes), and only the node the pod names. kube-scheduler registers Node/Add without a hint
 (always Queue); the hint here also skips nodes with another name, which could not fit the pod.
@@ -18,7 +24,7 @@ from machinery.api import core_pb2
 from scheduler.framework.node_info import NodeInfo
 from scheduler.framework.plugin_args import no_args
 from scheduler.framework.types import (NODE, ActionType, ClusterEvent, ClusterEventWithHint, Code, CycleState,
-                                       QueueingHint, Status)
+                                       PreFilterResult, QueueingHint, Status)
 
 NAME = "NodeName"
 ERR_REASON = "node(s) didn't match the requested node name"
@@ -32,6 +38,12 @@ def fits(pod: core_pb2.Pod, ni: NodeInfo) -> bool:
 
 class NodeName:
     name = NAME
+
+    def pre_filter(self, state: CycleState, pod: core_pb2.Pod, nodes) -> tuple[PreFilterResult | None, Status | None]:
+        wanted = pod.spec.node_name
+        if not wanted:
+            return None, None
+        return PreFilterResult(frozenset((wanted,))), None
 
     def filter(self, state: CycleState, pod: core_pb2.Pod, ni: NodeInfo) -> Status | None:
         wanted = pod.spec.node_name

@@ -28,6 +28,8 @@ from __future__ import annotations
 from typing import Any, Iterable
 
 from machinery.api import core_pb2
+from scheduler.framework.deferred_resize import skipped_for_deferred_resize
+from scheduler.framework.features import Features, features_of
 from scheduler.framework.node_info import NodeInfo
 from scheduler.framework.plugin_args import no_args
 from scheduler.framework.types import (NODE, POD, ActionType, ClusterEvent, ClusterEventWithHint, Code, CycleState,
@@ -115,7 +117,8 @@ def used_ports(ni: NodeInfo) -> HostPortInfo:
 class NodePorts:
     name = NAME
 
-    def __init__(self) -> None:
+    def __init__(self, features: Features = Features()) -> None:
+        self.deferred_resizes = features.enable_scheduler_preemption_for_pod_resize  # KEP-5836: Skip them
         # node name -> (NodeInfo generation, its used ports); rebuilt when the generation moves.
         self._used: dict[str, tuple[int, HostPortInfo]] = {}
 
@@ -131,6 +134,8 @@ class NodePorts:
     # ------------------------------------------------------------ filter
 
     def pre_filter(self, state: CycleState, pod: core_pb2.Pod, nodes) -> tuple[PreFilterResult | None, Status | None]:
+        if skipped_for_deferred_resize(self.deferred_resizes, pod):
+            return None, Status(Code.SKIP)
         wanted = host_ports(pod)
         if not wanted:
             return None, Status(Code.SKIP)  # no host port: nothing to check
@@ -179,4 +184,4 @@ class NodePorts:
 def new(args: Any, handle: Any) -> NodePorts:
     """NodePorts takes no args: kube-scheduler has no NodePortsArgs, and any given are an error."""
     no_args(NAME, args)
-    return NodePorts()
+    return NodePorts(features_of(handle))

@@ -27,6 +27,25 @@ What makes a pod this plugin rejected schedulable (its QueueingHints):
 - an assigned pod scaled down (KEP-1287 in-place resize) in a resource the pod asks for, or the
   pod itself scaled down while pending;
 - a node added, or its allocatable raised, such that an empty node of that size would fit the pod.
+
+Deferred resizes (KEP-5836, the SchedulerPreemptionForPodResize gate): a bound pod whose resize is
+Deferred is checked on its own node only ("NodeResourcesFit Plugin: Calculating Resource Fit in the
+Filter Phase"). The cache already holds the pod, at max(desired, allocated, actual), so it is not
+counted twice: against the node's free room only what the queue's copy asks beyond the cache's
+copy counts (the two may diverge for a moment; the larger wins), and the pod-count check is
+skipped (the pod is on the node). ``deferredResizeAccounting`` chooses how the node's other pods
+count ("Risk of Additional Preemption"):
+
+- ``AllPodsAtMax`` (default, the alpha behaviour): as for new pods, max(desired, allocated,
+  actual) — another pod's pending resize keeps its room, which can preempt more than needed;
+- ``KubeletConsistent``: as the kubelet decides a resize, max(allocated, actual), their own
+  pending resizes ignored; the resizing pod still at max(desired, allocated, actual).
+
+When it fits, the scheduler parks the pod (``schedule_deferred_resize``: "pod resize fits, waiting
+for Kubelet actuation", recorded as this plugin's UnschedulableAndUnresolvable). The hints are
+node-aware for such a pod: an event on another node is QueueSkip; on its node a pod deleted or
+scaled down, the allocatable raised, or — for a parked pod whose room another resize may take —
+another pod scaled up, are Queue; so is a change of the pod's own requests.
 """
 
 from __future__ import annotations
@@ -38,6 +57,7 @@ from machinery import resources
 from machinery.api import core_pb2
 from machinery.selectors import validate_label_key
 from scheduler.framework import plugin_args as pa
+from scheduler.framework.deferred_resize import is_deferred_resize
 from scheduler.framework.features import Features, features_of
 from scheduler.framework.node_info import NodeInfo, Resource, is_scalar_resource
 from scheduler.framework.pod_info import PodInfo
@@ -54,6 +74,10 @@ REQUESTED_TO_CAPACITY_RATIO = "RequestedToCapacityRatio"
 MAX_CUSTOM_PRIORITY_SCORE = 10  # RequestedToCapacityRatio shape scores are 0..10
 
 SCORING_STRATEGY_TYPES = (LEAST_ALLOCATED, MOST_ALLOCATED, REQUESTED_TO_CAPACITY_RATIO)
+
+ALL_PODS_AT_MAX = "AllPodsAtMax"
+KUBELET_CONSISTENT = "KubeletConsistent"
+DEFERRED_RESIZE_ACCOUNTINGS = (ALL_PODS_AT_MAX, KUBELET_CONSISTENT)
 
 ArgsError = pa.ArgsError
 ResourceSpec = pa.ResourceSpec
@@ -88,6 +112,8 @@ class NodeResourcesFitArgs:
     ignored_resources: tuple[str, ...] = ()
     ignored_resource_groups: tuple[str, ...] = ()
     scoring_strategy: ScoringStrategy = ScoringStrategy()
+    # kplane's: how a deferred resize's node counts its other pods (KEP-5836 "Risk of Additional Preemption").
+    deferred_resize_accounting: str = ALL_PODS_AT_MAX
 
 
 def _decode_shape(raw: Any, path: str) -> tuple[UtilizationShapePoint, ...]:
@@ -144,7 +170,8 @@ def _decode_strategy(raw: Any, path: str) -> ScoringStrategy:
 
 def decode_args(raw: Any, path: str = "") -> NodeResourcesFitArgs:
     """NodeResourcesFitArgs from a pluginConfig entry's ``args``; ArgsError names the bad field."""
-    fields = pa.fields(raw, path, NAME, ("ignoredResources", "ignoredResourceGroups", "scoringStrategy"))
+    fields = pa.fields(raw, path, NAME, ("ignoredResources", "ignoredResourceGroups", "scoringStrategy",
+                                         "deferredResizeAccounting"))
     ignored = pa.strings(fields.get("ignoredResources"), pa.join(path, "ignoredResources"))
     for i, name in enumerate(ignored):
         reason = validate_label_key(name)
@@ -159,13 +186,31 @@ def decode_args(raw: Any, path: str = "") -> NodeResourcesFitArgs:
         if reason:
             raise ArgsError(f'{here}: Invalid value: "{group}": {reason}')
     strategy = _decode_strategy(fields.get("scoringStrategy"), pa.join(path, "scoringStrategy"))
-    return NodeResourcesFitArgs(ignored, groups, strategy)
+    accounting_path = pa.join(path, "deferredResizeAccounting")
+    accounting = pa.string(fields.get("deferredResizeAccounting", ALL_PODS_AT_MAX), accounting_path)
+    if accounting not in DEFERRED_RESIZE_ACCOUNTINGS:
+        raise ArgsError(f'{accounting_path}: Unsupported value: "{accounting}": supported values: '
+                        + ", ".join(f'"{a}"' for a in DEFERRED_RESIZE_ACCOUNTINGS))
+    return NodeResourcesFitArgs(ignored, groups, strategy, accounting)
 
 
 @dataclass(frozen=True)
 class _PodRequest(StateData):
     resource: Resource
     empty: bool
+
+
+@dataclass(frozen=True)
+class _DeferredRequest(StateData):
+    """A deferred resize's request, from the queue's copy of the pod (KEP-5836)."""
+
+    resource: Resource
+    uid: str
+
+
+def _kubelet_view(pi: PodInfo) -> Resource:
+    """What the kubelet counts for a pod it is not resizing: max(allocated, actual)."""
+    return Resource.of(resources.pod_requests(pi.pod, ignore_desired=True))
 
 
 def _compute_request(pod: core_pb2.Pod) -> _PodRequest:
@@ -335,23 +380,68 @@ class NodeResourcesFit:
         self.ignored = frozenset(args.ignored_resources)
         self.ignored_groups = frozenset(args.ignored_resource_groups)
         self.in_place_resize = features.enable_in_place_pod_vertical_scaling
+        self.deferred_resizes = features.enable_scheduler_preemption_for_pod_resize
+        self.kubelet_consistent = args.deferred_resize_accounting == KUBELET_CONSISTENT
 
     # ------------------------------------------------------------ filter
 
     def pre_filter(self, state: CycleState, pod: core_pb2.Pod, nodes) -> tuple[PreFilterResult | None, Status | None]:
+        if self.deferred_resizes and is_deferred_resize(pod):
+            state.write(_STATE_KEY, _DeferredRequest(Resource.of(resources.pod_requests(pod)), pod.metadata.uid))
+            return None, None
         state.write(_STATE_KEY, _compute_request(pod))
         return None, None
 
     def filter(self, state: CycleState, pod: core_pb2.Pod, ni: NodeInfo) -> Status | None:
         req = state.get(_STATE_KEY)
         if req is None:
-            req = _compute_request(pod)
+            if self.deferred_resizes and is_deferred_resize(pod):
+                req = _DeferredRequest(Resource.of(resources.pod_requests(pod)), pod.metadata.uid)
+            else:
+                req = _compute_request(pod)
+        if isinstance(req, _DeferredRequest):
+            return self._filter_deferred(req, ni)
         r, alloc, used = req.resource, ni.allocatable, ni.requested
         if (len(ni.pods) < alloc.allowed_pod_number and r.milli_cpu <= alloc.milli_cpu - used.milli_cpu
                 and r.memory <= alloc.memory - used.memory and not r.scalar
                 and r.ephemeral_storage <= alloc.ephemeral_storage - used.ephemeral_storage):
             return None  # the common case, decided without building the list of what is lacking
         return _unfit_status(r, ni, req.empty, self.ignored, self.ignored_groups)
+
+    def _filter_deferred(self, req: _DeferredRequest, ni: NodeInfo) -> Status | None:
+        """Does the resize fit the node the pod runs on? The pod is counted once: the cache's copy
+        (in the node's pods) at most, plus what the queue's copy asks beyond it."""
+        own = next((pi for pi in ni.pods if pi.pod.metadata.uid == req.uid), None)
+        want = req.resource.clone()
+        if own is not None:
+            for name, amount in own.requests.items():
+                if amount > want.get(name):
+                    want.add({name: amount - want.get(name)})
+        if self.kubelet_consistent:
+            used = Resource()
+            for pi in ni.pods:
+                if pi is not own:
+                    used.add(_kubelet_view(pi).as_dict())
+        else:
+            used = ni.requested.clone()
+            if own is not None:
+                used.add(own.requests, -1)
+        alloc = ni.allocatable
+        reasons: list[str] = []
+        unresolvable = False
+        checks = [("cpu", want.milli_cpu, used.milli_cpu, alloc.milli_cpu),
+                  ("memory", want.memory, used.memory, alloc.memory),
+                  ("ephemeral-storage", want.ephemeral_storage, used.ephemeral_storage, alloc.ephemeral_storage)]
+        checks += [(name, amount, used.scalar.get(name, 0), alloc.scalar.get(name, 0))
+                   for name, amount in want.scalar.items()
+                   if name not in self.ignored and name.split("/", 1)[0] not in self.ignored_groups]
+        for name, amount, in_use, capacity in checks:
+            if amount > 0 and amount > capacity - in_use:
+                reasons.append(f"Insufficient {name}")
+                unresolvable = unresolvable or amount > capacity
+        if not reasons:
+            return None
+        return Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE if unresolvable else Code.UNSCHEDULABLE, *reasons)
 
     # ------------------------------------------------------------ score
 
@@ -373,12 +463,18 @@ class NodeResourcesFit:
         if self.in_place_resize:
             # A pod scaled down in place (KEP-1287) frees room as a deletion does.
             pod_actions |= ActionType.UPDATE_POD_SCALE_DOWN
+        if self.deferred_resizes:
+            # Another pod's resize may take the room a parked deferred resize waits for (KEP-5836
+            # "Reconsideration Race Conditions"), and a deferred pod's own new request needs a new look.
+            pod_actions |= ActionType.UPDATE_POD_SCALE_UP
         node_actions = (ActionType.ADD | ActionType.UPDATE_NODE_ALLOCATABLE | ActionType.UPDATE_NODE_TAINT
                         | ActionType.UPDATE_NODE_LABEL)
         return [ClusterEventWithHint(ClusterEvent(POD, pod_actions), self.is_schedulable_after_pod_event),
                 ClusterEventWithHint(ClusterEvent(NODE, node_actions), self.is_schedulable_after_node_change)]
 
     def is_schedulable_after_pod_event(self, pod: core_pb2.Pod, old: Any, new: Any) -> QueueingHint:
+        if pod.spec.node_name:
+            return self._deferred_after_pod_event(pod, old, new)
         if new is None:  # deleted
             # An unscheduled pod's deletion frees nothing; an assigned pod's frees its requests.
             return QueueingHint.QUEUE if old is not None and old.spec.node_name else QueueingHint.QUEUE_SKIP
@@ -395,7 +491,42 @@ class NodeResourcesFit:
                 return QueueingHint.QUEUE
         return QueueingHint.QUEUE_SKIP
 
+    def _deferred_after_pod_event(self, pod: core_pb2.Pod, old: Any, new: Any) -> QueueingHint:
+        """Node-aware hints for a deferred resize (KEP-5836 "Failures and Reconsideration"): only
+        what happens on its own node can change its outcome."""
+        other = new if new is not None else old
+        if other is None:
+            return QueueingHint.QUEUE
+        if other.metadata.uid == pod.metadata.uid:
+            if old is None or new is None:
+                return QueueingHint.QUEUE_SKIP
+            # Its own request changed (a new resize before the last was actuated): look again.
+            return QueueingHint.QUEUE if PodInfo(old).requests != PodInfo(new).requests else QueueingHint.QUEUE_SKIP
+        if other.spec.node_name != pod.spec.node_name:
+            return QueueingHint.QUEUE_SKIP
+        if new is None:
+            return QueueingHint.QUEUE  # a pod on its node deleted
+        if old is None:
+            return QueueingHint.QUEUE_SKIP
+        # Scaled down: room freed. Scaled up (desired, or the kubelet's allocation): room a parked
+        # resize counted on may be gone, and a preemption under way may need more victims.
+        before, after = PodInfo(old).requests, PodInfo(new).requests
+        if before != after:
+            return QueueingHint.QUEUE
+        held_before = resources.pod_requests(old, ignore_desired=True)
+        held_after = resources.pod_requests(new, ignore_desired=True)
+        return QueueingHint.QUEUE if held_before != held_after else QueueingHint.QUEUE_SKIP
+
     def is_schedulable_after_node_change(self, pod: core_pb2.Pod, old: Any, new: Any) -> QueueingHint:
+        if pod.spec.node_name:  # a deferred resize: its own node only, and only more room
+            if new is None or new.metadata.name != pod.spec.node_name:
+                return QueueingHint.QUEUE_SKIP
+            if old is None:
+                return QueueingHint.QUEUE
+            before = resources.to_resource_list(old.status.allocatable)
+            after = resources.to_resource_list(new.status.allocatable)
+            return QueueingHint.QUEUE if any(after.get(n, 0) > v for n, v in before.items()) or \
+                any(n not in before for n in after) else QueueingHint.QUEUE_SKIP
         req = _compute_request(pod)
         if fits_request(req, NodeInfo(new), self.ignored, self.ignored_groups):
             return QueueingHint.QUEUE_SKIP  # it would not fit even on the empty node

@@ -18,6 +18,8 @@ from typing import Any
 
 from machinery import placement
 from machinery.api import core_pb2
+from scheduler.framework.deferred_resize import skipped_for_deferred_resize
+from scheduler.framework.features import Features, features_of
 from scheduler.framework.node_info import NodeInfo
 from scheduler.framework.plugin_args import no_args
 from scheduler.framework.types import (NODE, UNSCHEDULED_POD, ActionType, ClusterEvent, ClusterEventWithHint, Code,
@@ -36,6 +38,15 @@ def tolerates_unschedulable(pod: core_pb2.Pod) -> bool:
 
 class NodeUnschedulable:
     name = NAME
+
+    def __init__(self, features: Features = Features()) -> None:
+        self.deferred_resizes = features.enable_scheduler_preemption_for_pod_resize
+
+    def pre_filter(self, state: CycleState, pod: core_pb2.Pod, nodes) -> tuple[None, Status | None]:
+        """Nothing to prepare; a deferred resize (KEP-5836) skips this plugin."""
+        if skipped_for_deferred_resize(self.deferred_resizes, pod):
+            return None, Status(Code.SKIP)
+        return None, None
 
     def filter(self, state: CycleState, pod: core_pb2.Pod, ni: NodeInfo) -> Status | None:
         if not ni.node.spec.unschedulable or tolerates_unschedulable(pod):
@@ -71,4 +82,4 @@ class NodeUnschedulable:
 def new(args: Any, handle: Any) -> NodeUnschedulable:
     """NodeUnschedulable takes no args: kube-scheduler has no NodeUnschedulableArgs, and any given are an error."""
     no_args(NAME, args)
-    return NodeUnschedulable()
+    return NodeUnschedulable(features_of(handle))

@@ -68,6 +68,8 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 from google.protobuf import json_format
 
 from machinery.api import core_pb2
+from scheduler.framework.deferred_resize import skipped_for_deferred_resize
+from scheduler.framework.features import Features, features_of
 from scheduler.framework import plugin_args as pa
 from machinery.placement import RequiredNodeAffinity, find_untolerated_taint
 from machinery.selectors import NOTHING, LabelSelector, Requirement, SelectorError, from_match, validate_label_key
@@ -357,7 +359,8 @@ def _system_default_constraints() -> tuple[core_pb2.TopologySpreadConstraint, ..
 class PodTopologySpread:
     name = NAME
 
-    def __init__(self, args: PodTopologySpreadArgs, handle: Any = None):
+    def __init__(self, args: PodTopologySpreadArgs, handle: Any = None, features: Features = Features()):
+        self.deferred_resizes = features.enable_scheduler_preemption_for_pod_resize  # KEP-5836: Skip them
         self.handle = handle
         self.system_defaulted = args.defaulting_type == SYSTEM_DEFAULTING
         self.default_constraints = (_system_default_constraints() if self.system_defaulted
@@ -376,6 +379,8 @@ class PodTopologySpread:
 
     def pre_filter(self, state: CycleState, pod: core_pb2.Pod,
                    nodes: Sequence[NodeInfo]) -> tuple[PreFilterResult | None, Status | None]:
+        if skipped_for_deferred_resize(self.deferred_resizes, pod):
+            return None, Status(Code.SKIP)
         try:
             constraints = self._constraints(pod, DO_NOT_SCHEDULE)
         except SelectorError as exc:
@@ -626,4 +631,4 @@ def _node_matters(pod: core_pb2.Pod, constraints: Sequence[_Constraint], node: c
 
 
 def new(args: PodTopologySpreadArgs | Mapping[str, Any] | None, handle: Any) -> PodTopologySpread:
-    return PodTopologySpread(pa.typed(args, PodTopologySpreadArgs, decode_args, NAME), handle)
+    return PodTopologySpread(pa.typed(args, PodTopologySpreadArgs, decode_args, NAME), handle, features_of(handle))

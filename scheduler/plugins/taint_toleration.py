@@ -23,6 +23,8 @@ from typing import Any, Iterable, Sequence
 
 from machinery import placement
 from machinery.api import core_pb2
+from scheduler.framework.deferred_resize import skipped_for_deferred_resize
+from scheduler.framework.features import Features, features_of
 from scheduler.framework.node_info import NodeInfo
 from scheduler.framework.plugin_args import no_args
 from scheduler.framework.types import (MAX_NODE_SCORE, NODE, UNSCHEDULED_POD, ActionType, ClusterEvent,
@@ -60,6 +62,15 @@ def count_intolerable_prefer_no_schedule(taints: Iterable[core_pb2.Taint],
 
 class TaintToleration:
     name = NAME
+
+    def __init__(self, features: Features = Features()) -> None:
+        self.deferred_resizes = features.enable_scheduler_preemption_for_pod_resize
+
+    def pre_filter(self, state: CycleState, pod: core_pb2.Pod, nodes) -> tuple[None, Status | None]:
+        """Nothing to prepare; a deferred resize (KEP-5836) skips this plugin."""
+        if skipped_for_deferred_resize(self.deferred_resizes, pod):
+            return None, Status(Code.SKIP)
+        return None, None
 
     # ------------------------------------------------------------ filter
 
@@ -121,4 +132,4 @@ class TaintToleration:
 def new(args: Any, handle: Any) -> TaintToleration:
     """TaintToleration takes no args: kube-scheduler has no TaintTolerationArgs, and any given are an error."""
     no_args(NAME, args)
-    return TaintToleration()
+    return TaintToleration(features_of(handle))

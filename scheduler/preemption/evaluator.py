@@ -57,11 +57,13 @@ from prometheus_client import Counter, Histogram
 from machinery import disruption, errors, failpoints, timeutil
 from machinery.api import core_pb2, policy_pb2
 from machinery.logging import get_logger
+from scheduler.framework.deferred_resize import is_deferred_resize, resize_request
 from scheduler.framework.interfaces import Handle
 from scheduler.framework.node_info import NodeInfo
 from scheduler.framework.pod_info import pod_priority, start_time
 from scheduler.framework.types import (Code, CycleState, Diagnosis, NominatingInfo, NominatingMode, PostFilterResult,
                                        Status, fit_error_message)
+from scheduler.metrics import RESIZE_VICTIMS
 
 log = get_logger()
 
@@ -76,6 +78,7 @@ VICTIMS = Histogram("scheduler_preemption_victims", "Number of selected preempti
 ATTEMPTS = Counter("scheduler_preemption_attempts_total", "Total preemption attempts in the cluster till now")
 
 NOT_HELPFUL = "Preemption is not helpful for scheduling"
+RESIZE_CHANGED = "the deferred resize changed during the scheduling cycle"
 DISRUPTION_TARGET = "DisruptionTarget"
 PREEMPTION_BY_SCHEDULER = "PreemptionByScheduler"
 
@@ -173,11 +176,13 @@ def pick_one_node(candidates: list[Candidate]) -> Candidate:
 
 
 class Evaluator:
-    def __init__(self, plugin_name: str, handle: Handle, plugin: PreemptionPlugin, async_preemption: bool = True):
+    def __init__(self, plugin_name: str, handle: Handle, plugin: PreemptionPlugin, async_preemption: bool = True,
+                 resize_preemption: bool = False):
         self.plugin_name = plugin_name
         self.handle = handle
         self.plugin = plugin
         self.async_preemption = async_preemption
+        self.resize_preemption = resize_preemption  # KEP-5836: deferred resizes preempt too
         self._preempting: set[str] = set()  # preemptors whose victims are being evicted
         self._last_victim: dict[str, tuple[str, str]] = {}  # preemptor uid -> its last victim (ns, name)
         self._in_flight: dict[str, InFlightVictim] = {}  # victim uid -> asked to go, not yet seen deleted
@@ -237,10 +242,16 @@ class Evaluator:
 
     async def preempt(self, state: CycleState, pod: core_pb2.Pod,
                       diagnosis: Diagnosis) -> tuple[PostFilterResult | None, Status | None]:
-        ATTEMPTS.inc()
+        resize = self.resize_preemption and is_deferred_resize(pod)
+        if not resize:
+            ATTEMPTS.inc()  # deferred resizes have their own (scheduler_resize_preemption_attempts_total)
         latest = self.handle.get_pod(pod.metadata.namespace, pod.metadata.name)
         if latest is None:
             return None, Status(Code.ERROR, f'pod "{pod.metadata.namespace}/{pod.metadata.name}" not found')
+        if resize and (not is_deferred_resize(latest) or latest.metadata.generation != pod.metadata.generation):
+            # The kubelet actuated it, or it was reverted or resized again while this cycle ran:
+            # the victims this cycle would choose are for a request that no longer stands.
+            return None, Status(Code.UNSCHEDULABLE, RESIZE_CHANGED)
         pod = latest
         nominated = self.handle.nominated_node(pod)
         ok, msg = self.plugin.pod_eligible_to_preempt_others(pod, diagnosis.status_of(nominated) if nominated else None)
@@ -255,13 +266,20 @@ class Evaluator:
         if errs and not candidates:
             return None, Status(Code.ERROR, "; ".join(errs))  # a failing simulation is not "not helpful"
         if not candidates:
-            d = Diagnosis(node_to_status=statuses, absent_nodes_status=Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE,
-                                                                             NOT_HELPFUL))
-            return (PostFilterResult(NominatingInfo("", NominatingMode.OVERRIDE)),
-                    Status(Code.UNSCHEDULABLE, fit_error_message(len(all_nodes), d)))
+            if resize:  # its own node was the only candidate: the message speaks of it alone
+                message = fit_error_message(1, Diagnosis(node_to_status=statuses, absent_nodes_status=Status(
+                    Code.UNSCHEDULABLE_AND_UNRESOLVABLE, NOT_HELPFUL)))
+            else:
+                message = fit_error_message(len(all_nodes), Diagnosis(
+                    node_to_status=statuses, absent_nodes_status=Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE,
+                                                                        NOT_HELPFUL)))
+            return PostFilterResult(NominatingInfo("", NominatingMode.OVERRIDE)), Status(Code.UNSCHEDULABLE, message)
         best = pick_one_node(candidates)
         log.info("preemption_victims_chosen", pod=_key(pod), node=best.node, victims=[_key(v) for v in best.victims],
-                 pdb_violations=best.num_pdb_violations)
+                 pdb_violations=best.num_pdb_violations,
+                 **({"resize_request": resize_request(pod)} if resize else {}))
+        if resize:
+            RESIZE_VICTIMS.observe(len(best.victims))
         await failpoints.hit(FP_AFTER_VICTIMS_CHOSEN)
         if self.async_preemption:
             self.prepare_candidate_async(best, pod)
@@ -306,13 +324,14 @@ class Evaluator:
             statuses[ni.name] = status
         return non_violating + violating, statuses
 
-    def _victims_to_evict(self, c: Candidate) -> list[core_pb2.Pod]:
-        VICTIMS.observe(len(c.victims))
+    def _victims_to_evict(self, c: Candidate, pod: core_pb2.Pod) -> list[core_pb2.Pod]:
+        if not (self.resize_preemption and is_deferred_resize(pod)):
+            VICTIMS.observe(len(c.victims))
         return [v for v in c.victims if not v.metadata.deletion_timestamp]  # others are going already
 
     async def prepare_candidate(self, c: Candidate, pod: core_pb2.Pod) -> Status | None:
         """Evict the victims and clear the nominations of lower-priority pods on the node (in the cycle)."""
-        victims = self._victims_to_evict(c)
+        victims = self._victims_to_evict(c, pod)
         self._start_in_flight(victims)
         err = await self._evict(c, pod, victims)
         if err is not None:
@@ -322,7 +341,7 @@ class Evaluator:
 
     def prepare_candidate_async(self, c: Candidate, pod: core_pb2.Pod) -> None:
         """Evict the victims in a background task; the pod is gated at PreEnqueue meanwhile."""
-        victims = self._victims_to_evict(c)
+        victims = self._victims_to_evict(c, pod)
         uid = pod.metadata.uid
         self._start_in_flight(victims)
         if victims:

@@ -219,9 +219,10 @@ class SchedulingQueue:
 
     # ------------------------------------------------------------ the queue's API
 
-    def add(self, pod: core_pb2.Pod) -> None:
-        """A new unscheduled pod."""
-        self._move_to_active(self._new_info(pod), EVENT_UNSCHEDULED_POD_ADD.label)
+    def add(self, pod: core_pb2.Pod, event: str = EVENT_UNSCHEDULED_POD_ADD.label) -> None:
+        """A new unscheduled pod, or a bound pod whose resize is Deferred (KEP-5836: it is in the
+        cache as well; ``event`` labels its arrival)."""
+        self._move_to_active(self._new_info(pod), event)
 
     async def pop(self) -> QueuedPodInfo | None:
         """The head of activeQ, waiting for one; None once the queue is closed."""
@@ -455,9 +456,17 @@ class SchedulingQueue:
         return "in-flight" if pod.metadata.uid in self._in_flight else ""
 
     def counts(self) -> dict[str, int]:
+        """Pending pods per sub-queue (deferred resizes of bound pods not included: ``resize_counts``)."""
+        resize = self.resize_counts()
         gated = sum(1 for p in self._unschedulable.values() if p.gated)
-        return {ACTIVE_Q: len(self._active), BACKOFF_Q: len(self._backoff),
-                UNSCHEDULABLE_Q: len(self._unschedulable) - gated, GATED: gated}
+        return {ACTIVE_Q: len(self._active) - resize[ACTIVE_Q], BACKOFF_Q: len(self._backoff) - resize[BACKOFF_Q],
+                UNSCHEDULABLE_Q: len(self._unschedulable) - gated - resize[UNSCHEDULABLE_Q], GATED: gated}
+
+    def resize_counts(self) -> dict[str, int]:
+        """Bound pods queued for a deferred in-place resize (KEP-5836), per sub-queue."""
+        return {ACTIVE_Q: sum(1 for p in self._active if p.pod.spec.node_name),
+                BACKOFF_Q: sum(1 for p in self._backoff if p.pod.spec.node_name),
+                UNSCHEDULABLE_Q: sum(1 for p in self._unschedulable.values() if p.pod.spec.node_name)}
 
     def unschedulable_pods(self) -> Iterator[QueuedPodInfo]:
         return iter(list(self._unschedulable.values()))
@@ -483,18 +492,29 @@ class _QueueGauges:
                                     "attempted to schedule and failed; 'gated' is the number of unschedulable pods "
                                     "that the scheduler never attempted to schedule because they are gated.",
                                     labels=["queue"])
+        resize = GaugeMetricFamily("scheduler_pending_resize_pods", "Number of pods whose in-place resize is "
+                                   "Deferred and which wait in the scheduling queue for preemption (KEP-5836), by "
+                                   "the queue type.", labels=["queue"])
         totals = {ACTIVE_Q: 0, BACKOFF_Q: 0, UNSCHEDULABLE_Q: 0, GATED: 0}
+        resize_totals = {ACTIVE_Q: 0, BACKOFF_Q: 0, UNSCHEDULABLE_Q: 0}
         by_plugin: dict[tuple[str, str], int] = {}
         for q in list(_QUEUES):
             for k, v in q.counts().items():
                 totals[k] += v
+            for k, v in q.resize_counts().items():
+                resize_totals[k] += v
             for p in q.unschedulable_pods():
+                if p.pod.spec.node_name:
+                    continue  # a deferred resize: not an unschedulable pod
                 for plugin in p.unschedulable_plugins | p.pending_plugins:
                     key = (plugin, p.pod.spec.scheduler_name)
                     by_plugin[key] = by_plugin.get(key, 0) + 1
         for k, v in totals.items():
             pending.add_metric([k], v)
         yield pending
+        for k, v in resize_totals.items():
+            resize.add_metric([k], v)
+        yield resize
         unsched = GaugeMetricFamily("scheduler_unschedulable_pods", "The number of unschedulable pods broken down by "
                                     "plugin name. A pod will increment the gauge for all plugins that caused it to "
                                     "not schedule and so this metric have meaning only when broken down by plugin.",

@@ -264,7 +264,8 @@ class _Cache:
 
 def _handlers(q: SchedulingQueue) -> EventHandlers:
     fw = SimpleNamespace(handle=SimpleNamespace(waiting_pods={}))
-    return EventHandlers(SimpleNamespace(cache=_Cache(), queue=q, frameworks={"default-scheduler": fw}))
+    return EventHandlers(SimpleNamespace(cache=_Cache(), queue=q, frameworks={"default-scheduler": fw},
+                                         resize_preemption=False))
 
 
 async def test_a_nomination_that_moves_or_goes_frees_its_room_for_pods_of_lower_or_equal_priority():

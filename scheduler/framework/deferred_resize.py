@@ -1,0 +1,91 @@
+"""Deferred in-place resizes as the scheduler sees them (KEP-5836: Scheduler Preemption for In-Place
+Pod Resize).
+
+A *deferred resize pod* is a pod already bound to a node (``spec.nodeName``) whose kubelet
+reports ``PodResizePending=True`` with reason ``Deferred``: its new requests (KEP-1287's desired
+resources) do not fit the node now. With the SchedulerPreemptionForPodResize gate the scheduler
+queues such a pod, beside its copy in the cache, and runs it through a restricted cycle: its own
+node only, resource fit only, then DefaultPreemption ("Design Details").
+
+It is left alone (kept out of the queue) while preemption for its resize is disabled:
+
+- its kubelet says so with ``PodResizePreemptionDisabled=True`` (KEP-5836 "PodResizePreemptionDisabled
+  Pod Condition"; the kubelet sets it from its Node's ``spec.podPreemptionPolicy``);
+- or, for a kubelet too old to know that policy (before 1.36, "Version Skew Strategy"), the
+  scheduler reads the Node's ``spec.podPreemptionPolicy.disableResizePreemption`` itself: a
+  non-empty list disables it.
+
+A resize *request* is the pod's uid and ``metadata.generation`` (the apiserver bumps the
+generation on every resize): events, metrics and ``kplane check`` speak of requests.
+"""
+
+from __future__ import annotations
+
+import re
+
+from machinery.api import core_pb2
+
+POD_RESIZE_PENDING = "PodResizePending"
+DEFERRED = "Deferred"
+POD_RESIZE_PREEMPTION_DISABLED = "PodResizePreemptionDisabled"
+
+# The first kubelet release that propagates the Node's podPreemptionPolicy to its pods.
+NODE_POLICY_KUBELET = (1, 36)
+_VERSION = re.compile(r"^v?(\d+)\.(\d+)")
+
+
+def is_deferred_resize(pod: core_pb2.Pod) -> bool:
+    """Bound, with ``PodResizePending=True`` reason ``Deferred`` (KEP-5836 "Identify Deferred Status")."""
+    if not pod.spec.node_name:
+        return False
+    for c in pod.status.conditions:
+        if c.type == POD_RESIZE_PENDING:
+            return c.status == "True" and c.reason == DEFERRED
+    return False
+
+
+def preemption_disabled_by_condition(pod: core_pb2.Pod) -> bool:
+    """The kubelet set ``PodResizePreemptionDisabled=True`` on the pod."""
+    for c in pod.status.conditions:
+        if c.type == POD_RESIZE_PREEMPTION_DISABLED:
+            return c.status == "True"
+    return False
+
+
+def kubelet_knows_node_policy(node: core_pb2.Node) -> bool:
+    """Whether the node's kubelet (by ``status.nodeInfo.kubeletVersion``) propagates the node's
+    podPreemptionPolicy to pods itself. An unparsable or missing version counts as new: the
+    fallback is for kubelets known to be old."""
+    m = _VERSION.match(node.status.node_info.kubelet_version)
+    if m is None:
+        return True
+    return (int(m.group(1)), int(m.group(2))) >= NODE_POLICY_KUBELET
+
+
+def node_disables_resize_preemption(node: core_pb2.Node | None) -> bool:
+    """The scheduler's fallback for old kubelets: the Node's own policy, read directly."""
+    if node is None or kubelet_knows_node_policy(node):
+        return False
+    return bool(node.spec.pod_preemption_policy.disable_resize_preemption)
+
+
+def resize_preemption_disabled(pod: core_pb2.Pod, node: core_pb2.Node | None) -> bool:
+    return preemption_disabled_by_condition(pod) or node_disables_resize_preemption(node)
+
+
+def wants_resize_preemption(pod: core_pb2.Pod, node: core_pb2.Node | None) -> bool:
+    """A deferred resize pod the scheduler should hold in its queue: preemption is not disabled."""
+    return is_deferred_resize(pod) and not resize_preemption_disabled(pod, node)
+
+
+def resize_request(pod: core_pb2.Pod) -> str:
+    """``<uid>/<generation>``: one resize request of one pod."""
+    return f"{pod.metadata.uid}/{pod.metadata.generation}"
+
+
+def skipped_for_deferred_resize(enabled: bool, pod: core_pb2.Pod) -> bool:
+    """For a plugin's PreFilter: a deferred resize cycle checks resource fit only, so every plugin
+    but NodeName and NodeResourcesFit answers Skip for such a pod ("Processing Deferred Resizes in
+    the Scheduling Cycle": "All other plugins ... return Skip for Deferred pods"). ``enabled`` is
+    the plugin's SchedulerPreemptionForPodResize feature."""
+    return enabled and is_deferred_resize(pod)

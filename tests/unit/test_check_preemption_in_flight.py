@@ -12,6 +12,8 @@ from __future__ import annotations
 
 from cli import check
 from machinery.api import core_pb2
+from tests.history import pod_entry as _pe
+from tests.history import preempted_event as _preempted
 
 RULE = check.NoPreemptionWhileVictimsGoing
 
@@ -30,21 +32,7 @@ def _pod(name: str, *, node: str = "", nominated: str = "", marked: str = "", de
     return p
 
 
-def _pe(rev: int, type_: str, pod: core_pb2.Pod) -> check.Entry:
-    return check.Entry(rev, type_, "Pod", "default", pod.metadata.name, pod)
 
-
-def _preempted(rev: int, victim: str, preemptor: str, count: int = 1) -> check.Entry:
-    """The scheduler's Preempted event on ``victim``, related: ``preemptor`` (ADDED, or MODIFIED
-    with its count bumped)."""
-    ev = core_pb2.Event(reason="Preempted", type="Normal", count=count, action="Preempting",
-                        message=f"Preempted by pod uid-{preemptor} on node n1")
-    ev.metadata.name, ev.metadata.namespace = f"{victim}.preempted", "default"
-    ref = ev.involved_object
-    ref.kind, ref.namespace, ref.name, ref.uid = "Pod", "default", victim, f"uid-{victim}"
-    rel = ev.related
-    rel.kind, rel.namespace, rel.name, rel.uid = "Pod", "default", preemptor, f"uid-{preemptor}"
-    return check.Entry(rev, "ADDED" if count == 1 else "MODIFIED", "Event", "default", ev.metadata.name, ev)
 
 
 T1, T2 = "2026-01-01T00:00:01Z", "2026-01-01T00:00:09Z"

@@ -1,0 +1,165 @@
+"""examples/resize_client.py, run as a program against a real cluster (docs/resize-clients.md).
+
+KEP-1287: In-place Update of Pod Resources, as a client sees it over the gRPC API: a resize that
+fits is actuated (the container's status.resources equal the new requests, no resize condition
+left); one larger than the node's capacity is PodResizePending/Infeasible ("Node didn't have
+enough capacity"); one that does not fit next to the other pods is PodResizePending/Deferred
+("Node didn't have enough resource") until room appears. The program's exit status says which:
+0 actuated, 2 Infeasible, 3 timed out, 1 an error in one line. And server reflection, which the
+document tells any client to use, lists the Pods service and its Resize method.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import grpc
+import pytest
+from google.protobuf.descriptor_pool import DescriptorPool
+from grpc_reflection.v1alpha.proto_reflection_descriptor_database import ProtoReflectionDescriptorDatabase
+
+from machinery.api import core_pb2
+from machinery.quantity import Quantity
+from tests.conftest import ROOT, cluster_fixture
+from tests.helpers import make_pod
+from tests.nodes import FAST_KUBELET, delete_all_pods, wait_running
+
+pytestmark = pytest.mark.integration
+
+EXAMPLE = ROOT / "examples" / "resize_client.py"
+NODE = "node-1"
+LINE = re.compile(r"^(\d+\.\d\d) (\S+) (.*)$")
+
+resize_cluster = cluster_fixture(nodes=1, node_cpu="4", node_memory="8Gi", kubelet_args=FAST_KUBELET)
+
+
+@pytest.fixture
+async def api(resize_cluster):
+    c = resize_cluster.client()
+    try:
+        yield c
+    finally:
+        await delete_all_pods(c)
+        await c.close()
+
+
+@dataclass(frozen=True)
+class Result:
+    code: int
+    stdout: str
+    stderr: str
+
+    @property
+    def lines(self) -> list[str]:
+        return self.stdout.strip().splitlines()
+
+    def states(self) -> list[str]:
+        """The state of each text line (``timeout`` lines: ``timeout <last state>``)."""
+        out = []
+        for line in self.lines:
+            m = LINE.match(line)
+            assert m, f"not '<elapsed> <state> <detail>': {line!r}"
+            out.append(m.group(2))
+        return out
+
+
+async def _resize_client(tc, *args: str, discover: bool = False) -> Result:
+    """Run the example; with ``discover`` it finds the cluster from the data dir, as ``kplane`` does."""
+    where = ["--data-dir", tc.data_dir] if discover else \
+        ["--server", tc.server, "--token-file", str(Path(tc.data_dir) / "tokens" / "admin.token")]
+    proc = await asyncio.create_subprocess_exec(sys.executable, str(EXAMPLE), *where, *args, cwd=ROOT,
+                                                stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+    try:
+        out, err = await asyncio.wait_for(proc.communicate(), timeout=90)
+    except TimeoutError:
+        proc.kill()
+        await proc.wait()
+        raise
+    return Result(proc.returncode, out.decode(), err.decode())
+
+
+def _pod(name: str, cpu: str, *, limit_cpu: str | None = None, limit_memory: str | None = None) -> core_pb2.Pod:
+    pod = make_pod(name, cpu=cpu, memory="256Mi", limit_cpu=limit_cpu, limit_memory=limit_memory, node=NODE, grace=1)
+    pod.spec.containers[0].resize_policy.add(resource_name="cpu", restart_policy="NotRequired")
+    return pod
+
+
+async def test_a_resize_that_fits_is_actuated_and_a_guaranteed_pods_limits_follow(api, resize_cluster):
+    await api.pods.create(_pod("web", "1", limit_cpu="1", limit_memory="256Mi"))  # Guaranteed
+    await wait_running(api, "web")
+
+    r = await _resize_client(resize_cluster, "web", "--cpu", "2")
+
+    assert r.code == 0, r
+    assert r.stderr == ""
+    states = r.states()
+    assert states[0] == "requested" and r.lines[0].endswith("generation 2: cpu=2 memory=256Mi"), r.lines
+    assert states[-1] == "actuated", r.lines
+    assert "Deferred" not in states and "Infeasible" not in states
+    pod = await api.pods.get("web")
+    c = pod.spec.containers[0].resources
+    assert Quantity(c.requests["cpu"]) == Quantity("2") and Quantity(c.limits["cpu"]) == Quantity("2")
+    assert pod.status.qos_class == "Guaranteed"
+    assert Quantity(pod.status.container_statuses[0].resources.requests["cpu"]) == Quantity("2")
+
+
+async def test_a_resize_beyond_the_nodes_capacity_is_infeasible(api, resize_cluster):
+    await api.pods.create(_pod("big", "1"))
+    await wait_running(api, "big")
+
+    r = await _resize_client(resize_cluster, "big", "--cpu", "64", "--json")
+
+    assert r.code == 2, r
+    docs = [json.loads(line) for line in r.lines]
+    assert docs[0]["state"] == "requested" and docs[0]["desired"] == {"cpu": "64", "memory": "256Mi"}
+    last = docs[-1]
+    assert last["state"] == "Infeasible", docs
+    assert last["conditions"] == [{"type": "PodResizePending", "reason": "Infeasible",
+                                   "message": "Node didn't have enough capacity: cpu, requested: 64000, "
+                                              "capacity: 4000"}]
+    assert last["actual"]["cpu"] == "1"  # still running at its old size
+
+
+async def test_a_pod_that_does_not_exist_is_one_line_and_exit_1(api, resize_cluster):
+    r = await _resize_client(resize_cluster, "nope", "--cpu", "3", discover=True)
+
+    assert r.code == 1, r
+    assert r.stdout == ""
+    assert r.stderr == "resize_client: pod default/nope not found\n"
+
+
+async def test_a_resize_deferred_on_a_full_node_times_out_with_exit_3(api, resize_cluster):
+    await api.pods.create(_pod("grow", "1"))
+    await api.pods.create(_pod("filler", "2500m"))
+    await wait_running(api, "grow", "filler")
+
+    r = await _resize_client(resize_cluster, "grow", "--cpu", "3", "--timeout", "3")  # 3 + 2.5 > 4
+
+    assert r.code == 3, r
+    deferred = [line for line, state in zip(r.lines, r.states()) if state == "Deferred"]
+    assert deferred, r.lines
+    assert "Node didn't have enough resource: cpu, requested: 3000" in deferred[0], deferred
+    assert re.match(r"^\d+\.\d\d timeout Deferred Node didn't have enough resource: cpu", r.lines[-1]), r.lines
+    assert float(LINE.match(r.lines[-1]).group(1)) >= 3.0
+    pod = await api.pods.get("grow")
+    assert Quantity(pod.status.container_statuses[0].resources.requests["cpu"]) == Quantity("1")
+
+
+async def test_server_reflection_lists_the_pods_service_and_its_resize_method(resize_cluster):
+    channel = grpc.insecure_channel(resize_cluster.server)  # grpc_reflection's database is synchronous
+    try:
+        db = ProtoReflectionDescriptorDatabase(channel)
+        services = await asyncio.to_thread(db.get_services)
+        assert "kplane.v1.Pods" in services, services
+        pods = await asyncio.to_thread(DescriptorPool(db).FindServiceByName, "kplane.v1.Pods")
+        assert {"Get", "Watch", "Resize"} <= set(pods.methods_by_name)
+        resize = pods.methods_by_name["Resize"]
+        assert resize.input_type.full_name == "kplane.v1.Pod"
+        assert resize.output_type.full_name == "kplane.v1.Pod"
+    finally:
+        channel.close()

@@ -147,6 +147,18 @@ async def runtime_calls(tc, node: str, operation: str) -> float:
     return metric(tc, f"runtime/{node}", "kplane_runtime_operations_total", f'operation_type="{operation}"}}')
 
 
+async def wait_deleted(api, name: str, timeout: float = 20) -> None:
+    """Until the pod is gone from the API."""
+    async def check():
+        try:
+            await api.pods.get(name)
+        except errors.NotFound:
+            return True
+        return False
+
+    await eventually(check, timeout=timeout, interval=0.1, what=f"{name} deleted")
+
+
 async def wait_bound(api, name: str, timeout: float = 20) -> str:
     """Until the pod is bound; its node."""
     box = {}

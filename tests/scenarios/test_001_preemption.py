@@ -24,11 +24,11 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from machinery import errors, timeutil
+from machinery import timeutil
 from machinery.api import core_pb2
 from tests.helpers import eventually, make_pdb, make_pod, make_priority_class
 from tests.conftest import cluster_fixture
-from tests.nodes import FAST_KUBELET, condition, delete_all_pods
+from tests.nodes import wait_deleted, FAST_KUBELET, condition, delete_all_pods
 
 pytestmark = pytest.mark.scenario
 
@@ -149,14 +149,7 @@ async def _unschedulable(api, name: str, message: str | None = None) -> core_pb2
 
 
 async def _gone(api, name: str, timeout: float = WAIT) -> None:
-    async def check():
-        try:
-            await api.pods.get(name)
-        except errors.NotFound:
-            return True
-        return False
-
-    await eventually(check, timeout=timeout, interval=0.1, what=f"{name} deleted")
+    await wait_deleted(api, name, timeout)
 
 
 # ------------------------------------------------------------------------------------------ what happened

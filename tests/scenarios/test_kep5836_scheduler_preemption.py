@@ -26,19 +26,13 @@ import urllib.request
 
 import pytest
 
-from machinery import errors
-from machinery.api import core_pb2
-from machinery.quantity import Quantity
 from tests.conftest import cluster_fixture
-from tests.helpers import ensure_priority_classes, eventually, make_pod, make_priority_class
-from tests.nodes import wait_deleted, FAST_KUBELET, condition, delete_all_pods, failpoint, metric, resize, wait_running
+from tests.helpers import eventually
+from tests.nodes import FAST_KUBELET, failpoint, metric, resize, wait_running
+from tests.resize_preemption import (GATE, NODE, WAIT, assert_never_nominated_nor_unscheduled, disarm, finish, gone, preempted_by, resizable_pod, resize_attempts,
+                                     resize_client, run_pods, running_names, wait_actuated, wait_resize_conditions)
 
 pytestmark = pytest.mark.scenario
-
-NODE = "node-1"
-GATE = "SchedulerPreemptionForPodResize=true"
-WAIT = 30
-PRIORITIES = {"p-high": 1000, "p-mid": 500, "p-low": 20, "p-lowest": 10}
 
 resize_cluster = cluster_fixture(nodes=1, schedulers=1, node_cpu="4", node_memory="8Gi", kubelet_args=FAST_KUBELET,
                                  feature_gates=GATE)
@@ -48,122 +42,13 @@ old_kubelet_cluster = cluster_fixture(nodes=1, schedulers=1, node_cpu="4", node_
                                       kubelet_args=FAST_KUBELET + ["--emulated-version=1.35"])
 
 
-async def _client(tc):
-    c = tc.client()
-    await ensure_priority_classes(c, **PRIORITIES)
-    try:
-        await c.priority_classes.create(make_priority_class("p-high-never", 1000, preemption_policy="Never"))
-    except errors.AlreadyExists:
-        pass
-    return c
-
-
-async def _finish(tc, c) -> None:
-    try:
-        await c.nodes.patch(NODE, {"spec": {"podPreemptionPolicy": None}}, patch_type="merge")
-        await delete_all_pods(c)
-        from cli import check
-        entries = [e async for e in check.entries_of(c)]
-        assert check.check_entries(entries) == []
-    finally:
-        await c.close()
-
-
 @pytest.fixture
 async def api(resize_cluster):
-    c = await _client(resize_cluster)
+    c = await resize_client(resize_cluster)
     try:
         yield c
     finally:
-        await _finish(resize_cluster, c)
-
-
-def _pod(name: str, cpu: str, priority_class: str, grace: int = 1) -> core_pb2.Pod:
-    pod = make_pod(name, cpu=cpu, memory="128Mi", priority_class=priority_class, grace=grace)
-    pod.spec.containers[0].resize_policy.add(resource_name="cpu", restart_policy="NotRequired")
-    return pod
-
-
-async def _run(api, *pods: core_pb2.Pod) -> None:
-    """Create the pods one by one (the scheduler binds each) and wait until all run."""
-    for p in pods:
-        await api.pods.create(p)
-        await wait_running(api, p.metadata.name, timeout=WAIT)
-
-
-def _resize_state(pod: core_pb2.Pod) -> dict[str, str]:
-    return {c.type: c.reason for c in pod.status.conditions
-            if c.type in ("PodResizePending", "PodResizeInProgress", "PodResizePreemptionDisabled")}
-
-
-async def _wait_conditions(api, name: str, want: dict[str, str], what: str) -> core_pb2.Pod:
-    box: dict = {}
-
-    async def check():
-        box["pod"] = pod = await api.pods.get(name)
-        box["got"] = _resize_state(pod)
-        return box["got"] == want
-
-    try:
-        await eventually(check, timeout=WAIT, what=what)
-    except AssertionError:
-        raise AssertionError(f"{what}: want {want}, last seen {box.get('got')}") from None
-    return box["pod"]
-
-
-async def _actuated(api, name: str, cpu: str) -> core_pb2.Pod:
-    """Until the kubelet actuated the resize: no resize condition, the container runs with ``cpu``."""
-    box: dict = {}
-
-    async def check():
-        box["pod"] = pod = await api.pods.get(name)
-        cs = pod.status.container_statuses
-        return (not _resize_state(pod) and bool(cs)
-                and Quantity(cs[0].resources.requests.get("cpu", "0")) == Quantity(cpu))
-
-    await eventually(check, timeout=WAIT, what=f"{name}'s resize to {cpu} actuated")
-    return box["pod"]
-
-
-async def _gone(api, name: str, timeout: float = WAIT) -> None:
-    await wait_deleted(api, name, timeout)
-
-
-async def _preempted_by(api, victim: str) -> str:
-    """The preemptor named by the ``Preempted`` event of ``victim``."""
-    evs = await api.events.list("default", field_selector=f"involvedObject.name={victim}")
-    named = [e.related.name for e in evs.items if e.reason == "Preempted"]
-    return named[-1] if named else ""
-
-
-async def _running_names(api) -> set[str]:
-    return {p.metadata.name for p in (await api.pods.list("default")).items
-            if p.status.phase == "Running" and not p.metadata.deletion_timestamp}
-
-
-async def _disarm(tc, component: str, name: str) -> None:
-    """Turn a failpoint off, once the component answers again (a sleep at a synchronous point
-    holds its whole loop, its admin port included)."""
-    def off() -> bool:
-        try:
-            failpoint(tc, component, name, "off")
-        except OSError:
-            return False
-        return True
-
-    await eventually(off, timeout=WAIT, what=f"{name} turned off in {component}")
-
-
-def _attempts(tc, result: str) -> float:
-    return metric(tc, "scheduler", "scheduler_resize_preemption_attempts_total",
-                  f'profile="default-scheduler",result="{result}"')
-
-
-def _assert_never_nominated_nor_unscheduled(pod: core_pb2.Pod) -> None:
-    """KEP-5836 "Failure Handler Adjustments": no nominatedNodeName, PodScheduled untouched."""
-    assert pod.status.nominated_node_name == ""
-    scheduled = condition(pod, "PodScheduled")
-    assert scheduled is not None and scheduled.status == "True", scheduled
+        await finish(resize_cluster, c)
 
 
 # ------------------------------------------------------------------------------------ Test Plan
@@ -171,107 +56,107 @@ def _assert_never_nominated_nor_unscheduled(pod: core_pb2.Pod) -> None:
 
 async def test_a_lower_priority_pod_is_preempted_by_a_higher_priority_deferred_resize_which_the_kubelet_then_actuates(
         api, resize_cluster):
-    await _run(api, _pod("a", "2", "p-high"), _pod("b", "1", "p-low"), _pod("c", "1", "p-lowest"))
-    preempted = _attempts(resize_cluster, "preempted")
+    await run_pods(api, resizable_pod("a", "2", "p-high"), resizable_pod("b", "1", "p-low"), resizable_pod("c", "1", "p-lowest"))
+    preempted = resize_attempts(resize_cluster, "preempted")
     await resize(api, "a", cpu="3")  # 3 + 1 + 1 > 4: one of the 1-CPU pods must go, the lowest
-    await _gone(api, "c")
-    pod = await _actuated(api, "a", "3")
-    assert await _preempted_by(api, "c") == "a"
-    assert await _running_names(api) == {"a", "b"}
-    _assert_never_nominated_nor_unscheduled(pod)
-    assert _attempts(resize_cluster, "preempted") == preempted + 1
+    await gone(api, "c")
+    pod = await wait_actuated(api, "a", "3")
+    assert await preempted_by(api, "c") == "a"
+    assert await running_names(api) == {"a", "b"}
+    assert_never_nominated_nor_unscheduled(pod)
+    assert resize_attempts(resize_cluster, "preempted") == preempted + 1
     history = [e async for e in api.history(since=0, follow=False)]
     victims = [e for resp in history for e in resp.entries if e.kind == "Event" and e.name.startswith("c.")]
     assert victims, "the Preempted event of c is in the history"
 
 
 async def test_several_lower_priority_pods_are_preempted_for_one_deferred_resize(api, resize_cluster):
-    await _run(api, _pod("a", "1", "p-high"), _pod("b", "1", "p-mid"), _pod("c", "1", "p-low"),
-               _pod("d", "1", "p-lowest"))
+    await run_pods(api, resizable_pod("a", "1", "p-high"), resizable_pod("b", "1", "p-mid"), resizable_pod("c", "1", "p-low"),
+               resizable_pod("d", "1", "p-lowest"))
     await resize(api, "a", cpu="3")  # two more CPUs: c and d, the two lowest, go; b stays
-    await _gone(api, "c")
-    await _gone(api, "d")
-    await _actuated(api, "a", "3")
-    assert await _preempted_by(api, "c") == "a" and await _preempted_by(api, "d") == "a"
-    assert await _running_names(api) == {"a", "b"}
+    await gone(api, "c")
+    await gone(api, "d")
+    await wait_actuated(api, "a", "3")
+    assert await preempted_by(api, "c") == "a" and await preempted_by(api, "d") == "a"
+    assert await running_names(api) == {"a", "b"}
 
 
 async def test_a_resize_whose_priority_class_never_preempts_preempts_nothing(api, resize_cluster):
-    await _run(api, _pod("a", "2", "p-high-never"), _pod("b", "1", "p-low"), _pod("c", "1", "p-lowest"))
-    unschedulable = _attempts(resize_cluster, "unschedulable")
+    await run_pods(api, resizable_pod("a", "2", "p-high-never"), resizable_pod("b", "1", "p-low"), resizable_pod("c", "1", "p-lowest"))
+    unschedulable = resize_attempts(resize_cluster, "unschedulable")
     await resize(api, "a", cpu="3")
-    await _wait_conditions(api, "a", {"PodResizePending": "Deferred"}, "a deferred")
-    await eventually(lambda: _attempts(resize_cluster, "unschedulable") > unschedulable, timeout=WAIT,
+    await wait_resize_conditions(api, "a", {"PodResizePending": "Deferred"}, "a deferred")
+    await eventually(lambda: resize_attempts(resize_cluster, "unschedulable") > unschedulable, timeout=WAIT,
                      what="the scheduler looked at a's resize and found it may not preempt")
     evs = await api.events.list("default", field_selector="involvedObject.name=a")
     failed = [e.message for e in evs.items if e.reason == "FailedScheduling"]
     assert any("not eligible due to preemptionPolicy=Never" in m for m in failed), failed
-    assert await _running_names(api) == {"a", "b", "c"}
-    _assert_never_nominated_nor_unscheduled(await api.pods.get("a"))
+    assert await running_names(api) == {"a", "b", "c"}
+    assert_never_nominated_nor_unscheduled(await api.pods.get("a"))
 
 
 async def test_a_resize_that_fits_while_the_kubelet_has_not_actuated_it_is_parked_and_preempts_nothing(
         api, resize_cluster):
     # b and c outrank a: a's resize can preempt nothing, and waits Deferred.
-    await _run(api, _pod("a", "2", "p-low"), _pod("b", "1", "p-high"), _pod("c", "1", "p-mid"))
+    await run_pods(api, resizable_pod("a", "2", "p-low"), resizable_pod("b", "1", "p-high"), resizable_pod("c", "1", "p-mid"))
     await resize(api, "a", cpu="3")
-    await _wait_conditions(api, "a", {"PodResizePending": "Deferred"}, "a deferred")
-    await eventually(lambda: _attempts(resize_cluster, "unschedulable") > 0, timeout=WAIT, what="a's first cycle")
-    parked = _attempts(resize_cluster, "parked")
+    await wait_resize_conditions(api, "a", {"PodResizePending": "Deferred"}, "a deferred")
+    await eventually(lambda: resize_attempts(resize_cluster, "unschedulable") > 0, timeout=WAIT, what="a's first cycle")
+    parked = resize_attempts(resize_cluster, "parked")
     # The kubelet will find room once c goes, but is slow to allocate the resize: it sleeps (its
     # whole loop: the point is synchronous) before the allocation, once.
     failpoint(resize_cluster, f"kubelet/{NODE}", "kubelet/resize-before-allocate", "1*sleep(8000)")
     try:
         await api.pods.delete("c", "default", grace_period_seconds=0)
-        await eventually(lambda: _attempts(resize_cluster, "parked") > parked, timeout=WAIT,
+        await eventually(lambda: resize_attempts(resize_cluster, "parked") > parked, timeout=WAIT,
                          what="the scheduler parked a's resize: it fits, the kubelet has not actuated it")
         assert metric(resize_cluster, "scheduler", "scheduler_pending_resize_pods", 'queue="unschedulable"') == 1
         evs = await api.events.list("default", field_selector="involvedObject.name=a")
         assert any(e.reason == "FailedScheduling" and "pod resize fits, waiting for Kubelet actuation" in e.message
                    for e in evs.items)
     finally:
-        await _disarm(resize_cluster, f"kubelet/{NODE}", "kubelet/resize-before-allocate")
-    await _actuated(api, "a", "3")
+        await disarm(resize_cluster, f"kubelet/{NODE}", "kubelet/resize-before-allocate")
+    await wait_actuated(api, "a", "3")
     await eventually(lambda: metric(resize_cluster, "scheduler", "scheduler_pending_resize_pods") == 0, timeout=WAIT,
                      what="a left the scheduling queue once its resize was actuated")
-    assert await _running_names(api) == {"a", "b"}
+    assert await running_names(api) == {"a", "b"}
 
 
 async def test_a_new_higher_priority_pod_may_preempt_the_resizing_pod_itself(api, resize_cluster):
     """"Race between a Deferred resize and a new higher-priority pod": the resize's room is reserved
     as soon as the spec says so, and the resizing pod is the best victim for the newcomer."""
-    await _run(api, _pod("a", "1", "p-low"), _pod("y", "2", "p-mid"))
+    await run_pods(api, resizable_pod("a", "1", "p-low"), resizable_pod("y", "2", "p-mid"))
     await resize(api, "a", cpu="3")  # 3 + 2 > 4, and y outranks a: Deferred for good
-    await _wait_conditions(api, "a", {"PodResizePending": "Deferred"}, "a deferred")
+    await wait_resize_conditions(api, "a", {"PodResizePending": "Deferred"}, "a deferred")
     # z would fit beside a as it runs (1 + 2 + 1), not beside a as it asks to be (3 + 2 + 1): the
     # room of the resize is reserved, and a, the lowest, is the victim.
-    await api.pods.create(_pod("z", "1", "p-high"))
-    await _gone(api, "a")
+    await api.pods.create(resizable_pod("z", "1", "p-high"))
+    await gone(api, "a")
     await wait_running(api, "z", timeout=WAIT)
-    assert await _preempted_by(api, "a") == "z"
-    assert await _running_names(api) == {"y", "z"}
+    assert await preempted_by(api, "a") == "z"
+    assert await running_names(api) == {"y", "z"}
 
 
 async def test_node_policy_through_the_kubelet_keeps_the_resize_out_of_the_queue_until_it_is_cleared(
         api, resize_cluster):
-    await _run(api, _pod("a", "2", "p-high"), _pod("b", "1", "p-low"), _pod("c", "1", "p-lowest"))
+    await run_pods(api, resizable_pod("a", "2", "p-high"), resizable_pod("b", "1", "p-low"), resizable_pod("c", "1", "p-lowest"))
     skipped = metric(resize_cluster, "scheduler", "scheduler_resize_preemption_skipped_total",
                      'reason="PodResizePreemptionDisabled"')
     await api.nodes.patch(NODE, {"spec": {"podPreemptionPolicy": {"disableResizePreemption": ["autoscaler-a"]}}},
                           patch_type="merge")
     await resize(api, "a", cpu="3")
-    await _wait_conditions(api, "a", {"PodResizePending": "Deferred",
+    await wait_resize_conditions(api, "a", {"PodResizePending": "Deferred",
                                       "PodResizePreemptionDisabled": "PreemptionDisabledByNodePolicy"},
                            "a deferred with preemption disabled by the node")
     await eventually(lambda: metric(resize_cluster, "scheduler", "scheduler_resize_preemption_skipped_total",
                                     'reason="PodResizePreemptionDisabled"') > skipped, timeout=WAIT,
                      what="the scheduler left a out of its queue")
     assert metric(resize_cluster, "scheduler", "scheduler_pending_resize_pods") == 0
-    assert await _running_names(api) == {"a", "b", "c"}
+    assert await running_names(api) == {"a", "b", "c"}
     await api.nodes.patch(NODE, {"spec": {"podPreemptionPolicy": None}}, patch_type="merge")
-    await _gone(api, "c")  # the kubelet cleared the condition; the scheduler queued a and preempted
-    await _actuated(api, "a", "3")
-    assert await _running_names(api) == {"a", "b"}
+    await gone(api, "c")  # the kubelet cleared the condition; the scheduler queued a and preempted
+    await wait_actuated(api, "a", "3")
+    assert await running_names(api) == {"a", "b"}
 
 
 async def test_resize_preemption_metrics_are_exposed_by_the_scheduler(api, resize_cluster):
@@ -289,11 +174,11 @@ async def test_resize_preemption_metrics_are_exposed_by_the_scheduler(api, resiz
 
 @pytest.fixture
 async def old_api(old_kubelet_cluster):
-    c = await _client(old_kubelet_cluster)
+    c = await resize_client(old_kubelet_cluster)
     try:
         yield c
     finally:
-        await _finish(old_kubelet_cluster, c)
+        await finish(old_kubelet_cluster, c)
 
 
 async def test_an_old_kubelets_node_policy_is_read_by_the_scheduler_itself(old_api, old_kubelet_cluster):
@@ -302,19 +187,19 @@ async def test_an_old_kubelets_node_policy_is_read_by_the_scheduler_itself(old_a
     api, tc = old_api, old_kubelet_cluster
     node = await api.nodes.get(NODE)
     assert node.status.node_info.kubelet_version == "v1.35.0"
-    await _run(api, _pod("a", "2", "p-high"), _pod("b", "1", "p-low"), _pod("c", "1", "p-lowest"))
+    await run_pods(api, resizable_pod("a", "2", "p-high"), resizable_pod("b", "1", "p-low"), resizable_pod("c", "1", "p-lowest"))
     await api.nodes.patch(NODE, {"spec": {"podPreemptionPolicy": {"disableResizePreemption": ["autoscaler-a"]}}},
                           patch_type="merge")
     skipped = metric(tc, "scheduler", "scheduler_resize_preemption_skipped_total", 'reason="NodePodPreemptionPolicy"')
     await resize(api, "a", cpu="3")
-    await _wait_conditions(api, "a", {"PodResizePending": "Deferred"}, "a deferred, no condition from an old kubelet")
+    await wait_resize_conditions(api, "a", {"PodResizePending": "Deferred"}, "a deferred, no condition from an old kubelet")
     await eventually(lambda: metric(tc, "scheduler", "scheduler_resize_preemption_skipped_total",
                                     'reason="NodePodPreemptionPolicy"') > skipped, timeout=WAIT,
                      what="the scheduler read the node's policy and left a out")
-    assert await _running_names(api) == {"a", "b", "c"}
+    assert await running_names(api) == {"a", "b", "c"}
     await api.nodes.patch(NODE, {"spec": {"podPreemptionPolicy": None}}, patch_type="merge")
-    await _gone(api, "c")
-    await _actuated(api, "a", "3")
+    await gone(api, "c")
+    await wait_actuated(api, "a", "3")
 
 
 # ------------------------------------------------------------------------------------ gate off
@@ -322,21 +207,21 @@ async def test_an_old_kubelets_node_policy_is_read_by_the_scheduler_itself(old_a
 
 @pytest.fixture
 async def off_api(gate_off_cluster):
-    c = await _client(gate_off_cluster)
+    c = await resize_client(gate_off_cluster)
     try:
         yield c
     finally:
-        await _finish(gate_off_cluster, c)
+        await finish(gate_off_cluster, c)
 
 
 async def test_with_the_gate_off_a_deferred_resize_preempts_nothing(off_api, gate_off_cluster):
     api, tc = off_api, gate_off_cluster
-    await _run(api, _pod("a", "2", "p-high"), _pod("b", "1", "p-low"), _pod("c", "1", "p-lowest"))
+    await run_pods(api, resizable_pod("a", "2", "p-high"), resizable_pod("b", "1", "p-low"), resizable_pod("c", "1", "p-lowest"))
     await resize(api, "a", cpu="3")
-    await _wait_conditions(api, "a", {"PodResizePending": "Deferred"}, "a deferred")
+    await wait_resize_conditions(api, "a", {"PodResizePending": "Deferred"}, "a deferred")
     # A pod created afterwards is scheduled: the scheduler is working, and has seen a's update.
-    await api.pods.create(_pod("probe", "0", "p-low"))
+    await api.pods.create(resizable_pod("probe", "0", "p-low"))
     await wait_running(api, "probe", timeout=WAIT)
     assert metric(tc, "scheduler", "scheduler_resize_preemption_attempts_total") == 0
     assert metric(tc, "scheduler", "scheduler_pending_resize_pods") == 0
-    assert await _running_names(api) == {"a", "b", "c", "probe"}
+    assert await running_names(api) == {"a", "b", "c", "probe"}

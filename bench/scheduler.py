@@ -9,21 +9,32 @@ process, 4 cpu / 32Gi / 110 pods each, as scheduler_perf's default node):
   measured priority-10 pods (3 cpu) each preempt three of them;
 - ``Unschedulable`` (500Nodes/10Init/1kPods): 10 default pods, then 1000 measured default pods
   while a churn creates a priority-10 pod asking 9 cpu every 200 ms (it fits nowhere, and
-  preemption cannot help: each is a full failing scan and then waits in the unschedulable pool).
+  preemption cannot help: each is a full failing scan and then waits in the unschedulable pool);
+- ``ResizePreemption`` (kplane's, no scheduler_perf counterpart yet): KEP-5836 "Scheduler
+  Preemption for In-Place Pod Resize", the gate SchedulerPreemptionForPodResize on in every
+  process of this workload's cluster only. Every node gets, bound by ``spec.nodeName`` (no
+  scheduling, so placement is exact), a priority-1000 "resizer" (2 cpu, requests only, cpu
+  resizePolicy NotRequired) and two priority-0 fillers (1 cpu, grace 0): the node's 4 cpu are
+  taken. The measured phase resizes every resizer to 3 cpu; the kubelet Defers it, the scheduler
+  preempts one filler on that node, the kubelet actuates the resize.
 
-For each, the measured pods are created by this process (16 at a time) and an informer here
-records when each is seen bound: throughput = measured pods / (last bound - first create), and
-the create -> bound latency p50 / p99. Unlike scheduler_perf (an in-process scheduler and no
-kubelets), every step is a real gRPC call across processes and the hollow kubelets run the pods
-they get — they compete for the same two cores. ``profile``: the first workload that missed its
-target (SchedulingBasic, smaller, when none did) again with the scheduler under cProfile (CPU
-time, measured phase only): its time by phase of the scheduling cycle, and the functions with the
-most self time.
+For the first three, the measured pods are created by this process (16 at a time) and an informer
+here records when each is seen bound: throughput = measured pods / (last bound - first create),
+and the create -> bound latency p50 / p99. For ResizePreemption the measured step is the resize
+request (16 at a time), seen done when the resizer has no PodResizePending / PodResizeInProgress
+condition and its container status reports 3 cpu: resizes/s = resizes / (last actuated - first
+request), request -> actuated p50 / p99, and the victims (fillers deleted: one per resize is
+right). Unlike scheduler_perf (an in-process scheduler and no kubelets), every step is a real gRPC
+call across processes and the hollow kubelets run the pods they get — they compete for the same
+two cores. ``profile``: the first workload that missed its target (SchedulingBasic, smaller, when
+none did) again with the scheduler under cProfile (CPU time, measured phase only): its time by
+phase of the scheduling cycle, and the functions with the most self time.
 """
 
 from __future__ import annotations
 
 import asyncio
+import collections
 import itertools
 import json
 import os
@@ -33,18 +44,23 @@ import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import ClassVar
 
 from bench.api import _profile_summary, percentile, run_loop_result
-from bench.kubelet import _bounded, _cpu_by_component
+from bench.kubelet import _bounded, _cpu_by_component, _running
 from cli import cluster, topology
 from machinery.api import core_pb2, scheduling_pb2
 from machinery.client import Client
 from machinery.informer import Informer
 from machinery.kinds import POD
+from machinery.quantity import Quantity
 
-TARGETS = {"SchedulingBasic": 300.0, "PreemptionBasic": 100.0}
+# Measured operations per second; a run states whether it met them (a benchmark, not a test).
+TARGETS = {"SchedulingBasic": 300.0, "PreemptionBasic": 100.0, "ResizePreemption": 50.0}
 CHURN_INTERVAL = 0.2  # scheduler_perf's churn op: intervalMilliseconds 200
 LABEL = "kplane.dev/bench"
+RESIZE_GATE = "SchedulerPreemptionForPodResize=true"
+RESIZE_CONDITIONS = ("PodResizePending", "PodResizeInProgress")
 
 
 @dataclass(frozen=True)
@@ -54,23 +70,46 @@ class Template:
     priority: int = 0
     grace: int | None = None
     limits: bool = True
+    resizable: bool = False  # a cpu resizePolicy NotRequired: resized in place, without a restart
 
 
 POD_DEFAULT = Template("100m")
 POD_LOW_PRIORITY = Template("900m", grace=0)
 POD_HIGH_PRIORITY = Template("3", priority=10)
 POD_HIGH_PRIORITY_LARGE_CPU = Template("9", priority=10, limits=False)
+# Requests only (Burstable): a resize keeps the QoS class, and there is no limit to raise with the request.
+POD_RESIZER = Template("2", priority=1000, limits=False, resizable=True)
+POD_RESIZE_FILLER = Template("1", grace=0)
 
 
 @dataclass(frozen=True)
 class Workload:
+    """Pods created through the scheduler: throughput in pods bound per second."""
+    UNIT: ClassVar[str] = "pod"
     name: str
     init: tuple[tuple[int, Template, bool], ...]  # (count, template, wait until bound)
     measure: tuple[int, Template]
     churn: Template | None = None  # created every CHURN_INTERVAL while the measured pods are scheduled
+    feature_gates: str = ""
 
 
-def workloads(scale: float) -> list[Workload]:
+@dataclass(frozen=True)
+class ResizeWorkload:
+    """KEP-5836 on every node of the cluster: a ``resizer`` and ``fillers`` bound by spec.nodeName take
+    the node's cpu; each resizer is resized to ``resize_to``, which fits once one filler is preempted.
+    Throughput in resizes actuated per second."""
+    UNIT: ClassVar[str] = "resize"
+    name: str
+    resizer: Template
+    fillers: tuple[int, Template]  # (per node, template)
+    resize_to: str
+    feature_gates: str = RESIZE_GATE
+
+
+AnyWorkload = Workload | ResizeWorkload
+
+
+def workloads(scale: float) -> list[AnyWorkload]:
     def n(x: int) -> int:
         return max(1, int(x * scale))
     return [
@@ -78,10 +117,11 @@ def workloads(scale: float) -> list[Workload]:
         Workload("PreemptionBasic", ((n(2000), POD_LOW_PRIORITY, True),), (n(500), POD_HIGH_PRIORITY)),
         Workload("Unschedulable", ((10, POD_DEFAULT, True),), (n(1000), POD_DEFAULT),
                  churn=POD_HIGH_PRIORITY_LARGE_CPU),
+        ResizeWorkload("ResizePreemption", POD_RESIZER, (2, POD_RESIZE_FILLER), "3"),  # one resizer per node
     ]
 
 
-def _pod(name: str, t: Template, phase: str) -> core_pb2.Pod:
+def _pod(name: str, t: Template, phase: str, node: str = "") -> core_pb2.Pod:
     pod = core_pb2.Pod(api_version="v1", kind="Pod")
     pod.metadata.name, pod.metadata.namespace = name, "default"
     pod.metadata.labels[LABEL] = phase
@@ -90,11 +130,35 @@ def _pod(name: str, t: Template, phase: str) -> core_pb2.Pod:
     c.resources.requests.update({"cpu": t.cpu, "memory": t.memory})
     if t.limits:
         c.resources.limits.update({"cpu": t.cpu, "memory": t.memory})
+    if t.resizable:
+        c.resize_policy.add(resource_name="cpu", restart_policy="NotRequired")
     if t.priority:
         pod.spec.priority_class_name = f"bench-priority-{t.priority}"
     if t.grace is not None:
         pod.spec.termination_grace_period_seconds = t.grace
+    if node:
+        pod.spec.node_name = node
     return pod
+
+
+async def _priority_classes(c: Client, templates: set[Template]) -> None:
+    # scheduler_perf sets spec.priority directly (its apiserver runs without the Priority admission
+    # plugin); kplane's apiserver resolves it from a PriorityClass, as Kubernetes does.
+    for t in templates:
+        if t.priority:
+            pc = scheduling_pb2.PriorityClass(api_version="scheduling.k8s.io/v1", kind="PriorityClass",
+                                              value=t.priority)
+            pc.metadata.name = f"bench-priority-{t.priority}"
+            await c.priority_classes.create(pc)
+
+
+async def _until(at: dict[str, float], names: list[str], timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while not all(n in at for n in names):
+        if time.monotonic() > deadline:
+            missing = [n for n in names if n not in at]
+            raise TimeoutError(f"{len(missing)} of {len(names)} pods never {what} (e.g. {missing[:3]})")
+        await asyncio.sleep(0.05)
 
 
 class _Bound:
@@ -110,12 +174,45 @@ class _Bound:
             self.at[pod.metadata.name] = time.perf_counter()
 
     async def until(self, names: list[str], timeout: float) -> None:
-        deadline = time.monotonic() + timeout
-        while not all(n in self.at for n in names):
-            if time.monotonic() > deadline:
-                missing = [n for n in names if n not in self.at]
-                raise TimeoutError(f"{len(missing)} of {len(names)} pods never bound (e.g. {missing[:3]})")
-            await asyncio.sleep(0.05)
+        await _until(self.at, names, timeout, "bound")
+
+
+class _ResizeSeen:
+    """From a watch in this process: when each pod first ran; when each resizer was first seen
+    Deferred and first seen actuated at ``cpu``; per node, when a filler was first seen marked
+    DisruptionTarget (the scheduler chose it) and first seen deleted; the node of every filler deleted."""
+
+    def __init__(self, client: Client, cpu: str):
+        self.informer = Informer(client, POD, label_selector=LABEL)
+        self.cpu = Quantity(cpu)
+        self.running: dict[str, float] = {}
+        self.deferred: dict[str, float] = {}
+        self.actuated: dict[str, float] = {}
+        self.marked_on: dict[str, float] = {}  # node -> first filler seen with DisruptionTarget
+        self.deleted_on: dict[str, float] = {}  # node -> first filler seen deleted
+        self.deleted: dict[str, str] = {}  # name -> node, fillers only
+        self.informer.add_handler(self._see, lambda old, new: self._see(new), self._gone)
+
+    def _see(self, pod: core_pb2.Pod) -> None:
+        now, name = time.perf_counter(), pod.metadata.name
+        if name not in self.running and _running(pod):
+            self.running[name] = now
+        if pod.metadata.labels.get(LABEL) == "filler":
+            if any(c.type == "DisruptionTarget" and c.status == "True" for c in pod.status.conditions):
+                self.marked_on.setdefault(pod.spec.node_name, now)
+            return
+        pending = {c.type: c.reason for c in pod.status.conditions if c.type in RESIZE_CONDITIONS}
+        if name not in self.deferred and pending.get("PodResizePending") == "Deferred":
+            self.deferred[name] = now
+        cs = pod.status.container_statuses
+        if name not in self.actuated and not pending and cs and \
+                Quantity(cs[0].resources.requests.get("cpu", "0")) == self.cpu:
+            self.actuated[name] = now
+
+    def _gone(self, pod: core_pb2.Pod) -> None:
+        if pod.metadata.labels.get(LABEL) == "filler":
+            self.deleted[pod.metadata.name] = pod.spec.node_name
+            self.deleted_on.setdefault(pod.spec.node_name, time.perf_counter())
 
 
 async def _create(c: Client, names: list[str], t: Template, phase: str, sent: dict[str, float]) -> None:
@@ -134,14 +231,7 @@ async def _churn(c: Client, t: Template) -> None:
 
 async def _run_workload(server: str, token: str, w: Workload, mark=lambda label: None) -> dict:
     async with Client(server, token, timeout=60) as c:
-        # scheduler_perf sets spec.priority directly (its apiserver runs without the Priority admission
-        # plugin); kplane's apiserver resolves it from a PriorityClass, as Kubernetes does.
-        for t in {t for _, t, _ in w.init} | {w.measure[1]} | ({w.churn} if w.churn else set()):
-            if t.priority:
-                pc = scheduling_pb2.PriorityClass(api_version="scheduling.k8s.io/v1", kind="PriorityClass",
-                                                  value=t.priority)
-                pc.metadata.name = f"bench-priority-{t.priority}"
-                await c.priority_classes.create(pc)
+        await _priority_classes(c, {t for _, t, _ in w.init} | {w.measure[1]} | ({w.churn} if w.churn else set()))
         bound = _Bound(c)
         await bound.informer.start()
         await bound.informer.wait_for_sync()
@@ -172,6 +262,61 @@ async def _run_workload(server: str, token: str, w: Workload, mark=lambda label:
             "p50_ms": round(percentile(latencies, 50), 1), "p99_ms": round(percentile(latencies, 99), 1)}
 
 
+async def _run_resize_workload(server: str, token: str, w: ResizeWorkload, nodes: int,
+                               mark=lambda label: None) -> dict:
+    per_node, filler = w.fillers
+    node_names = [f"{topology.HOLLOW_PREFIX}{i}" for i in range(1, nodes + 1)]
+    resizers = [f"resizer-{k}" for k in range(nodes)]
+    placed = [(r, w.resizer, "resizer", node) for r, node in zip(resizers, node_names)] + \
+        [(f"filler{j}-{k}", filler, "filler", node) for j in range(per_node) for k, node in enumerate(node_names)]
+    async with Client(server, token, timeout=60) as c:
+        await _priority_classes(c, {w.resizer, filler})
+        seen = _ResizeSeen(c, w.resize_to)
+        await seen.informer.start()
+        await seen.informer.wait_for_sync()
+        await _bounded(16, ((lambda p=p: c.pods.create(_pod(*p))) for p in placed))  # (name, template, phase, node)
+        await _until(seen.running, [name for name, *_ in placed], timeout=600, what="ran")
+        sent: dict[str, float] = {}
+
+        async def resize(name: str) -> None:
+            sent[name] = time.perf_counter()
+            await c.pods.patch(name, {"spec": {"containers": [{"name": "pause", "resources": {
+                "requests": {"cpu": w.resize_to}}}]}}, subresource="resize")
+
+        mark("measure-start")
+        await _bounded(16, ((lambda n=n: resize(n)) for n in resizers))
+        await _until(seen.actuated, resizers, timeout=900, what="actuated their resize")
+        mark("measure-end")
+        await asyncio.sleep(2)  # a second victim for one resize, chosen late, still counts
+        victims = dict(seen.deleted)
+        await seen.informer.stop()
+    await asyncio.sleep(0.2)  # let gRPC finish cancelling the watch before the loop closes
+    count = len(resizers)
+    first, last = min(sent.values()), max(seen.actuated[n] for n in resizers)
+    latencies = [1000 * (seen.actuated[n] - sent[n]) for n in resizers]
+    # Where a resize's time goes, step by step, each as first seen here (p50 over the resizes that
+    # showed both ends; a state set and cleared between two watch events is not seen):
+    on = dict(zip(resizers, node_names))
+    steps = [seen.deferred.get, lambda n: seen.marked_on.get(on[n]), lambda n: seen.deleted_on.get(on[n])]
+    at = {n: [sent[n], *(f(n) for f in steps), seen.actuated[n]] for n in resizers}
+    stages = {}
+    for i, stage in enumerate(("request_to_deferred", "deferred_to_victim_marked", "victim_marked_to_deleted",
+                               "victim_deleted_to_actuated")):
+        ms = [1000 * (t[i + 1] - t[i]) for t in at.values() if t[i] is not None and t[i + 1] is not None]
+        stages[stage] = {"p50_ms": round(percentile(ms, 50), 1), "seen": len(ms)}
+    by_node = collections.Counter(victims.values())
+    return {"measured_resizes": count, "resizes_per_s": round(count / (last - first), 1),
+            "p50_ms": round(percentile(latencies, 50), 1), "p99_ms": round(percentile(latencies, 99), 1),
+            "stages": stages, "victims": len(victims), "victims_per_resize": round(len(victims) / count, 2),
+            "nodes_not_one_victim": sum(1 for node in node_names if by_node[node] != 1)}
+
+
+async def _measure(state: cluster.ClusterState, w: AnyWorkload, nodes: int, mark=lambda label: None) -> dict:
+    if isinstance(w, ResizeWorkload):
+        return await _run_resize_workload(state.server, state.admin_token(), w, nodes, mark=mark)
+    return await _run_workload(state.server, state.admin_token(), w, mark=mark)
+
+
 def _scheduler_metrics(state: cluster.ClusterState) -> dict[str, float]:
     import urllib.request
     proc = state.processes["scheduler"]
@@ -180,16 +325,18 @@ def _scheduler_metrics(state: cluster.ClusterState) -> dict[str, float]:
     out: dict[str, float] = {}
     for line in text.splitlines():
         if line.startswith(("scheduler_schedule_attempts_total", "scheduler_preemption_attempts_total",
-                            "scheduler_preemption_victims_count", "scheduler_pod_scheduled_after_flush_total")):
+                            "scheduler_preemption_victims_count", "scheduler_pod_scheduled_after_flush_total",
+                            "scheduler_resize_preemption_attempts_total", "scheduler_resize_preemption_victims_sum",
+                            "scheduler_resize_preemption_victims_count", "scheduler_pending_resize_pods")):
             key, value = line.rsplit(" ", 1)
             out[key] = float(value)
     return out
 
 
-def _cluster(nodes: int, profile_path: str = "") -> cluster.ClusterState:
+def _cluster(nodes: int, profile_path: str = "", feature_gates: str = "") -> cluster.ClusterState:
     data = tempfile.mkdtemp(prefix="kplane-bench-sched-")
     cfg = topology.ClusterConfig(data_dir=data, nodes=0, hollow_nodes=nodes, node_cpu="4", node_memory="32Gi",
-                                 node_pods=110, schedulers=1)
+                                 node_pods=110, schedulers=1, feature_gates=feature_gates)
     state = cluster.up(cfg, timeout=300, echo=lambda *_: None)
     if profile_path:
         sched = state.processes["scheduler"]
@@ -202,23 +349,25 @@ def _cluster(nodes: int, profile_path: str = "") -> cluster.ClusterState:
     return state
 
 
-def run_one(w: Workload, nodes: int) -> dict:
-    state = _cluster(nodes)
+def run_one(w: AnyWorkload, nodes: int) -> dict:
+    """One workload on a cluster of its own; result keys say the unit (``pods_per_s``, ``resizes_per_s``)."""
+    unit = w.UNIT
+    state = _cluster(nodes, feature_gates=w.feature_gates)
     try:
         marks: dict[str, tuple[float, dict[str, float]]] = {}
-        r = run_loop_result(_run_workload(state.server, state.admin_token(), w, mark=lambda label: marks.__setitem__(
+        r = run_loop_result(_measure(state, w, nodes, mark=lambda label: marks.__setitem__(
             label, (time.perf_counter(), _cpu_by_component(state)))))
         (t0, cpu_before), (t1, cpu_after) = marks["measure-start"], marks["measure-end"]
         wall = t1 - t0
-        # The measured phase only: each component's share of a core, and its CPU per measured pod.
+        # The measured phase only: each component's share of a core, and its CPU per measured pod (resize).
         r["cpu_share_by_component"] = {k: round((cpu_after[k] - cpu_before[k]) / wall, 2) for k in cpu_after}
-        r["cpu_ms_per_pod_by_component"] = {k: round(1000 * (cpu_after[k] - cpu_before[k]) / r["measured_pods"], 1)
-                                            for k in cpu_after}
+        r[f"cpu_ms_per_{unit}_by_component"] = {
+            k: round(1000 * (cpu_after[k] - cpu_before[k]) / r[f"measured_{unit}s"], 1) for k in cpu_after}
         r["scheduler_metrics"] = _scheduler_metrics(state)
         target = TARGETS.get(w.name)
         if target:
-            r["target_pods_per_s"] = target
-            r["target_met"] = r["pods_per_s"] >= target
+            r[f"target_{unit}s_per_s"] = target
+            r["target_met"] = r[f"{unit}s_per_s"] >= target
         return r
     finally:
         cluster.down(state, purge=True)
@@ -234,25 +383,32 @@ PHASES = [
     ("informer events (decode, cache, queue)", "informer.py", "_run"),
     ("API calls (client side)", "client.py", "call"),
 ]
+RESIZE_PHASES = [
+    ("deferred resize cycle (fit on its node, PostFilter)", "schedule_deferred_resize.py", "schedule_deferred_resize"),
+    ("PostFilter: preemption dry run", "evaluator.py", "find_candidates"),
+    ("evictions (DisruptionTarget, delete)", "evaluator.py", "_evict"),
+    ("informer events (decode, cache, queue)", "informer.py", "_run"),
+    ("API calls (client side)", "client.py", "call"),
+]
 
 
-def _phases(path: str) -> list[dict]:
+def _phases(path: str, phases: list[tuple[str, str, str]]) -> list[dict]:
     stats = pstats.Stats(path)
     total = stats.total_tt or 1.0
     out = []
-    for phase, file, fn in PHASES:
+    for phase, file, fn in phases:
         ct = sum(v[3] for (f, _, name), v in stats.stats.items() if name == fn and f.endswith("/" + file))
         out.append({"phase": phase, "cumulative_s": round(ct, 3), "pct": round(100 * ct / total, 1)})
     return out
 
 
-def profile(nodes: int, out_dir: Path, scale: float, w: Workload | None = None) -> dict:
+def profile(nodes: int, out_dir: Path, scale: float, w: AnyWorkload | None = None) -> dict:
     out_dir.mkdir(parents=True, exist_ok=True)
     path = str(out_dir / "scheduler.prof")
     if w is None:
         w = Workload("SchedulingBasic", ((max(1, int(200 * scale)), POD_DEFAULT, True),),
                      (max(1, int(500 * scale)), POD_DEFAULT))
-    state = _cluster(nodes, path)
+    state = _cluster(nodes, path, w.feature_gates)
     pid = state.processes["scheduler"].pid
 
     def measured_only(label: str) -> None:
@@ -260,47 +416,70 @@ def profile(nodes: int, out_dir: Path, scale: float, w: Workload | None = None) 
             os.kill(pid, signal.SIGUSR1)  # the profile forgets the setup phase (machinery.process)
 
     try:
-        r = run_loop_result(_run_workload(state.server, state.admin_token(), w, mark=measured_only))
+        r = run_loop_result(_measure(state, w, nodes, mark=measured_only))
     finally:
         cluster.down(state, purge=True)
-    return {"workload": w.name, "pods_per_s_under_profiler": r["pods_per_s"], "phases": _phases(path),
+    unit = w.UNIT
+    return {"workload": w.name, "unit": unit, f"{unit}s_per_s_under_profiler": r[f"{unit}s_per_s"],
+            "phases": _phases(path, RESIZE_PHASES if isinstance(w, ResizeWorkload) else PHASES),
             "top_self_time": _profile_summary(path)}
 
 
-def run(out_dir: Path, quick: bool = False) -> dict:
+def run(out_dir: Path, quick: bool = False, only: list[str] | None = None) -> dict:
+    """Every workload (``only``: those named), each on a fresh cluster, then the profile."""
     nodes, scale = (100, 0.2) if quick else (500, 1.0)
+    chosen = workloads(scale)
+    if only:
+        unknown = set(only) - {w.name for w in chosen}
+        if unknown:
+            raise ValueError(f"no scheduler workload {sorted(unknown)}; there are {[w.name for w in chosen]}")
+        chosen = [w for w in chosen if w.name in only]
     result: dict = {"machine": {"cpus": os.cpu_count()}, "nodes": nodes, "workloads": {}}
-    for w in workloads(scale):
+    for w in chosen:
         print(f"  {w.name} ...", flush=True)
         result["workloads"][w.name] = run_one(w, nodes)
-    missed = [w for w in workloads(scale) if result["workloads"][w.name].get("target_met") is False]
-    result["profile"] = profile(nodes, out_dir, scale, missed[0] if missed else None)
+    missed = [w for w in chosen if result["workloads"][w.name].get("target_met") is False]
+    if missed or not only or "SchedulingBasic" in only:
+        result["profile"] = profile(nodes, out_dir, scale, missed[0] if missed else None)
     out_dir.mkdir(parents=True, exist_ok=True)
     (out_dir / "scheduler.json").write_text(json.dumps(result, indent=2) + "\n")
     return result
 
 
 def summary(r: dict) -> str:
-    lines = [f"{r['nodes']} hollow nodes (4 cpu, 32Gi, 110 pods), create -> bound through the real processes, "
-             f"event loop {os.environ.get('KPLANE_EVENT_LOOP') or 'asyncio'}:"]
+    lines = [f"{r['nodes']} hollow nodes (4 cpu, 32Gi, 110 pods), create -> bound (ResizePreemption: resize "
+             f"request -> actuated) through the real processes, event loop "
+             f"{os.environ.get('KPLANE_EVENT_LOOP') or 'asyncio'}:"]
     for name, w in r["workloads"].items():
-        target = f"   target >= {w['target_pods_per_s']:.0f}: {'met' if w['target_met'] else 'MISSED'}" \
-            if "target_pods_per_s" in w else ""
-        lines.append(f"  {name:<16} {w['pods_per_s']:>7.1f} pods/s   p50 {w['p50_ms']:>7.0f} ms   "
-                     f"p99 {w['p99_ms']:>7.0f} ms   ({w['measured_pods']} pods){target}")
+        unit = "resize" if "resizes_per_s" in w else "pod"
+        target = f"   target >= {w[f'target_{unit}s_per_s']:.0f}: {'met' if w['target_met'] else 'MISSED'}" \
+            if f"target_{unit}s_per_s" in w else ""
+        lines.append(f"  {name:<16} {w[f'{unit}s_per_s']:>7.1f} {unit}s/s   p50 {w['p50_ms']:>7.0f} ms   "
+                     f"p99 {w['p99_ms']:>7.0f} ms   ({w[f'measured_{unit}s']} {unit}s){target}")
         shares = ", ".join(f"{k} {v:.2f}" for k, v in sorted(w["cpu_share_by_component"].items(), key=lambda kv: -kv[1])
                            if v >= 0.01)
         lines.append(f"  {'':<16} CPU cores: {shares}")
-        per_pod = ", ".join(f"{k} {v:.1f}" for k, v in sorted(w["cpu_ms_per_pod_by_component"].items(),
-                                                                key=lambda kv: -kv[1]) if v >= 0.1)
-        lines.append(f"  {'':<16} CPU ms per measured pod: {per_pod}")
+        per_op = ", ".join(f"{k} {v:.1f}" for k, v in sorted(w[f"cpu_ms_per_{unit}_by_component"].items(),
+                                                               key=lambda kv: -kv[1]) if v >= 0.1)
+        lines.append(f"  {'':<16} CPU ms per measured {unit}: {per_op}")
         sets = w.get("scheduler_metrics", {}).get("scheduler_preemption_victims_count")
         if sets:  # one victim set per preemptor, whatever the event loop (a second one over-preempts)
             lines.append(f"  {'':<16} victim sets chosen: {sets:.0f} for {w['measured_pods']} measured pods")
+        if unit == "resize":  # one filler per resize is right; more is over-preemption
+            sets = w.get("scheduler_metrics", {}).get("scheduler_resize_preemption_victims_count", 0)
+            lines.append(f"  {'':<16} victims: {w['victims']} fillers deleted, {w['victims_per_resize']:.2f} per resize "
+                         f"(nodes without exactly one: {w['nodes_not_one_victim']}); victim sets chosen: {sets:.0f}")
+            lines.append(f"  {'':<16} p50 by step: " + ", ".join(
+                f"{k.replace('_', ' ')} {v['p50_ms']:.0f} ms" for k, v in w["stages"].items()))
+            ref = r["workloads"].get("SchedulingBasic")
+            if ref:
+                lines.append(f"  {'':<16} vs SchedulingBasic of this run: {w['resizes_per_s']:.1f} resizes/s / "
+                             f"{ref['pods_per_s']:.1f} pods/s = {w['resizes_per_s'] / ref['pods_per_s']:.2f}")
     prof = r.get("profile", {})
     if prof.get("top_self_time"):
-        lines.append(f"scheduler CPU profile of {prof['workload']} ({prof['pods_per_s_under_profiler']} pods/s under "
-                     f"cProfile), by phase (cumulative, they overlap where one calls another):")
+        unit = prof.get("unit", "pod")
+        lines.append(f"scheduler CPU profile of {prof['workload']} ({prof[f'{unit}s_per_s_under_profiler']} {unit}s/s "
+                     f"under cProfile), by phase (cumulative, they overlap where one calls another):")
         for row in prof["phases"]:
             lines.append(f"  {row['pct']:>5.1f}%  {row['phase']}")
         lines.append("and the functions with the most self time:")

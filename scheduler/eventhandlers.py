@@ -170,8 +170,18 @@ class EventHandlers:
     # ------------------------------------------------------------ nodes
 
     def on_node_add(self, node: core_pb2.Node) -> None:
-        self.sched.cache.add_node(node)
-        self.sched.queue.move_all_to_active_or_backoff(EVENT_NODE_ADD, None, node)
+        s = self.sched
+        s.cache.add_node(node)
+        if s.resize_preemption:
+            # Its deferred pods may have been listed before it (the informers list concurrently):
+            # an old kubelet's node policy is only known now.
+            self._resync_deferred_on(node.metadata.name)
+        s.queue.move_all_to_active_or_backoff(EVENT_NODE_ADD, None, node)
+
+    def _resync_deferred_on(self, node_name: str) -> None:
+        for pod in self.sched.cache.pods_on(node_name):
+            if is_deferred_resize(pod):
+                self._sync_deferred(None, pod)
 
     def on_node_update(self, old: core_pb2.Node, new: core_pb2.Node) -> None:
         s = self.sched
@@ -181,9 +191,7 @@ class EventHandlers:
                 != new.spec.pod_preemption_policy.disable_resize_preemption
                 or old.status.node_info.kubelet_version != new.status.node_info.kubelet_version):
             # An old kubelet does not tell its pods about the policy: the scheduler reads it here.
-            for pod in s.cache.pods_on(new.metadata.name):
-                if is_deferred_resize(pod):
-                    self._sync_deferred(None, pod)
+            self._resync_deferred_on(new.metadata.name)
         for event in node_scheduling_property_changes(new, old):
             s.queue.move_all_to_active_or_backoff(event, old, new)
 

@@ -458,7 +458,7 @@ class SchedulingQueue:
     def counts(self) -> dict[str, int]:
         """Pending pods per sub-queue (deferred resizes of bound pods not included: ``resize_counts``)."""
         resize = self.resize_counts()
-        gated = sum(1 for p in self._unschedulable.values() if p.gated)
+        gated = sum(1 for p in self._unschedulable.values() if p.gated and not p.pod.spec.node_name)
         return {ACTIVE_Q: len(self._active) - resize[ACTIVE_Q], BACKOFF_Q: len(self._backoff) - resize[BACKOFF_Q],
                 UNSCHEDULABLE_Q: len(self._unschedulable) - gated - resize[UNSCHEDULABLE_Q], GATED: gated}
 

@@ -21,7 +21,7 @@ Rules:
   priority than the pod that preempted it (the event's related object).
 - ``no-preemption-while-victims-going``: a pod does not preempt again while a victim of its
   earlier preemption is still going — from the revision it got the DisruptionTarget condition
-  (PreemptionByScheduler) or a deletionTimestamp until it is deleted (kube-scheduler
+  (PreemptionByScheduler) or a deletionTimestamp until it finishes or is deleted (kube-scheduler
   DefaultPreemption's eligibility check, KEP-4832's victims in flight). See the rule's class.
 - ``one-victim-set-per-resize``: a pod whose in-place resize is Deferred preempts on its own node
   once per resize request (its uid and metadata.generation): no new victim is chosen for the same
@@ -261,7 +261,8 @@ class PreemptionVictimsLowerPriority(Rule):
 
 @dataclass
 class _Victim:
-    """A pod's life as a preemption victim: going from ``since`` until ``deleted``."""
+    """A pod's life as a preemption victim: going from ``since`` until ``deleted`` (or finished:
+    Succeeded or Failed, when it holds nothing on its node any more)."""
 
     since: int | None = None  # first DisruptionTarget mark or deletionTimestamp
     marked: int | None = None  # the revision the mark was last written (first, or rewritten)
@@ -283,7 +284,9 @@ def _follow_victim(victims: dict[str, _Victim], e: Entry) -> bool:
     """Follow a pod's life as a victim through its entry ``e``. True when ``e`` writes a new
     preemption mark (the first, or one with a new lastTransitionTime)."""
     uid = e.obj.metadata.uid
-    if e.type == "DELETED":
+    if e.type == "DELETED" or e.obj.status.phase in ("Succeeded", "Failed"):
+        # Gone, or finished: a finished pod holds nothing on its node (the scheduler's informer
+        # no longer lists it, the kubelet no longer counts it), so it is no longer going.
         v = victims.get(uid)
         if v is not None and v.deleted is None:
             v.deleted = e.rev
@@ -489,7 +492,7 @@ class OneVictimSetPerResize(Rule):
       that, so the rule decides in ``finish``.
 
     The rule is broken, at V's event, when an earlier victim W of R other than V is going when V
-    starts: from its first mark or deletionTimestamp until it is DELETED. Each victim is reported
+    starts: from its first mark or deletionTimestamp until it finishes (Succeeded or Failed) or is DELETED. Each victim is reported
     once. Not counted: V itself named again by a later decision (the scheduler skips deleting a
     victim already going), victims of another request (a new generation, another preemptor),
     preemptions for unbound pods, earlier victims already deleted when V starts.

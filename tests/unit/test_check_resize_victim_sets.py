@@ -115,6 +115,21 @@ def test_kep5836_earlier_victim_deleted_before_the_new_mark_is_valid():
     assert check.check_entries(entries, [RULE()]) == [_violation("marked at rev 31, named at rev 33")]
 
 
+def test_kep5836_earlier_victim_finished_before_the_new_mark_is_valid():
+    """v0's containers exited (Succeeded, rev 36) before v1 is marked (40), its deletion landing
+    later (45): a finished pod holds nothing on its node — the scheduler no longer lists it, the
+    kubelet no longer counts it — so the first preemption was over (Option 4 waits for exactly that)."""
+    finished = _pod("v0", marked=T1, deleting=True)
+    finished.status.phase = "Succeeded"
+    entries = (_first_preemption() + [_pe(36, "MODIFIED", finished)] + _second_preemption()
+               + [_pe(45, "DELETED", finished)])
+    assert check.check_entries(entries) == []
+    # Finished only after v1's mark: it was still going.
+    entries = _first_preemption() + _second_preemption() + [_pe(44, "MODIFIED", finished),
+                                                            _pe(45, "DELETED", finished)]
+    assert check.check_entries(entries, [RULE()]) == [_violation("marked at rev 31, named at rev 33")]
+
+
 def test_kep5836_double_preemption_after_scheduler_restart_is_a_violation():
     """The scheduler marks v0 for uid-a/2 and is killed before writing any event; the restarted
     scheduler chooses v1 for the same request while v0 is terminating. v0 is an orphan: marked on

@@ -35,11 +35,16 @@ _VERSION = re.compile(r"^v?(\d+)\.(\d+)")
 
 
 def is_deferred_resize(pod: core_pb2.Pod) -> bool:
-    """Bound, with ``PodResizePending=True`` reason ``Deferred`` (KEP-5836 "Identify Deferred Status")."""
+    """Bound, with ``PodResizePending=True`` reason ``Deferred`` (KEP-5836 "Identify Deferred Status")
+    about the pod's current resize: a condition whose ``observedGeneration`` is older than the pod's
+    generation speaks of a request since replaced (reverted, or resized again) that the kubelet has
+    not judged yet — no preemption for it (upstream's alpha ignores the generation)."""
     if not pod.spec.node_name:
         return False
     for c in pod.status.conditions:
         if c.type == POD_RESIZE_PENDING:
+            if c.observed_generation and c.observed_generation < pod.metadata.generation:
+                return False
             return c.status == "True" and c.reason == DEFERRED
     return False
 

@@ -278,8 +278,8 @@ class Evaluator:
         log.info("preemption_victims_chosen", pod=_key(pod), node=best.node, victims=[_key(v) for v in best.victims],
                  pdb_violations=best.num_pdb_violations,
                  **({"resize_request": resize_request(pod)} if resize else {}))
-        if resize:
-            RESIZE_VICTIMS.observe(len(best.victims))
+        if resize and (asked := sum(1 for v in best.victims if not v.metadata.deletion_timestamp)):
+            RESIZE_VICTIMS.observe(asked)  # the pods asked to go now, not those going already
         await failpoints.hit(FP_AFTER_VICTIMS_CHOSEN)
         if self.async_preemption:
             self.prepare_candidate_async(best, pod)

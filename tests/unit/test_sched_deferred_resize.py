@@ -137,6 +137,19 @@ def test_a_deferred_resize_pod_is_bound_with_pod_resize_pending_true_deferred():
     assert not dr.is_deferred_resize(running("d"))
 
 
+def test_a_deferred_condition_about_an_older_generation_is_no_deferred_resize():
+    """Reverted or resized again (the generation moved on) and not judged by the kubelet yet: the
+    Deferred condition speaks of a request that no longer stands, nothing to preempt for."""
+    pod = deferred(running("a", desired="3", allocated="1"))
+    pod.metadata.generation = 3
+    pod.status.conditions[-1].observed_generation = 2
+    assert not dr.is_deferred_resize(pod)
+    pod.status.conditions[-1].observed_generation = 3
+    assert dr.is_deferred_resize(pod)
+    pod.status.conditions[-1].observed_generation = 0  # a kubelet that does not say: taken as current
+    assert dr.is_deferred_resize(pod)
+
+
 def test_pod_resize_preemption_disabled_condition():
     p = deferred(running("a", desired="3", allocated="1"))
     assert not dr.preemption_disabled_by_condition(p)

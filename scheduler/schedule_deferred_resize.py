@@ -21,7 +21,8 @@ other, and goes through a restricted cycle instead of ``schedule_one``'s:
    usual "already bound: abort" check does not apply to it — unless, in the meantime, its resize
    stopped being Deferred (actuated, reverted) or preemption for it was disabled, or it was
    deleted. Its ``PodScheduled`` condition is left alone and it is never nominated (it runs on its
-   node already). A ``FailedScheduling`` event tells why (as the KEP's beta revision has it).
+   node already). A ``FailedScheduling`` event tells why (as the KEP's beta revision has it) — not
+   for a parked pod, which is waiting for its kubelet rather than failing.
 
 Metrics: ``scheduler_resize_preemption_attempts_total{result}`` (preempted, parked, unschedulable,
 error), ``scheduler_resize_scheduling_algorithm_duration_seconds``; the victims
@@ -124,5 +125,7 @@ def handle_deferred_failure(sched: "Scheduler", p: QueuedPodInfo, status: Status
     message = status.message()
     log.info("resize_unschedulable", pod=_key(p), outcome=outcome, message=message,
              plugins=sorted(p.unschedulable_plugins))
-    if sched.recorder is not None:
+    if sched.recorder is not None and outcome != metrics.PARKED:
+        # A parked resize waits on its kubelet, nothing failed (as a pod waiting at Permit gets no
+        # event): its metric and log line say so, and a write per resize is spared.
         sched.recorder.event(cached, "Warning", "FailedScheduling", message[:1024], action="Scheduling")

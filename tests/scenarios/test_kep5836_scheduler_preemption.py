@@ -27,7 +27,7 @@ import urllib.request
 import pytest
 
 from tests.conftest import cluster_fixture
-from tests.helpers import eventually
+from tests.helpers import eventually, make_pdb
 from tests.nodes import FAST_KUBELET, failpoint, metric, resize, wait_running
 from tests.resize_preemption import (GATE, NODE, WAIT, assert_never_nominated_nor_unscheduled, disarm, finish, gone, preempted_by, resizable_pod, resize_attempts,
                                      resize_client, run_pods, running_names, wait_actuated, wait_resize_conditions)
@@ -120,6 +120,24 @@ async def test_a_resize_that_fits_while_the_kubelet_has_not_actuated_it_is_parke
     await eventually(lambda: metric(resize_cluster, "scheduler", "scheduler_pending_resize_pods") == 0, timeout=WAIT,
                      what="a left the scheduling queue once its resize was actuated")
     assert await running_names(api) == {"a", "b"}
+
+
+async def test_a_pod_disruption_budget_is_honoured_as_for_a_new_pod(api, resize_cluster):
+    """"Pod Priority, Graceful Termination, and Pod Disruption Budget": PDBs are supported, not
+    guaranteed. c, the lowest, is covered by a budget that allows no disruption, so b — of higher
+    priority but unprotected — is the victim; without another choice the budget would give way."""
+    c_pod = resizable_pod("c", "1", "p-lowest")
+    c_pod.metadata.labels["app"] = "guarded"
+    await api.pod_disruption_budgets.create(make_pdb("guard", {"app": "guarded"}, min_available="1"))
+    try:
+        await run_pods(api, resizable_pod("a", "2", "p-high"), resizable_pod("b", "1", "p-low"), c_pod)
+        await resize(api, "a", cpu="3")
+        await gone(api, "b")
+        assert await preempted_by(api, "b") == "a"
+        await wait_actuated(api, "a", "3")
+        assert await running_names(api) == {"a", "c"}
+    finally:
+        await api.pod_disruption_budgets.delete("guard", "default")
 
 
 async def test_a_new_higher_priority_pod_may_preempt_the_resizing_pod_itself(api, resize_cluster):

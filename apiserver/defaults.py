@@ -297,11 +297,11 @@ def default_pod(pod: core_pb2.Pod) -> None:
     plan = _POD_SPEC_MERGES.get(key)
     if plan is not None:
         spec_merge, merges, init_merges = plan
-        for c, merge in zip(spec.containers, merges):
+        for c, merge in zip(spec.containers, merges, strict=True):
             if merge:
                 c.MergeFromString(merge)
         if init_merges:
-            for c, merge in zip(spec.init_containers, init_merges):
+            for c, merge in zip(spec.init_containers, init_merges, strict=True):
                 if merge:
                     c.MergeFromString(merge)
         if spec_merge:

@@ -71,15 +71,18 @@ class PodSubresources:
         if not target:
             raise errors.Invalid.of("Binding", name, [errors.required("target.name")])
         if binding.target.kind and binding.target.kind != "Node":
-            raise errors.Invalid.of("Binding", name, [errors.not_supported("target.kind", binding.target.kind, ["Node"])])
+            raise errors.Invalid.of("Binding", name,
+                                    [errors.not_supported("target.kind", binding.target.kind, ["Node"])])
 
         def build(pod: core_pb2.Pod) -> core_pb2.Pod:
             noderestriction.authorize(user, "binding", POD, namespace, name, old=pod)
             if binding.metadata.uid and binding.metadata.uid != pod.metadata.uid:
-                raise errors.conflict("pods/binding", name, f"Precondition failed: UID in precondition: "
-                                                            f"{binding.metadata.uid}, UID in object meta: {pod.metadata.uid}")
+                raise errors.conflict("pods/binding", name,
+                                      f"Precondition failed: UID in precondition: {binding.metadata.uid}, "
+                                      f"UID in object meta: {pod.metadata.uid}")
             if pod.metadata.deletion_timestamp:
-                raise errors.conflict("pods/binding", name, f"pod {name} is being deleted, cannot be assigned to a host")
+                raise errors.conflict("pods/binding", name,
+                                      f"pod {name} is being deleted, cannot be assigned to a host")
             if pod.spec.node_name:
                 raise errors.conflict("pods/binding", name,
                                       f'pod {name} is already assigned to node "{pod.spec.node_name}"')
@@ -110,7 +113,7 @@ class PodSubresources:
             raise errors.Invalid.of("Pod", name, errs)
         new = strategy.copy(old)
         for field in ("containers", "init_containers"):
-            for target, source in zip(getattr(new.spec, field), getattr(requested.spec, field)):
+            for target, source in zip(getattr(new.spec, field), getattr(requested.spec, field), strict=True):
                 target.resources.CopyFrom(source.resources)
                 del target.resize_policy[:]
                 target.resize_policy.extend(source.resize_policy)

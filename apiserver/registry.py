@@ -129,7 +129,8 @@ class Registry:
         if generated:
             meta.name = _generate_name(meta.generate_name)
         if not meta.name:
-            raise errors.Invalid.of(kind.name, "", [errors.required("metadata.name", "name or generateName is required")])
+            raise errors.Invalid.of(kind.name, "",
+                                    [errors.required("metadata.name", "name or generateName is required")])
         noderestriction.authorize(user, "create", kind, meta.namespace, meta.name, obj=obj)
         classes = self.cache[PRIORITY_CLASS].store
         if kind is POD and obj.spec.priority_class_name and obj.spec.priority_class_name not in {

@@ -1,10 +1,10 @@
 """``make bench``: run the benchmarks, write JSON under .bench/ and print a summary.
 
 ``python -m bench [api] [kubelet] [scheduler] [--workloads A,B] [--quick] [--out .bench]``: the suites
-named (all three when none is; the scheduler alone with ``--workloads``), ``--workloads`` picking scheduler workloads by name (e.g.
-``python -m bench scheduler --workloads SchedulingBasic,ResizePreemption``). Benchmarks are not
-tests: nothing here fails on a time; the summary states each target and whether this run met it,
-with the profile that says where the time goes when it did not.
+named (all three when none is; the scheduler alone with ``--workloads``), ``--workloads`` picking
+scheduler workloads by name (e.g. ``python -m bench scheduler --workloads SchedulingBasic,ResizePreemption``).
+Benchmarks are not tests: nothing here fails on a time; the summary states each target and whether
+this run met it, with the profile that says where the time goes when it did not.
 """
 
 import argparse

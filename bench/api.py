@@ -117,7 +117,7 @@ def _profile_summary(path: str, top: int = 20) -> list[dict]:
     stats = pstats.Stats(path)
     total = stats.total_tt or 1.0
     rows = []
-    for (file, line, fn), (cc, nc, tt, ct, callers) in sorted(stats.stats.items(), key=lambda kv: -kv[1][2])[:top]:
+    for (file, line, fn), (_cc, nc, tt, ct, _callers) in sorted(stats.stats.items(), key=lambda kv: -kv[1][2])[:top]:
         rows.append({"function": f"{Path(file).name}:{line}({fn})", "self_s": round(tt, 3),
                      "self_pct": round(100 * tt / total, 1), "cumulative_s": round(ct, 3), "calls": nc})
     return rows
@@ -216,7 +216,8 @@ def summary(r: dict) -> str:
         f"complete: {r['watch_all_kept_up']}; p50 {r['watch']['p50_ms']:.1f} ms, p99 {r['watch']['p99_ms']:.1f} ms, "
         f"worst watcher p99 {r['watch_p99_ms_worst_watcher']:.1f} ms (target < {TARGET_WATCH_P99_MS:.0f})",
         f"watch @ 200 writes/s: every watcher complete: {r['watch_at_200']['all_complete']}; "
-        f"p50 {r['watch_at_200']['p50_ms']:.1f} ms, worst watcher p99 {r['watch_at_200']['worst_watcher_p99_ms']:.1f} ms",
+        f"p50 {r['watch_at_200']['p50_ms']:.1f} ms, "
+        f"worst watcher p99 {r['watch_at_200']['worst_watcher_p99_ms']:.1f} ms",
     ]
     if r.get("targets_missed"):
         lines.append(f"targets missed: {', '.join(r['targets_missed'])}; apiserver profile of the creates phase "

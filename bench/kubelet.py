@@ -145,7 +145,8 @@ async def _start_and_resize(server: str, token: str, n_pods: int, n_resize: int,
             await _bounded(8, ((lambda n=n: resize(n)) for n in targets))
             await seen.until(seen.resized, targets, timeout=120 + n_resize)
             resize_ms = [1000 * (seen.resized[n] - requested[n]) for n in targets]
-            out["resizes"] = {"pods": n_resize, "per_s": round(n_resize / (max(seen.resized[n] for n in targets) - t1), 1),
+            out["resizes"] = {"pods": n_resize,
+                              "per_s": round(n_resize / (max(seen.resized[n] for n in targets) - t1), 1),
                               "p50_ms": round(percentile(resize_ms, 50), 1),
                               "p99_ms": round(percentile(resize_ms, 99), 1)}
         await _bounded(16, ((lambda n=n: c.pods.delete(n, grace_period_seconds=0)) for n in names))
@@ -211,8 +212,9 @@ def summary(r: dict) -> str:
         f"API creates/s (no node):    {r['api_creates_per_s']:>8.0f}",
         f"pods started/s on 1 node:   {r['pods_started_per_s']:>8.1f}   ratio {r['start_ratio']:.2f} of the API's "
         f"creates; create -> Running p50 {r['start_p50_ms']:.0f} ms, p99 {r['start_p99_ms']:.0f} ms ({r['pods']} pods)",
-        f"resize request -> actual:   p50 {rz.get('p50_ms', float('nan')):.0f} ms, p99 {rz.get('p99_ms', float('nan')):.0f} "
-        f"ms, {rz.get('per_s', float('nan')):.1f} resizes/s ({rz.get('pods', 0)} pods, 8 at a time)",
+        f"resize request -> actual:   p50 {rz.get('p50_ms', float('nan')):.0f} ms, "
+        f"p99 {rz.get('p99_ms', float('nan')):.0f} ms, "
+        f"{rz.get('per_s', float('nan')):.1f} resizes/s ({rz.get('pods', 0)} pods, 8 at a time)",
     ]
     shares = ", ".join(f"{k} {v:.2f}" for k, v in sorted(r.get("cpu_share_by_component", {}).items(),
                                                            key=lambda kv: -kv[1]))

@@ -267,7 +267,7 @@ async def _run_resize_workload(server: str, token: str, w: ResizeWorkload, nodes
     per_node, filler = w.fillers
     node_names = [f"{topology.HOLLOW_PREFIX}{i}" for i in range(1, nodes + 1)]
     resizers = [f"resizer-{k}" for k in range(nodes)]
-    placed = [(r, w.resizer, "resizer", node) for r, node in zip(resizers, node_names)] + \
+    placed = [(r, w.resizer, "resizer", node) for r, node in zip(resizers, node_names, strict=True)] + \
         [(f"filler{j}-{k}", filler, "filler", node) for j in range(per_node) for k, node in enumerate(node_names)]
     async with Client(server, token, timeout=60) as c:
         await _priority_classes(c, {w.resizer, filler})
@@ -296,7 +296,7 @@ async def _run_resize_workload(server: str, token: str, w: ResizeWorkload, nodes
     latencies = [1000 * (seen.actuated[n] - sent[n]) for n in resizers]
     # Where a resize's time goes, step by step, each as first seen here (p50 over the resizes that
     # showed both ends; a state set and cleared between two watch events is not seen):
-    on = dict(zip(resizers, node_names))
+    on = dict(zip(resizers, node_names, strict=True))
     steps = [seen.deferred.get, lambda n: seen.marked_on.get(on[n]), lambda n: seen.deleted_on.get(on[n])]
     at = {n: [sent[n], *(f(n) for f in steps), seen.actuated[n]] for n in resizers}
     stages = {}
@@ -467,7 +467,8 @@ def summary(r: dict) -> str:
             lines.append(f"  {'':<16} victim sets chosen: {sets:.0f} for {w['measured_pods']} measured pods")
         if unit == "resize":  # one filler per resize is right; more is over-preemption
             sets = w.get("scheduler_metrics", {}).get("scheduler_resize_preemption_victims_count", 0)
-            lines.append(f"  {'':<16} victims: {w['victims']} fillers deleted, {w['victims_per_resize']:.2f} per resize "
+            lines.append(f"  {'':<16} victims: {w['victims']} fillers deleted, "
+                         f"{w['victims_per_resize']:.2f} per resize "
                          f"(nodes without exactly one: {w['nodes_not_one_victim']}); victim sets chosen: {sets:.0f}")
             lines.append(f"  {'':<16} p50 by step: " + ", ".join(
                 f"{k.replace('_', ' ')} {v['p50_ms']:.0f} ms" for k, v in w["stages"].items()))

@@ -62,9 +62,9 @@ async def main(args: argparse.Namespace) -> None:
         t.cancel()
     for c in clients:
         await c.close()
-    per = [{"events": len(l), "p50_ms": round(_pct(l, 50), 2), "p99_ms": round(_pct(l, 99), 2),
-            "max_ms": round(max(l), 2) if l else None} for l in latencies]
-    everything = [x for l in latencies for x in l]
+    per = [{"events": len(lat), "p50_ms": round(_pct(lat, 50), 2), "p99_ms": round(_pct(lat, 99), 2),
+            "max_ms": round(max(lat), 2) if lat else None} for lat in latencies]
+    everything = [x for lat in latencies for x in lat]
     report = {
         "watchers": args.watchers, "expected_per_watcher": args.expect,
         "all_complete": all(p["events"] >= args.expect for p in per),

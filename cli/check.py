@@ -492,10 +492,11 @@ class OneVictimSetPerResize(Rule):
       that, so the rule decides in ``finish``.
 
     The rule is broken, at V's event, when an earlier victim W of R other than V is going when V
-    starts: from its first mark or deletionTimestamp until it finishes (Succeeded or Failed) or is DELETED. Each victim is reported
-    once. Not counted: V itself named again by a later decision (the scheduler skips deleting a
-    victim already going), victims of another request (a new generation, another preemptor),
-    preemptions for unbound pods, earlier victims already deleted when V starts.
+    starts: from its first mark or deletionTimestamp until it finishes (Succeeded or Failed) or is
+    DELETED. Each victim is reported once. Not counted: V itself named again by a later decision
+    (the scheduler skips deleting a victim already going), victims of another request (a new
+    generation, another preemptor), preemptions for unbound pods, earlier victims already deleted
+    when V starts.
 
     Limits, as the history cannot tell them apart: events are best effort (``machinery.events``
     drops them when its queue is full, a killed scheduler leaves the rest unwritten), so an

@@ -176,7 +176,8 @@ def alive(pid: int | None) -> bool:
 def launch(proc: Process) -> int:
     Path(proc.log).parent.mkdir(parents=True, exist_ok=True)
     log = open(proc.log, "ab")
-    log.write(f'{{"event": "kplane_start", "component": "{proc.name}", "ts": "{time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}"}}\n'.encode())
+    ts = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    log.write(f'{{"event": "kplane_start", "component": "{proc.name}", "ts": "{ts}"}}\n'.encode())
     log.flush()
     env = dict(os.environ)
     env.update(proc.env)

@@ -140,7 +140,8 @@ def cmd_down(args: argparse.Namespace) -> int:
             return 0
         raise UsageError(f"no cluster in {d} (no {cluster.STATE_FILE})")
     stopped = cluster.down(state, purge=args.purge)
-    print(f"stopped: {', '.join(stopped) or 'nothing was running'}" + (f"; purged {state.data_dir}" if args.purge else ""))
+    print(f"stopped: {', '.join(stopped) or 'nothing was running'}"
+          + (f"; purged {state.data_dir}" if args.purge else ""))
     return 0
 
 

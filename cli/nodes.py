@@ -108,7 +108,7 @@ def add(state: cluster.ClusterState, spec: topology.NodeSpec, timeout: float = 6
     data_dir = Path(state.data_dir)
     cluster.write_tokens(data_dir, [spec.name])
     names = topology.node_port_names(spec.name)
-    for name, port in zip(names, cluster.free_ports(len(names))):
+    for name, port in zip(names, cluster.free_ports(len(names)), strict=True):
         cfg.ports[name] = port
     a = topology._Addresses(cfg, "local")
     comps = topology.node_components(cfg, a, spec, state.server, sys.executable)

@@ -89,7 +89,7 @@ def _check_components(cfg: topology.ClusterConfig, extra: bool) -> None:
             continue
         flag = {"apiserver": "--apiserver-arg", "scheduler": "--scheduler-arg", "kubelet": "--kubelet-arg",
                 "hollow": "--kubelet-arg"}.get(comp.role, "")
-        message = _run(lambda: checker(argv))
+        message = _run(lambda checker=checker, argv=argv: checker(argv))
         if message is None:
             continue
         if extra and flag:

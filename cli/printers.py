@@ -90,8 +90,9 @@ def _event_row(e: Message, wide: bool) -> list[str]:
     return [timeutil.human_duration(timeutil.age(last)) if last else "<unknown>", e.type, e.reason, obj, e.message]
 
 
-def _lease_row(l: Message, wide: bool) -> list[str]:
-    return [l.metadata.name, l.spec.holder_identity if l.spec.HasField("holder_identity") else "", _age(l)]
+def _lease_row(lease: Message, wide: bool) -> list[str]:
+    spec = lease.spec
+    return [lease.metadata.name, spec.holder_identity if spec.HasField("holder_identity") else "", _age(lease)]
 
 
 def _claim_row(c: Message, wide: bool) -> list[str]:

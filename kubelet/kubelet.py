@@ -32,9 +32,17 @@ from dataclasses import dataclass, field
 from kubelet import preemption
 from kubelet.allocation import conditions as cond
 from kubelet.allocation.checkpoint import Resources
-from kubelet.allocation.manager import (TRIGGER_PERIODIC, TRIGGER_POD_RESIZED, TRIGGER_POD_UPDATED, TRIGGER_PODS_ADDED,
-                                        TRIGGER_PODS_REMOVED, Admission, AllocationManager, count_requested_resizes,
-                                        resizable_containers)
+from kubelet.allocation.manager import (
+    TRIGGER_PERIODIC,
+    TRIGGER_POD_RESIZED,
+    TRIGGER_POD_UPDATED,
+    TRIGGER_PODS_ADDED,
+    TRIGGER_PODS_REMOVED,
+    Admission,
+    AllocationManager,
+    count_requested_resizes,
+    resizable_containers,
+)
 from kubelet.eviction import signals as eviction_signals
 from kubelet.eviction.evaluate import MEMORY_PRESSURE
 from kubelet.eviction.manager import EvictionManager, PodKill
@@ -52,8 +60,8 @@ from machinery.events import EventRecorder
 from machinery.informer import Informer
 from machinery.kinds import NODE, POD
 from machinery.logging import get_logger
-from machinery.workqueue import RateLimitingQueue
 from machinery.process import cancel_and_wait, supervise
+from machinery.workqueue import RateLimitingQueue
 
 log = get_logger()
 
@@ -352,7 +360,8 @@ class Kubelet:
 
     def _recover_allocation(self, pod: core_pb2.Pod, observed: Observed) -> None:
         """Rebuild allocated/actuated from what the API and the runtime say (lost checkpoint dir)."""
-        statuses = {cs.name: cs for cs in list(pod.status.container_statuses) + list(pod.status.init_container_statuses)}
+        statuses = {cs.name: cs
+                    for cs in list(pod.status.container_statuses) + list(pod.status.init_container_statuses)}
         alloc: dict[str, Resources] = {}
         for c in resizable_containers(pod):
             cs = statuses.get(c.name)

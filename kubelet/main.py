@@ -93,7 +93,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     return p.parse_args(argv)
 
 
-def config_from(a: argparse.Namespace, node_name: str | None = None, checkpoint_dir: str | None = None) -> KubeletConfig:
+def config_from(a: argparse.Namespace, node_name: str | None = None,
+                checkpoint_dir: str | None = None) -> KubeletConfig:
     """The kubelet's configuration from its flags (SystemExit with one line on bad input)."""
     node_name = node_name or a.node_name
     checkpoint_dir = checkpoint_dir or a.checkpoint_dir
@@ -122,7 +123,8 @@ def config_from(a: argparse.Namespace, node_name: str | None = None, checkpoint_
                       labels=_pairs(a.node_labels, "--node-labels"), taints=_taints(a.register_with_taints))
     return KubeletConfig(node=node, checkpoint_dir=checkpoint_dir, emulated_version=a.emulated_version,
                          in_place_resize=gates.enabled("InPlacePodVerticalScaling"),
-                         resize_preemption=gates.enabled("SchedulerPreemptionForPodResize"), sync_frequency=a.sync_frequency,
+                         resize_preemption=gates.enabled("SchedulerPreemptionForPodResize"),
+                         sync_frequency=a.sync_frequency,
                          resize_retry_initial=a.resize_retry_initial, resize_retry_interval=a.resize_retry_interval,
                          restart_backoff=a.restart_backoff, node_status_interval=a.node_status_interval,
                          node_lease_duration=a.node_lease_duration_seconds, pleg_relist_period=a.pleg_relist_period,

@@ -55,7 +55,8 @@ def _applied(r: cri_pb2.ContainerResources | None) -> LinuxResources | None:
 
 def _linux_message(linux: LinuxResources) -> cri_pb2.LinuxContainerResources:
     return cri_pb2.LinuxContainerResources(cpu_shares=linux.cpu_shares, cpu_quota=linux.cpu_quota,
-                                           cpu_period=linux.cpu_period, memory_limit_in_bytes=linux.memory_limit_in_bytes)
+                                           cpu_period=linux.cpu_period,
+                                           memory_limit_in_bytes=linux.memory_limit_in_bytes)
 
 
 class RuntimeOps:

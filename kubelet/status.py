@@ -257,7 +257,8 @@ def compute_status(pod: core_pb2.Pod, view: PodView, allocation: dict[str, Resou
         for c in pod.spec.init_containers)
     for c in pod.spec.containers:
         st.container_statuses.append(container_status(
-            c, view, allocation.get(c.name), report_resources, "ContainerCreating" if initialized else "PodInitializing"))
+            c, view, allocation.get(c.name), report_resources,
+            "ContainerCreating" if initialized else "PodInitializing"))
     all_ready = bool(pod.spec.containers) and all(cs.ready for cs in st.container_statuses)
     gen = pod.metadata.generation
     terminal = st.phase in ("Succeeded", "Failed")

@@ -25,8 +25,20 @@ from google.protobuf.message import Message
 
 from machinery import errors
 from machinery.api import api_pb2, core_pb2, meta_pb2
-from machinery.kinds import (DEVICE_CLASS, EVENT, KINDS, LEASE, NODE, POD, POD_DISRUPTION_BUDGET, PRIORITY_CLASS,
-                             RESOURCE_CLAIM, RESOURCE_CLAIM_TEMPLATE, RESOURCE_SLICE, Kind)
+from machinery.kinds import (
+    DEVICE_CLASS,
+    EVENT,
+    KINDS,
+    LEASE,
+    NODE,
+    POD,
+    POD_DISRUPTION_BUDGET,
+    PRIORITY_CLASS,
+    RESOURCE_CLAIM,
+    RESOURCE_CLAIM_TEMPLATE,
+    RESOURCE_SLICE,
+    Kind,
+)
 
 DEFAULT_TIMEOUT = 30.0
 DRY_RUN_HEADER = "x-kplane-dry-run"

@@ -222,7 +222,7 @@ def _json_equal(a: Any, b: Any) -> bool:
     if kind == "object":
         return a.keys() == b.keys() and all(_json_equal(a[k], b[k]) for k in a)
     if kind == "array":
-        return len(a) == len(b) and all(_json_equal(x, y) for x, y in zip(a, b))
+        return len(a) == len(b) and all(_json_equal(x, y) for x, y in zip(a, b, strict=True))
     return a == b
 
 

@@ -213,10 +213,12 @@ def parse_label_selector(text: str) -> LabelSelector:
                 lex.take()
                 value = lex.take() or ""
                 if not value.lstrip("-").isdigit():
-                    raise SelectorError(f"unable to parse requirement: for 'Gt', 'Lt' operators, the value must be an integer: {value!r}")
+                    raise SelectorError("unable to parse requirement: for 'Gt', 'Lt' operators, "
+                                        f"the value must be an integer: {value!r}")
                 reqs.append(Requirement(key, "gt" if nxt == ">" else "lt", frozenset({value})))
             else:
-                raise SelectorError(f"unable to parse requirement: found '{nxt}', expected: '=', '!=', '==', 'in', notin'")
+                raise SelectorError(f"unable to parse requirement: found '{nxt}', "
+                                    "expected: '=', '!=', '==', 'in', notin'")
         tok = lex.take()
         if tok is None:
             break

@@ -105,4 +105,5 @@ async def eventually(check: Callable[[], Awaitable[bool] | bool], timeout: float
         except Exception as exc:  # keep trying; report the last error
             last_exc = exc
         await asyncio.sleep(interval)
-    raise AssertionError(f"timed out after {timeout}s waiting for {what}" + (f" (last error: {last_exc})" if last_exc else ""))
+    raise AssertionError(f"timed out after {timeout}s waiting for {what}"
+                         + (f" (last error: {last_exc})" if last_exc else ""))

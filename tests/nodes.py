@@ -12,8 +12,8 @@ from cli import cluster
 from kubelet.allocation import checkpoint
 from kubelet.allocation.checkpoint import Resources
 from kubelet.runtime.client import RuntimeClient
-from machinery.api import core_pb2, cri_pb2
 from machinery import errors
+from machinery.api import core_pb2, cri_pb2
 from tests.helpers import eventually
 
 # Kubelet flags that make a test's kubelet react in about a second instead of Kubernetes' minutes.

@@ -44,7 +44,8 @@ def admit_pod(pod: Message, classes: Mapping[str, Message]) -> None:
     if name:
         pc = classes.get(name)
         if pc is None:
-            raise errors.Forbidden(f'pods "{pod.metadata.name}" is forbidden: no PriorityClass with name {name} was found')
+            raise errors.Forbidden(f'pods "{pod.metadata.name}" is forbidden: '
+                                   f'no PriorityClass with name {name} was found')
     else:
         defaults = [c for c in classes.values() if c.global_default]
         if defaults:

@@ -22,9 +22,6 @@ from typing import Any
 
 from google.protobuf.message import Message
 
-from machinery import kinds
-from machinery.errors import FieldError
-
 from apiserver.validation.coordination import validate_lease, validate_lease_update
 from apiserver.validation.events import validate_event, validate_event_update
 from apiserver.validation.meta import (
@@ -55,6 +52,8 @@ from apiserver.validation.resource import (
     validate_resource_slice_update,
 )
 from apiserver.validation.scheduling import validate_priority_class, validate_priority_class_update
+from machinery import kinds
+from machinery.errors import FieldError
 
 __all__ = [
     "is_pod_resize_request_supported",

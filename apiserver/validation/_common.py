@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import ipaddress
 import re
-from functools import lru_cache
 from collections.abc import Iterable, Mapping
+from functools import lru_cache
 from typing import Any, Final
 
 from google.protobuf.message import Message

@@ -4,11 +4,10 @@ from __future__ import annotations
 
 from typing import Final
 
-from machinery.api import coordination_pb2
-from machinery.errors import FieldError, forbidden, invalid, not_supported
-
 from apiserver.validation._common import is_qualified_name
 from apiserver.validation.meta import name_is_dns_subdomain, validate_object_meta, validate_object_meta_update
+from machinery.api import coordination_pb2
+from machinery.errors import FieldError, forbidden, invalid, not_supported
 
 _LEASE_STRATEGIES: Final = ("OldestEmulationVersion",)
 

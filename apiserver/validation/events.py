@@ -7,11 +7,10 @@ from __future__ import annotations
 
 from typing import Final
 
-from machinery.api import core_pb2
-from machinery.errors import FieldError, invalid, required
-
 from apiserver.validation._common import is_dns1123_subdomain, is_qualified_name
 from apiserver.validation.meta import name_is_path_segment, validate_object_meta, validate_object_meta_update
+from machinery.api import core_pb2
+from machinery.errors import FieldError, invalid, required
 
 REPORTING_INSTANCE_LENGTH_LIMIT: Final = 128
 ACTION_LENGTH_LIMIT: Final = 128

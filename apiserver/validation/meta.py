@@ -10,10 +10,6 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from functools import lru_cache
 from typing import Final
 
-from machinery import timeutil
-from machinery.api import meta_pb2
-from machinery.errors import FieldError, forbidden, invalid, required
-
 from apiserver.validation._common import (
     FIELD_IMMUTABLE,
     GoValue,
@@ -26,6 +22,9 @@ from apiserver.validation._common import (
     validate_labels,
     validate_nonnegative,
 )
+from machinery import timeutil
+from machinery.api import meta_pb2
+from machinery.errors import FieldError, forbidden, invalid, required
 
 NameFn = Callable[[str, bool], Sequence[str]]
 

@@ -10,12 +10,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Final
 
-from machinery.api import core_pb2
-from machinery.errors import FieldError, duplicate, forbidden, invalid, too_many
-
 from apiserver.validation import placement, quantities
 from apiserver.validation._common import GoValue, go_repr, go_strings, ip_family, is_qualified_name, is_valid_cidr
 from apiserver.validation.meta import name_is_dns_subdomain, validate_object_meta, validate_object_meta_update
+from machinery.api import core_pb2
+from machinery.errors import FieldError, duplicate, forbidden, invalid, too_many
 
 MAX_DISABLE_RESIZE_PREEMPTION: Final = 20
 _PREEMPTION_PATH: Final = "spec.podPreemptionPolicy.disableResizePreemption"
@@ -93,7 +92,7 @@ def validate_node_update(new: core_pb2.Node, old: core_pb2.Node) -> list[FieldEr
             errs.append(forbidden("spec.podCIDRs", msg))
         else:
             errs.extend(forbidden("spec.podCIDRs", msg)
-                        for o, n in zip(old.spec.pod_cidrs, new.spec.pod_cidrs) if o != n)
+                        for o, n in zip(old.spec.pod_cidrs, new.spec.pod_cidrs, strict=True) if o != n)
     if old.spec.provider_id and old.spec.provider_id != new.spec.provider_id:
         errs.append(forbidden("spec.providerID", 'node updates may not change providerID except from "" to valid'))
     if new.spec.taints:

@@ -8,9 +8,6 @@ from collections.abc import Sequence
 from functools import lru_cache
 from typing import Final
 
-from machinery.api import core_pb2, meta_pb2
-from machinery.errors import FieldError, duplicate, forbidden, invalid, not_supported, required
-
 from apiserver.validation._common import (
     IS_NOT_POSITIVE,
     GoValue,
@@ -23,6 +20,8 @@ from apiserver.validation._common import (
     validate_labels,
     validate_qualified_name,
 )
+from machinery.api import core_pb2, meta_pb2
+from machinery.errors import FieldError, duplicate, forbidden, invalid, not_supported, required
 
 TAINT_EFFECTS: Final = ("NoSchedule", "PreferNoSchedule", "NoExecute")
 _TOLERATION_OPERATORS: Final = ("Equal", "Exists")

@@ -15,10 +15,6 @@ from typing import Final
 
 from google.protobuf import struct_pb2
 
-from machinery import resources
-from machinery.api import core_pb2
-from machinery.errors import FieldError, duplicate, forbidden, invalid, not_supported, required
-
 from apiserver.validation import placement, quantities
 from apiserver.validation._common import (
     FIELD_IMMUTABLE,
@@ -47,6 +43,9 @@ from apiserver.validation._common import (
     validate_qualified_name,
 )
 from apiserver.validation.meta import name_is_dns_subdomain, validate_object_meta, validate_object_meta_update
+from machinery import resources
+from machinery.api import core_pb2
+from machinery.errors import FieldError, duplicate, forbidden, invalid, not_supported, required
 
 MIRROR_POD_ANNOTATION: Final = "kubernetes.io/config.mirror"
 POD_DELETION_COST_ANNOTATION: Final = "controller.kubernetes.io/pod-deletion-cost"
@@ -714,7 +713,7 @@ _CONTAINER_SKIP: Final = frozenset({"image", "resources"})
 
 
 def _containers_equal_but_image(new: Sequence[core_pb2.Container], old: Sequence[core_pb2.Container]) -> bool:
-    for n, o in zip(new, old):
+    for n, o in zip(new, old, strict=True):
         if not fields_equal(n, o, _CONTAINER_SKIP):
             return False
         nr, orr = n.resources, o.resources
@@ -744,11 +743,13 @@ def _node_affinity_mutation(path: str, new: core_pb2.NodeAffinity | None,
         return [invalid(terms_path, GoValue(go_list(new_terms, core_pb2.NodeSelectorTerm.DESCRIPTOR)),
                         "no additions/deletions to non-empty NodeSelectorTerms list are allowed")]
     errs: list[FieldError] = []
-    for i, (o, n) in enumerate(zip(old_terms, new_terms)):
+    # strict=False: with no old terms, the new ones are all additions (nothing to compare); the
+    # old expressions and fields must be a prefix of the new ones (zip stops at the old's end).
+    for i, (o, n) in enumerate(zip(old_terms, new_terms, strict=False)):
         only_additions = len(o.match_expressions) <= len(n.match_expressions) and \
             len(o.match_fields) <= len(n.match_fields) and \
-            all(a == b for a, b in zip(o.match_expressions, n.match_expressions)) and \
-            all(a == b for a, b in zip(o.match_fields, n.match_fields))
+            all(a == b for a, b in zip(o.match_expressions, n.match_expressions, strict=False)) and \
+            all(a == b for a, b in zip(o.match_fields, n.match_fields, strict=False))
         if not only_additions:
             errs.append(invalid(f"{terms_path}[{i}]", GoValue(go_repr(n)),
                                 "only additions are allowed (no mutations or deletions)"))

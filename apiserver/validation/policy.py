@@ -9,9 +9,6 @@ from __future__ import annotations
 import re
 from typing import Final
 
-from machinery.api import meta_pb2, policy_pb2
-from machinery.errors import FieldError, duplicate, invalid, not_supported, required
-
 from apiserver.validation._common import (
     GoValue,
     go_quote,
@@ -22,6 +19,8 @@ from apiserver.validation._common import (
 )
 from apiserver.validation.meta import name_is_path_segment, validate_object_meta, validate_object_meta_update
 from apiserver.validation.placement import validate_label_selector
+from machinery.api import meta_pb2, policy_pb2
+from machinery.errors import FieldError, duplicate, invalid, not_supported, required
 
 _UNHEALTHY_POD_EVICTION_POLICIES: Final = ("AlwaysAllow", "IfHealthyBudget")
 _INT_RE: Final = re.compile(r"[+-]?[0-9]+")

@@ -12,10 +12,6 @@ from collections.abc import Iterable, Mapping, Set
 from functools import lru_cache
 from typing import Final
 
-from machinery.api import core_pb2
-from machinery.errors import FieldError, duplicate, forbidden, invalid, not_supported, required
-from machinery.quantity import Quantity, QuantityError, parse_quantity
-
 from apiserver.validation._common import (
     IS_NEGATIVE,
     IS_NOT_INTEGER,
@@ -24,6 +20,9 @@ from apiserver.validation._common import (
     parse_q,
     validate_dns1123_label,
 )
+from machinery.api import core_pb2
+from machinery.errors import FieldError, duplicate, forbidden, invalid, not_supported, required
+from machinery.quantity import Quantity, QuantityError, parse_quantity
 
 CPU: Final = "cpu"
 MEMORY: Final = "memory"

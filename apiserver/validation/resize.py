@@ -23,13 +23,12 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Final
 
-from machinery import resources
-from machinery.api import core_pb2
-from machinery.errors import FieldError, forbidden, invalid
-
 from apiserver.validation._common import FIELD_IMMUTABLE, fields_equal, quantity_maps_equal
 from apiserver.validation.meta import validate_object_meta_update
 from apiserver.validation.pod import MIRROR_POD_ANNOTATION, options_for_update, validate_pod_metadata_and_spec
+from machinery import resources
+from machinery.api import core_pb2
+from machinery.errors import FieldError, forbidden, invalid
 
 _CPU_MEMORY: Final = ("cpu", "memory")
 _CONTAINER_SKIP: Final = frozenset({"resources", "resize_policy"})
@@ -64,7 +63,7 @@ def _ordering_errors(new: core_pb2.PodSpec, old: core_pb2.PodSpec) -> list[Field
         if len(n) != len(o):
             errs.append(forbidden(f"spec.{json}", f"{json} may not be added or removed on resize"))
             continue
-        for i, (nc, oc) in enumerate(zip(n, o)):
+        for i, (nc, oc) in enumerate(zip(n, o, strict=True)):
             if nc.name != oc.name:
                 errs.append(forbidden(f"spec.{json}[{i}].name", f"{json} may not be renamed or reordered on resize"))
     return errs
@@ -111,7 +110,7 @@ def _resources_equal(new: core_pb2.Container, old: core_pb2.Container) -> bool:
 def _resize_policy_errors(new: Sequence[core_pb2.Container], old: Sequence[core_pb2.Container],
                           path: str) -> list[FieldError]:
     return [forbidden(f"{path}[{i}].resizePolicy", FIELD_IMMUTABLE)
-            for i, (n, o) in enumerate(zip(new, old)) if list(n.resize_policy) != list(o.resize_policy)]
+            for i, (n, o) in enumerate(zip(new, old, strict=True)) if list(n.resize_policy) != list(o.resize_policy)]
 
 
 def validate_pod_resize(new: core_pb2.Pod, old: core_pb2.Pod, *, in_place_enabled: bool = True) -> list[FieldError]:
@@ -152,10 +151,10 @@ def validate_pod_resize(new: core_pb2.Pod, old: core_pb2.Pod, *, in_place_enable
     errs.extend(_resize_policy_errors(ns.containers, os_.containers, "spec.containers"))
     errs.extend(_resize_policy_errors(ns.init_containers, os_.init_containers, "spec.initContainers"))
 
-    for nc, oc in zip(ns.containers, os_.containers):
+    for nc, oc in zip(ns.containers, os_.containers, strict=True):
         if not _only_cpu_memory_changed(nc, oc):
             errs.append(forbidden("spec", ONLY_CPU_MEMORY))
-    for i, (nc, oc) in enumerate(zip(ns.init_containers, os_.init_containers)):
+    for i, (nc, oc) in enumerate(zip(ns.init_containers, os_.init_containers, strict=True)):
         if resources.is_restartable_init_container(nc):
             if not _only_cpu_memory_changed(nc, oc):
                 errs.append(forbidden("spec", ONLY_CPU_MEMORY_SIDECAR))

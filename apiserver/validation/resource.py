@@ -13,9 +13,6 @@ import re
 from collections.abc import Callable, Hashable, Sequence
 from typing import Final, TypeVar
 
-from machinery.api import core_pb2, meta_pb2, resource_pb2
-from machinery.errors import FieldError, duplicate, forbidden, invalid, not_supported, required, too_many
-
 from apiserver.validation import placement, quantities
 from apiserver.validation._common import (
     FIELD_IMMUTABLE,
@@ -35,6 +32,8 @@ from apiserver.validation.meta import (
     validate_object_meta,
     validate_object_meta_update,
 )
+from machinery.api import core_pb2, meta_pb2, resource_pb2
+from machinery.errors import FieldError, duplicate, forbidden, invalid, not_supported, required, too_many
 
 DEVICE_REQUESTS_MAX_SIZE: Final = 32
 FIRST_AVAILABLE_MAX_SIZE: Final = 8

@@ -9,12 +9,11 @@ from __future__ import annotations
 
 from typing import Final
 
-from machinery.api import scheduling_pb2
-from machinery.errors import FieldError, forbidden, invalid
-
 from apiserver.validation._common import FIELD_IMMUTABLE
 from apiserver.validation.meta import name_is_dns_subdomain, validate_object_meta, validate_object_meta_update
 from apiserver.validation.pod import validate_preemption_policy
+from machinery.api import scheduling_pb2
+from machinery.errors import FieldError, forbidden, invalid
 
 HIGHEST_USER_DEFINABLE_PRIORITY: Final = 1_000_000_000
 SYSTEM_CRITICAL_PRIORITY: Final = 2 * HIGHEST_USER_DEFINABLE_PRIORITY

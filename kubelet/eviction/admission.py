@@ -18,8 +18,8 @@ from kubelet.eviction import pods as podinfo
 from kubelet.eviction.evaluate import MEMORY_PRESSURE
 from kubelet.eviction.message import REASON, node_condition_message
 from machinery import resources
-from machinery.placement import tolerates
 from machinery.api import core_pb2
+from machinery.placement import tolerates
 
 TAINT_MEMORY_PRESSURE = "node.kubernetes.io/memory-pressure"
 

@@ -22,8 +22,13 @@ from dataclasses import dataclass, field
 from typing import Iterable, Mapping
 
 from kubelet.eviction.signals import Observation
-from kubelet.eviction.thresholds import (ALLOCATABLE_MEMORY_AVAILABLE, MEMORY_AVAILABLE, OP_LESS_THAN,
-                                         SIGNAL_RESOURCES, Threshold)
+from kubelet.eviction.thresholds import (
+    ALLOCATABLE_MEMORY_AVAILABLE,
+    MEMORY_AVAILABLE,
+    OP_LESS_THAN,
+    SIGNAL_RESOURCES,
+    Threshold,
+)
 
 MEMORY_PRESSURE = "MemoryPressure"
 DISK_PRESSURE = "DiskPressure"

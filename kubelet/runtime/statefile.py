@@ -3,11 +3,12 @@
 The file holds one ``RuntimeState`` message (the document ``GetState`` returns) in protobuf's
 binary form after a header line and its sha256 — binary because the state is saved after every
 change and grows with the containers: encoding it as JSON cost the runtime most of its CPU at a
-few hundred containers. A file in the older protobuf-JSON form is still read. A save writes a temporary file, fsyncs it, renames it over the old one and
-fsyncs the directory, in a thread, so a kill at any moment leaves the old or the new state, never
-a torn one. Saves coalesce: ``await save()`` returns once a write that began after the call has
-finished, and every caller waiting meanwhile shares that one write. A corrupt or unreadable file
-is moved aside (``<file>.corrupt-<timestamp>``) and the runtime starts empty.
+few hundred containers. A file in the older protobuf-JSON form is still read. A save writes a
+temporary file, fsyncs it, renames it over the old one and fsyncs the directory, in a thread, so a
+kill at any moment leaves the old or the new state, never a torn one. Saves coalesce:
+``await save()`` returns once a write that began after the call has finished, and every caller
+waiting meanwhile shares that one write. A corrupt or unreadable file is moved aside
+(``<file>.corrupt-<timestamp>``) and the runtime starts empty.
 """
 
 from __future__ import annotations

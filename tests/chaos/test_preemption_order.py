@@ -37,8 +37,16 @@ import pytest
 from machinery.api import core_pb2
 from tests.conftest import cluster_fixture
 from tests.helpers import ensure_priority_classes, eventually, make_pod
-from tests.nodes import (FAST_KUBELET, condition, delete_all_pods, failpoint, metric, pod_revisions, wait_paused,
-                         wait_running)
+from tests.nodes import (
+    FAST_KUBELET,
+    condition,
+    delete_all_pods,
+    failpoint,
+    metric,
+    pod_revisions,
+    wait_paused,
+    wait_running,
+)
 
 pytestmark = [pytest.mark.chaos, pytest.mark.integration]
 

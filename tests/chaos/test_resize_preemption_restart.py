@@ -59,8 +59,18 @@ from machinery.api import core_pb2
 from machinery.quantity import Quantity
 from tests.conftest import start_cluster, stop_cluster
 from tests.helpers import ensure_priority_classes, eventually, make_pod
-from tests.nodes import (FAST_KUBELET, condition, delete_all_pods, failpoint, pod_revisions, resize, start,
-                         wait_deleted, wait_exited, wait_running)
+from tests.nodes import (
+    FAST_KUBELET,
+    condition,
+    delete_all_pods,
+    failpoint,
+    pod_revisions,
+    resize,
+    start,
+    wait_deleted,
+    wait_exited,
+    wait_running,
+)
 
 pytestmark = [pytest.mark.chaos, pytest.mark.integration]
 

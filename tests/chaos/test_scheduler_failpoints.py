@@ -32,8 +32,16 @@ from machinery.api import core_pb2
 from machinery.resources import pod_requests
 from tests.conftest import start_cluster, stop_cluster
 from tests.helpers import ensure_priority_classes, eventually, make_pod
-from tests.nodes import (FAST_KUBELET, condition, delete_all_pods, failpoint, pod_revisions, start, wait_exited,
-                         wait_running)
+from tests.nodes import (
+    FAST_KUBELET,
+    condition,
+    delete_all_pods,
+    failpoint,
+    pod_revisions,
+    start,
+    wait_exited,
+    wait_running,
+)
 
 pytestmark = [pytest.mark.chaos, pytest.mark.integration]
 

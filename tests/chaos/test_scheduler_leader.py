@@ -231,5 +231,6 @@ async def test_stopped_leader_finishes_its_bindings_before_it_releases_the_lease
     released = [rev for rev, obj in await _history(api, "Lease") if obj.metadata.name == LEASE
                 and int(obj.metadata.resource_version) > int(lease.metadata.resource_version)
                 and not obj.spec.holder_identity]
-    assert bound and released and bound[0] < released[0], f"in-flight bound at {bound[:1]}, Lease released at {released[:1]}"
+    assert bound and released and bound[0] < released[0], \
+        f"in-flight bound at {bound[:1]}, Lease released at {released[:1]}"
     await _assert_no_pod_bound_twice_and_check(le_cluster, api)

@@ -67,7 +67,7 @@ def _start(tc, *names: str) -> None:
     for p in procs:
         cluster.start(tc.state, p, wait=0)
     tc.state.save()
-    for n, p in zip(names, procs):
+    for n, p in zip(names, procs, strict=True):
         ok, reason = cluster.wait_healthy(p, 30)
         assert ok, f"{n} did not start again: {reason}"
 

@@ -159,7 +159,8 @@ async def test_kubelet_may_only_write_status_of_its_own_pods(kcluster, client):
         await client.pods.bind("on-node-2", "node-2")
         pod = await kubelet.pods.get("on-node-2")  # reads are allowed
         pod.status.phase = "Running"
-        with pytest.raises(errors.Forbidden, match="can only update pod status for pods with spec.nodeName set to itself"):
+        with pytest.raises(errors.Forbidden,
+                           match="can only update pod status for pods with spec.nodeName set to itself"):
             await kubelet.pods.update_status(pod)
         with pytest.raises(errors.Forbidden, match="can only create mirror pods"):
             await kubelet.pods.create(make_pod("from-kubelet"))

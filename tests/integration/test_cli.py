@@ -133,7 +133,8 @@ def _write(tmp_path: Path, text: str) -> str:
     return str(p)
 
 
-POD = "apiVersion: v1\nkind: Pod\nmetadata: {{name: {name}}}\nspec:\n  containers:\n  - name: c\n    image: nginx\n{extra}"
+POD = ("apiVersion: v1\nkind: Pod\nmetadata: {{name: {name}}}\n"
+       "spec:\n  containers:\n  - name: c\n    image: nginx\n{extra}")
 
 BAD_DOCUMENTS = [
     ("malformed-yaml", "apiVersion: v1\nkind: Pod\nmetadata: {name: x\n", ["error parsing"]),
@@ -147,7 +148,8 @@ BAD_DOCUMENTS = [
      ["must be greater than or equal to 0"]),
     ("bad-quantity-10Qi", POD.format(name="q3", extra="    resources: {requests: {memory: 10Qi}}\n"),
      ["quantities must match the regular expression"]),
-    ("limits-below-requests", POD.format(name="q4", extra="    resources: {requests: {cpu: '2'}, limits: {cpu: '1'}}\n"),
+    ("limits-below-requests",
+     POD.format(name="q4", extra="    resources: {requests: {cpu: '2'}, limits: {cpu: '1'}}\n"),
      ["must be less than or equal to cpu limit"]),
     ("unknown-priority-class", POD.format(name="pcx", extra="  priorityClassName: no-such-class\n").replace(
         "  priorityClassName", "  priorityClassName", 1), ["no PriorityClass with name no-such-class was found"]),
@@ -356,8 +358,8 @@ def test_get_watch_relists_on_gone_and_prints_what_changed(relisting, tmp_path):
     w = _Watcher(tc, "pods", "-l", "relist=yes", "-o", "json")
 
     def events(lines: list[str]) -> list[tuple[str, str]]:
-        return [(d["type"], d["object"]["metadata"]["name"]) for d in map(json.loads, (line for line in lines
-                                                                                         if line.startswith('{"type"')))]
+        return [(d["type"], d["object"]["metadata"]["name"])
+                for d in map(json.loads, (line for line in lines if line.startswith('{"type"')))]
 
     try:
         w.wait_for("the initial list", lambda lines: any(line.startswith("}") for line in lines))

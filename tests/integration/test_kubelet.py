@@ -164,7 +164,8 @@ async def test_kep1287_atomic_resize_of_two_containers_in_one_patch(api, node_cl
     m = _kubelet_metrics(node_cluster)
     for requirement in ("requests", "limits"):
         for op in ("increase", "decrease"):
-            key = f'kubelet_container_requested_resizes_total{{operation="{op}",requirement="{requirement}",resource="cpu"}}'
+            key = ('kubelet_container_requested_resizes_total'
+                   f'{{operation="{op}",requirement="{requirement}",resource="cpu"}}')
             assert m.get(key, 0) >= 1, key
     assert m["kubelet_pod_resize_duration_seconds_count"] >= 1
     assert m['kubelet_pod_pending_resizes{reason="deferred"}'] >= 0

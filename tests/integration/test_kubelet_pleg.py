@@ -4,12 +4,11 @@ reaction within seconds)."""
 
 from __future__ import annotations
 
-
 import pytest
 
 from machinery.api import cri_pb2
-from tests.helpers import eventually, make_pod
 from tests.conftest import cluster_fixture
+from tests.helpers import eventually, make_pod
 from tests.nodes import delete_all_pods, metric, runtime, wait_running
 
 pytestmark = pytest.mark.integration

@@ -16,8 +16,7 @@ from machinery.api import core_pb2, cri_pb2
 from machinery.quantity import Quantity
 from tests.conftest import cluster_fixture
 from tests.helpers import eventually, make_pod
-from tests.nodes import (FAST_KUBELET, checkpoint_dir, delete_all_pods, kill, resize, runtime, start,
-                         wait_running)
+from tests.nodes import FAST_KUBELET, checkpoint_dir, delete_all_pods, kill, resize, runtime, start, wait_running
 
 pytestmark = pytest.mark.integration
 

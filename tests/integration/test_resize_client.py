@@ -141,7 +141,7 @@ async def test_a_resize_deferred_on_a_full_node_times_out_with_exit_3(api, resiz
     r = await _resize_client(resize_cluster, "grow", "--cpu", "3", "--timeout", "3")  # 3 + 2.5 > 4
 
     assert r.code == 3, r
-    deferred = [line for line, state in zip(r.lines, r.states()) if state == "Deferred"]
+    deferred = [line for line, state in zip(r.lines, r.states(), strict=True) if state == "Deferred"]
     assert deferred, r.lines
     assert "Node didn't have enough resource: cpu, requested: 3000" in deferred[0], deferred
     assert re.match(r"^\d+\.\d\d timeout Deferred Node didn't have enough resource: cpu", r.lines[-1]), r.lines

@@ -26,9 +26,9 @@ import pytest
 
 from machinery import timeutil
 from machinery.api import core_pb2
-from tests.helpers import eventually, make_pdb, make_pod, make_priority_class
 from tests.conftest import cluster_fixture
-from tests.nodes import wait_deleted, FAST_KUBELET, condition, delete_all_pods
+from tests.helpers import eventually, make_pdb, make_pod, make_priority_class
+from tests.nodes import FAST_KUBELET, condition, delete_all_pods, wait_deleted
 
 pytestmark = pytest.mark.scenario
 

@@ -40,8 +40,16 @@ from machinery import errors, jsonconv
 from machinery.api import core_pb2
 from tests.conftest import start_cluster, stop_cluster
 from tests.helpers import eventually
-from tests.nodes import (FAST_KUBELET, condition, delete_all_pods, metric, requeued_by, wait_bound,
-                         wait_running, wait_unschedulable)
+from tests.nodes import (
+    FAST_KUBELET,
+    condition,
+    delete_all_pods,
+    metric,
+    requeued_by,
+    wait_bound,
+    wait_running,
+    wait_unschedulable,
+)
 
 pytestmark = pytest.mark.scenario
 

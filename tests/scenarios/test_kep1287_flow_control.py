@@ -21,8 +21,18 @@ from machinery.api import core_pb2
 from machinery.quantity import Quantity
 from tests.conftest import cluster_fixture
 from tests.helpers import eventually, make_pod
-from tests.nodes import (FAST_KUBELET, applied, checkpointed, failpoint, kill, resize, runtime, start,
-                         wait_paused, wait_running)
+from tests.nodes import (
+    FAST_KUBELET,
+    applied,
+    checkpointed,
+    failpoint,
+    kill,
+    resize,
+    runtime,
+    start,
+    wait_paused,
+    wait_running,
+)
 
 pytestmark = pytest.mark.scenario
 
@@ -55,7 +65,8 @@ class Flow:
             shares = (await applied(self.rt, cs.container_id.split("://", 1)[-1])).cpu_shares
         return {
             "spec": _milli(pod.spec.containers[0].resources.requests.get("cpu")),
-            "allocated": _milli(cs.allocated_resources.get("cpu")) if cs is not None and cs.allocated_resources else None,
+            "allocated": (_milli(cs.allocated_resources.get("cpu"))
+                          if cs is not None and cs.allocated_resources else None),
             "actuated": _milli(actuated.requests.get("cpu")) if actuated is not None else None,
             "actual": _milli(cs.resources.requests.get("cpu")) if cs is not None and cs.HasField("resources") else None,
             "conditions": {c.type: c.reason for c in pod.status.conditions

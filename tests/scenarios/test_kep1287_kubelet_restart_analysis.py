@@ -26,8 +26,21 @@ from machinery.api import core_pb2
 from machinery.quantity import Quantity
 from tests.conftest import cluster_fixture
 from tests.helpers import eventually, make_pod
-from tests.nodes import (FAST_KUBELET, checkpointed, condition, delete_all_pods, failpoint,
-                         failpoints_state, kill, pod_history, resize, runtime_calls, start, wait_exited, wait_running)
+from tests.nodes import (
+    FAST_KUBELET,
+    checkpointed,
+    condition,
+    delete_all_pods,
+    failpoint,
+    failpoints_state,
+    kill,
+    pod_history,
+    resize,
+    runtime_calls,
+    start,
+    wait_exited,
+    wait_running,
+)
 
 pytestmark = pytest.mark.scenario
 

@@ -22,8 +22,8 @@ import pytest
 from machinery import errors
 from machinery.api import core_pb2
 from machinery.quantity import Quantity
-from tests.helpers import eventually, make_pod, make_priority_class
 from tests.conftest import cluster_fixture
+from tests.helpers import eventually, make_pod, make_priority_class
 from tests.nodes import condition, delete_all_pods, pod_history, resize, wait_running
 
 pytestmark = pytest.mark.scenario
@@ -75,7 +75,8 @@ def _done(pod: core_pb2.Pod, requests: dict[str, str]) -> bool:
 
 def _allocated(pod: core_pb2.Pod, requests: dict[str, str]) -> bool:
     cs = pod.status.container_statuses[0] if pod.status.container_statuses else None
-    return cs is not None and all(Quantity(cs.allocated_resources.get(r, "0")) == Quantity(q) for r, q in requests.items())
+    return cs is not None and all(Quantity(cs.allocated_resources.get(r, "0")) == Quantity(q)
+                                  for r, q in requests.items())
 
 
 async def _deferred(api, *names: str) -> None:
@@ -169,5 +170,5 @@ async def test_deleting_pod1_sets_off_the_chain_reaction_of_deferred_resizes(ret
         await _completed(api, name, requests)
 
     revisions = [await _first_allocated_revision(api, name, requests) for name, requests in resizes.items()]
-    assert revisions == sorted(revisions), f"the chain ran out of order: {dict(zip(resizes, revisions))}"
+    assert revisions == sorted(revisions), f"the chain ran out of order: {dict(zip(resizes, revisions, strict=True))}"
     assert _delta(_accepted(retry_cluster), before) == {"pods_removed": 1, "pod_resized": 2}

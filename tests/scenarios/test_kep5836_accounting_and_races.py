@@ -37,8 +37,22 @@ import pytest
 from tests.conftest import start_cluster, stop_cluster
 from tests.helpers import ensure_priority_classes, eventually
 from tests.nodes import FAST_KUBELET, failpoint, metric, requeued_by, resize
-from tests.resize_preemption import (GATE, NODE, WAIT, disarm, finish, gone, preempted_by, resizable_pod, resize_attempts,
-                                     resize_client, run_pods, running_names, wait_actuated, wait_resize_conditions)
+from tests.resize_preemption import (
+    GATE,
+    NODE,
+    WAIT,
+    disarm,
+    finish,
+    gone,
+    preempted_by,
+    resizable_pod,
+    resize_attempts,
+    resize_client,
+    run_pods,
+    running_names,
+    wait_actuated,
+    wait_resize_conditions,
+)
 
 pytestmark = pytest.mark.scenario
 

@@ -61,8 +61,20 @@ from machinery.quantity import Quantity
 from tests.conftest import start_cluster, stop_cluster
 from tests.helpers import eventually
 from tests.nodes import FAST_KUBELET, condition, metric, pod_revisions, resize
-from tests.resize_preemption import (GATE, WAIT, finish, gone, resizable_pod, resize_attempts, resize_client,
-                                     resize_state, run_pods, running_names, wait_actuated, wait_resize_conditions)
+from tests.resize_preemption import (
+    GATE,
+    WAIT,
+    finish,
+    gone,
+    resizable_pod,
+    resize_attempts,
+    resize_client,
+    resize_state,
+    run_pods,
+    running_names,
+    wait_actuated,
+    wait_resize_conditions,
+)
 
 pytestmark = pytest.mark.scenario
 

@@ -28,7 +28,8 @@ NODE = "node-1"
 GATE = "SchedulerPreemptionForPodResize=true"
 DISABLED = "PodResizePreemptionDisabled"
 
-policy_cluster = cluster_fixture(nodes=1, node_cpu="4", node_memory="8Gi", kubelet_args=FAST_KUBELET, feature_gates=GATE)
+policy_cluster = cluster_fixture(nodes=1, node_cpu="4", node_memory="8Gi", kubelet_args=FAST_KUBELET,
+                                 feature_gates=GATE)
 
 
 @pytest.fixture
@@ -136,10 +137,12 @@ async def test_node_policy_sets_and_clears_preemption_disabled_and_stops_kubelet
     await _policy(api, ["autoscaler-a", "autoscaler-b"])
 
     await _resize(api, "critical", "2")  # does not fit; preemption disabled by the node: Deferred
-    pod = await _conditions(api, "critical", {"PodResizePending": "Deferred", DISABLED: "PreemptionDisabledByNodePolicy"},
+    pod = await _conditions(api, "critical",
+                            {"PodResizePending": "Deferred", DISABLED: "PreemptionDisabledByNodePolicy"},
                             "deferred with preemption disabled")
     c = condition(pod, DISABLED)
-    assert c.status == "True" and c.message == f"Preemption for in-place pod resize is disabled on node '{NODE}' by preemption policy."
+    assert c.status == "True"
+    assert c.message == f"Preemption for in-place pod resize is disabled on node '{NODE}' by preemption policy."
     assert (await api.pods.get("victim")).status.phase == "Running", "the kubelet preempted despite the node policy"
 
     await _policy(api, ["autoscaler-b"])  # still non-empty: nothing changes
@@ -173,8 +176,8 @@ async def test_preemption_disabled_goes_when_the_deferred_resize_resolves(api, r
 
 
 async def test_an_old_kubelet_ignores_the_node_policy():
-    tc = start_cluster(nodes=1, node_cpu="4", node_memory="8Gi", kubelet_args=FAST_KUBELET + ["--emulated-version=1.35"],
-                       feature_gates=GATE)
+    tc = start_cluster(nodes=1, node_cpu="4", node_memory="8Gi",
+                       kubelet_args=FAST_KUBELET + ["--emulated-version=1.35"], feature_gates=GATE)
     api = tc.client()
     try:
         await api.pods.create(_pod("grow", "1"))

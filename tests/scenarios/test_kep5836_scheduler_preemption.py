@@ -29,8 +29,23 @@ import pytest
 from tests.conftest import cluster_fixture
 from tests.helpers import eventually, make_pdb
 from tests.nodes import FAST_KUBELET, failpoint, metric, resize, wait_running
-from tests.resize_preemption import (GATE, NODE, WAIT, assert_never_nominated_nor_unscheduled, disarm, finish, gone, preempted_by, resizable_pod, resize_attempts,
-                                     resize_client, run_pods, running_names, wait_actuated, wait_resize_conditions)
+from tests.resize_preemption import (
+    GATE,
+    NODE,
+    WAIT,
+    assert_never_nominated_nor_unscheduled,
+    disarm,
+    finish,
+    gone,
+    preempted_by,
+    resizable_pod,
+    resize_attempts,
+    resize_client,
+    run_pods,
+    running_names,
+    wait_actuated,
+    wait_resize_conditions,
+)
 
 pytestmark = pytest.mark.scenario
 
@@ -56,7 +71,8 @@ async def api(resize_cluster):
 
 async def test_a_lower_priority_pod_is_preempted_by_a_higher_priority_deferred_resize_which_the_kubelet_then_actuates(
         api, resize_cluster):
-    await run_pods(api, resizable_pod("a", "2", "p-high"), resizable_pod("b", "1", "p-low"), resizable_pod("c", "1", "p-lowest"))
+    await run_pods(api, resizable_pod("a", "2", "p-high"), resizable_pod("b", "1", "p-low"),
+                   resizable_pod("c", "1", "p-lowest"))
     preempted = resize_attempts(resize_cluster, "preempted")
     await resize(api, "a", cpu="3")  # 3 + 1 + 1 > 4: one of the 1-CPU pods must go, the lowest
     await gone(api, "c")
@@ -71,8 +87,8 @@ async def test_a_lower_priority_pod_is_preempted_by_a_higher_priority_deferred_r
 
 
 async def test_several_lower_priority_pods_are_preempted_for_one_deferred_resize(api, resize_cluster):
-    await run_pods(api, resizable_pod("a", "1", "p-high"), resizable_pod("b", "1", "p-mid"), resizable_pod("c", "1", "p-low"),
-               resizable_pod("d", "1", "p-lowest"))
+    await run_pods(api, resizable_pod("a", "1", "p-high"), resizable_pod("b", "1", "p-mid"),
+                   resizable_pod("c", "1", "p-low"), resizable_pod("d", "1", "p-lowest"))
     await resize(api, "a", cpu="3")  # two more CPUs: c and d, the two lowest, go; b stays
     await gone(api, "c")
     await gone(api, "d")
@@ -82,7 +98,8 @@ async def test_several_lower_priority_pods_are_preempted_for_one_deferred_resize
 
 
 async def test_a_resize_whose_priority_class_never_preempts_preempts_nothing(api, resize_cluster):
-    await run_pods(api, resizable_pod("a", "2", "p-high-never"), resizable_pod("b", "1", "p-low"), resizable_pod("c", "1", "p-lowest"))
+    await run_pods(api, resizable_pod("a", "2", "p-high-never"), resizable_pod("b", "1", "p-low"),
+                   resizable_pod("c", "1", "p-lowest"))
     unschedulable = resize_attempts(resize_cluster, "unschedulable")
     await resize(api, "a", cpu="3")
     await wait_resize_conditions(api, "a", {"PodResizePending": "Deferred"}, "a deferred")
@@ -98,7 +115,8 @@ async def test_a_resize_whose_priority_class_never_preempts_preempts_nothing(api
 async def test_a_resize_that_fits_while_the_kubelet_has_not_actuated_it_is_parked_and_preempts_nothing(
         api, resize_cluster):
     # b and c outrank a: a's resize can preempt nothing, and waits Deferred.
-    await run_pods(api, resizable_pod("a", "2", "p-low"), resizable_pod("b", "1", "p-high"), resizable_pod("c", "1", "p-mid"))
+    await run_pods(api, resizable_pod("a", "2", "p-low"), resizable_pod("b", "1", "p-high"),
+                   resizable_pod("c", "1", "p-mid"))
     await resize(api, "a", cpu="3")
     await wait_resize_conditions(api, "a", {"PodResizePending": "Deferred"}, "a deferred")
     await eventually(lambda: resize_attempts(resize_cluster, "unschedulable") > 0, timeout=WAIT, what="a's first cycle")
@@ -157,7 +175,8 @@ async def test_a_new_higher_priority_pod_may_preempt_the_resizing_pod_itself(api
 
 async def test_node_policy_through_the_kubelet_keeps_the_resize_out_of_the_queue_until_it_is_cleared(
         api, resize_cluster):
-    await run_pods(api, resizable_pod("a", "2", "p-high"), resizable_pod("b", "1", "p-low"), resizable_pod("c", "1", "p-lowest"))
+    await run_pods(api, resizable_pod("a", "2", "p-high"), resizable_pod("b", "1", "p-low"),
+                   resizable_pod("c", "1", "p-lowest"))
     skipped = metric(resize_cluster, "scheduler", "scheduler_resize_preemption_skipped_total",
                      'reason="PodResizePreemptionDisabled"')
     await api.nodes.patch(NODE, {"spec": {"podPreemptionPolicy": {"disableResizePreemption": ["autoscaler-a"]}}},
@@ -205,12 +224,14 @@ async def test_an_old_kubelets_node_policy_is_read_by_the_scheduler_itself(old_a
     api, tc = old_api, old_kubelet_cluster
     node = await api.nodes.get(NODE)
     assert node.status.node_info.kubelet_version == "v1.35.0"
-    await run_pods(api, resizable_pod("a", "2", "p-high"), resizable_pod("b", "1", "p-low"), resizable_pod("c", "1", "p-lowest"))
+    await run_pods(api, resizable_pod("a", "2", "p-high"), resizable_pod("b", "1", "p-low"),
+                   resizable_pod("c", "1", "p-lowest"))
     await api.nodes.patch(NODE, {"spec": {"podPreemptionPolicy": {"disableResizePreemption": ["autoscaler-a"]}}},
                           patch_type="merge")
     skipped = metric(tc, "scheduler", "scheduler_resize_preemption_skipped_total", 'reason="NodePodPreemptionPolicy"')
     await resize(api, "a", cpu="3")
-    await wait_resize_conditions(api, "a", {"PodResizePending": "Deferred"}, "a deferred, no condition from an old kubelet")
+    await wait_resize_conditions(api, "a", {"PodResizePending": "Deferred"},
+                                 "a deferred, no condition from an old kubelet")
     await eventually(lambda: metric(tc, "scheduler", "scheduler_resize_preemption_skipped_total",
                                     'reason="NodePodPreemptionPolicy"') > skipped, timeout=WAIT,
                      what="the scheduler read the node's policy and left a out")
@@ -234,7 +255,8 @@ async def off_api(gate_off_cluster):
 
 async def test_with_the_gate_off_a_deferred_resize_preempts_nothing(off_api, gate_off_cluster):
     api, tc = off_api, gate_off_cluster
-    await run_pods(api, resizable_pod("a", "2", "p-high"), resizable_pod("b", "1", "p-low"), resizable_pod("c", "1", "p-lowest"))
+    await run_pods(api, resizable_pod("a", "2", "p-high"), resizable_pod("b", "1", "p-low"),
+                   resizable_pod("c", "1", "p-lowest"))
     await resize(api, "a", cpu="3")
     await wait_resize_conditions(api, "a", {"PodResizePending": "Deferred"}, "a deferred")
     # A pod created afterwards is scheduled: the scheduler is working, and has seen a's update.

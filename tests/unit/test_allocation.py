@@ -210,8 +210,8 @@ def test_pending_condition_keeps_its_transition_time_until_its_reason_changes(tm
     m.handle_resize(_resize(pod, "800m"), [other])
     first = m.conditions.condition(pod.metadata.uid, cond.PENDING)
     first_time = first.last_transition_time
-    m.conditions._by_pod[pod.metadata.uid][cond.PENDING] = first.__class__(**{**first.__dict__,
-                                                                              "last_transition_time": "2000-01-01T00:00:00Z"})
+    m.conditions._by_pod[pod.metadata.uid][cond.PENDING] = first.__class__(
+        **{**first.__dict__, "last_transition_time": "2000-01-01T00:00:00Z"})
     m.handle_resize(_resize(_resize(pod, "800m"), "900m"), [other])  # still Deferred, new generation
     assert m.conditions.condition(pod.metadata.uid, cond.PENDING).last_transition_time == "2000-01-01T00:00:00Z"
     m.handle_resize(_resize(pod, "5"), [other])  # now Infeasible: a new transition
@@ -253,7 +253,7 @@ def test_requested_resizes_are_counted_per_container_resource_and_direction(old,
     from kubelet.allocation.manager import count_requested_resizes
     a = make_pod("m", containers=[("c1", old, {})])
     b = make_pod("m", containers=[("c1", new, {})])
-    labels = dict(zip(("resource", "requirement", "operation"), expected))
+    labels = dict(zip(("resource", "requirement", "operation"), expected, strict=True))
     before = REGISTRY.get_sample_value("kubelet_container_requested_resizes_total", labels) or 0
     count_requested_resizes(a, b)
     assert REGISTRY.get_sample_value("kubelet_container_requested_resizes_total", labels) == before + 1

@@ -3,8 +3,8 @@ the invariant checker's rules, tables."""
 
 from __future__ import annotations
 
-import yaml
 import pytest
+import yaml
 
 from cli import apply, check, printers, topology
 from cli.main import build_parser
@@ -123,7 +123,8 @@ def test_check_allocated_within_allocatable():
     node = core_pb2.Node()
     node.metadata.name = "n1"
     node.status.allocatable["cpu"] = "2"
-    entries = [check.Entry(1, "ADDED", "Node", "", "n1", node), _entry(2, "MODIFIED", _p("a", "n1", "u1", alloc="1500m")),
+    entries = [check.Entry(1, "ADDED", "Node", "", "n1", node),
+               _entry(2, "MODIFIED", _p("a", "n1", "u1", alloc="1500m")),
                _entry(3, "MODIFIED", _p("b", "n1", "u2", alloc="500m"))]
     assert check.check_entries(entries, [check.AllocatedWithinAllocatable()]) == []
     entries.append(_entry(4, "MODIFIED", _p("b", "n1", "u2", alloc="600m")))
@@ -134,7 +135,8 @@ def test_check_allocated_within_allocatable():
 
 
 def test_check_actuated_within_allocated():
-    ok = [_entry(1, "MODIFIED", _p("a", "n", alloc="1", actual="1")), _entry(2, "MODIFIED", _p("a", "n", alloc="1500m", actual="1")),
+    ok = [_entry(1, "MODIFIED", _p("a", "n", alloc="1", actual="1")),
+          _entry(2, "MODIFIED", _p("a", "n", alloc="1500m", actual="1")),
           _entry(3, "MODIFIED", _p("a", "n", alloc="1500m", actual="1500m"))]
     assert check.check_entries(ok, [check.ActuatedWithinAllocated()]) == []
     bad = ok + [_entry(4, "MODIFIED", _p("a", "n", alloc="1500m", actual="2"))]
@@ -161,14 +163,16 @@ def test_check_bound_requests_within_allocatable():
     entries = [check.Entry(1, "ADDED", "Node", "", "n1", node)]
     # Created unbound, then bound: 1500m + 500m fill the node exactly.
     for rev, (name, cpu) in enumerate((("a", "1500m"), ("b", "500m")), start=2):
-        entries += [_entry(rev * 10, "ADDED", _bound(name, "", cpu)), _entry(rev * 10 + 1, "MODIFIED", _bound(name, "n1", cpu))]
+        entries += [_entry(rev * 10, "ADDED", _bound(name, "", cpu)),
+                    _entry(rev * 10 + 1, "MODIFIED", _bound(name, "n1", cpu))]
     assert check.check_entries(entries, [rule()]) == []
     over = entries + [_entry(40, "ADDED", _bound("c", "", "100m")), _entry(41, "MODIFIED", _bound("c", "n1", "100m"))]
     [v] = check.check_entries(over, [rule()])
     assert v.rev == 41 and "pod default/c bound to node n1" in v.message and "cpu 2100 > 2000" in v.message
     # A finished pod no longer holds room; a deleted one neither.
     freed = entries + [_entry(32, "MODIFIED", _bound("a", "n1", "1500m", phase="Failed")),
-                       _entry(40, "ADDED", _bound("c", "", "1500m")), _entry(41, "MODIFIED", _bound("c", "n1", "1500m"))]
+                       _entry(40, "ADDED", _bound("c", "", "1500m")),
+                       _entry(41, "MODIFIED", _bound("c", "n1", "1500m"))]
     assert check.check_entries(freed, [rule()]) == []
     # A pod created with spec.nodeName (the kubelet's to admit) is not a binding, but it counts.
     direct = entries + [_entry(32, "ADDED", _bound("critical", "n1", "1")),

@@ -67,7 +67,8 @@ def test_explicit_image_pull_policy_is_kept() -> None:
 
 
 def test_container_defaults() -> None:
-    p = pod({"initContainers": [{"name": "init", "image": "busybox", "ports": [{"containerPort": 53, "protocol": "UDP"}]}],
+    p = pod({"initContainers": [{"name": "init", "image": "busybox",
+                                 "ports": [{"containerPort": 53, "protocol": "UDP"}]}],
              "containers": [{"name": "c", "image": "nginx:1.27", "ports": [{"containerPort": 80}]}]})
     for c in (p.spec.containers[0], p.spec.init_containers[0]):
         assert c.termination_message_path == "/dev/termination-log"
@@ -195,7 +196,8 @@ def test_resource_claim_allocation_mode_and_count() -> None:
     all_req.exactly.device_class_name = "gpu.example.com"
     all_req.exactly.allocation_mode = "All"
     defaults.default_object("ResourceClaim", claim)
-    assert (claim.spec.devices.requests[0].exactly.allocation_mode, claim.spec.devices.requests[0].exactly.count) == ("ExactCount", 1)
+    exactly = claim.spec.devices.requests[0].exactly
+    assert (exactly.allocation_mode, exactly.count) == ("ExactCount", 1)
     assert (all_req.exactly.allocation_mode, all_req.exactly.count) == ("All", 0)
 
 

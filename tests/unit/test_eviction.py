@@ -15,8 +15,15 @@ from kubelet.eviction.manager import EvictionManager, PodKill
 from kubelet.eviction.message import eviction_message, node_condition_message
 from kubelet.eviction.ranking import rank_memory_pressure
 from kubelet.eviction.signals import Observation, PodStats, Summary, observe, summarize
-from kubelet.eviction.thresholds import (MEMORY_AVAILABLE, EvictionConfig, Threshold, ThresholdError,
-                                         ThresholdValue, parse_config, parse_duration)
+from kubelet.eviction.thresholds import (
+    MEMORY_AVAILABLE,
+    EvictionConfig,
+    Threshold,
+    ThresholdError,
+    ThresholdValue,
+    parse_config,
+    parse_duration,
+)
 from kubelet.node import Conditions, pressure_taints
 from machinery.api import core_pb2, cri_pb2
 from machinery.quantity import parse_quantity
@@ -304,9 +311,9 @@ def test_the_eviction_message_is_kubernetes_text():
                              "starved_resource": "memory"}
     be = _pod("be", 0)
     assert eviction_message("memory", be, PodStats("uid-be", {"c1": 150 * Mi + 1}), parse_quantity("200Mi"),
-                            0).text == ("The node was low on resource: memory. Threshold quantity: 200Mi, available: 0. "
-                                        "Container c1 was using 157286401, request is 0, has larger consumption of "
-                                        "memory.")
+                            0).text == ("The node was low on resource: memory. Threshold quantity: 200Mi, "
+                                        "available: 0. Container c1 was using 157286401, request is 0, "
+                                        "has larger consumption of memory.")
     under = _pod("g", 0, "200Mi", "200Mi")
     assert eviction_message("memory", under, PodStats("uid-g", {"c1": 150 * Mi}), parse_quantity("200Mi"),
                             24 * Mi).text == "The node was low on resource: memory. Threshold quantity: 200Mi, " \

@@ -72,7 +72,8 @@ def test_guaranteed_pods_only_when_the_others_cannot_free_enough():
 
 def test_critical_pods_are_never_victims_and_not_enough_is_an_error():
     pods = [_pod("other-critical", cpu="4", priority=CRITICAL), _pod("small", cpu="500m")]
-    with pytest.raises(NoVictims, match=r"no set of running pods found to reclaim resources: \[\(res: cpu, q: 500\), \]"):
+    with pytest.raises(NoVictims,
+                       match=r"no set of running pods found to reclaim resources: \[\(res: cpu, q: 500\), \]"):
         pods_to_preempt(CRITICAL_POD, pods, {"cpu": 1000}, _requests)
 
 

@@ -6,8 +6,18 @@ import pytest
 
 from kubelet.allocation.checkpoint import Resources
 from kubelet.allocation.conditions import ResizeCondition
-from kubelet.status import (ContainerView, LinuxResources, PodView, actual_requirements, compute_status,
-                            milli_to_quota, milli_to_shares, phase, shares_to_milli, to_linux)
+from kubelet.status import (
+    ContainerView,
+    LinuxResources,
+    PodView,
+    actual_requirements,
+    compute_status,
+    milli_to_quota,
+    milli_to_shares,
+    phase,
+    shares_to_milli,
+    to_linux,
+)
 from tests.helpers import make_pod
 
 

@@ -313,7 +313,7 @@ async def test_lease_transitions_count_holder_changes_not_renewals(store, lease_
     await eventually(a2.is_leader, what="a leads again")
     assert store.lease(lease_name).spec.lease_transitions == 2
     holders = [w.spec.holder_identity for w in store.writes]
-    changes = [h for h, prev in zip(holders[1:], holders) if h != prev and h]
+    changes = [h for prev, h in itertools.pairwise(holders) if h != prev and h]
     assert changes == ["b", "a"]
 
 

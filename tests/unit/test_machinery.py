@@ -273,7 +273,8 @@ def test_encoded_watch_frames_are_valid_watch_responses():
     assert resp.events[0].object.metadata.name == "p"
     big = core_pb2.Pod()
     big.metadata.annotations["x"] = "y" * 300_000  # multi-byte varint lengths
-    assert core_pb2.PodWatchResponse.FromString(encode_frame("MODIFIED", big.SerializeToString())).events[0].object == big
+    frame = encode_frame("MODIFIED", big.SerializeToString())
+    assert core_pb2.PodWatchResponse.FromString(frame).events[0].object == big
 
 
 def test_kind_lookup_and_keys():

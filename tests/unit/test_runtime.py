@@ -16,8 +16,13 @@ from prometheus_client import REGISTRY
 from kubelet.runtime import statefile
 from kubelet.runtime.client import InProcessRuntime
 from kubelet.runtime.errors import RuntimeCallError, RuntimeNotFound
-from kubelet.runtime.fake import (CPU_USAGE_ANNOTATION, MEMORY_USAGE_ANNOTATION, SHUTDOWN_SECONDS_ANNOTATION,
-                                  FakeRuntime, applied_resources)
+from kubelet.runtime.fake import (
+    CPU_USAGE_ANNOTATION,
+    MEMORY_USAGE_ANNOTATION,
+    SHUTDOWN_SECONDS_ANNOTATION,
+    FakeRuntime,
+    applied_resources,
+)
 from machinery import failpoints
 from machinery.api import cri_pb2
 

@@ -33,7 +33,12 @@ from apiserver.validation import (
     validate_status_update,
     validate_update,
 )
-from apiserver.validation._common import DNS_LABEL_REGEX_ERR, DNS_SUBDOMAIN_REGEX_ERR, PERCENT_REGEX_ERR, QUALIFIED_NAME_REGEX_ERR
+from apiserver.validation._common import (
+    DNS_LABEL_REGEX_ERR,
+    DNS_SUBDOMAIN_REGEX_ERR,
+    PERCENT_REGEX_ERR,
+    QUALIFIED_NAME_REGEX_ERR,
+)
 from machinery import errors, jsonconv
 from machinery.api import coordination_pb2, core_pb2, meta_pb2, policy_pb2, resource_pb2, scheduling_pb2
 
@@ -109,7 +114,8 @@ META_UPDATE_CASES: list[tuple[str, dict[str, Any], dict[str, Any], list[str]]] =
 ]
 
 
-@pytest.mark.parametrize("old_extra,new_extra,want", [c[1:] for c in META_UPDATE_CASES], ids=[c[0] for c in META_UPDATE_CASES])
+@pytest.mark.parametrize("old_extra,new_extra,want", [c[1:] for c in META_UPDATE_CASES],
+                         ids=[c[0] for c in META_UPDATE_CASES])
 def test_validate_object_meta_update(old_extra: dict[str, Any], new_extra: dict[str, Any], want: list[str]) -> None:
     old = obj(meta_pb2.ObjectMeta, {**OLD_META, **old_extra})
     new = obj(meta_pb2.ObjectMeta, {**OLD_META, **old_extra, **new_extra})
@@ -119,7 +125,8 @@ def test_validate_object_meta_update(old_extra: dict[str, Any], new_extra: dict[
 # ---------------------------------------------------------------- nodes
 
 
-def node(spec: dict[str, Any] | None = None, status: dict[str, Any] | None = None, name: str = "node-1") -> core_pb2.Node:
+def node(spec: dict[str, Any] | None = None, status: dict[str, Any] | None = None,
+         name: str = "node-1") -> core_pb2.Node:
     n = obj(core_pb2.Node, {"metadata": {"name": name}, "spec": spec or {}, "status": status or {}})
     defaults.default_node(n)
     return n
@@ -153,10 +160,12 @@ NODE_CASES: list[tuple[str, dict[str, Any], dict[str, Any], list[str]]] = [
     ("malformed capacity", {}, {"capacity": {"memory": "8 GB"}, "allocatable": {"memory": "8Gi"}},
      [f'status.capacity.memory: Invalid value: "8 GB": {QUANTITY_ERR}']),
     ("podCIDRs", {"podCIDRs": ["10.0.0.0/33"]}, {},
-     ['spec.podCIDRs[0]: Invalid value: "10.0.0.0/33": must be a valid CIDR value, (e.g. 10.9.8.0/24 or 2001:db8::/64)']),
+     ['spec.podCIDRs[0]: Invalid value: "10.0.0.0/33": '
+      'must be a valid CIDR value, (e.g. 10.9.8.0/24 or 2001:db8::/64)']),
     ("disableResizePreemption owners", {"podPreemptionPolicy": {"disableResizePreemption": [
         "autoscaling.k8s.io/cluster-autoscaler", "autoscaling.k8s.io/vpa-updater"]}}, {}, []),
-    ("disableResizePreemption label key", {"podPreemptionPolicy": {"disableResizePreemption": ["Cluster Autoscaler"]}}, {},
+    ("disableResizePreemption label key",
+     {"podPreemptionPolicy": {"disableResizePreemption": ["Cluster Autoscaler"]}}, {},
      [f'spec.podPreemptionPolicy.disableResizePreemption[0]: Invalid value: "Cluster Autoscaler": name part '
       f"{QUALIFIED_NAME_REGEX_ERR}"]),
     ("disableResizePreemption is a set", {"podPreemptionPolicy": {"disableResizePreemption": ["a.io/x", "a.io/x"]}}, {},
@@ -212,7 +221,8 @@ def pc(name: str, value: int, **extra: Any) -> scheduling_pb2.PriorityClass:
     return out
 
 
-RESERVED = "metadata.name: Forbidden: priority class names with 'system-' prefix are reserved for system use only. error: "
+RESERVED = ("metadata.name: Forbidden: "
+            "priority class names with 'system-' prefix are reserved for system use only. error: ")
 PC_CASES: list[tuple[str, Any, list[str]]] = [
     ("user class", pc("high", 1000), []),
     ("highest user value", pc("top", 1_000_000_000), []),
@@ -240,7 +250,8 @@ def test_validate_priority_class(priority_class: scheduling_pb2.PriorityClass, w
     (lambda p: setattr(p, "description", "for web"), []),
     (lambda p: setattr(p, "global_default", True), []),
     (lambda p: setattr(p, "value", 2000), ["value: Forbidden: may not be changed in an update."]),
-    (lambda p: setattr(p, "preemption_policy", "Never"), ['preemptionPolicy: Invalid value: "Never": field is immutable']),
+    (lambda p: setattr(p, "preemption_policy", "Never"),
+     ['preemptionPolicy: Invalid value: "Never": field is immutable']),
 ], ids=["description", "globalDefault", "value", "preemptionPolicy"])
 def test_validate_priority_class_update(change: Any, want: list[str]) -> None:
     old = pc("high", 1000)
@@ -267,16 +278,21 @@ PDB_CASES: list[tuple[str, dict[str, Any], str, list[str]]] = [
       'StrVal:""}, Selector:&v1.LabelSelector{...}, MaxUnavailable:&intstr.IntOrString{Type:0, IntVal:1, StrVal:""}, '
       "UnhealthyPodEvictionPolicy:(*policy.UnhealthyPodEvictionPolicyType)(nil)}: "
       "minAvailable and maxUnavailable cannot be both set"]),
-    ("negative", {"minAvailable": -1}, "web", ["spec.minAvailable: Invalid value: -1: must be greater than or equal to 0"]),
+    ("negative", {"minAvailable": -1}, "web",
+     ["spec.minAvailable: Invalid value: -1: must be greater than or equal to 0"]),
     ("not a percent", {"maxUnavailable": "half%"}, "web",
-     [f'spec.maxUnavailable: Invalid value: intstr.IntOrString{{Type:1, IntVal:0, StrVal:"half%"}}: {PERCENT_REGEX_ERR}']),
+     [f'spec.maxUnavailable: Invalid value: intstr.IntOrString{{Type:1, IntVal:0, StrVal:"half%"}}: '
+      f'{PERCENT_REGEX_ERR}']),
     ("over 100%", {"minAvailable": "150%"}, "web",
-     ['spec.minAvailable: Invalid value: intstr.IntOrString{Type:1, IntVal:0, StrVal:"150%"}: must not be greater than 100%']),
+     ['spec.minAvailable: Invalid value: intstr.IntOrString{Type:1, IntVal:0, StrVal:"150%"}: '
+      'must not be greater than 100%']),
     ("selector operator", {"selector": {"matchExpressions": [{"key": "app", "operator": "Like", "values": ["a"]}]}},
      "web", ['spec.selector.matchExpressions[0].operator: Invalid value: "Like": not a valid selector operator']),
     ("unhealthyPodEvictionPolicy", {"unhealthyPodEvictionPolicy": "Never"}, "web",
-     ['spec.unhealthyPodEvictionPolicy: Unsupported value: "Never": supported values: "AlwaysAllow", "IfHealthyBudget"']),
-    ("name is a path segment", {"minAvailable": 1}, "a/b", ["metadata.name: Invalid value: \"a/b\": may not contain '/'"]),
+     ['spec.unhealthyPodEvictionPolicy: Unsupported value: "Never": '
+      'supported values: "AlwaysAllow", "IfHealthyBudget"']),
+    ("name is a path segment", {"minAvailable": 1}, "a/b",
+     ["metadata.name: Invalid value: \"a/b\": may not contain '/'"]),
 ]
 
 
@@ -318,8 +334,10 @@ def lease(spec: dict[str, Any], name: str = "node-1") -> coordination_pb2.Lease:
 
 
 LEASE_CASES: list[tuple[str, Any, list[str]]] = [
-    ("valid", lease({"holderIdentity": "node-1", "leaseDurationSeconds": 40, "renewTime": "2026-01-01T00:00:00.000000Z"}), []),
-    ("duration", lease({"leaseDurationSeconds": 0}), ["spec.leaseDurationSeconds: Invalid value: 0: must be greater than 0"]),
+    ("valid",
+     lease({"holderIdentity": "node-1", "leaseDurationSeconds": 40, "renewTime": "2026-01-01T00:00:00.000000Z"}), []),
+    ("duration", lease({"leaseDurationSeconds": 0}),
+     ["spec.leaseDurationSeconds: Invalid value: 0: must be greater than 0"]),
     ("transitions", lease({"leaseTransitions": -1}),
      ["spec.leaseTransitions: Invalid value: -1: must be greater than or equal to 0"]),
     ("strategy", lease({"strategy": "Newest"}),
@@ -394,7 +412,8 @@ CLAIM_CASES: list[tuple[str, list[dict[str, Any]], list[str]]] = [
     ("negative count", [{"name": "gpu", "exactly": {**GPU, "count": -1}}],
      ["spec.devices.requests[0].exactly.count: Invalid value: -1: must be greater than zero"]),
     ("allocationMode", [{"name": "gpu", "exactly": {**GPU, "allocationMode": "Some", "count": 1}}],
-     ['spec.devices.requests[0].exactly.allocationMode: Unsupported value: "Some": supported values: "All", "ExactCount"']),
+     ['spec.devices.requests[0].exactly.allocationMode: Unsupported value: "Some": '
+      'supported values: "All", "ExactCount"']),
     ("selector needs cel", [{"name": "gpu", "exactly": {**GPU, "selectors": [{}]}}],
      ["spec.devices.requests[0].exactly.selectors[0].cel: Required value"]),
     ("request names unique", [{"name": "gpu", "exactly": GPU}, {"name": "gpu", "exactly": GPU}],
@@ -415,7 +434,8 @@ def test_resource_claim_spec_is_immutable() -> None:
     new.spec.devices.requests[0].exactly.count = 2
     errs = messages(validate_resource_claim_update(new, old))
     assert len(errs) == 1
-    assert errs[0].startswith("spec: Invalid value: resource.ResourceClaimSpec{") and errs[0].endswith(": field is immutable")
+    assert errs[0].startswith("spec: Invalid value: resource.ResourceClaimSpec{")
+    assert errs[0].endswith(": field is immutable")
 
 
 def test_resource_claim_status() -> None:
@@ -435,7 +455,8 @@ def test_resource_claim_status() -> None:
 def test_resource_claim_template_metadata() -> None:
     template = obj(resource_pb2.ResourceClaimTemplate, {
         "metadata": {"name": "gpu", "namespace": "default"},
-        "spec": {"metadata": {"name": "x", "labels": {"app": "web"}}, "spec": {"devices": {"requests": [{"name": "gpu"}]}}}})
+        "spec": {"metadata": {"name": "x", "labels": {"app": "web"}},
+                 "spec": {"devices": {"requests": [{"name": "gpu"}]}}}})
     assert messages(validate_resource_claim_template(template)) == [
         "spec.metadata.name: Forbidden: cannot be set",
         "spec.spec.devices.requests[0]: Required value: exactly one of `exactly` or `firstAvailable` is required",
@@ -485,7 +506,8 @@ def test_resource_slice_driver_is_immutable() -> None:
     ({"selectors": [{"cel": {"expression": "device.driver == 'gpu.example.com'"}}]}, []),
     ({"selectors": [{}]}, ["spec.selectors[0].cel: Required value"]),
     ({"extendedResourceName": "example.com/gpu"}, []),
-    ({"extendedResourceName": "cpu"}, ['spec.extendedResourceName: Invalid value: "cpu": must be a valid extended resource name']),
+    ({"extendedResourceName": "cpu"},
+     ['spec.extendedResourceName: Invalid value: "cpu": must be a valid extended resource name']),
 ], ids=["selector", "selector needs cel", "extended resource", "not an extended resource"])
 def test_validate_device_class(spec: dict[str, Any], want: list[str]) -> None:
     dc = obj(resource_pb2.DeviceClass, {"metadata": {"name": "gpu.example.com"}, "spec": spec})

@@ -24,7 +24,12 @@ from apiserver.validation import (
     validate_status_update,
     validate_update,
 )
-from apiserver.validation._common import DNS_LABEL_REGEX_ERR, DNS_SUBDOMAIN_REGEX_ERR, LABEL_VALUE_REGEX_ERR, QUALIFIED_NAME_REGEX_ERR
+from apiserver.validation._common import (
+    DNS_LABEL_REGEX_ERR,
+    DNS_SUBDOMAIN_REGEX_ERR,
+    LABEL_VALUE_REGEX_ERR,
+    QUALIFIED_NAME_REGEX_ERR,
+)
 from apiserver.validation.pod import POD_UPDATE_FORBIDDEN
 from machinery import errors, jsonconv, resources
 from machinery.api import core_pb2
@@ -104,12 +109,15 @@ CREATE_CASES: list[tuple[str, dict[str, Any], dict[str, Any] | None, list[str]]]
     ("request above limit", {"containers": [ctr(resources=res({"cpu": "2"}, {"cpu": "1"}))]}, None,
      ['spec.containers[0].resources.requests: Invalid value: "2": must be less than or equal to cpu limit of 1']),
     ("memory request above limit", {"containers": [ctr(resources=res({"memory": "2Gi"}, {"memory": "1Gi"}))]}, None,
-     ['spec.containers[0].resources.requests: Invalid value: "2Gi": must be less than or equal to memory limit of 1Gi']),
+     ['spec.containers[0].resources.requests: Invalid value: "2Gi": '
+      'must be less than or equal to memory limit of 1Gi']),
     ("resource name neither standard nor qualified", {"containers": [ctr(resources=res({"foo": "1"}))]}, None,
-     ['spec.containers[0].resources.requests[foo]: Invalid value: "foo": must be a standard resource type or fully qualified',
+     ['spec.containers[0].resources.requests[foo]: Invalid value: "foo": '
+      'must be a standard resource type or fully qualified',
       'spec.containers[0].resources.requests[foo]: Invalid value: "foo": must be a standard resource for containers']),
     ("quota-only resource name", {"containers": [ctr(resources=res({"pods": "1"}))]}, None,
-     ['spec.containers[0].resources.requests[pods]: Invalid value: "pods": must be a standard resource for containers']),
+     ['spec.containers[0].resources.requests[pods]: Invalid value: "pods": '
+      'must be a standard resource for containers']),
     ("extended resource must be whole", {"containers": [ctr(resources=res(limits={"example.com/gpu": "500m"}))]}, None,
      ['spec.containers[0].resources.limits[example.com/gpu]: Invalid value: "500m": must be an integer',
       'spec.containers[0].resources.requests[example.com/gpu]: Invalid value: "500m": must be an integer']),
@@ -122,9 +130,12 @@ CREATE_CASES: list[tuple[str, dict[str, Any], dict[str, Any] | None, list[str]]]
      ["spec.containers[0].resources: Forbidden: HugePages require cpu or memory"]),
     ("hugepages multiple of the page size",
      {"containers": [ctr(resources=res(limits={"hugepages-2Mi": "3Mi", "memory": "1Gi"}))]}, None,
-     ['spec.containers[0].resources.limits[hugepages-2Mi]: Invalid value: "3Mi": 3Mi is not positive integer multiple of hugepages-2Mi',
-      'spec.containers[0].resources.requests[hugepages-2Mi]: Invalid value: "3Mi": 3Mi is not positive integer multiple of hugepages-2Mi']),
-    ("valid hugepages", {"containers": [ctr(resources=res(limits={"hugepages-2Mi": "4Mi", "memory": "1Gi"}))]}, None, []),
+     ['spec.containers[0].resources.limits[hugepages-2Mi]: Invalid value: "3Mi": '
+      '3Mi is not positive integer multiple of hugepages-2Mi',
+      'spec.containers[0].resources.requests[hugepages-2Mi]: Invalid value: "3Mi": '
+      '3Mi is not positive integer multiple of hugepages-2Mi']),
+    ("valid hugepages",
+     {"containers": [ctr(resources=res(limits={"hugepages-2Mi": "4Mi", "memory": "1Gi"}))]}, None, []),
     ("claims must name pod resource claims",
      {"containers": [ctr(resources={"claims": [{"name": "gpu"}]})]}, None,
      ['spec.containers[0].resources.claims[0]: Not found: "gpu": '
@@ -139,11 +150,13 @@ CREATE_CASES: list[tuple[str, dict[str, Any], dict[str, Any] | None, list[str]]]
      ['spec.resourceClaims[1].name: Duplicate value: "a"']),
     ("pod resource claim needs a source", {"resourceClaims": [{"name": "a"}]}, None,
      ['spec.resourceClaims[0]: Invalid value: core.PodResourceClaim{Name:"a", ResourceClaimName:(*string)(nil), '
-      "ResourceClaimTemplateName:(*string)(nil)}: must specify one of: `resourceClaimName`, `resourceClaimTemplateName`"]),
+      "ResourceClaimTemplateName:(*string)(nil)}: "
+      "must specify one of: `resourceClaimName`, `resourceClaimTemplateName`"]),
     ("pod resource claim has one source",
      {"resourceClaims": [{"name": "a", "resourceClaimName": "x", "resourceClaimTemplateName": "y"}]}, None,
      ['spec.resourceClaims[0]: Invalid value: core.PodResourceClaim{Name:"a", ResourceClaimName:&"x", '
-      'ResourceClaimTemplateName:&"y"}: at most one of `resourceClaimName` or `resourceClaimTemplateName` may be specified']),
+      'ResourceClaimTemplateName:&"y"}: '
+      'at most one of `resourceClaimName` or `resourceClaimTemplateName` may be specified']),
     ("restartPolicy values", {"restartPolicy": "Sometimes"}, None,
      ['spec.restartPolicy: Unsupported value: "Sometimes": supported values: "Always", "OnFailure", "Never"']),
     ("dnsPolicy values", {"dnsPolicy": "Google"}, None,
@@ -157,13 +170,15 @@ CREATE_CASES: list[tuple[str, dict[str, Any], dict[str, Any] | None, list[str]]]
      ["spec.containers[0].restartPolicy: Forbidden: may not be set for non-init containers"]),
     ("probes on a non-sidecar init container",
      {"initContainers": [ctr("init", readinessProbe={"exec": {"command": ["true"]}})]}, None,
-     ["spec.initContainers[0].readinessProbe: Forbidden: may not be set for init containers without restartPolicy=Always"]),
+     ["spec.initContainers[0].readinessProbe: Forbidden: "
+      "may not be set for init containers without restartPolicy=Always"]),
     ("resizePolicy resource", {"containers": [ctr(resizePolicy=[{"resourceName": "ephemeral-storage",
                                                                  "restartPolicy": "NotRequired"}])]}, None,
      ['spec.containers[0].resizePolicy: Unsupported value: "ephemeral-storage": supported values: "cpu", "memory"']),
     ("resizePolicy restart policy", {"containers": [ctr(resizePolicy=[{"resourceName": "cpu",
                                                                        "restartPolicy": "Always"}])]}, None,
-     ['spec.containers[0].resizePolicy: Unsupported value: "Always": supported values: "NotRequired", "RestartContainer"']),
+     ['spec.containers[0].resizePolicy: Unsupported value: "Always": '
+      'supported values: "NotRequired", "RestartContainer"']),
     ("resizePolicy duplicate", {"containers": [ctr(resizePolicy=[
         {"resourceName": "cpu", "restartPolicy": "NotRequired"},
         {"resourceName": "cpu", "restartPolicy": "RestartContainer"}])]}, None,
@@ -185,7 +200,8 @@ CREATE_CASES: list[tuple[str, dict[str, Any], dict[str, Any] | None, list[str]]]
       'which means "match all values and all keys"']),
     ("tolerationSeconds needs NoExecute",
      {"tolerations": [{"key": "k", "operator": "Exists", "effect": "NoSchedule", "tolerationSeconds": 10}]}, None,
-     ["spec.tolerations[0].effect: Invalid value: \"NoSchedule\": effect must be 'NoExecute' when `tolerationSeconds` is set"]),
+     ["spec.tolerations[0].effect: Invalid value: \"NoSchedule\": "
+      "effect must be 'NoExecute' when `tolerationSeconds` is set"]),
     ("Exists takes no value", {"tolerations": [{"key": "k", "operator": "Exists", "value": "x"}]}, None,
      ["spec.tolerations[0].operator: Invalid value: \"x\": value must be empty when `operator` is 'Exists'"]),
     ("toleration effect", {"tolerations": [{"key": "k", "operator": "Exists", "effect": "NoWay"}]}, None,
@@ -195,30 +211,36 @@ CREATE_CASES: list[tuple[str, dict[str, Any], dict[str, Any] | None, list[str]]]
      [f'spec.tolerations[0].key: Invalid value: "bad key": name part {QUALIFIED_NAME_REGEX_ERR}']),
     ("nodeSelector labels", {"nodeSelector": {"disk": "ssd!"}}, None,
      [f'spec.nodeSelector: Invalid value: "ssd!": {LABEL_VALUE_REGEX_ERR}']),
-    ("node affinity Gt takes one value", {"affinity": req_term({"key": "cores", "operator": "Gt", "values": ["1", "2"]})},
-     None, [f"{AFFINITY}[0].matchExpressions[0].values: Required value: "
-            "must be specified single value when `operator` is 'Lt' or 'Gt'"]),
+    ("node affinity Gt takes one value",
+     {"affinity": req_term({"key": "cores", "operator": "Gt", "values": ["1", "2"]})}, None,
+     [f"{AFFINITY}[0].matchExpressions[0].values: Required value: "
+      "must be specified single value when `operator` is 'Lt' or 'Gt'"]),
     ("node affinity Lt with one value", {"affinity": req_term({"key": "cores", "operator": "Lt", "values": ["8"]})},
      None, []),
     ("node affinity operator", {"affinity": req_term({"key": "zone", "operator": "Like", "values": ["a"]})}, None,
      [f'{AFFINITY}[0].matchExpressions[0].operator: Invalid value: "Like": not a valid selector operator']),
     ("node affinity In needs values", {"affinity": req_term({"key": "zone", "operator": "In"})}, None,
-     [f"{AFFINITY}[0].matchExpressions[0].values: Required value: must be specified when `operator` is 'In' or 'NotIn'"]),
+     [f"{AFFINITY}[0].matchExpressions[0].values: Required value: "
+      "must be specified when `operator` is 'In' or 'NotIn'"]),
     ("node affinity Exists takes no values",
      {"affinity": req_term({"key": "zone", "operator": "Exists", "values": ["a"]})}, None,
-     [f"{AFFINITY}[0].matchExpressions[0].values: Forbidden: may not be specified when `operator` is 'Exists' or 'DoesNotExist'"]),
+     [f"{AFFINITY}[0].matchExpressions[0].values: Forbidden: "
+      "may not be specified when `operator` is 'Exists' or 'DoesNotExist'"]),
     ("node affinity needs a term",
-     {"affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": []}}}}, None,
+     {"affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": []}}}},
+     None,
      [f"{AFFINITY}: Required value: must have at least one node selector term"]),
-    ("node field selector key", {"affinity": req_term(fields=[{"key": "metadata.uid", "operator": "In", "values": ["x"]}])},
-     None, [f'{AFFINITY}[0].matchFields[0].key: Invalid value: "metadata.uid": not a valid field selector key']),
+    ("node field selector key",
+     {"affinity": req_term(fields=[{"key": "metadata.uid", "operator": "In", "values": ["x"]}])}, None,
+     [f'{AFFINITY}[0].matchFields[0].key: Invalid value: "metadata.uid": not a valid field selector key']),
     ("preferred weight", {"affinity": {"nodeAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [
         {"weight": 0, "preference": {"matchExpressions": [{"key": "zone", "operator": "Exists"}]}}]}}}, None,
      ["spec.affinity.nodeAffinity.preferredDuringSchedulingIgnoredDuringExecution[0].weight: Invalid value: 0: "
       "must be in the range 1-100"]),
     ("pod affinity topologyKey", {"affinity": {"podAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
         {"labelSelector": {"matchLabels": {"app": "db"}}, "topologyKey": ""}]}}}, None,
-     ["spec.affinity.podAffinity.requiredDuringSchedulingIgnoredDuringExecution[0].topologyKey: Required value: can not be empty",
+     ["spec.affinity.podAffinity.requiredDuringSchedulingIgnoredDuringExecution[0].topologyKey: "
+      "Required value: can not be empty",
       'spec.affinity.podAffinity.requiredDuringSchedulingIgnoredDuringExecution[0].topologyKey: Invalid value: "": '
       "name part must be non-empty",
       'spec.affinity.podAffinity.requiredDuringSchedulingIgnoredDuringExecution[0].topologyKey: Invalid value: "": '
@@ -245,8 +267,10 @@ CREATE_CASES: list[tuple[str, dict[str, Any], dict[str, Any] | None, list[str]]]
         {"maxSkew": 2, "topologyKey": "zone", "whenUnsatisfiable": "DoNotSchedule"}]}, None,
      ['spec.topologySpreadConstraints[0].{topologyKey, whenUnsatisfiable}: Duplicate value: "{zone, DoNotSchedule}"']),
     ("topology spread nodeTaintsPolicy", {"topologySpreadConstraints": [
-        {"maxSkew": 1, "topologyKey": "zone", "whenUnsatisfiable": "DoNotSchedule", "nodeTaintsPolicy": "Always"}]}, None,
-     ['spec.topologySpreadConstraints[0].nodeTaintsPolicy: Unsupported value: "Always": supported values: "Honor", "Ignore"']),
+        {"maxSkew": 1, "topologyKey": "zone", "whenUnsatisfiable": "DoNotSchedule", "nodeTaintsPolicy": "Always"}]},
+     None,
+     ['spec.topologySpreadConstraints[0].nodeTaintsPolicy: Unsupported value: "Always": '
+      'supported values: "Honor", "Ignore"']),
     ("scheduling gate name", {"schedulingGates": [{"name": "bad gate"}]}, None,
      [f'spec.schedulingGates[0]: Invalid value: "bad gate": name part {QUALIFIED_NAME_REGEX_ERR}']),
     ("scheduling gates unique", {"schedulingGates": [{"name": "example.com/gate"}, {"name": "example.com/gate"}]}, None,
@@ -279,7 +303,8 @@ CREATE_CASES: list[tuple[str, dict[str, Any], dict[str, Any] | None, list[str]]]
     ("volume mount of a missing volume", {"containers": [ctr(volumeMounts=[{"name": "data", "mountPath": "/data"}])]},
      None, ['spec.containers[0].volumeMounts[0].name: Not found: "data"']),
     ("volume mount of a volume", {"volumes": [{"name": "data", "emptyDir": {}}],
-                                  "containers": [ctr(volumeMounts=[{"name": "data", "mountPath": "/data"}])]}, None, []),
+                                  "containers": [ctr(volumeMounts=[{"name": "data", "mountPath": "/data"}])]},
+     None, []),
     ("env var name", {"containers": [ctr(env=[{"name": "A=B", "value": "x"}])]}, None,
      ['spec.containers[0].env[0].name: Invalid value: "A=B": a valid environment variable name must consist '
       "only of printable ASCII characters other than '='"]),
@@ -443,7 +468,8 @@ STATUS_CASES: list[tuple[str, dict[str, Any], Any, list[str]]] = [
     ("conditions", {}, lambda p: p.status.conditions.add(type="Ready", status="True"), []),
     ("phase Succeeded", {}, lambda p: setattr(p.status, "phase", "Succeeded"), []),
     ("phase value", {}, lambda p: setattr(p.status, "phase", "Done"),
-     ['status.phase: Unsupported value: "Done": supported values: "Pending", "Running", "Succeeded", "Failed", "Unknown"']),
+     ['status.phase: Unsupported value: "Done": '
+      'supported values: "Pending", "Running", "Succeeded", "Failed", "Unknown"']),
     ("condition type", {}, lambda p: p.status.conditions.add(type="bad type!", status="True"),
      [f'metadata.conditions[0].Type: Invalid value: "bad type!": name part {QUALIFIED_NAME_REGEX_ERR}']),
     ("condition status", {}, lambda p: p.status.conditions.add(type="Ready", status="Maybe"),
@@ -467,10 +493,12 @@ STATUS_CASES: list[tuple[str, dict[str, Any], Any, list[str]]] = [
     ("podIPs one per family", {}, lambda p: (p.status.pod_ips.add(ip="10.0.0.1"), p.status.pod_ips.add(ip="10.0.0.2")),
      ['status.podIPs: Invalid value: []core.PodIP{core.PodIP{IP:"10.0.0.1"}, core.PodIP{IP:"10.0.0.2"}}: '
       "may specify no more than one IP for each IP family"]),
-    ("hostIPs match hostIP", {}, lambda p: (setattr(p.status, "host_ip", "10.0.0.1"), p.status.host_ips.add(ip="10.0.0.2")),
+    ("hostIPs match hostIP", {},
+     lambda p: (setattr(p.status, "host_ip", "10.0.0.1"), p.status.host_ips.add(ip="10.0.0.2")),
      ['status.hostIPs[0].ip: Invalid value: "10.0.0.2": must be equal to `hostIP`']),
     ("resource claim statuses", {}, lambda p: p.status.resource_claim_statuses.add(name="gpu"),
-     ['status.resourceClaimStatuses[0].name: Invalid value: "gpu": must match the name of an entry in `spec.resourceClaims`']),
+     ['status.resourceClaimStatuses[0].name: Invalid value: "gpu": '
+      'must match the name of an entry in `spec.resourceClaims`']),
 ]
 
 
@@ -573,7 +601,8 @@ def test_kep1287_patch_error_02_best_effort_pod_request_cpu() -> None:
 
 def test_kep1287_patch_error_03_guaranteed_pod_remove_cpu_and_memory_limits() -> None:
     old = resizable_pod([("c1", container_resources(ORIGINAL_CPU, ORIGINAL_CPU, ORIGINAL_MEM, ORIGINAL_MEM))])
-    errs = validate_pod_resize(resized(old, [("c1", container_resources(cpu_req=ORIGINAL_CPU, mem_req=ORIGINAL_MEM))]), old)
+    new = resized(old, [("c1", container_resources(cpu_req=ORIGINAL_CPU, mem_req=ORIGINAL_MEM))])
+    errs = validate_pod_resize(new, old)
     assert messages(errs) == [
         'spec: Invalid value: "Guaranteed": Pod QOS Class may not change as a result of resizing',
         "spec.containers[0].resources.limits: Forbidden: resource limits cannot be removed",
@@ -582,8 +611,10 @@ def test_kep1287_patch_error_03_guaranteed_pod_remove_cpu_and_memory_limits() ->
 
 
 def test_kep1287_patch_error_04_burstable_pod_remove_limits_and_increase_requests() -> None:
-    old = resizable_pod([("c1", container_resources(ORIGINAL_CPU, INCREASED_CPU_LIMIT, ORIGINAL_MEM, INCREASED_MEM_LIMIT))])
-    errs = validate_pod_resize(resized(old, [("c1", container_resources(cpu_req=INCREASED_CPU, mem_req=INCREASED_MEM))]), old)
+    old = resizable_pod([("c1", container_resources(ORIGINAL_CPU, INCREASED_CPU_LIMIT,
+                                                    ORIGINAL_MEM, INCREASED_MEM_LIMIT))])
+    new = resized(old, [("c1", container_resources(cpu_req=INCREASED_CPU, mem_req=INCREASED_MEM))])
+    errs = validate_pod_resize(new, old)
     assert messages(errs) == ["spec.containers[0].resources.limits: Forbidden: resource limits cannot be removed"]
 
 
@@ -614,8 +645,9 @@ def test_kep1287_patch_error_07_burstable_pod_reorder_containers() -> None:
         "spec.containers[0].name: Forbidden: containers may not be renamed or reordered on resize",
         "spec.containers[1].name: Forbidden: containers may not be renamed or reordered on resize",
     ]
-    assert ("spec.containers[0].name: Forbidden: containers may not be renamed or reordered on resize, "
-            "spec.containers[1].name: Forbidden: containers may not be renamed or reordered on resize") in invalid_message(errs)
+    joined = ("spec.containers[0].name: Forbidden: containers may not be renamed or reordered on resize, "
+              "spec.containers[1].name: Forbidden: containers may not be renamed or reordered on resize")
+    assert joined in invalid_message(errs)
 
 
 def test_kep1287_patch_error_08_guaranteed_pod_rename_containers() -> None:
@@ -629,7 +661,8 @@ def test_kep1287_patch_error_08_guaranteed_pod_rename_containers() -> None:
 
 
 def test_kep1287_patch_error_09_burstable_pod_set_requests_equal_to_limits() -> None:
-    old = resizable_pod([("c1", container_resources(ORIGINAL_CPU, INCREASED_CPU_LIMIT, ORIGINAL_MEM, INCREASED_MEM_LIMIT))])
+    old = resizable_pod([("c1", container_resources(ORIGINAL_CPU, INCREASED_CPU_LIMIT,
+                                                    ORIGINAL_MEM, INCREASED_MEM_LIMIT))])
     new = resized(old, [("c1", container_resources(INCREASED_CPU_LIMIT, INCREASED_CPU_LIMIT,
                                                    INCREASED_MEM_LIMIT, INCREASED_MEM_LIMIT))])
     assert messages(validate_pod_resize(new, old)) == [
@@ -637,14 +670,16 @@ def test_kep1287_patch_error_09_burstable_pod_set_requests_equal_to_limits() -> 
 
 
 def test_kep1287_patch_error_10_burstable_pod_resize_ephemeral_storage() -> None:
-    old = resizable_pod([("c1", container_resources(cpu_req=ORIGINAL_CPU, mem_req=ORIGINAL_MEM, ephemeral_storage="1"))])
+    old = resizable_pod([("c1", container_resources(cpu_req=ORIGINAL_CPU, mem_req=ORIGINAL_MEM,
+                                                    ephemeral_storage="1"))])
     new = resized(old, [("c1", container_resources(cpu_req=ORIGINAL_CPU, mem_req=ORIGINAL_MEM, ephemeral_storage="3"))])
     errs = validate_pod_resize(new, old)
     assert messages(errs) == ["spec: Forbidden: only cpu and memory resources are mutable"]
 
 
 def test_kep1287_patch_error_11_burstable_pod_nonrestartable_init_container() -> None:
-    old = resizable_pod([("c1", {})], init=[("c1-init", container_resources(cpu_req=ORIGINAL_CPU, mem_req=ORIGINAL_MEM), False)])
+    old = resizable_pod([("c1", {})],
+                        init=[("c1-init", container_resources(cpu_req=ORIGINAL_CPU, mem_req=ORIGINAL_MEM), False)])
     new = resized(old, [], init=[("c1-init", container_resources(cpu_req=INCREASED_CPU, mem_req=INCREASED_MEM))])
     errs = validate_pod_resize(new, old)
     assert messages(errs) == [
@@ -657,7 +692,8 @@ def test_kep1287_patch_error_11_burstable_pod_nonrestartable_init_container() ->
 def test_version_skew_running_container_without_status_resources_is_rejected() -> None:
     old = resizable_pod([("c1", container_resources(cpu_req=ORIGINAL_CPU))], status_resources=False)
     new = resized(old, [("c1", container_resources(cpu_req=INCREASED_CPU))])
-    assert messages(validate_pod_resize(new, old)) == ["spec: Forbidden: Pod running on node without support for resize"]
+    assert messages(validate_pod_resize(new, old)) == [
+        "spec: Forbidden: Pod running on node without support for resize"]
 
 
 def test_version_skew_empty_status_resources_means_support() -> None:
@@ -687,7 +723,8 @@ def test_version_skew_only_the_first_running_container_counts() -> None:
     old = resizable_pod([("c1", r), ("c2", r)])
     old.status.container_statuses[0].ClearField("resources")  # c1 running, no resources
     new = resized(old, [("c1", container_resources(cpu_req=INCREASED_CPU)), ("c2", r)])
-    assert messages(validate_pod_resize(new, old)) == ["spec: Forbidden: Pod running on node without support for resize"]
+    assert messages(validate_pod_resize(new, old)) == [
+        "spec: Forbidden: Pod running on node without support for resize"]
     old.status.container_statuses[0].state.ClearField("running")  # c1 waiting: c2 decides
     old.status.container_statuses[0].state.waiting.reason = "CrashLoopBackOff"
     assert messages(validate_pod_resize(new, old)) == []
@@ -695,14 +732,19 @@ def test_version_skew_only_the_first_running_container_counts() -> None:
 
 RESIZE_CASES: list[tuple[str, list[tuple[str, dict[str, Any]]], Any, list[str]]] = [
     ("cpu increase", [("c1", container_resources(ORIGINAL_CPU, ORIGINAL_CPU_LIMIT, ORIGINAL_MEM, ORIGINAL_MEM_LIMIT))],
-     lambda old: resized(old, [("c1", container_resources(INCREASED_CPU, INCREASED_CPU_LIMIT, ORIGINAL_MEM, ORIGINAL_MEM_LIMIT))]),
+     lambda old: resized(old, [("c1", container_resources(INCREASED_CPU, INCREASED_CPU_LIMIT,
+                                                          ORIGINAL_MEM, ORIGINAL_MEM_LIMIT))]),
      []),
     ("memory limit decrease (allowed since v1.34)",
      [("c1", container_resources(ORIGINAL_CPU, ORIGINAL_CPU_LIMIT, ORIGINAL_MEM, INCREASED_MEM_LIMIT))],
-     lambda old: resized(old, [("c1", container_resources(ORIGINAL_CPU, ORIGINAL_CPU_LIMIT, ORIGINAL_MEM, ORIGINAL_MEM_LIMIT))]),
+     lambda old: resized(old, [("c1", container_resources(ORIGINAL_CPU, ORIGINAL_CPU_LIMIT,
+                                                          ORIGINAL_MEM, ORIGINAL_MEM_LIMIT))]),
      []),
-    ("guaranteed resize stays guaranteed", [("c1", container_resources(ORIGINAL_CPU, ORIGINAL_CPU, ORIGINAL_MEM, ORIGINAL_MEM))],
-     lambda old: resized(old, [("c1", container_resources(INCREASED_CPU, INCREASED_CPU, INCREASED_MEM, INCREASED_MEM))]), []),
+    ("guaranteed resize stays guaranteed",
+     [("c1", container_resources(ORIGINAL_CPU, ORIGINAL_CPU, ORIGINAL_MEM, ORIGINAL_MEM))],
+     lambda old: resized(old, [("c1", container_resources(INCREASED_CPU, INCREASED_CPU,
+                                                          INCREASED_MEM, INCREASED_MEM))]),
+     []),
     ("limit below request", [("c1", container_resources(ORIGINAL_CPU, ORIGINAL_CPU_LIMIT))],
      lambda old: resized(old, [("c1", container_resources(INCREASED_CPU_LIMIT, ORIGINAL_CPU_LIMIT))]),
      ['spec.containers[0].resources.requests: Invalid value: "35m": must be less than or equal to cpu limit of 30m']),
@@ -711,7 +753,8 @@ RESIZE_CASES: list[tuple[str, list[tuple[str, dict[str, Any]]], Any, list[str]]]
      [f'spec.containers[0].resources.requests[cpu]: Invalid value: "lots": {QUANTITY_ERR}']),
     ("resizePolicy is immutable in kplane", [("c1", container_resources(ORIGINAL_CPU))],
      lambda old: _with(resized(old, [("c1", container_resources(INCREASED_CPU))]),
-                       lambda p: p.spec.containers[0].resize_policy.add(resource_name="cpu", restart_policy="RestartContainer")),
+                       lambda p: p.spec.containers[0].resize_policy.add(resource_name="cpu",
+                                                                         restart_policy="RestartContainer")),
      ["spec.containers[0].resizePolicy: Forbidden: field is immutable"]),
     ("image change", [("c1", container_resources(ORIGINAL_CPU))],
      lambda old: _with(resized(old, [("c1", container_resources(INCREASED_CPU))]),
@@ -722,7 +765,8 @@ RESIZE_CASES: list[tuple[str, list[tuple[str, dict[str, Any]]], Any, list[str]]]
                        lambda p: setattr(p.spec, "active_deadline_seconds", 30)),
      ["spec: Forbidden: only cpu and memory resources are mutable"]),
     ("container added", [("c1", container_resources(ORIGINAL_CPU))],
-     lambda old: _with(copy.deepcopy(old), lambda p: p.spec.containers.add().CopyFrom(_renamed(p.spec.containers[0], "c2"))),
+     lambda old: _with(copy.deepcopy(old),
+                       lambda p: p.spec.containers.add().CopyFrom(_renamed(p.spec.containers[0], "c2"))),
      ["spec.containers: Forbidden: containers may not be added or removed on resize"]),
 ]
 
@@ -758,7 +802,8 @@ def test_resize_sidecar_cpu_and_memory() -> None:
 def test_resize_disabled_by_feature_gate() -> None:
     old = resizable_pod([("c1", container_resources(cpu_req=ORIGINAL_CPU))])
     new = resized(old, [("c1", container_resources(cpu_req=INCREASED_CPU))])
-    assert messages(validate_pod_resize(new, old, in_place_enabled=False)) == [": Forbidden: in-place pod resize is disabled"]
+    errs = validate_pod_resize(new, old, in_place_enabled=False)
+    assert messages(errs) == [": Forbidden: in-place pod resize is disabled"]
 
 
 def test_resize_static_pod() -> None:

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import time
 from dataclasses import dataclass
 
 import grpc
@@ -20,7 +19,7 @@ from grpc_reflection.v1alpha import reflection
 
 from apiserver import handlers
 from apiserver.admission.priority import system_priority_classes
-from apiserver.auth import TokenAuthenticator, User
+from apiserver.auth import MASTERS_GROUP, TokenAuthenticator, User
 from apiserver.etcd import EtcdClient, EtcdError, wait_for_etcd
 from apiserver.pods import PodSubresources
 from apiserver.registry import Registry
@@ -32,7 +31,7 @@ from machinery.kinds import KINDS, PRIORITY_CLASS
 from machinery.logging import get_logger, setup_logging
 
 log = get_logger()
-SYSTEM_USER = User("system:apiserver", groups=("system:masters",))
+SYSTEM_USER = User("system:apiserver", groups=(MASTERS_GROUP,))
 
 
 @dataclass
@@ -106,7 +105,6 @@ class ApiServer:
         self.grpc: grpc.aio.Server | None = None
         self.admin = AdminServer(*_split(opts.admin_listen), health=self._health_reason)
         self.grpc_port = 0
-        self._etcd_ok_at = 0.0
         self._etcd_error: str | None = "not yet contacted"
         self._tasks: list[asyncio.Task] = []
 
@@ -155,7 +153,7 @@ class ApiServer:
         self.etcd.connect()
         self.api.not_ready_reason = f"waiting for etcd at {','.join(self.opts.etcd_endpoints)}"
         await wait_for_etcd(self.etcd)
-        self._etcd_ok_at, self._etcd_error = time.monotonic(), None
+        self._etcd_error = None
         self.api.not_ready_reason = "loading the watch cache"
         await self.cache.start()
         await self._bootstrap()
@@ -190,7 +188,6 @@ class ApiServer:
             try:
                 async with asyncio.timeout(2.0):
                     await self.etcd.current_revision()
-                self._etcd_ok_at = time.monotonic()
                 if self._etcd_error:
                     log.info("etcd_reachable_again", endpoints=self.opts.etcd_endpoints)
                 self._etcd_error = None

@@ -23,6 +23,7 @@ import urllib.request
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from apiserver.auth import MASTERS_GROUP
 from cli import topology
 from cli.etcd_binary import find_etcd
 
@@ -96,7 +97,7 @@ def write_tokens(data_dir: Path, nodes: list[str]) -> None:
     if path.exists():
         rows = [line.split(",", 3) for line in path.read_text().splitlines() if line.strip()]
     users = {r[1] for r in rows if len(r) > 1}
-    wanted = [("admin", "system:masters"), ("system:kube-scheduler", "system:kube-scheduler"),
+    wanted = [("admin", MASTERS_GROUP), ("system:kube-scheduler", "system:kube-scheduler"),
               ("system:kube-controller-manager", "system:kube-controller-manager")]
     wanted += [(f"system:node:{n}", "system:nodes") for n in nodes]
     added = False

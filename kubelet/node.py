@@ -285,13 +285,6 @@ class NodeAgent:
                                                 uid=self.node.metadata.uid)
         return lease
 
-    async def refresh_node(self) -> None:
-        """Re-read the Node (its spec changes: taints, podPreemptionPolicy)."""
-        node = await self.client.nodes.get(self.cfg.name)
-        self.node = node
-        if self.on_node is not None:
-            self.on_node(node)
-
     def poke(self) -> None:
         """Ask for a status round now (a condition changed)."""
         self._wake.set()

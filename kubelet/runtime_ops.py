@@ -8,7 +8,6 @@ alone says which pods run here. ``observe`` reads a pod's sandbox and containers
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass
 
 from kubelet.allocation.checkpoint import Resources
@@ -192,6 +191,3 @@ class SandboxResizer:
         stats = await self.ops.rt.container_stats(cri_pb2.ContainerStatsRequest(container_id=container_id))
         return stats.stats.memory.working_set_bytes.value
 
-
-def now_nanos() -> int:
-    return time.time_ns()

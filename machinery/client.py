@@ -28,7 +28,6 @@ from machinery.api import api_pb2, core_pb2, meta_pb2
 from machinery.kinds import (
     DEVICE_CLASS,
     EVENT,
-    KINDS,
     LEASE,
     NODE,
     POD,
@@ -294,5 +293,3 @@ class Client:
         finally:
             call.cancel()
 
-
-ALL_KINDS = KINDS

@@ -123,10 +123,6 @@ def lookup(name: str) -> Kind:
             f'the server doesn\'t have a resource type "{name}"') from None
 
 
-def by_plural(plural: str) -> Kind:
-    return _BY_PLURAL[plural]
-
-
 def of_message(obj: Message) -> Kind:
     """The kind of a message instance (``Pod()`` -> POD)."""
     return _BY_MESSAGE[obj.DESCRIPTOR.full_name]

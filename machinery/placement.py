@@ -167,9 +167,3 @@ class PreferredSchedulingTerms:
     def score(self, node: core_pb2.Node) -> int:
         return sum(w for w, term in self.terms if term.matches(node))
 
-
-def preferred_terms(pod: core_pb2.Pod) -> PreferredSchedulingTerms:
-    aff = pod.spec.affinity
-    if aff.HasField("node_affinity"):
-        return PreferredSchedulingTerms(aff.node_affinity.preferred_during_scheduling_ignored_during_execution)
-    return PreferredSchedulingTerms(())

@@ -228,11 +228,6 @@ def too_long(path: str, max_length: int) -> FieldError:
     return FieldError("TooLong", path, f"may not be more than {max_length} {unit}")
 
 
-def name_errors(path: str, value: str, messages: Iterable[str]) -> list[FieldError]:
-    """One Invalid error per message (Go's ``for _, msg := range ... { field.Invalid(...) }``)."""
-    return [invalid(path, value, m) for m in messages]
-
-
 def validate_qualified_name(value: str, path: str) -> list[FieldError]:
     return [invalid(path, value, m) for m in is_qualified_name(value)]
 

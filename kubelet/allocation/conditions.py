@@ -10,7 +10,7 @@ status"). ``observedGeneration`` is the pod generation the condition speaks abou
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 from machinery import timeutil
 
@@ -74,11 +74,6 @@ class ResizeConditions:
         if not conds:
             del self._by_pod[uid]
         return True
-
-    def set_generation(self, uid: str, type_: str, generation: int) -> None:
-        cond = self.condition(uid, type_)
-        if cond is not None and cond.observed_generation != generation:
-            self._by_pod[uid][type_] = replace(cond, observed_generation=generation)
 
     def is_deferred(self, uid: str) -> bool:
         c = self.condition(uid, PENDING)

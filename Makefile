@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: install up down test test-unit bench proto proto-check compose clean
+.PHONY: install up down test test-unit lint bench proto proto-check compose clean
 
 install: $(STAMP)
 
@@ -21,8 +21,12 @@ up: install
 down: install
 	$(BIN)/kplane down
 
-test: install proto-check
+test: install proto-check lint
 	$(BIN)/python -m pytest -q -p no:cacheprovider tests
+
+# ruff (E, F, I, B; pyproject.toml [tool.ruff]) over every module but the generated machinery/api.
+lint: install
+	$(BIN)/ruff check .
 
 test-unit: install
 	$(BIN)/python -m pytest -q -p no:cacheprovider tests/unit

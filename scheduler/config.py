@@ -46,8 +46,9 @@ from typing import Any
 import yaml
 
 from scheduler import plugins as intree
+from scheduler.framework.interfaces import POINT_PROTOCOLS
 from scheduler.framework.plugin_args import ArgsError, no_args
-from scheduler.framework.runtime import POINT_METHODS, PluginSets
+from scheduler.framework.runtime import PluginSets
 
 API_VERSION = "kubescheduler.config.k8s.io/v1"
 KIND = "KubeSchedulerConfiguration"
@@ -149,9 +150,9 @@ def build_plugin_sets(raw_plugins: dict | None, plugin_config: list | None, regi
     raw_plugins = raw_plugins or {}
     if not isinstance(raw_plugins, dict):
         raise ConfigError(f"{path}.plugins: must be a mapping of extension points")
-    _check_keys(raw_plugins, set(POINT_METHODS) | {"multiPoint"}, f"{path}.plugins")
+    _check_keys(raw_plugins, set(POINT_PROTOCOLS) | {"multiPoint"}, f"{path}.plugins")
     sets: dict[str, tuple[list, list]] = {}
-    for point in ["multiPoint", *POINT_METHODS]:
+    for point in ["multiPoint", *POINT_PROTOCOLS]:
         raw = raw_plugins.get(point) or {}
         if not isinstance(raw, dict):
             raise ConfigError(f"{path}.plugins.{point}: must be a mapping with enabled/disabled")
@@ -166,7 +167,7 @@ def build_plugin_sets(raw_plugins: dict | None, plugin_config: list | None, regi
     weights: dict[str, int] = {n: w for n, w in multi if w}
     points: dict[str, list[str]] = {}
     disabled: dict[str, set[str]] = {}
-    for point in POINT_METHODS:
+    for point in POINT_PROTOCOLS:
         enabled, off = sets[point]
         points[point] = [n for n, _ in enabled]
         disabled[point] = {n for n, _ in off}

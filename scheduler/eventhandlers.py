@@ -30,12 +30,20 @@ from typing import TYPE_CHECKING
 from machinery.api import core_pb2
 from machinery.logging import get_logger
 from scheduler import metrics
-from scheduler.framework.deferred_resize import (is_deferred_resize, node_disables_resize_preemption,
-                                                 preemption_disabled_by_condition)
+from scheduler.framework.deferred_resize import (
+    is_deferred_resize,
+    node_disables_resize_preemption,
+    preemption_disabled_by_condition,
+)
 from scheduler.framework.pod_info import PodInfo, pod_priority
-from scheduler.framework.types import (EVENT_ASSIGNED_POD_ADD, EVENT_ASSIGNED_POD_DELETE, EVENT_NODE_ADD,
-                                       EVENT_NODE_DELETE, node_scheduling_property_changes,
-                                       pod_scheduling_property_changes)
+from scheduler.framework.types import (
+    EVENT_ASSIGNED_POD_ADD,
+    EVENT_ASSIGNED_POD_DELETE,
+    EVENT_NODE_ADD,
+    EVENT_NODE_DELETE,
+    node_scheduling_property_changes,
+    pod_scheduling_property_changes,
+)
 
 if TYPE_CHECKING:
     from scheduler.scheduler import Scheduler

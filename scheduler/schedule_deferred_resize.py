@@ -40,8 +40,7 @@ from scheduler import metrics
 from scheduler.framework.deferred_resize import resize_request
 from scheduler.framework.pod_info import QueuedPodInfo
 from scheduler.framework.runtime import Framework
-from scheduler.framework.types import (Code, CycleState, Diagnosis, FitError, NominatingMode, Status,
-                                       fit_error_message)
+from scheduler.framework.types import Code, CycleState, Diagnosis, FitError, NominatingMode, Status, fit_error_message
 
 if TYPE_CHECKING:
     from scheduler.scheduler import Scheduler

@@ -36,8 +36,16 @@ from scheduler.framework.deferred_resize import is_deferred_resize
 from scheduler.framework.node_info import NodeInfo
 from scheduler.framework.pod_info import PodInfo, QueuedPodInfo
 from scheduler.framework.runtime import Framework
-from scheduler.framework.types import (EVENT_ASSIGNED_POD_DELETE, Code, CycleState, Diagnosis, FitError,
-                                       NominatingInfo, NominatingMode, Status)
+from scheduler.framework.types import (
+    EVENT_ASSIGNED_POD_DELETE,
+    Code,
+    CycleState,
+    Diagnosis,
+    FitError,
+    NominatingInfo,
+    NominatingMode,
+    Status,
+)
 from scheduler.schedule_deferred_resize import schedule_deferred_resize
 
 if TYPE_CHECKING:
@@ -123,7 +131,8 @@ class Algorithm:
         nominated = fw.handle.nominated_node(pod)
         if nominated:
             ni = snapshot.get(nominated)
-            if ni is not None and (pre_result is None or pre_result.node_names is None or nominated in pre_result.node_names):
+            allowed = pre_result is None or pre_result.node_names is None or nominated in pre_result.node_names
+            if ni is not None and allowed:
                 if fw.run_filter_plugins_with_nominated_pods(state, pod, ni, filters) is None:
                     return [ni], diagnosis
         nodes = all_nodes
@@ -187,7 +196,7 @@ class Algorithm:
     def select_host(self, nodes: list[NodeInfo], scores: list[int]) -> str:
         """The highest score; ties broken uniformly at random (reservoir sampling)."""
         best, chosen, ties = -1, "", 0
-        for ni, score in zip(nodes, scores):
+        for ni, score in zip(nodes, scores, strict=True):
             if score > best:
                 best, chosen, ties = score, ni.name, 1
             elif score == best:

@@ -1,37 +1,49 @@
-"""The extension points a plugin may implement, and the Handle plugins are given.
+"""The extension points a plugin may implement, as one Protocol each, and the Handle plugins are given.
 
-A plugin is an object with a ``name`` and any of the methods below; the framework calls it at
-every extension point whose method it has (kube-scheduler's interface.go, in Python's terms):
+A plugin is an object with a ``name`` that implements any of the Protocols below; the framework
+runs it at every extension point whose Protocol it implements (kube-scheduler's interface.go:
+one Go interface per extension point, here a ``runtime_checkable`` ``Protocol``):
 
-=====================  ====================================================================
-``pre_enqueue``        (pod) -> Status|None; not success keeps the pod out of activeQ (gated)
-``less``               (QueuedPodInfo, QueuedPodInfo) -> bool; the one QueueSort plugin
-``events_to_register`` () -> list[ClusterEventWithHint]; what can make a rejected pod schedulable
-``pre_filter``         (state, pod, nodes) -> (PreFilterResult|None, Status|None); Skip = not relevant
-``add_pod`` / ``remove_pod``  PreFilter extensions: (state, pod, pod_info, node_info) -> Status|None,
-                       keep PreFilter's state right when preemption simulates pods gone or added
-``filter``             (state, pod, node_info) -> Status|None
-``post_filter``        async (state, pod, diagnosis) -> (PostFilterResult|None, Status|None)
-``pre_score``          (state, pod, nodes) -> Status|None; Skip = no score from this plugin
-``score``              (state, pod, node_info) -> (int, Status|None)
-``normalize_score``    (state, pod, node_names: list[str], scores: list[int]) -> Status|None (in place)
-``reserve`` / ``unreserve``  (state, pod, node_name)
-``permit``             (state, pod, node_name) -> (Status|None, timeout seconds); Wait parks the pod
-``pre_bind``           async (state, pod, node_name) -> Status|None
-``bind``               async (state, pod, node_name) -> Status|None; Skip passes to the next binder
-``post_bind``          (state, pod, node_name)
-=====================  ====================================================================
+==================  ===========================  ===============================================
+configuration name  Protocol                     methods
+==================  ===========================  ===============================================
+``preEnqueue``      ``PreEnqueuePlugin``         ``pre_enqueue``
+``queueSort``       ``QueueSortPlugin``          ``less``
+``preFilter``       ``PreFilterPlugin``          ``pre_filter`` (and ``PreFilterExtensions``:
+                                                 ``add_pod``, ``remove_pod``)
+``filter``          ``FilterPlugin``             ``filter``
+``postFilter``      ``PostFilterPlugin``         async ``post_filter``
+``preScore``        ``PreScorePlugin``           ``pre_score``
+``score``           ``ScorePlugin``              ``score`` (and ``ScoreExtensions``:
+                                                 ``normalize_score``)
+``reserve``         ``ReservePlugin``            ``reserve``, ``unreserve``
+``permit``          ``PermitPlugin``             ``permit``
+``preBind``         ``PreBindPlugin``            async ``pre_bind``
+``bind``            ``BindPlugin``               async ``bind``
+``postBind``        ``PostBindPlugin``           ``post_bind``
+(any plugin)        ``EnqueueExtensions``        ``events_to_register``
+(any plugin)        ``Closer``                   async ``close``
+==================  ===========================  ===============================================
 
-Filter and Score run for each node and are synchronous and cheap; anything that talks to the
-API (post_filter, pre_bind, bind) is a coroutine. Plugins are built by a factory
-``factory(args, handle: Handle) -> plugin``, registered by name (``scheduler/plugins``): ``args``
-is the plugin's typed ``<Plugin>Args`` that ``scheduler.config`` decoded strictly
-(``scheduler/framework/plugin_args.py``), or None for a plugin that takes none.
+Each Protocol's docstring says what its statuses mean; a returned None is Success. Filter and
+Score run for each node and are synchronous and cheap; anything that talks to the API
+(post_filter, pre_bind, bind) is a coroutine. ``POINT_PROTOCOLS`` maps the configuration names
+to the Protocols: the framework selects a profile's plugins with ``isinstance`` against them.
+A plugin in ``multiPoint`` must not have a public method that none of its contracts names
+(``contracts_of``) and that is not one of its QueueingHints: a misspelt ``filtr`` is an error
+when the framework is built, never an extension point skipped silently. A plugin that fulfils
+another component's contract too (DefaultPreemption: the preemption evaluator's
+``PreemptionPlugin``) says so by naming that Protocol as a base class (PEP 544's explicit
+implementation), which makes its methods known.
+
+Plugins are built by a factory ``factory(args, handle: Handle) -> plugin``, registered by name
+(``scheduler/plugins``): ``args`` is the plugin's typed ``<Plugin>Args`` that ``scheduler.config``
+decoded strictly (``scheduler/framework/plugin_args.py``), or None for a plugin that takes none.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Callable, Iterable, Protocol
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Protocol, runtime_checkable
 
 from machinery.api import core_pb2, policy_pb2
 from scheduler.framework.features import Features
@@ -40,16 +52,231 @@ if TYPE_CHECKING:
     from machinery.client import Client
     from machinery.events import EventRecorder
     from scheduler.cache.snapshot import Snapshot
+    from scheduler.framework.node_info import NodeInfo
+    from scheduler.framework.pod_info import PodInfo, QueuedPodInfo
     from scheduler.framework.runtime import Framework
-    from scheduler.framework.pod_info import PodInfo
+    from scheduler.framework.types import (
+        ClusterEventWithHint,
+        CycleState,
+        Diagnosis,
+        PostFilterResult,
+        PreFilterResult,
+        Status,
+    )
     from scheduler.status_writer import StatusWriter
 
-EXTENSION_POINTS = ("pre_enqueue", "less", "pre_filter", "filter", "post_filter", "pre_score", "score", "reserve",
-                    "permit", "pre_bind", "bind", "post_bind")
 
-
+@runtime_checkable
 class Plugin(Protocol):
+    """What every plugin has: the name the registry and the profiles know it by."""
+
     name: str
+
+
+@runtime_checkable
+class PreEnqueuePlugin(Plugin, Protocol):
+    """Runs before a pod enters activeQ; cheap, as it runs every time one would."""
+
+    def pre_enqueue(self, pod: core_pb2.Pod) -> Status | None:
+        """Success: the pod may enter activeQ. Anything else keeps it gated in the unschedulable
+        pool until an event this plugin registered lets it out."""
+        ...
+
+
+@runtime_checkable
+class QueueSortPlugin(Plugin, Protocol):
+    """Orders activeQ; a profile has exactly one, and all profiles the same one."""
+
+    def less(self, a: QueuedPodInfo, b: QueuedPodInfo) -> bool:
+        """Whether ``a`` pops before ``b``."""
+        ...
+
+
+@runtime_checkable
+class EnqueueExtensions(Plugin, Protocol):
+    """The cluster events that may make a pod this plugin rejected schedulable."""
+
+    def events_to_register(self) -> list[ClusterEventWithHint]:
+        """Each event with its QueueingHint function (None: always Queue); asked once, when the
+        framework is built."""
+        ...
+
+
+@runtime_checkable
+class PreFilterPlugin(Plugin, Protocol):
+    """Runs once per scheduling attempt, before the filters."""
+
+    def pre_filter(self, state: CycleState, pod: core_pb2.Pod,
+                   nodes: list[NodeInfo]) -> tuple[PreFilterResult | None, Status | None]:
+        """Success, optionally with a PreFilterResult that narrows the nodes to evaluate (the
+        results of all plugins intersect); Skip: this plugin's Filter does not run this attempt;
+        Unschedulable: the others still run, then the attempt fails; UnschedulableAndUnresolvable
+        ends the attempt at once (preemption cannot help); Error: an internal error."""
+        ...
+
+
+@runtime_checkable
+class PreFilterExtensions(Plugin, Protocol):
+    """Keeps a PreFilter plugin's cycle state right when preemption simulates pods removed from
+    or added to a node; counts only on a plugin that implements PreFilterPlugin."""
+
+    def add_pod(self, state: CycleState, pod: core_pb2.Pod, pod_info_to_add: PodInfo,
+                node_info: NodeInfo) -> Status | None:
+        """``pod_info_to_add`` is now on ``node_info``; anything but Success is an Error."""
+        ...
+
+    def remove_pod(self, state: CycleState, pod: core_pb2.Pod, pod_info_to_remove: PodInfo,
+                   node_info: NodeInfo) -> Status | None:
+        """``pod_info_to_remove`` is gone from ``node_info``; anything but Success is an Error."""
+        ...
+
+
+@runtime_checkable
+class FilterPlugin(Plugin, Protocol):
+    """Whether the pod fits one node; runs for each node, synchronous and cheap."""
+
+    def filter(self, state: CycleState, pod: core_pb2.Pod, node_info: NodeInfo) -> Status | None:
+        """Success: the node fits; Unschedulable: it does not, and preemption may help;
+        UnschedulableAndUnresolvable: it does not and preemption cannot help; Error: an internal
+        error."""
+        ...
+
+
+@runtime_checkable
+class PostFilterPlugin(Plugin, Protocol):
+    """Runs when no node fits the pod (DefaultPreemption)."""
+
+    async def post_filter(self, state: CycleState, pod: core_pb2.Pod,
+                          diagnosis: Diagnosis) -> tuple[PostFilterResult | None, Status | None]:
+        """Success: the pod can be made schedulable (the result may nominate a node), the next
+        plugins do not run; Unschedulable: not by this plugin, the next ones run;
+        UnschedulableAndUnresolvable: not at all, the next ones do not run; Error: an internal
+        error."""
+        ...
+
+
+@runtime_checkable
+class PreScorePlugin(Plugin, Protocol):
+    """Runs once with the nodes that passed the filters, before Score."""
+
+    def pre_score(self, state: CycleState, pod: core_pb2.Pod, nodes: list[NodeInfo]) -> Status | None:
+        """Success; Skip: this plugin's Score does not run this attempt; anything else is an Error."""
+        ...
+
+
+@runtime_checkable
+class ScorePlugin(Plugin, Protocol):
+    """Ranks one feasible node; runs for each node, synchronous and cheap."""
+
+    def score(self, state: CycleState, pod: core_pb2.Pod, node_info: NodeInfo) -> tuple[int, Status | None]:
+        """The node's score (after NormalizeScore within [MIN_NODE_SCORE, MAX_NODE_SCORE]; the
+        framework multiplies it by the plugin's weight); anything but Success is an Error."""
+        ...
+
+
+@runtime_checkable
+class ScoreExtensions(Plugin, Protocol):
+    """Rescales a Score plugin's scores of all nodes at once; counts only on a plugin that
+    implements ScorePlugin."""
+
+    def normalize_score(self, state: CycleState, pod: core_pb2.Pod, node_names: list[str],
+                        scores: list[int]) -> Status | None:
+        """Rewrites ``scores`` (aligned with ``node_names``) in place; anything but Success is an
+        Error."""
+        ...
+
+
+@runtime_checkable
+class ReservePlugin(Plugin, Protocol):
+    """Told when the pod is assumed on its node, and when that is undone."""
+
+    def reserve(self, state: CycleState, pod: core_pb2.Pod, node_name: str) -> Status | None:
+        """Success; Unschedulable (or UnschedulableAndUnresolvable): the pod is rejected from the
+        node, and every Reserve plugin's Unreserve runs; anything else is an Error."""
+        ...
+
+    def unreserve(self, state: CycleState, pod: core_pb2.Pod, node_name: str) -> None:
+        """Undo Reserve; idempotent, and may run without a Reserve before it."""
+        ...
+
+
+@runtime_checkable
+class PermitPlugin(Plugin, Protocol):
+    """Approves, rejects or delays the binding of a reserved pod."""
+
+    def permit(self, state: CycleState, pod: core_pb2.Pod, node_name: str) -> tuple[Status | None, float]:
+        """Success; Wait: the pod waits at most the returned seconds (at most 15 minutes) for this
+        plugin to allow it through ``handle.waiting_pods``; Unschedulable: rejected; anything
+        else is an Error."""
+        ...
+
+
+@runtime_checkable
+class PreBindPlugin(Plugin, Protocol):
+    """Runs in the binding cycle, before Bind (may talk to the API)."""
+
+    async def pre_bind(self, state: CycleState, pod: core_pb2.Pod, node_name: str) -> Status | None:
+        """Success; Unschedulable: the pod is rejected and not bound; anything else is an Error."""
+        ...
+
+
+@runtime_checkable
+class BindPlugin(Plugin, Protocol):
+    """Binds the pod to its node; the first Bind plugin that does not Skip binds it."""
+
+    async def bind(self, state: CycleState, pod: core_pb2.Pod, node_name: str) -> Status | None:
+        """Success: bound; Skip: not this plugin's pod, the next Bind plugin runs; anything else
+        rejects the pod, unbound."""
+        ...
+
+
+@runtime_checkable
+class PostBindPlugin(Plugin, Protocol):
+    """Informational, after the pod is bound (clean-up)."""
+
+    def post_bind(self, state: CycleState, pod: core_pb2.Pod, node_name: str) -> None: ...
+
+
+@runtime_checkable
+class Closer(Plugin, Protocol):
+    """A plugin with work of its own in flight (async preemption's evictions)."""
+
+    async def close(self) -> None:
+        """The scheduler stops: finish (or cancel) that work."""
+        ...
+
+
+# Extension point (its configuration name, in kube-scheduler's order) -> the Protocol of the plugins it runs.
+POINT_PROTOCOLS: dict[str, type] = {
+    "preEnqueue": PreEnqueuePlugin, "queueSort": QueueSortPlugin, "preFilter": PreFilterPlugin,
+    "filter": FilterPlugin, "postFilter": PostFilterPlugin, "preScore": PreScorePlugin, "score": ScorePlugin,
+    "reserve": ReservePlugin, "permit": PermitPlugin, "preBind": PreBindPlugin, "bind": BindPlugin,
+    "postBind": PostBindPlugin,
+}
+
+# An extension of a point's contract counts only on a plugin that implements that point.
+_EXTENDS: dict[type, type] = {PreFilterExtensions: PreFilterPlugin, ScoreExtensions: ScorePlugin}
+
+
+def contracts_of(plugin: object) -> list[type]:
+    """Every contract ``plugin`` fulfils whole: the extension points it implements, their
+    extensions, EnqueueExtensions, Closer, and the Protocols its class names as bases."""
+    out: list[type] = [c for c in (*POINT_PROTOCOLS.values(), EnqueueExtensions, Closer) if isinstance(plugin, c)]
+    out += [ext for ext, point in _EXTENDS.items() if point in out and isinstance(plugin, ext)]
+    out += [c for c in type(plugin).__mro__ if Protocol in c.__bases__ and c not in out]
+    return out
+
+
+def methods_of(contract: type) -> frozenset[str]:
+    """The methods a Protocol names, with those of the Protocols it extends."""
+    return frozenset(name for c in contract.__mro__ if Protocol in c.__bases__
+                     for name, value in vars(c).items() if not name.startswith("_") and callable(value))
+
+
+def public_methods(plugin: object) -> list[str]:
+    """The methods of the plugin's class (inherited ones too) whose names do not start with ``_``."""
+    cls = type(plugin)
+    return sorted(name for name in dir(cls) if not name.startswith("_") and callable(getattr(cls, name)))
 
 
 class Nominator(Protocol):
@@ -103,4 +330,4 @@ class Handle:
         return node or pod.status.nominated_node_name
 
 
-PluginFactory = Callable[[Any, Handle], Any]
+PluginFactory = Callable[[Any, Handle], Plugin]

@@ -1,7 +1,9 @@
 """The framework of one profile: its plugins, built once, run at each extension point in order.
 
 kube-scheduler's frameworkruntime: ``Framework`` instantiates the profile's plugins from the
-registry (one instance per plugin, shared by the extension points it implements), and runs them:
+registry (one instance per plugin, shared by the extension points it implements: those whose
+Protocol in ``interfaces.py`` it implements; a multiPoint plugin with a public method no
+extension point names is refused), and runs them:
 
 - PreFilter: a Skip status skips that plugin's Filter for this attempt; PreFilterResults
   intersect; a rejection stops the attempt (every node gets the same status).
@@ -20,16 +22,51 @@ from __future__ import annotations
 import asyncio
 import time
 from dataclasses import dataclass, field
+from types import MethodType
 from typing import Any, Callable
 
 from prometheus_client import Histogram
 
 from machinery.api import core_pb2
-from scheduler.framework.interfaces import Handle, PluginFactory
+from scheduler.framework.interfaces import (
+    POINT_PROTOCOLS,
+    BindPlugin,
+    Closer,
+    EnqueueExtensions,
+    FilterPlugin,
+    Handle,
+    PermitPlugin,
+    Plugin,
+    PluginFactory,
+    PostBindPlugin,
+    PostFilterPlugin,
+    PreBindPlugin,
+    PreEnqueuePlugin,
+    PreFilterExtensions,
+    PreFilterPlugin,
+    PreScorePlugin,
+    QueueSortPlugin,
+    ReservePlugin,
+    ScoreExtensions,
+    ScorePlugin,
+    contracts_of,
+    methods_of,
+    public_methods,
+)
 from scheduler.framework.node_info import NodeInfo
 from scheduler.framework.pod_info import PodInfo, pod_priority
-from scheduler.framework.types import (MAX_NODE_SCORE, MIN_NODE_SCORE, ClusterEventWithHint, Code, CycleState,
-                                       Diagnosis, PostFilterResult, PreFilterResult, Status, code_name)
+from scheduler.framework.types import (
+    MAX_NODE_SCORE,
+    MIN_NODE_SCORE,
+    ClusterEventWithHint,
+    Code,
+    CycleState,
+    Diagnosis,
+    PostFilterResult,
+    PreFilterResult,
+    Status,
+    code_name,
+)
 
 EXTENSION_POINT_DURATION = Histogram(
     "scheduler_framework_extension_point_duration_seconds",
@@ -37,14 +74,6 @@ EXTENSION_POINT_DURATION = Histogram(
     buckets=(0.0001, 0.0002, 0.0004, 0.0008, 0.0016, 0.0032, 0.0064, 0.0128, 0.0256, 0.0512, 0.1024, 0.2048))
 
 DEFAULT_PERMIT_TIMEOUT = 15 * 60.0
-
-
-# Extension point (configuration name) -> the method a plugin serving it has.
-POINT_METHODS = {
-    "preEnqueue": "pre_enqueue", "queueSort": "less", "preFilter": "pre_filter", "filter": "filter",
-    "postFilter": "post_filter", "preScore": "pre_score", "score": "score", "reserve": "reserve",
-    "permit": "permit", "preBind": "pre_bind", "bind": "bind", "postBind": "post_bind",
-}
 
 
 @dataclass
@@ -68,24 +97,35 @@ class PluginSets:
                     seen.append(n)
         return seen
 
-    def expand(self, plugins: dict[str, Any], profile: str) -> dict[str, list[str]]:
-        """The plugins each extension point runs, in order (kube-scheduler's multiPoint expansion)."""
+    def expand(self, plugins: dict[str, Plugin], profile: str) -> dict[str, list[str]]:
+        """The plugins each extension point runs, in order (kube-scheduler's multiPoint expansion):
+        a plugin serves a point when it implements that point's Protocol (``POINT_PROTOCOLS``)."""
         out: dict[str, list[str]] = {}
-        for point, method in POINT_METHODS.items():
+        for point, contract in POINT_PROTOCOLS.items():
             names = list(self.points.get(point, []))
             for n in names:
-                if not hasattr(plugins[n], method):
+                if not isinstance(plugins[n], contract):
                     raise FrameworkError(f'profile "{profile}": plugin "{n}" does not extend {point}')
             off = self.disabled.get(point, set())
             if "*" not in off:
                 names += [n for n in self.multi_point
-                          if n not in off and n not in names and hasattr(plugins[n], method)]
+                          if n not in off and n not in names and isinstance(plugins[n], contract)]
             out[point] = names
         return out
 
 
 class FrameworkError(ValueError):
-    """A profile names a plugin that does not exist or cannot serve an extension point."""
+    """A profile names a plugin that does not exist or cannot serve an extension point, or a
+    multiPoint plugin has a method no extension point names."""
+
+
+def _unknown_methods(plugin: Plugin, events: list[ClusterEventWithHint]) -> list[str]:
+    """The plugin's public methods that no contract it fulfils names and that are none of the
+    QueueingHints it registers: a misspelt ``filtr``, or half a contract (``reserve`` alone)."""
+    known = set().union(*map(methods_of, contracts_of(plugin)))
+    known |= {e.hint.__func__.__name__ for e in events
+              if isinstance(e.hint, MethodType) and e.hint.__self__ is plugin}
+    return [m for m in public_methods(plugin) if m not in known]
 
 
 class WaitingPod:
@@ -124,7 +164,7 @@ class Framework:
         self.handle = handle
         self.percentage_of_nodes_to_score = percentage_of_nodes_to_score
         handle.framework = self
-        self.plugins: dict[str, Any] = {}
+        self.plugins: dict[str, Plugin] = {}
         for name in sets.names():
             factory = registry.get(name)
             if factory is None:
@@ -135,31 +175,41 @@ class Framework:
 
         expanded = sets.expand(self.plugins, profile_name)
         self.points = expanded
+        self._events: dict[str, list[ClusterEventWithHint]] = {
+            name: list(pl.events_to_register()) for name, pl in self.plugins.items()
+            if isinstance(pl, EnqueueExtensions)}
+        for name in sets.multi_point:
+            unknown = _unknown_methods(self.plugins[name], self._events.get(name, []))
+            if unknown:
+                raise FrameworkError(f'profile "{profile_name}": multiPoint plugin "{name}" has method '
+                                     f'"{unknown[0]}", which no extension point it implements names')
 
-        def at(point: str, method: str) -> list[Any]:
+        def at(point: str) -> list[Any]:  # expand checked that each implements the point's Protocol
             return [self.plugins[name] for name in expanded[point]]
 
-        self.pre_enqueue_plugins = at("preEnqueue", "pre_enqueue")
-        sorters = at("queueSort", "less")
+        self.pre_enqueue_plugins: list[PreEnqueuePlugin] = at("preEnqueue")
+        sorters: list[QueueSortPlugin] = at("queueSort")
         if len(sorters) != 1:
             raise FrameworkError(f'profile "{profile_name}": exactly one queueSort plugin is needed, got '
                                  f'{len(sorters)}')
         self.queue_sort = sorters[0]
-        self.pre_filter_plugins = at("preFilter", "pre_filter")
-        self.filter_plugins = at("filter", "filter")
-        self.post_filter_plugins = at("postFilter", "post_filter")
-        self.pre_score_plugins = at("preScore", "pre_score")
-        self.score_plugins = at("score", "score")
-        self.reserve_plugins = at("reserve", "reserve")
-        self.permit_plugins = at("permit", "permit")
-        self.pre_bind_plugins = at("preBind", "pre_bind")
-        self.bind_plugins = at("bind", "bind")
+        self.pre_filter_plugins: list[PreFilterPlugin] = at("preFilter")
+        self.filter_plugins: list[FilterPlugin] = at("filter")
+        self.post_filter_plugins: list[PostFilterPlugin] = at("postFilter")
+        self.pre_score_plugins: list[PreScorePlugin] = at("preScore")
+        self.score_plugins: list[ScorePlugin] = at("score")
+        self.reserve_plugins: list[ReservePlugin] = at("reserve")
+        self.permit_plugins: list[PermitPlugin] = at("permit")
+        self.pre_bind_plugins: list[PreBindPlugin] = at("preBind")
+        self.bind_plugins: list[BindPlugin] = at("bind")
         if not self.bind_plugins:
             raise FrameworkError(f'profile "{profile_name}": at least one bind plugin is needed')
-        self.post_bind_plugins = at("postBind", "post_bind")
+        self.post_bind_plugins: list[PostBindPlugin] = at("postBind")
         self.weights = {pl.name: (sets.weights.get(pl.name) or 1) for pl in self.score_plugins}
-        self._pre_filter_extensions = [pl for pl in self.pre_filter_plugins if hasattr(pl, "add_pod")]
-        self._events: dict[str, list[ClusterEventWithHint]] | None = None
+        self._pre_filter_extensions: list[PreFilterExtensions] = [
+            pl for pl in self.pre_filter_plugins if isinstance(pl, PreFilterExtensions)]
+        self._score_extensions: dict[str, ScoreExtensions] = {
+            pl.name: pl for pl in self.score_plugins if isinstance(pl, ScoreExtensions)}
 
     # ------------------------------------------------------------ queueing
 
@@ -168,11 +218,6 @@ class Framework:
 
     def events_to_register(self) -> dict[str, list[ClusterEventWithHint]]:
         """Per plugin, the events that may make a pod it rejected schedulable (EnqueueExtensions)."""
-        if self._events is None:
-            self._events = {}
-            for name, pl in self.plugins.items():
-                if hasattr(pl, "events_to_register"):
-                    self._events[name] = list(pl.events_to_register())
         return self._events
 
     def run_pre_enqueue_plugins(self, pod: core_pb2.Pod) -> Status | None:
@@ -348,9 +393,9 @@ class Framework:
                     return totals, Status(Code.ERROR, f'running Score plugin "{pl.name}": {st.message()}',
                                           plugin=pl.name)
                 scores.append(s)
-            normalize = getattr(pl, "normalize_score", None)
-            if normalize is not None:
-                st = normalize(state, pod, names, scores)
+            extensions = self._score_extensions.get(pl.name)
+            if extensions is not None:
+                st = extensions.normalize_score(state, pod, names, scores)
                 if st is not None and st.code != Code.SUCCESS:
                     return totals, Status(Code.ERROR, f'running Normalize on Score plugin "{pl.name}": '
                                                       f'{st.message()}', plugin=pl.name)
@@ -394,7 +439,8 @@ class Framework:
             return s
         if waiting:
             self.handle.waiting_pods[pod.metadata.uid] = WaitingPod(pod, waiting)
-            return Status(Code.WAIT, f'one or more plugins asked to wait and no plugin rejected pod "{pod.metadata.name}"')
+            return Status(Code.WAIT,
+                          f'one or more plugins asked to wait and no plugin rejected pod "{pod.metadata.name}"')
         return None
 
     async def wait_on_permit(self, pod: core_pb2.Pod) -> Status | None:
@@ -436,9 +482,8 @@ class Framework:
     async def close(self) -> None:
         """Let plugins with work of their own in flight (async preemption) finish it."""
         for pl in self.plugins.values():
-            close = getattr(pl, "close", None)
-            if close is not None:
-                await close()
+            if isinstance(pl, Closer):
+                await pl.close()
 
     # ------------------------------------------------------------ facts
 

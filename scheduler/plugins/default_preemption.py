@@ -59,9 +59,19 @@ from scheduler.framework.features import Features, features_of
 from scheduler.framework.interfaces import Handle
 from scheduler.framework.node_info import NodeInfo
 from scheduler.framework.pod_info import PodInfo, importance_key, pod_priority
-from scheduler.framework.types import (ASSIGNED_POD, ActionType, ClusterEvent, ClusterEventWithHint, Code, CycleState,
-                                       Diagnosis, PostFilterResult, QueueingHint, Status)
-from scheduler.preemption.evaluator import PDB, Evaluator, pod_terminating_by_preemption
+from scheduler.framework.types import (
+    ASSIGNED_POD,
+    ActionType,
+    ClusterEvent,
+    ClusterEventWithHint,
+    Code,
+    CycleState,
+    Diagnosis,
+    PostFilterResult,
+    QueueingHint,
+    Status,
+)
+from scheduler.preemption.evaluator import PDB, Evaluator, PreemptionPlugin, pod_terminating_by_preemption
 
 NAME = "DefaultPreemption"
 NO_VICTIMS = "No preemption victims found for incoming pod"
@@ -138,7 +148,10 @@ def filter_pods_with_pdb_violation(pods: list[PodInfo], pdbs: list[PDB]) -> tupl
     return violating, ok
 
 
-class DefaultPreemption:
+class DefaultPreemption(PreemptionPlugin):
+    """PreEnqueue, PostFilter, EnqueueExtensions and Closer by shape; the evaluator's
+    PreemptionPlugin by name (its base), so its three public methods are a contract, not strays."""
+
     name = NAME
 
     def __init__(self, args: DefaultPreemptionArgs, handle: Handle, features: Features = Features(),

@@ -52,13 +52,25 @@ from dataclasses import dataclass
 from typing import Any, Iterable, Mapping
 
 from machinery.api import core_pb2
+from scheduler.framework import plugin_args as pa
 from scheduler.framework.deferred_resize import skipped_for_deferred_resize
 from scheduler.framework.features import Features, features_of
-from scheduler.framework import plugin_args as pa
 from scheduler.framework.node_info import NodeInfo
 from scheduler.framework.pod_info import AffinityTerm, PodInfo, WeightedAffinityTerm
-from scheduler.framework.types import (MAX_NODE_SCORE, NODE, POD, ActionType, ClusterEvent, ClusterEventWithHint,
-                                       Code, CycleState, PreFilterResult, QueueingHint, StateData, Status)
+from scheduler.framework.types import (
+    MAX_NODE_SCORE,
+    NODE,
+    POD,
+    ActionType,
+    ClusterEvent,
+    ClusterEventWithHint,
+    Code,
+    CycleState,
+    PreFilterResult,
+    QueueingHint,
+    StateData,
+    Status,
+)
 
 NAME = "InterPodAffinity"
 _STATE_KEY = "PreFilter" + NAME

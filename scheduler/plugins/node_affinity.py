@@ -35,12 +35,22 @@ from typing import Any, Mapping
 
 from machinery import placement, selectors
 from machinery.api import core_pb2
+from scheduler.framework import plugin_args as pa
 from scheduler.framework.deferred_resize import skipped_for_deferred_resize
 from scheduler.framework.features import Features, features_of
-from scheduler.framework import plugin_args as pa
 from scheduler.framework.node_info import NodeInfo
-from scheduler.framework.types import (MAX_NODE_SCORE, NODE, ActionType, ClusterEvent, ClusterEventWithHint, Code,
-                                       CycleState, PreFilterResult, QueueingHint, Status)
+from scheduler.framework.types import (
+    MAX_NODE_SCORE,
+    NODE,
+    ActionType,
+    ClusterEvent,
+    ClusterEventWithHint,
+    Code,
+    CycleState,
+    PreFilterResult,
+    QueueingHint,
+    Status,
+)
 from scheduler.plugins.helper import default_normalize_score
 
 NAME = "NodeAffinity"

@@ -23,8 +23,17 @@ from typing import Any
 from machinery.api import core_pb2
 from scheduler.framework.node_info import NodeInfo
 from scheduler.framework.plugin_args import no_args
-from scheduler.framework.types import (NODE, ActionType, ClusterEvent, ClusterEventWithHint, Code, CycleState,
-                                       PreFilterResult, QueueingHint, Status)
+from scheduler.framework.types import (
+    NODE,
+    ActionType,
+    ClusterEvent,
+    ClusterEventWithHint,
+    Code,
+    CycleState,
+    PreFilterResult,
+    QueueingHint,
+    Status,
+)
 
 NAME = "NodeName"
 ERR_REASON = "node(s) didn't match the requested node name"

@@ -32,8 +32,18 @@ from scheduler.framework.deferred_resize import skipped_for_deferred_resize
 from scheduler.framework.features import Features, features_of
 from scheduler.framework.node_info import NodeInfo
 from scheduler.framework.plugin_args import no_args
-from scheduler.framework.types import (NODE, POD, ActionType, ClusterEvent, ClusterEventWithHint, Code, CycleState,
-                                       PreFilterResult, QueueingHint, Status)
+from scheduler.framework.types import (
+    NODE,
+    POD,
+    ActionType,
+    ClusterEvent,
+    ClusterEventWithHint,
+    Code,
+    CycleState,
+    PreFilterResult,
+    QueueingHint,
+    Status,
+)
 
 NAME = "NodePorts"
 _STATE_KEY = "PreFilter" + NAME

@@ -76,7 +76,7 @@ class _PodRequests(StateData):
 def balanced_score(requested: list[int], allocatable: list[int]) -> int:
     """kube-scheduler's balancedResourceScorer: (1 - std of the used fractions) * 100, truncated."""
     fractions: list[float] = []
-    for req, alloc in zip(requested, allocatable):
+    for req, alloc in zip(requested, allocatable, strict=True):
         if alloc == 0:
             continue
         fractions.append(min(req / alloc, 1.0))
@@ -121,7 +121,7 @@ class NodeResourcesBalancedAllocation:
             return int((1 - abs((f_cpu - f_mem) / 2)) * MAX_NODE_SCORE), None
         requested: list[int] = []
         allocatable: list[int] = []
-        for name, want in zip(self.resources, req.amounts):
+        for name, want in zip(self.resources, req.amounts, strict=True):
             if name == res.CPU:
                 cap, have = alloc.milli_cpu, used.milli_cpu
             elif name == res.MEMORY:

@@ -61,8 +61,20 @@ from scheduler.framework.deferred_resize import is_deferred_resize
 from scheduler.framework.features import Features, features_of
 from scheduler.framework.node_info import NodeInfo, Resource, is_scalar_resource
 from scheduler.framework.pod_info import PodInfo
-from scheduler.framework.types import (MAX_NODE_SCORE, ActionType, ClusterEvent, ClusterEventWithHint, Code,
-                                       CycleState, PreFilterResult, QueueingHint, StateData, Status, NODE, POD)
+from scheduler.framework.types import (
+    MAX_NODE_SCORE,
+    NODE,
+    POD,
+    ActionType,
+    ClusterEvent,
+    ClusterEventWithHint,
+    Code,
+    CycleState,
+    PreFilterResult,
+    QueueingHint,
+    StateData,
+    Status,
+)
 
 NAME = "NodeResourcesFit"
 _STATE_KEY = "PreFilter" + NAME
@@ -247,7 +259,8 @@ def fits_request(req: _PodRequest, ni: NodeInfo, ignored: frozenset[str] = froze
                                 r.memory > alloc.memory))
     if r.ephemeral_storage > 0 and r.ephemeral_storage > alloc.ephemeral_storage - used.ephemeral_storage:
         out.append(Insufficient("ephemeral-storage", "Insufficient ephemeral-storage", r.ephemeral_storage,
-                                used.ephemeral_storage, alloc.ephemeral_storage, r.ephemeral_storage > alloc.ephemeral_storage))
+                                used.ephemeral_storage, alloc.ephemeral_storage,
+                                r.ephemeral_storage > alloc.ephemeral_storage))
     for name, amount in r.scalar.items():
         if amount == 0 or name in ignored or name.split("/", 1)[0] in ignored_groups:
             continue

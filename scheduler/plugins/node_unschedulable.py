@@ -22,8 +22,17 @@ from scheduler.framework.deferred_resize import skipped_for_deferred_resize
 from scheduler.framework.features import Features, features_of
 from scheduler.framework.node_info import NodeInfo
 from scheduler.framework.plugin_args import no_args
-from scheduler.framework.types import (NODE, UNSCHEDULED_POD, ActionType, ClusterEvent, ClusterEventWithHint, Code,
-                                       CycleState, QueueingHint, Status)
+from scheduler.framework.types import (
+    NODE,
+    UNSCHEDULED_POD,
+    ActionType,
+    ClusterEvent,
+    ClusterEventWithHint,
+    Code,
+    CycleState,
+    QueueingHint,
+    Status,
+)
 
 NAME = "NodeUnschedulable"
 ERR_REASON_UNSCHEDULABLE = "node(s) were unschedulable"

@@ -68,15 +68,27 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 from google.protobuf import json_format
 
 from machinery.api import core_pb2
-from scheduler.framework.deferred_resize import skipped_for_deferred_resize
-from scheduler.framework.features import Features, features_of
-from scheduler.framework import plugin_args as pa
 from machinery.placement import RequiredNodeAffinity, find_untolerated_taint
 from machinery.selectors import NOTHING, LabelSelector, Requirement, SelectorError, from_match, validate_label_key
+from scheduler.framework import plugin_args as pa
+from scheduler.framework.deferred_resize import skipped_for_deferred_resize
+from scheduler.framework.features import Features, features_of
 from scheduler.framework.node_info import NodeInfo
 from scheduler.framework.pod_info import PodInfo
-from scheduler.framework.types import (MAX_NODE_SCORE, ActionType, ClusterEvent, ClusterEventWithHint, Code,
-                                       CycleState, PreFilterResult, QueueingHint, StateData, Status, NODE, POD)
+from scheduler.framework.types import (
+    MAX_NODE_SCORE,
+    NODE,
+    POD,
+    ActionType,
+    ClusterEvent,
+    ClusterEventWithHint,
+    Code,
+    CycleState,
+    PreFilterResult,
+    QueueingHint,
+    StateData,
+    Status,
+)
 
 NAME = "PodTopologySpread"
 _PRE_FILTER_KEY = "PreFilter" + NAME
@@ -542,7 +554,7 @@ class PodTopologySpread:
         if s is None:
             return _missing_state(_PRE_SCORE_KEY)
         ignored = s.ignored
-        counted = [score for name, score in zip(node_names, scores) if name not in ignored]
+        counted = [score for name, score in zip(node_names, scores, strict=True) if name not in ignored]
         if not counted:
             scores[:] = [0] * len(scores)
             return None

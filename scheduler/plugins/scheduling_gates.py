@@ -17,8 +17,15 @@ from typing import Any
 
 from machinery.api import core_pb2
 from scheduler.framework.plugin_args import no_args
-from scheduler.framework.types import (UNSCHEDULED_POD, ActionType, ClusterEvent, ClusterEventWithHint, Code,
-                                       QueueingHint, Status)
+from scheduler.framework.types import (
+    UNSCHEDULED_POD,
+    ActionType,
+    ClusterEvent,
+    ClusterEventWithHint,
+    Code,
+    QueueingHint,
+    Status,
+)
 
 NAME = "SchedulingGates"
 

@@ -27,8 +27,18 @@ from scheduler.framework.deferred_resize import skipped_for_deferred_resize
 from scheduler.framework.features import Features, features_of
 from scheduler.framework.node_info import NodeInfo
 from scheduler.framework.plugin_args import no_args
-from scheduler.framework.types import (MAX_NODE_SCORE, NODE, UNSCHEDULED_POD, ActionType, ClusterEvent,
-                                       ClusterEventWithHint, Code, CycleState, QueueingHint, Status)
+from scheduler.framework.types import (
+    MAX_NODE_SCORE,
+    NODE,
+    UNSCHEDULED_POD,
+    ActionType,
+    ClusterEvent,
+    ClusterEventWithHint,
+    Code,
+    CycleState,
+    QueueingHint,
+    Status,
+)
 from scheduler.plugins.helper import default_normalize_score
 
 NAME = "TaintToleration"

@@ -61,8 +61,16 @@ from scheduler.framework.deferred_resize import is_deferred_resize, resize_reque
 from scheduler.framework.interfaces import Handle
 from scheduler.framework.node_info import NodeInfo
 from scheduler.framework.pod_info import pod_priority, start_time
-from scheduler.framework.types import (Code, CycleState, Diagnosis, NominatingInfo, NominatingMode, PostFilterResult,
-                                       Status, fit_error_message)
+from scheduler.framework.types import (
+    Code,
+    CycleState,
+    Diagnosis,
+    NominatingInfo,
+    NominatingMode,
+    PostFilterResult,
+    Status,
+    fit_error_message,
+)
 from scheduler.metrics import RESIZE_VICTIMS
 
 log = get_logger()
@@ -95,7 +103,8 @@ class PreemptionPlugin(Protocol):
 
     def offset_and_num_candidates(self, num_nodes: int) -> tuple[int, int]: ...
 
-    def pod_eligible_to_preempt_others(self, pod: core_pb2.Pod, nominated_status: Status | None) -> tuple[bool, str]: ...
+    def pod_eligible_to_preempt_others(self, pod: core_pb2.Pod,
+                                       nominated_status: Status | None) -> tuple[bool, str]: ...
 
     def select_victims_on_node(self, state: CycleState, pod: core_pb2.Pod, node_info: NodeInfo,
                                pdbs: list["PDB"]) -> tuple[list[core_pb2.Pod], int, Status | None]: ...
@@ -390,7 +399,7 @@ class Evaluator:
         try:
             if others:
                 outcomes = await asyncio.gather(*(self._evict_one(c, pod, v) for v in others))
-                went += [v for v, (evicted, _) in zip(others, outcomes) if evicted]
+                went += [v for v, (evicted, _) in zip(others, outcomes, strict=True) if evicted]
                 err = next((e for _, e in outcomes if e is not None), None)
                 if err is not None:
                     return err

@@ -36,10 +36,20 @@ from machinery.api import core_pb2
 from machinery.logging import get_logger
 from machinery.process import cancel_and_wait, supervise
 from scheduler.framework.pod_info import PodInfo, QueuedPodInfo
-from scheduler.framework.types import (BACKOFF_COMPLETE, EVENT_FORCE_ACTIVATE, EVENT_UNSCHEDULABLE_TIMEOUT,
-                                       EVENT_UNSCHEDULED_POD_ADD, EVENT_UNSCHEDULED_POD_UPDATE, FORCE_ACTIVATE,
-                                       SCHEDULE_ATTEMPT_FAILURE, ClusterEvent, ClusterEventWithHint, NominatingInfo,
-                                       QueueingHint, pod_scheduling_property_changes)
+from scheduler.framework.types import (
+    BACKOFF_COMPLETE,
+    EVENT_FORCE_ACTIVATE,
+    EVENT_UNSCHEDULABLE_TIMEOUT,
+    EVENT_UNSCHEDULED_POD_ADD,
+    EVENT_UNSCHEDULED_POD_UPDATE,
+    FORCE_ACTIVATE,
+    SCHEDULE_ATTEMPT_FAILURE,
+    ClusterEvent,
+    ClusterEventWithHint,
+    NominatingInfo,
+    QueueingHint,
+    pod_scheduling_property_changes,
+)
 from scheduler.queue.heap import KeyedHeap
 from scheduler.queue.nominator import Nominator
 

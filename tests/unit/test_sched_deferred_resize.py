@@ -20,13 +20,29 @@ from scheduler.framework import deferred_resize as dr
 from scheduler.framework.features import Features
 from scheduler.framework.interfaces import Handle
 from scheduler.framework.node_info import NodeInfo
-from scheduler.framework.pod_info import PodInfo
 from scheduler.framework.plugin_args import ArgsError
-from scheduler.framework.types import (ASSIGNED_POD, ActionType, Code, CycleState, PreFilterResult,
-                                       QueueingHint, pod_scheduling_property_changes)
-from scheduler.plugins import (default_preemption, default_registry, inter_pod_affinity, node_affinity, node_name,
-                               node_ports, node_resources_fit, node_unschedulable, pod_topology_spread,
-                               taint_toleration)
+from scheduler.framework.pod_info import PodInfo
+from scheduler.framework.types import (
+    ASSIGNED_POD,
+    ActionType,
+    Code,
+    CycleState,
+    PreFilterResult,
+    QueueingHint,
+    pod_scheduling_property_changes,
+)
+from scheduler.plugins import (
+    default_preemption,
+    default_registry,
+    inter_pod_affinity,
+    node_affinity,
+    node_name,
+    node_ports,
+    node_resources_fit,
+    node_unschedulable,
+    pod_topology_spread,
+    taint_toleration,
+)
 from tests.helpers import make_pod
 
 ON = Features(enable_scheduler_preemption_for_pod_resize=True)

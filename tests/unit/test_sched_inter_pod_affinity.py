@@ -292,7 +292,7 @@ def scores(pl: ipa.InterPodAffinity, pod: core_pb2.Pod, nodes: list[NodeInfo]) -
         assert st is None
         raw.append(s)
     assert pl.normalize_score(state, pod, [ni.name for ni in nodes], raw) is None
-    return {ni.name: s for ni, s in zip(nodes, raw)}
+    return {ni.name: s for ni, s in zip(nodes, raw, strict=True)}
 
 
 class _Fifo:

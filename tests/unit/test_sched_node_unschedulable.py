@@ -6,8 +6,16 @@ from __future__ import annotations
 
 from machinery.api import core_pb2
 from scheduler.framework.node_info import NodeInfo
-from scheduler.framework.types import (NODE, UNSCHEDULED_POD, ActionType, ClusterEvent, Code, CycleState,
-                                       QueueingHint, node_scheduling_property_changes)
+from scheduler.framework.types import (
+    NODE,
+    UNSCHEDULED_POD,
+    ActionType,
+    ClusterEvent,
+    Code,
+    CycleState,
+    QueueingHint,
+    node_scheduling_property_changes,
+)
 from scheduler.plugins import node_unschedulable as nu
 from tests.helpers import make_pod
 

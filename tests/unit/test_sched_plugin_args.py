@@ -15,10 +15,21 @@ from scheduler.framework.features import Features
 from scheduler.framework.interfaces import Handle
 from scheduler.framework.plugin_args import ArgsError, ResourceSpec
 from scheduler.framework.types import ActionType
-from scheduler.plugins import (default_preemption, default_registry, inter_pod_affinity, node_affinity,
-                               node_resources_balanced_allocation, node_resources_fit, pod_topology_spread)
-from scheduler.plugins.node_resources_fit import (NodeResourcesFitArgs, RequestedToCapacityRatioParam, ScoringStrategy,
-                                                  UtilizationShapePoint)
+from scheduler.plugins import (
+    default_preemption,
+    default_registry,
+    inter_pod_affinity,
+    node_affinity,
+    node_resources_balanced_allocation,
+    node_resources_fit,
+    pod_topology_spread,
+)
+from scheduler.plugins.node_resources_fit import (
+    NodeResourcesFitArgs,
+    RequestedToCapacityRatioParam,
+    ScoringStrategy,
+    UtilizationShapePoint,
+)
 
 REGISTRY = default_registry()
 

@@ -12,7 +12,7 @@ from scheduler.framework.interfaces import Handle
 from scheduler.framework.node_info import NodeInfo
 from scheduler.framework.pod_info import PodInfo
 from scheduler.framework.runtime import Framework, PluginSets
-from scheduler.framework.types import Code, CycleState, QueueingHint, ActionType, NODE, POD
+from scheduler.framework.types import NODE, POD, ActionType, Code, CycleState, QueueingHint
 from scheduler.plugins import pod_topology_spread as pts
 from tests.helpers import make_pod
 
@@ -116,9 +116,9 @@ def scores(pl, snap: Snapshot, pod: core_pb2.Pod, nodes: list[NodeInfo] | None =
         assert status is None
         names.append(ni.name)
         values.append(value)
-    raw = dict(zip(names, values))
+    raw = dict(zip(names, values, strict=True))
     assert pl.normalize_score(state, pod, names, values) is None
-    return raw, dict(zip(names, values))
+    return raw, dict(zip(names, values, strict=True))
 
 
 def four_node_cluster(extra_pods: list[core_pb2.Pod] = ()) -> Snapshot:
@@ -486,7 +486,7 @@ def test_the_minimum_stays_right_as_pods_leave_and_come_back_on_one_node():
     for v in victims:
         pl.remove_pod(state, pod, v, ni)
     assert s.min_match(0) == 0 and passing(filter_all(pl, snap, pod, state)) == ["zoneA-1"]
-    for v, expected_min in zip(victims, (1, 2, 2)):
+    for v, expected_min in zip(victims, (1, 2, 2), strict=True):
         pl.add_pod(state, pod, v, ni)
         assert s.min_match(0) == expected_min == min(s.counts[0].values())
 

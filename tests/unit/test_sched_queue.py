@@ -12,9 +12,21 @@ import pytest
 from machinery.api import core_pb2
 from scheduler.eventhandlers import EventHandlers
 from scheduler.framework.pod_info import PodInfo, QueuedPodInfo
-from scheduler.framework.types import (EVENT_ASSIGNED_POD_DELETE, EVENT_NODE_ADD, ActionType, ClusterEvent,
-                                       ClusterEventWithHint, Code, NominatingInfo, NominatingMode, QueueingHint,
-                                       Status, NODE, POD, UNSCHEDULED_POD)
+from scheduler.framework.types import (
+    EVENT_ASSIGNED_POD_DELETE,
+    EVENT_NODE_ADD,
+    NODE,
+    POD,
+    UNSCHEDULED_POD,
+    ActionType,
+    ClusterEvent,
+    ClusterEventWithHint,
+    Code,
+    NominatingInfo,
+    NominatingMode,
+    QueueingHint,
+    Status,
+)
 from scheduler.queue.scheduling_queue import ACTIVE_Q, BACKOFF_Q, GATED, UNSCHEDULABLE_Q, SchedulingQueue
 from tests.helpers import make_pod
 

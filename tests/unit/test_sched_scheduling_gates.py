@@ -7,8 +7,14 @@ import yaml
 
 from machinery import jsonconv
 from machinery.api import core_pb2
-from scheduler.framework.types import (UNSCHEDULED_POD, ActionType, ClusterEvent, Code, QueueingHint,
-                                       pod_scheduling_property_changes)
+from scheduler.framework.types import (
+    UNSCHEDULED_POD,
+    ActionType,
+    ClusterEvent,
+    Code,
+    QueueingHint,
+    pod_scheduling_property_changes,
+)
 from scheduler.plugins import scheduling_gates
 from tests.helpers import make_pod
 

@@ -8,8 +8,17 @@ import yaml
 from machinery import jsonconv
 from machinery.api import core_pb2
 from scheduler.framework.node_info import NodeInfo
-from scheduler.framework.types import (NODE, UNSCHEDULED_POD, ActionType, ClusterEvent, Code, CycleState, Diagnosis,
-                                       QueueingHint, fit_error_message)
+from scheduler.framework.types import (
+    NODE,
+    UNSCHEDULED_POD,
+    ActionType,
+    ClusterEvent,
+    Code,
+    CycleState,
+    Diagnosis,
+    QueueingHint,
+    fit_error_message,
+)
 from scheduler.plugins import taint_toleration as tt
 from tests.helpers import make_pod
 

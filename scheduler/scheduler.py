@@ -52,7 +52,6 @@ class Scheduler:
         self.nodes = Informer(client, NODE)
         self.pdbs = Informer(client, POD_DISRUPTION_BUDGET)
         self.frameworks: dict[str, Framework] = {}
-        self._queue_ref: SchedulingQueue | None = None
         async_api = feature_gates is None or feature_gates.enabled("SchedulerAsyncAPICalls")
         self.status_writer: StatusWriter | None = StatusWriter() if async_api else None
         features = Features.from_gates(feature_gates)  # what the gates mean to plugins, through their handle
@@ -75,7 +74,6 @@ class Scheduler:
             pre_enqueue={name: fw.run_pre_enqueue_plugins for name, fw in self.frameworks.items()},
             initial_backoff=cfg.pod_initial_backoff_seconds, max_backoff=cfg.pod_max_backoff_seconds,
             max_in_unschedulable=max_in_unschedulable, get_pod=self.get_pod)
-        self._queue_ref = self.queue
         for fw in self.frameworks.values():
             fw.handle.nominator = self.queue.nominator  # the queue's, made after the profiles
         self.queue_clock = time.monotonic

@@ -159,14 +159,6 @@ def start_time(pod: core_pb2.Pod) -> float:
     return t.timestamp() if t is not None else NOT_STARTED
 
 
-def more_important_pod(a: core_pb2.Pod, b: core_pb2.Pod) -> bool:
-    """Kubernetes' MoreImportantPod: higher priority, then started earlier."""
-    pa, pb = pod_priority(a), pod_priority(b)
-    if pa != pb:
-        return pa > pb
-    return start_time(a) < start_time(b)
-
-
 def importance_key(pi: "PodInfo") -> tuple[int, float]:
     """Sorts pod infos most important first (MoreImportantPod as a key)."""
     return -pi.priority, pi.start

@@ -487,9 +487,6 @@ class Framework:
 
     # ------------------------------------------------------------ facts
 
-    def has_filter_plugins(self) -> bool:
-        return bool(self.filter_plugins)
-
     def has_score_plugins(self) -> bool:
         return bool(self.score_plugins)
 

@@ -23,7 +23,6 @@ from machinery.resources import pod_requests
 
 MAX_NODE_SCORE = 100
 MIN_NODE_SCORE = 0
-MAX_TOTAL_SCORE = 2**63 - 1
 
 
 class Code(enum.IntEnum):
@@ -54,10 +53,6 @@ class Status:
         self.reasons = list(reasons)
         self.plugin = plugin
         self.error = error
-
-    @classmethod
-    def from_error(cls, error: BaseException, plugin: str = "") -> "Status":
-        return cls(Code.ERROR, str(error), plugin=plugin, error=error)
 
     def is_success(self) -> bool:
         return self.code == Code.SUCCESS
@@ -257,11 +252,9 @@ FORCE_ACTIVATE = "ForceActivate"
 UNSCHEDULABLE_TIMEOUT = "UnschedulableTimeout"
 
 EVENT_ASSIGNED_POD_ADD = ClusterEvent(ASSIGNED_POD, ActionType.ADD)
-EVENT_ASSIGNED_POD_UPDATE = ClusterEvent(ASSIGNED_POD, ActionType.UPDATE)
 EVENT_ASSIGNED_POD_DELETE = ClusterEvent(ASSIGNED_POD, ActionType.DELETE)
 EVENT_UNSCHEDULED_POD_ADD = ClusterEvent(UNSCHEDULED_POD, ActionType.ADD)
 EVENT_UNSCHEDULED_POD_UPDATE = ClusterEvent(UNSCHEDULED_POD, ActionType.UPDATE)
-EVENT_UNSCHEDULED_POD_DELETE = ClusterEvent(UNSCHEDULED_POD, ActionType.DELETE)
 EVENT_NODE_ADD = ClusterEvent(NODE, ActionType.ADD)
 EVENT_NODE_DELETE = ClusterEvent(NODE, ActionType.DELETE)
 EVENT_UNSCHEDULABLE_TIMEOUT = ClusterEvent(WILDCARD, ActionType.ALL, UNSCHEDULABLE_TIMEOUT)

@@ -123,7 +123,6 @@ class SchedulingQueue:
         self._seq = 0
         self._in_flight: dict[str, int] = {}  # uid -> sequence number when popped
         self._in_flight_events: deque[tuple[int, ClusterEvent, Any, Any]] = deque()
-        self.scheduling_cycle = 0
         self._wake = asyncio.Event()
         self._closed = False
         self._tasks: list[asyncio.Task] = []
@@ -241,7 +240,6 @@ class SchedulingQueue:
                 return None
             p = self._active.pop()
             if p is not None:
-                self.scheduling_cycle += 1
                 p.attempts += 1
                 # Rejectors are reset: this attempt decides them anew.
                 p.unschedulable_plugins = set()

@@ -57,7 +57,7 @@ from machinery import errors, failpoints, quantity, resources, timeutil
 from machinery.api import core_pb2
 from machinery.client import Client
 from machinery.events import EventRecorder
-from machinery.informer import Informer
+from machinery.informer import Informer, key_of
 from machinery.kinds import NODE, POD
 from machinery.logging import get_logger
 from machinery.process import cancel_and_wait, supervise
@@ -230,11 +230,8 @@ class Kubelet:
     def _event(self, pod, type_: str, reason: str, message: str) -> None:
         self.recorder.event(pod, type_, reason, message)
 
-    def _key(self, pod: core_pb2.Pod) -> str:
-        return f"{pod.metadata.namespace}/{pod.metadata.name}"
-
     def _enqueue(self, pod: core_pb2.Pod) -> None:
-        self.queue.add(self._key(pod))
+        self.queue.add(key_of(pod))
 
     def _on_pod_add(self, pod: core_pb2.Pod) -> None:
         self._enqueue(pod)
@@ -349,7 +346,7 @@ class Kubelet:
         if not verdict.ok and preemption.is_critical(pod):
             verdict = await self._admit_by_preemption(pod_alloc, others)
         if not verdict.ok:
-            log.info("pod_rejected", node=self.name, pod=self._key(pod), reason=verdict.reason)
+            log.info("pod_rejected", node=self.name, pod=key_of(pod), reason=verdict.reason)
             self._event(pod, "Warning", verdict.reason, verdict.message)
             await self._write_failed(pod, verdict.reason, verdict.message)
             return False
@@ -374,7 +371,7 @@ class Kubelet:
             if view is not None and view.state == "running" and to_linux(alloc[c.name]) == view.applied:
                 self.alloc.set_actuated(pod.metadata.uid, c.name, alloc[c.name])
         self.alloc.allocated.set_pod(pod.metadata.uid, alloc)
-        log.warning("allocation_recovered", node=self.name, pod=self._key(pod))
+        log.warning("allocation_recovered", node=self.name, pod=key_of(pod))
 
     def _track_in_progress(self, pod: core_pb2.Pod, observed: Observed) -> bool:
         """PodResizeInProgress is on while a running container's allocation is not actuated.
@@ -418,8 +415,8 @@ class Kubelet:
         """Evict the pods ``preemption.pods_to_preempt`` picks so that ``pod`` fits (blocking, as Kubernetes)."""
         missing = self.alloc.missing(pod, others)
         victims = preemption.pods_to_preempt(pod, others, missing, self.alloc.held)
-        log.info("preempting_for_critical_pod", node=self.name, pod=self._key(pod), missing=missing,
-                 victims=[self._key(v) for v in victims])
+        log.info("preempting_for_critical_pod", node=self.name, pod=key_of(pod), missing=missing,
+                 victims=[key_of(v) for v in victims])
         signal = next(iter(missing), "")
         for victim in victims:
             await self._kill_preempted(victim)
@@ -435,8 +432,8 @@ class Kubelet:
             async with asyncio.timeout(grace + 30):
                 await self.kill_pod_abnormally(victim, kill)
         except TimeoutError:
-            log.warning("preemption_kill_slow", node=self.name, pod=self._key(victim), grace=grace)
-        log.info("pod_preempted", node=self.name, pod=self._key(victim))
+            log.warning("preemption_kill_slow", node=self.name, pod=key_of(victim), grace=grace)
+        log.info("pod_preempted", node=self.name, pod=key_of(victim))
 
     async def _handle_resize(self, pod: core_pb2.Pod) -> None:
         """A resize request goes through the pending queue, as Kubernetes' allocation manager does.
@@ -475,7 +472,7 @@ class Kubelet:
             try:
                 await self._preempt_for(pod, [p for p in active if p.metadata.uid != uid])
             except preemption.NoVictims as exc:
-                log.info("resize_preemption_impossible", node=self.name, pod=self._key(pod), error=str(exc))
+                log.info("resize_preemption_impossible", node=self.name, pod=key_of(pod), error=str(exc))
 
     # ------------------------------------------------------------ runtime reconcile
 
@@ -550,7 +547,7 @@ class Kubelet:
         cid = await self.ops.start_container(pod, sandbox, c, attempt, resources_)
         await failpoints.hit(FP_BEFORE_CREATE_ACK)
         self.alloc.set_actuated(pod.metadata.uid, c.name, resources_)
-        log.info("container_started", node=self.name, pod=self._key(pod), container=c.name, attempt=attempt)
+        log.info("container_started", node=self.name, pod=key_of(pod), container=c.name, attempt=attempt)
         return cid
 
     async def _actuate(self, pod, allocated_pod, observed: Observed, sandbox: str,
@@ -573,7 +570,7 @@ class Kubelet:
             # goes on the sync the runtime's pod event triggers.
             return False
         in_progress = self.alloc.conditions.condition(uid, cond.IN_PROGRESS)
-        outcome = await actuate(plan, self.ops.for_sandbox(sandbox), pod=self._key(pod))
+        outcome = await actuate(plan, self.ops.for_sandbox(sandbox), pod=key_of(pod))
         for name, r in outcome.actuated.items():
             await failpoints.hit(FP_RESIZE_AFTER_CRI)
             self.alloc.set_actuated(uid, name, r)
@@ -601,7 +598,7 @@ class Kubelet:
         now = time.monotonic()
         waits = [b.until - now for b in st.backoff.values() if b.until > now]
         if waits:
-            self.queue.add_after(self._key(pod), min(waits) + 0.01)
+            self.queue.add_after(key_of(pod), min(waits) + 0.01)
 
     # ------------------------------------------------------------ termination
 
@@ -636,7 +633,7 @@ class Kubelet:
             pass  # a new pod with the same name: not ours to delete
         self.alloc.remove_pod(pod.metadata.uid)
         self._state.pop(pod.metadata.uid, None)
-        log.info("pod_terminated", node=self.name, pod=self._key(pod), grace=grace)
+        log.info("pod_terminated", node=self.name, pod=key_of(pod), grace=grace)
         await self._retry_pending(TRIGGER_PODS_REMOVED)
 
     async def _cleanup(self, uid: str) -> None:
@@ -760,7 +757,7 @@ class Kubelet:
             if changed:
                 by_uid = self._pods_by_uid()
                 for uid in changed:
-                    self.queue.add(self._key(by_uid[uid]) if uid in by_uid else f"cleanup:{uid}")
+                    self.queue.add(key_of(by_uid[uid]) if uid in by_uid else f"cleanup:{uid}")
             await asyncio.sleep(self.cfg.pleg_relist_period)
 
     async def _housekeeping(self) -> None:
@@ -818,7 +815,7 @@ class Kubelet:
         verdict = self.eviction.admit(pod)
         if verdict.admit:
             return True
-        log.info("pod_rejected", node=self.name, pod=self._key(pod), reason=verdict.reason, message=verdict.message)
+        log.info("pod_rejected", node=self.name, pod=key_of(pod), reason=verdict.reason, message=verdict.message)
         self._event(pod, "Warning", verdict.reason, verdict.message)
         await self._write_failed(pod, verdict.reason, verdict.message)
         return False
@@ -854,7 +851,7 @@ class Kubelet:
         observed = await self.ops.observe(uid)
         await self._write_killed_status(pod, observed, entry.kill)
         entry.done.set_result(None)
-        log.info("pod_killed", node=self.name, pod=self._key(pod), reason=entry.kill.reason,
+        log.info("pod_killed", node=self.name, pod=key_of(pod), reason=entry.kill.reason,
                  grace=entry.kill.grace_period)
         return True
 

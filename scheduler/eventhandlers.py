@@ -28,6 +28,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from machinery.api import core_pb2
+from machinery.informer import key_of
 from machinery.logging import get_logger
 from scheduler import metrics
 from scheduler.framework.deferred_resize import (
@@ -93,7 +94,7 @@ class EventHandlers:
         if uid not in self._resize_disabled:
             self._resize_disabled.add(uid)
             metrics.RESIZE_SKIPPED.labels(reason).inc()
-            log.info("resize_preemption_disabled", pod=f"{pod.metadata.namespace}/{pod.metadata.name}",
+            log.info("resize_preemption_disabled", pod=key_of(pod),
                      node=pod.spec.node_name, reason=reason)
         return False
 

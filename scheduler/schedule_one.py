@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING
 
 from machinery import errors, failpoints, timeutil
 from machinery.api import core_pb2
+from machinery.informer import key_of
 from machinery.logging import get_logger
 from scheduler import metrics
 from scheduler.framework.deferred_resize import is_deferred_resize
@@ -206,10 +207,6 @@ class Algorithm:
         return chosen
 
 
-def _key(pod: core_pb2.Pod) -> str:
-    return f"{pod.metadata.namespace}/{pod.metadata.name}"
-
-
 def assumed_copy(p: QueuedPodInfo, host: str) -> tuple[core_pb2.Pod, PodInfo]:
     pod = core_pb2.Pod()
     pod.CopyFrom(p.pod)
@@ -225,7 +222,7 @@ async def schedule_one(sched: "Scheduler", p: QueuedPodInfo) -> None:
     pod = p.pod
     fw = sched.frameworks.get(pod.spec.scheduler_name)
     if fw is None:
-        log.error("no_profile_for_pod", pod=_key(pod), scheduler_name=pod.spec.scheduler_name)
+        log.error("no_profile_for_pod", pod=key_of(pod), scheduler_name=pod.spec.scheduler_name)
         sched.queue.done(pod.metadata.uid)
         return
     if pod.metadata.deletion_timestamp or sched.cache.is_assumed(pod):
@@ -246,7 +243,7 @@ async def schedule_one(sched: "Scheduler", p: QueuedPodInfo) -> None:
         await _handle_unfit(sched, fw, state, p, exc, start)
         return
     except Exception as exc:  # a bug in a plugin must not stop the scheduler
-        log.exception("scheduling_cycle_crashed", pod=_key(pod))
+        log.exception("scheduling_cycle_crashed", pod=key_of(pod))
         await handle_failure(sched, fw, p, Status(Code.ERROR, str(exc), error=exc), _clear_nomination(), start)
         return
     metrics.ALGORITHM_DURATION.observe(time.perf_counter() - start)
@@ -266,7 +263,7 @@ async def schedule_one(sched: "Scheduler", p: QueuedPodInfo) -> None:
         sched.cache.forget_pod(assumed)
         await handle_failure(sched, fw, p, rejected_on(p, host, s), _clear_nomination(), start)
         return
-    log.debug("pod_assumed", pod=_key(pod), node=host, evaluated=result.evaluated, feasible=result.feasible)
+    log.debug("pod_assumed", pod=key_of(pod), node=host, evaluated=result.evaluated, feasible=result.feasible)
     sched.start_binding(fw, state, p, assumed, host, start)
 
 
@@ -295,7 +292,7 @@ async def _handle_unfit(sched: "Scheduler", fw: Framework, state: CycleState, p:
     if fw.has_post_filter_plugins():
         result, s = await fw.run_post_filter_plugins(state, p.pod, diagnosis)
         if s is not None and s.code == Code.ERROR:
-            log.warning("post_filter_failed", pod=_key(p.pod), error=s.message())
+            log.warning("post_filter_failed", pod=key_of(p.pod), error=s.message())
         if s is not None and s.message():
             diagnosis.post_filter_msg = s.message()
         if result is not None and result.nominating_info is not None:
@@ -317,14 +314,14 @@ async def handle_failure(sched: "Scheduler", fw: Framework, p: QueuedPodInfo, st
     reason = "SchedulerError" if status.code == Code.ERROR else "Unschedulable"
     message = status.message()
     if status.code == Code.ERROR:
-        log.warning("scheduling_error", pod=_key(pod), error=message)
+        log.warning("scheduling_error", pod=key_of(pod), error=message)
     else:
-        log.info("pod_unschedulable", pod=_key(pod), message=message, plugins=sorted(p.unschedulable_plugins))
+        log.info("pod_unschedulable", pod=key_of(pod), message=message, plugins=sorted(p.unschedulable_plugins))
     cached = sched.get_pod(pod.metadata.namespace, pod.metadata.name)
     if cached is None or cached.metadata.uid != pod.metadata.uid:
         sched.queue.done(pod.metadata.uid)
     elif cached.spec.node_name:
-        log.info("pod_already_assigned", pod=_key(pod), node=cached.spec.node_name)
+        log.info("pod_already_assigned", pod=key_of(pod), node=cached.spec.node_name)
         sched.queue.done(pod.metadata.uid)
     else:
         p.pod_info.update(cached)
@@ -372,7 +369,7 @@ async def update_pod_status(sched: "Scheduler", pod: core_pb2.Pod, reason: str, 
     except errors.NotFound:
         pass
     except errors.ApiError as exc:
-        log.warning("pod_status_update_failed", pod=_key(pod), error=exc.message)
+        log.warning("pod_status_update_failed", pod=key_of(pod), error=exc.message)
 
 
 async def binding_cycle(sched: "Scheduler", fw: Framework, state: CycleState, p: QueuedPodInfo,
@@ -391,7 +388,7 @@ async def binding_cycle(sched: "Scheduler", fw: Framework, state: CycleState, p:
     except failpoints.FailpointError as exc:
         s = Status(Code.ERROR, str(exc), error=exc)
     except Exception as exc:
-        log.exception("binding_cycle_crashed", pod=_key(assumed))
+        log.exception("binding_cycle_crashed", pod=key_of(assumed))
         s = Status(Code.ERROR, str(exc), error=exc)
     if s is not None:
         await _binding_failed(sched, fw, state, p, assumed, host, s, start)
@@ -406,7 +403,7 @@ async def binding_cycle(sched: "Scheduler", fw: Framework, state: CycleState, p:
             max(0.0, sched.queue_clock() - p.initial_attempt_timestamp))
     if p.flushed:
         metrics.SCHEDULED_AFTER_FLUSH.inc()
-    log.info("pod_bound", pod=_key(assumed), node=host, attempts=p.attempts)
+    log.info("pod_bound", pod=key_of(assumed), node=host, attempts=p.attempts)
     if sched.recorder is not None:
         sched.recorder.event(assumed, "Normal", "Scheduled",
                              f"Successfully assigned {assumed.metadata.namespace}/{assumed.metadata.name} to {host}",
@@ -417,7 +414,7 @@ async def binding_cycle(sched: "Scheduler", fw: Framework, state: CycleState, p:
 
 async def _binding_failed(sched: "Scheduler", fw: Framework, state: CycleState, p: QueuedPodInfo,
                           assumed: core_pb2.Pod, host: str, s: Status, start: float) -> None:
-    log.warning("binding_failed", pod=_key(assumed), node=host, error=s.message())
+    log.warning("binding_failed", pod=key_of(assumed), node=host, error=s.message())
     fw.run_reserve_plugins_unreserve(state, assumed, host)
     sched.cache.forget_pod(assumed)
     # Forgetting the assumed pod frees its room, as a deleted pod's would. After a rejection this

@@ -35,6 +35,7 @@ from kubelet.allocation import conditions as cond
 from kubelet.allocation.checkpoint import ACTUATED_FILE, ALLOCATED_FILE, CheckpointStore, Resources
 from machinery import resources
 from machinery.api import core_pb2
+from machinery.informer import key_of
 from machinery.logging import get_logger
 
 log = get_logger()
@@ -236,7 +237,7 @@ class AllocationManager:
         if result.ok:
             self.set_allocated(pod_alloc)
         else:
-            log.info("pod_admission_denied", pod=_name(pod), node=self.node_name, reason=result.reason,
+            log.info("pod_admission_denied", pod=key_of(pod), node=self.node_name, reason=result.reason,
                      message=result.message)
         return result
 
@@ -260,7 +261,7 @@ class AllocationManager:
             self.conditions.set(uid, cond.IN_PROGRESS, "", "", generation)
             self._record(pod, "Normal", "ResizeStarted", f"Pod resize started: {_summary(pod)}, generation: "
                                                          f"{generation}")
-            log.info("resize_allocated", pod=_name(pod), node=self.node_name, generation=generation)
+            log.info("resize_allocated", pod=key_of(pod), node=self.node_name, generation=generation)
             return True
         if self.conditions.set(uid, cond.PENDING, verdict.reason, verdict.message, generation):
             if verdict.reason == cond.INFEASIBLE:  # once per resize request, not per retry
@@ -268,7 +269,7 @@ class AllocationManager:
             event = "ResizeInfeasible" if verdict.reason == cond.INFEASIBLE else "ResizeDeferred"
             self._record(pod, "Warning", event, f"Pod resize {verdict.reason}: {verdict.message}, generation: "
                                                  f"{generation}")
-            log.info("resize_pending", pod=_name(pod), node=self.node_name, reason=verdict.reason,
+            log.info("resize_pending", pod=key_of(pod), node=self.node_name, reason=verdict.reason,
                      message=verdict.message)
         if verdict.reason == cond.DEFERRED and self.resize_preemption_disabled_by:
             self.conditions.set(uid, cond.PREEMPTION_DISABLED, cond.PREEMPTION_DISABLED_BY_NODE_POLICY,
@@ -354,7 +355,7 @@ class AllocationManager:
                 still.append(uid)
             elif allocated and was_deferred:
                 DEFERRED_ACCEPTED.labels(retry_trigger=trigger).inc()
-                log.info("deferred_resize_accepted", pod=_name(pod), node=self.node_name, trigger=trigger)
+                log.info("deferred_resize_accepted", pod=key_of(pod), node=self.node_name, trigger=trigger)
             if allocated or self.conditions.get(uid) != before:
                 changed.append(uid)
         self.pending = still
@@ -381,10 +382,6 @@ def count_requested_resizes(old: core_pb2.Pod, new: core_pb2.Pod) -> None:
                 else:
                     op = "increase" if b[name] > a[name] else "decrease"
                 REQUESTED_RESIZES.labels(resource=name, requirement=requirement, operation=op).inc()
-
-
-def _name(pod: core_pb2.Pod) -> str:
-    return f"{pod.metadata.namespace}/{pod.metadata.name}"
 
 
 def _summary(pod: core_pb2.Pod) -> str:

@@ -40,6 +40,7 @@ from kubelet.eviction.signals import Observation, PodStats, Summary, observe
 from kubelet.eviction.thresholds import ALLOCATABLE_MEMORY_AVAILABLE, MEMORY_AVAILABLE, EvictionConfig, Threshold
 from kubelet.runtime.errors import RuntimeCallError, RuntimeUnavailable
 from machinery.api import core_pb2
+from machinery.informer import key_of
 from machinery.logging import get_logger
 
 log = get_logger()
@@ -183,7 +184,7 @@ class EvictionManager:
                 STATS_AGE.labels(eviction_signal=t.signal).observe(max(0.0, time.time() - sampled))
         for pod in ranked:
             if podinfo.is_critical(pod):
-                log.info("eviction_skip_critical_pod", node=self.node, pod=_key(pod), priority=podinfo.priority(pod))
+                log.info("eviction_skip_critical_pod", node=self.node, pod=key_of(pod), priority=podinfo.priority(pod))
                 continue
             await self._evict(pod, threshold, stats_of(pod), observed.available, observed.capacity)
             return pod
@@ -217,11 +218,11 @@ class EvictionManager:
             async with asyncio.timeout(grace + KILL_TIMEOUT):
                 await self.killer.kill_pod_abnormally(pod, PodKill(grace, REASON, msg.text))
         except TimeoutError:
-            log.error("eviction_kill_timeout", node=self.node, pod=_key(pod), grace=grace)
+            log.error("eviction_kill_timeout", node=self.node, pod=key_of(pod), grace=grace)
         except Exception as exc:  # Kubernetes counts the eviction whatever the kill returned
-            log.error("eviction_kill_failed", node=self.node, pod=_key(pod), error=str(exc))
+            log.error("eviction_kill_failed", node=self.node, pod=key_of(pod), error=str(exc))
         EVICTIONS.labels(eviction_signal=threshold.signal).inc()
-        log.info("pod_evicted", node=self.node, pod=_key(pod), uid=pod.metadata.uid, signal=threshold.signal,
+        log.info("pod_evicted", node=self.node, pod=key_of(pod), uid=pod.metadata.uid, signal=threshold.signal,
                  threshold=str(quantity), observed=bytes_text(available), hard=threshold.hard, grace=grace,
                  usage=bytes_text(stats.working_set) if stats is not None else None,
                  request=bytes_text(podinfo.memory_request(pod)), priority=podinfo.priority(pod),
@@ -236,9 +237,7 @@ class EvictionManager:
                 if await self.killer.pod_cleaned_up(pod):
                     return
             except (RuntimeUnavailable, RuntimeCallError) as exc:
-                log.warning("eviction_cleanup_check_failed", node=self.node, pod=_key(pod), error=str(exc))
-        log.warning("eviction_cleanup_timeout", node=self.node, pod=_key(pod))
+                log.warning("eviction_cleanup_check_failed", node=self.node, pod=key_of(pod), error=str(exc))
+        log.warning("eviction_cleanup_timeout", node=self.node, pod=key_of(pod))
 
 
-def _key(pod: core_pb2.Pod) -> str:
-    return f"{pod.metadata.namespace}/{pod.metadata.name}"

@@ -24,6 +24,7 @@ from prometheus_client import REGISTRY
 from prometheus_client.core import GaugeMetricFamily
 
 from machinery.api import core_pb2
+from machinery.informer import key_of
 from machinery.logging import get_logger
 from scheduler.cache.snapshot import Snapshot
 from scheduler.framework.node_info import NodeInfo, next_generation
@@ -210,7 +211,7 @@ class Cache:
         for uid in list(self._assumed):
             st = self._pods[uid]
             if st.binding_finished and st.deadline is not None and now > st.deadline:
-                log.warning("assumed_pod_expired", pod=f"{st.pod.metadata.namespace}/{st.pod.metadata.name}",
+                log.warning("assumed_pod_expired", pod=key_of(st.pod),
                             node=st.pod.spec.node_name)
                 self._remove(st.pod)
                 del self._pods[uid]

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 
 from machinery import resources, timeutil
 from machinery.api import core_pb2
+from machinery.informer import key_of
 from machinery.selectors import NOTHING, LabelSelector, Requirement, from_match
 
 NAMESPACE_NAME_LABEL = "kubernetes.io/metadata.name"
@@ -141,7 +142,7 @@ class PodInfo:
 
     @property
     def key(self) -> str:
-        return f"{self.pod.metadata.namespace}/{self.pod.metadata.name}"
+        return key_of(self.pod)
 
     @property
     def uid(self) -> str:

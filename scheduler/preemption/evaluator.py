@@ -56,6 +56,7 @@ from prometheus_client import Counter, Histogram
 
 from machinery import disruption, errors, failpoints, timeutil
 from machinery.api import core_pb2, policy_pb2
+from machinery.informer import key_of
 from machinery.logging import get_logger
 from scheduler.framework.deferred_resize import is_deferred_resize, resize_request
 from scheduler.framework.interfaces import Handle
@@ -284,8 +285,8 @@ class Evaluator:
                                                                         NOT_HELPFUL)))
             return PostFilterResult(NominatingInfo("", NominatingMode.OVERRIDE)), Status(Code.UNSCHEDULABLE, message)
         best = pick_one_node(candidates)
-        log.info("preemption_victims_chosen", pod=_key(pod), node=best.node, victims=[_key(v) for v in best.victims],
-                 pdb_violations=best.num_pdb_violations,
+        log.info("preemption_victims_chosen", pod=key_of(pod), node=best.node,
+                 victims=[key_of(v) for v in best.victims], pdb_violations=best.num_pdb_violations,
                  **({"resize_request": resize_request(pod)} if resize else {}))
         if resize and (asked := sum(1 for v in best.victims if not v.metadata.deletion_timestamp)):
             RESIZE_VICTIMS.observe(asked)  # the pods asked to go now, not those going already
@@ -303,7 +304,7 @@ class Evaluator:
         potential = [ni for ni in all_nodes
                      if (st := diagnosis.status_of(ni.name)) is not None and st.code == Code.UNSCHEDULABLE]
         if not potential:
-            log.info("preemption_not_helpful", pod=_key(pod))
+            log.info("preemption_not_helpful", pod=key_of(pod))
             return [], {}
         pdbs = current_pdbs(self.handle)
         offset, wanted = self.plugin.offset_and_num_candidates(len(potential))
@@ -373,7 +374,7 @@ class Evaluator:
             err = await self._evict(c, pod, victims, on_last=lambda v: self._last_victim.__setitem__(
                 uid, (v.metadata.namespace, v.metadata.name)))
         except Exception as exc:  # never leave the preemptor gated
-            log.exception("async_preemption_crashed", preemptor=_key(pod))
+            log.exception("async_preemption_crashed", preemptor=key_of(pod))
             err = str(exc)
             if not evicting:  # none was asked to go
                 for v in victims:
@@ -431,19 +432,19 @@ class Evaluator:
                                                  uid=victim.metadata.uid)
         except errors.NotFound:
             self._end_in_flight(victim)
-            log.info("victim_already_gone", preemptor=_key(pod), victim=_key(victim), node=c.node)
+            log.info("victim_already_gone", preemptor=key_of(pod), victim=key_of(victim), node=c.node)
             return False, None
         except errors.Conflict:
             self._end_in_flight(victim)
             return False, None  # a pod of the same name replaced it: that one is not ours to delete
         except errors.ApiError as exc:
             self._end_in_flight(victim)
-            log.warning("preemption_failed", preemptor=_key(pod), victim=_key(victim), error=exc.message)
-            return False, f"preempting {_key(victim)}: {exc.message}"
+            log.warning("preemption_failed", preemptor=key_of(pod), victim=key_of(victim), error=exc.message)
+            return False, f"preempting {key_of(victim)}: {exc.message}"
         except Exception:
             self._end_in_flight(victim)
             raise
-        log.info("pod_preempted", preemptor=_key(pod), victim=_key(victim), node=c.node)
+        log.info("pod_preempted", preemptor=key_of(pod), victim=key_of(victim), node=c.node)
         return True, None
 
     def _record_preempted(self, c: Candidate, pod: core_pb2.Pod, victims: list[core_pb2.Pod]) -> None:
@@ -473,11 +474,11 @@ class Evaluator:
         try:
             await self.handle.client.pods.patch(lower.metadata.name, {"status": {"nominatedNodeName": ""}},
                                                 namespace=lower.metadata.namespace, subresource="status")
-            log.info("nomination_cleared", pod=_key(lower), node=c.node, by=_key(pod))
+            log.info("nomination_cleared", pod=key_of(lower), node=c.node, by=key_of(pod))
         except errors.NotFound:
             pass
         except errors.ApiError as exc:
-            log.warning("nomination_clear_failed", pod=_key(lower), error=exc.message)
+            log.warning("nomination_clear_failed", pod=key_of(lower), error=exc.message)
 
     async def _mark_disruption_target(self, victim: core_pb2.Pod, preemptor: core_pb2.Pod) -> None:
         scheduler_name = preemptor.spec.scheduler_name or "default-scheduler"
@@ -489,7 +490,3 @@ class Evaluator:
                 return
         await self.handle.client.pods.patch(victim.metadata.name, {"status": {"conditions": [cond]}},
                                             namespace=victim.metadata.namespace, subresource="status")
-
-
-def _key(pod: core_pb2.Pod) -> str:
-    return f"{pod.metadata.namespace}/{pod.metadata.name}"

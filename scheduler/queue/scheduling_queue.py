@@ -33,6 +33,7 @@ from prometheus_client import REGISTRY, Counter
 from prometheus_client.core import GaugeMetricFamily
 
 from machinery.api import core_pb2
+from machinery.informer import key_of
 from machinery.logging import get_logger
 from machinery.process import cancel_and_wait, supervise
 from scheduler.framework.pod_info import PodInfo, QueuedPodInfo
@@ -74,10 +75,6 @@ class Strategy(enum.IntEnum):
 
 def _key(p: QueuedPodInfo) -> str:
     return p.pod_info.key
-
-
-def _pod_key(pod: core_pb2.Pod) -> str:
-    return f"{pod.metadata.namespace}/{pod.metadata.name}"
 
 
 class _HintEntry:
@@ -308,7 +305,7 @@ class SchedulingQueue:
     def activate(self, pods: Iterable[core_pb2.Pod]) -> None:
         """Move these pods to activeQ now (or, if in flight, requeue them when they come back)."""
         for pod in pods:
-            key = _pod_key(pod)
+            key = key_of(pod)
             p = self._unschedulable.get(key) or self._backoff.get(key)
             if p is not None:
                 # Out of where it waits first: a pod that is gated now must go (back) to the pool.
@@ -328,7 +325,7 @@ class SchedulingQueue:
                 self._seq += 1
                 self._in_flight_events.append((self._seq, ev, old, new))
             return
-        key = _pod_key(new)
+        key = key_of(new)
         for heap in (self._active, self._backoff):
             p = heap.get(key)
             if p is not None:
@@ -353,7 +350,7 @@ class SchedulingQueue:
 
     def delete(self, pod: core_pb2.Pod) -> None:
         self.nominator.delete(pod)
-        key = _pod_key(pod)
+        key = key_of(pod)
         self._active.delete(key)
         self._backoff.delete(key)
         self._unschedulable.pop(key, None)
@@ -449,11 +446,11 @@ class SchedulingQueue:
     # ------------------------------------------------------------ inspection
 
     def get(self, pod: core_pb2.Pod) -> QueuedPodInfo | None:
-        key = _pod_key(pod)
+        key = key_of(pod)
         return self._active.get(key) or self._backoff.get(key) or self._unschedulable.get(key)
 
     def where(self, pod: core_pb2.Pod) -> str:
-        key = _pod_key(pod)
+        key = key_of(pod)
         if key in self._active:
             return ACTIVE_Q
         if key in self._backoff:

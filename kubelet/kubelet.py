@@ -155,8 +155,8 @@ class Kubelet:
         self.node_policy_supported = cfg.resize_preemption and version >= NODE_POLICY_VERSION
         self.recorder = EventRecorder(client, "kubelet", self.name)
         self.alloc = AllocationManager(cfg.checkpoint_dir, self.name, allocatable_units(cfg.node), cfg.node.pods,
-                                       record_event=self._event)
-        self.alloc.before_allocate = lambda pod: failpoints.hit_sync(FP_RESIZE_BEFORE_ALLOCATE)
+                                       record_event=self._event,
+                                       before_allocate=lambda pod: failpoints.hit_sync(FP_RESIZE_BEFORE_ALLOCATE))
         self.node_conditions = Conditions()
         self.node_agent = NodeAgent(client, cfg.node, lambda: self.node_conditions,
                                     status_interval=cfg.node_status_interval, lease_duration=cfg.node_lease_duration,
@@ -184,7 +184,7 @@ class Kubelet:
         await self.pods.wait_for_sync()
         await self.node_informer.wait_for_sync()
         for pod in self.pods.list():
-            self.alloc.conditions.restore(pod.metadata.uid, pod.status.conditions)
+            self.alloc.restore_conditions(pod.metadata.uid, pod.status.conditions)
         self._tasks += [supervise(f"{self.name}/pod-worker-{i}", functools.partial(self._worker, i))
                         for i in range(self.cfg.workers)]
         self._tasks += [supervise(f"{self.name}/node-agent", self.node_agent.run),
@@ -313,10 +313,10 @@ class Kubelet:
             if not await self._admit(pod, observed):
                 return
         if self.resize_supported:
-            before = self.alloc.conditions.get(uid)
+            before = self.alloc.conditions_of(uid)
             await self._handle_resize(pod)
             completed = self._track_in_progress(pod, observed)
-            if before or self.alloc.conditions.get(uid):
+            if before or self.alloc.conditions_of(uid):
                 # As Kubernetes' SyncPod: while a resize is in the air the status (allocation,
                 # resize conditions) is set before the runtime is asked to act, so it shows while
                 # the runtime works. (Nothing is written when it is already what the API has.)
@@ -340,18 +340,20 @@ class Kubelet:
             return True
         if not await self._admit_under_pressure(pod):
             return False
+        # The allocation manager's add_pod, step by step: decide, then checkpoint — with the
+        # restart failpoints around the checkpoint and critical-pod preemption in between.
         others = [p for p in self._active_pods() if p.metadata.uid != pod.metadata.uid]
-        pod_alloc, _ = self.alloc.with_allocation(pod)
-        verdict = self.alloc.fits(pod_alloc, others)
+        decision = self.alloc.can_admit_pod(pod, others)
+        verdict = decision.verdict
         if not verdict.ok and preemption.is_critical(pod):
-            verdict = await self._admit_by_preemption(pod_alloc, others)
+            verdict = await self._admit_by_preemption(decision.pod, others)
         if not verdict.ok:
             log.info("pod_rejected", node=self.name, pod=key_of(pod), reason=verdict.reason)
             self._event(pod, "Warning", verdict.reason, verdict.message)
             await self._write_failed(pod, verdict.reason, verdict.message)
             return False
         await failpoints.hit(FP_BEFORE_ADMIT_CHECKPOINT)
-        self.alloc.set_allocated(pod_alloc)
+        self.alloc.set_allocated(decision.pod)
         await failpoints.hit(FP_AFTER_ADMIT_CHECKPOINT)
         return True
 
@@ -370,7 +372,7 @@ class Kubelet:
             view = observed.view.containers.get(c.name)
             if view is not None and view.state == "running" and to_linux(alloc[c.name]) == view.applied:
                 self.alloc.set_actuated(pod.metadata.uid, c.name, alloc[c.name])
-        self.alloc.allocated.set_pod(pod.metadata.uid, alloc)
+        self.alloc.record_allocation(pod.metadata.uid, alloc)
         log.warning("allocation_recovered", node=self.name, pod=key_of(pod))
 
     def _track_in_progress(self, pod: core_pb2.Pod, observed: Observed) -> bool:
@@ -382,7 +384,7 @@ class Kubelet:
         written) it is set again. Returns True when a resize just completed.
         """
         uid = pod.metadata.uid
-        allocations = self.alloc.allocated.get_pod(uid) or {}
+        allocations = self.alloc.allocation_of(uid) or {}
         resizing = False
         for c in resizable_containers(pod):
             v = observed.view.containers.get(c.name)
@@ -392,11 +394,11 @@ class Kubelet:
             if changed_resources(alloc, self.alloc.actuated_of(uid, c.name) or Resources()):
                 resizing = True
                 break
-        in_progress = self.alloc.conditions.condition(uid, cond.IN_PROGRESS)
+        in_progress = self.alloc.condition(uid, cond.IN_PROGRESS)
         if resizing and in_progress is None:
-            self.alloc.conditions.set(uid, cond.IN_PROGRESS, "", "", pod.metadata.generation)
+            self.alloc.set_in_progress(uid, pod.metadata.generation)
         elif not resizing and in_progress is not None:
-            self.alloc.conditions.clear(uid, cond.IN_PROGRESS)
+            self.alloc.clear_in_progress(uid)
             self._event(pod, "Normal", "ResizeCompleted",
                         f"Pod resize completed, generation: {in_progress.observed_generation}")
             return True
@@ -449,7 +451,7 @@ class Kubelet:
         if not differs:
             self.alloc.handle_resize(pod, ())  # reverted or done: its pending conditions go
             return
-        pending = self.alloc.conditions.condition(uid, cond.PENDING)
+        pending = self.alloc.condition(uid, cond.PENDING)
         self.alloc.push_pending(uid, self._pods_by_uid())
         if pending is not None and pending.observed_generation == pod.metadata.generation:
             return
@@ -462,7 +464,7 @@ class Kubelet:
         node whose podPreemptionPolicy disables resize preemption (KEP-5836)."""
         if self.alloc.resize_preemption_disabled_by:
             return
-        for uid in list(self.alloc.pending):
+        for uid in self.alloc.pending_uids():
             pod = pods_by_uid.get(uid)
             if pod is None or not preemption.is_critical(pod) or not self.alloc.with_allocation(pod)[1]:
                 continue
@@ -487,7 +489,7 @@ class Kubelet:
             observed = await self.ops.observe(uid)
             changed = True
         view = observed.view
-        allocations = self.alloc.allocated.get_pod(uid) or {}
+        allocations = self.alloc.allocation_of(uid) or {}
         # Init containers, in order; sidecars keep running.
         for c in allocated.spec.init_containers:
             sidecar = resources.is_restartable_init_container(c)
@@ -569,7 +571,7 @@ class Kubelet:
             # PodResizeInProgress goes on the next sync (``_track_in_progress``), as Kubernetes'
             # goes on the sync the runtime's pod event triggers.
             return False
-        in_progress = self.alloc.conditions.condition(uid, cond.IN_PROGRESS)
+        in_progress = self.alloc.condition(uid, cond.IN_PROGRESS)
         outcome = await actuate(plan, self.ops.for_sandbox(sandbox), pod=key_of(pod))
         for name, r in outcome.actuated.items():
             await failpoints.hit(FP_RESIZE_AFTER_CRI)
@@ -583,10 +585,10 @@ class Kubelet:
             await self._start(pod, sandbox, c, await self.ops.observe(uid), allocations.get(name))
         gen = in_progress.observed_generation if in_progress is not None else pod.metadata.generation
         if outcome.errors:
-            if self.alloc.conditions.set(uid, cond.IN_PROGRESS, cond.ERROR, outcome.error_message, gen):
+            if self.alloc.set_in_progress(uid, gen, cond.ERROR, outcome.error_message):
                 self._event(pod, "Warning", "ResizeError", outcome.error_message)
         elif in_progress is not None and in_progress.reason == cond.ERROR:
-            self.alloc.conditions.set(uid, cond.IN_PROGRESS, "", "", gen)
+            self.alloc.set_in_progress(uid, gen)
         if outcome.actuated:
             self._enqueue(pod)  # "marked for resync to read the latest resources" (KEP-1287)
         return bool(outcome.actuated or outcome.restart)
@@ -648,7 +650,7 @@ class Kubelet:
         uids = await self.ops.pod_uids()
         for sid in uids.get(uid, []):
             await self.ops.remove_sandbox(sid)
-        removed = self.alloc.allocated.get_pod(uid) is not None
+        removed = self.alloc.allocation_of(uid) is not None
         self.alloc.remove_pod(uid)
         self._state.pop(uid, None)
         if removed:
@@ -666,8 +668,8 @@ class Kubelet:
 
     async def _write_status(self, pod: core_pb2.Pod, observed: Observed, terminated: bool = False) -> None:
         uid = pod.metadata.uid
-        allocation = self.alloc.allocated.get_pod(uid)
-        computed = compute_status(pod, observed.view, allocation, self.alloc.conditions.get(uid),
+        allocation = self.alloc.allocation_of(uid)
+        computed = compute_status(pod, observed.view, allocation, self.alloc.conditions_of(uid),
                                   report_resources=self.resize_supported, host_ip=self.cfg.node.address)
         if terminated:
             # A deleted pod ends in a terminal phase (Kubernetes 1.27+): Failed unless all succeeded.
@@ -733,7 +735,7 @@ class Kubelet:
 
     async def _retry_pending(self, trigger: str) -> None:
         """Retry every pending resize in the KEP's order; pods whose status changed are synced."""
-        if not self.alloc.pending:
+        if not self.alloc.has_pending():
             return
         by_uid = self._pods_by_uid()
         await self._preempt_for_critical_resizes(by_uid)
@@ -858,7 +860,7 @@ class Kubelet:
     async def _write_killed_status(self, pod: core_pb2.Pod, observed: Observed, kill: PodKill) -> None:
         """Failed with the kill's reason and message, plus its condition (DisruptionTarget)."""
         uid = pod.metadata.uid
-        computed = compute_status(pod, observed.view, self.alloc.allocated.get_pod(uid), self.alloc.conditions.get(uid),
+        computed = compute_status(pod, observed.view, self.alloc.allocation_of(uid), self.alloc.conditions_of(uid),
                                   report_resources=self.resize_supported, host_ip=self.cfg.node.address)
         computed.phase, computed.reason, computed.message = "Failed", kill.reason, kill.message
         now = timeutil.rfc3339()

@@ -5,7 +5,9 @@ Kubernetes' pkg/kubelet/allocation, as KEP-1287 describes it:
 - ``add_pod``: a new pod is admitted against the node's allocatable and the other admitted pods
   (``OutOfcpu`` / ``OutOfmemory`` / ``OutOfpods`` otherwise — what resolves scheduler races). After
   a kubelet restart a pod is re-admitted at its checkpointed allocation, not its spec, so a resize
-  that was not yet admitted does not sneak in ("Kubelet Restart Tolerance").
+  that was not yet admitted does not sneak in ("Kubelet Restart Tolerance"). It is two steps,
+  ``can_admit_pod`` (decide) and ``set_allocated`` (checkpoint), which the kubelet takes itself
+  to put its restart failpoints around the checkpoint and critical-pod preemption in between.
 - ``handle_resize``: desired != allocated. Infeasible when the pod's requests exceed what the node
   has at all ("Node didn't have enough capacity: cpu, requested: 5000, capacity: 4000"); Deferred
   when they do not fit next to the other pods now ("Node didn't have enough resource: ..."); else
@@ -17,7 +19,8 @@ Kubernetes' pkg/kubelet/allocation, as KEP-1287 describes it:
 - KEP-5836: a Deferred resize on a node whose ``spec.podPreemptionPolicy.disableResizePreemption``
   is non-empty also gets PodResizePreemptionDisabled (reason PreemptionDisabledByNodePolicy).
 
-The manager only decides and records; the kubelet's pod workers actuate.
+The manager only decides and records; the kubelet's pod workers actuate. Its state — the
+checkpoints, the resize conditions, the pending queue — is private: everyone asks its methods.
 """
 
 from __future__ import annotations
@@ -68,6 +71,14 @@ class Admission:
 ADMITTED = Admission(True)
 
 
+@dataclass(frozen=True)
+class PodAdmission:
+    """``can_admit_pod``'s decision: the pod at the resources it is admitted at, and the verdict."""
+
+    pod: core_pb2.Pod
+    verdict: Admission
+
+
 def resizable_containers(pod: core_pb2.Pod) -> list[core_pb2.Container]:
     """Regular containers and sidecars: non-sidecar init containers are never resized (KEP-1287)."""
     return list(pod.spec.containers) + [c for c in pod.spec.init_containers
@@ -98,34 +109,50 @@ def _same(a: Resources, b: Resources) -> bool:
 
 
 class AllocationManager:
+    """Kubernetes' allocation ``Manager``: the kubelet asks it; its stores stay private.
+
+    The allocated and actuated checkpoints, the resize conditions and the pending-resize queue are
+    read and changed only through the methods below.
+    """
+
     def __init__(self, checkpoint_dir: str | os.PathLike, node_name: str, allocatable: Mapping[str, int],
-                 max_pods: int, record_event: EventRecorder | None = None):
-        self.node_name = node_name
-        self.allocated = CheckpointStore(checkpoint_dir, ALLOCATED_FILE)
-        self.actuated = CheckpointStore(checkpoint_dir, ACTUATED_FILE)
-        self.conditions = cond.ResizeConditions()
-        self.allocatable = dict(allocatable)
-        self.max_pods = max_pods
+                 max_pods: int, record_event: EventRecorder | None = None,
+                 before_allocate: Callable[[core_pb2.Pod], None] | None = None):
+        self._node_name = node_name
+        self._allocated = CheckpointStore(checkpoint_dir, ALLOCATED_FILE)
+        self._actuated = CheckpointStore(checkpoint_dir, ACTUATED_FILE)
+        self._conditions = cond.ResizeConditions()
+        self._allocatable = dict(allocatable)
+        self._max_pods = max_pods
         # Owners that disabled resize preemption on this node (KEP-5836), from the Node's spec.
-        self.resize_preemption_disabled_by: list[str] = []
-        self.pending: list[str] = []
+        self._preemption_disabled_by: list[str] = []
+        self._pending: list[str] = []
         self._record = record_event or (lambda *a: None)
         # Called between deciding a resize fits and checkpointing it (the kubelet's failpoint).
-        self.before_allocate: Callable[[core_pb2.Pod], None] | None = None
+        self._before_allocate = before_allocate
         _MANAGERS.add(self)
 
     def load(self) -> None:
-        self.allocated.load()
-        self.actuated.load()
+        """Read both checkpoints (Kubernetes: NewManager's state checkpoints)."""
+        self._allocated.load()
+        self._actuated.load()
 
     # ------------------------------------------------------------ allocation views
 
     def is_allocated(self, pod: core_pb2.Pod) -> bool:
-        return self.allocated.get_pod(pod.metadata.uid) is not None
+        """Whether the pod has a checkpointed allocation, i.e. was admitted."""
+        return self._allocated.get_pod(pod.metadata.uid) is not None
+
+    def allocation_of(self, uid: str) -> dict[str, Resources] | None:
+        """A pod's allocation per container, None if not admitted (Kubernetes: GetContainerResourceAllocation)."""
+        return self._allocated.get_pod(uid)
 
     def with_allocation(self, pod: core_pb2.Pod) -> tuple[core_pb2.Pod, bool]:
-        """The pod with its containers' resources replaced by the allocation, and whether they differ."""
-        alloc = self.allocated.get_pod(pod.metadata.uid)
+        """The pod with its containers' resources replaced by the allocation, and whether they differ.
+
+        Kubernetes' UpdatePodFromAllocation.
+        """
+        alloc = self._allocated.get_pod(pod.metadata.uid)
         if alloc is None:
             return pod, False
         out = None
@@ -140,29 +167,67 @@ class AllocationManager:
         return (out, True) if out is not None else (pod, False)
 
     def set_allocated(self, pod: core_pb2.Pod) -> None:
-        self.allocated.set_pod(pod.metadata.uid, allocation_from_pod(pod))
+        """Checkpoint the pod's containers' resources as its allocation (Kubernetes: SetAllocatedResources)."""
+        self._allocated.set_pod(pod.metadata.uid, allocation_from_pod(pod))
+
+    def record_allocation(self, uid: str, allocation: Mapping[str, Resources]) -> None:
+        """Checkpoint an allocation rebuilt from the API status and the runtime (the kubelet's recovery)."""
+        self._allocated.set_pod(uid, allocation)
 
     def actuated_of(self, uid: str, container: str) -> Resources | None:
-        return self.actuated.get(uid, container)
+        """What the runtime was last given for a container (Kubernetes: GetActuatedResources)."""
+        return self._actuated.get(uid, container)
 
     def set_actuated(self, uid: str, container: str, r: Resources) -> None:
-        self.actuated.set(uid, container, r)
+        """Record what the runtime now runs a container with (Kubernetes: SetActuatedResources)."""
+        self._actuated.set(uid, container, r)
 
     def remove_pod(self, uid: str) -> None:
-        self.allocated.remove_pod(uid)
-        self.actuated.remove_pod(uid)
-        self.conditions.forget(uid)
-        if uid in self.pending:
-            self.pending.remove(uid)
+        """Forget a pod: allocation, actuation, conditions, pending resize (Kubernetes: RemovePod)."""
+        self._allocated.remove_pod(uid)
+        self._actuated.remove_pod(uid)
+        self._conditions.forget(uid)
+        if uid in self._pending:
+            self._pending.remove(uid)
 
     def remove_orphans(self, keep: set[str]) -> list[str]:
-        """Forget pods not in ``keep``; the uids whose allocation went (their room is free now)."""
-        gone = self.allocated.remove_orphans(keep)
+        """Forget pods not in ``keep``; the uids whose allocation went (Kubernetes: RemoveOrphanedPods)."""
+        gone = self._allocated.remove_orphans(keep)
         for uid in gone:
-            self.conditions.forget(uid)
-        self.actuated.remove_orphans(keep)
-        self.pending = [u for u in self.pending if u in keep]
+            self._conditions.forget(uid)
+        self._actuated.remove_orphans(keep)
+        self._pending = [u for u in self._pending if u in keep]
         return gone
+
+    # ------------------------------------------------------------ resize conditions
+
+    def restore_conditions(self, uid: str, pod_conditions: Iterable[core_pb2.PodCondition]) -> None:
+        """Take a pod's resize conditions from its API status, times kept (kubelet start, KEP-1287)."""
+        self._conditions.restore(uid, pod_conditions)
+
+    def conditions_of(self, uid: str) -> dict[str, cond.ResizeCondition]:
+        """A pod's resize conditions by type (Kubernetes: status manager's GetPodResizeConditions)."""
+        return self._conditions.get(uid)
+
+    def condition(self, uid: str, type_: str) -> cond.ResizeCondition | None:
+        """One of a pod's resize conditions, None if it is not on."""
+        return self._conditions.condition(uid, type_)
+
+    def is_deferred(self, uid: str) -> bool:
+        """PodResizePending with reason Deferred (Kubernetes: status manager's IsPodResizeDeferred)."""
+        return self._conditions.is_deferred(uid)
+
+    def is_infeasible(self, uid: str) -> bool:
+        """PodResizePending with reason Infeasible (Kubernetes: status manager's IsPodResizeInfeasible)."""
+        return self._conditions.is_infeasible(uid)
+
+    def set_in_progress(self, uid: str, generation: int, reason: str = "", message: str = "") -> bool:
+        """Set PodResizeInProgress; True if it changed (Kubernetes: SetPodResizeInProgressCondition)."""
+        return self._conditions.set(uid, cond.IN_PROGRESS, reason, message, generation)
+
+    def clear_in_progress(self, uid: str) -> bool:
+        """Clear PodResizeInProgress; True if it was on (Kubernetes: ClearPodResizeInProgressCondition)."""
+        return self._conditions.clear(uid, cond.IN_PROGRESS)
 
     # ------------------------------------------------------------ fit
 
@@ -173,7 +238,7 @@ class AllocationManager:
         raised = None
         for group in ("containers", "init_containers"):
             for i, c in enumerate(getattr(held.spec, group)):
-                act = self.actuated.get(uid, c.name)
+                act = self._actuated.get(uid, c.name)
                 if act is None:
                     continue
                 want = resources.to_resource_list(c.resources.requests)
@@ -197,13 +262,13 @@ class AllocationManager:
         """
         others = [o for o in others if o.metadata.uid != pod.metadata.uid]
         out: dict[str, int] = {}
-        if len(others) + 1 > self.max_pods:
-            out["pods"] = len(others) + 1 - self.max_pods
+        if len(others) + 1 > self._max_pods:
+            out["pods"] = len(others) + 1 - self._max_pods
         used: dict[str, int] = {}
         for o in others:
             used = resources.add(used, self._usage(o))
         for name, requested in resources.pod_requests(pod, use_status_resources=False).items():
-            free = self.allocatable.get(name, 0) - used.get(name, 0)
+            free = self._allocatable.get(name, 0) - used.get(name, 0)
             if requested and requested > free:
                 out[name] = requested - free
         return out
@@ -211,9 +276,9 @@ class AllocationManager:
     def fits(self, pod: core_pb2.Pod, others: Iterable[core_pb2.Pod]) -> Admission:
         """Kubernetes' kubelet fit predicate: pods count, then each requested resource in turn."""
         others = [o for o in others if o.metadata.uid != pod.metadata.uid]
-        if len(others) + 1 > self.max_pods:
+        if len(others) + 1 > self._max_pods:
             return Admission(False, "OutOfpods", f"Node didn't have enough resource: pods, requested: 1, used: "
-                                                 f"{len(others)}, capacity: {self.max_pods}")
+                                                 f"{len(others)}, capacity: {self._max_pods}")
         used: dict[str, int] = {}
         for o in others:
             used = resources.add(used, self._usage(o))
@@ -222,7 +287,7 @@ class AllocationManager:
             requested = want[name]
             if requested == 0:
                 continue
-            capacity = self.allocatable.get(name, 0)
+            capacity = self._allocatable.get(name, 0)
             if requested > capacity - used.get(name, 0):
                 return Admission(False, f"OutOf{name}", f"Node didn't have enough resource: {name}, requested: "
                                                         f"{requested}, used: {used.get(name, 0)}, capacity: {capacity}")
@@ -230,59 +295,76 @@ class AllocationManager:
 
     # ------------------------------------------------------------ admission
 
-    def add_pod(self, pod: core_pb2.Pod, active_pods: Iterable[core_pb2.Pod]) -> Admission:
-        """Admit a pod; on success its allocation is checkpointed (before its workers start it)."""
+    def can_admit_pod(self, pod: core_pb2.Pod, active_pods: Iterable[core_pb2.Pod]) -> PodAdmission:
+        """Admission's decision, nothing written (Kubernetes: AddPod's UpdatePodFromAllocation + canAdmitPod).
+
+        The pod is taken at its checkpointed allocation when it has one, so after a restart a resize
+        the kubelet had not admitted does not sneak in ("Kubelet Restart Tolerance").
+        """
         pod_alloc, _ = self.with_allocation(pod)
-        result = self.fits(pod_alloc, active_pods)
-        if result.ok:
-            self.set_allocated(pod_alloc)
+        return PodAdmission(pod_alloc, self.fits(pod_alloc, active_pods))
+
+    def add_pod(self, pod: core_pb2.Pod, active_pods: Iterable[core_pb2.Pod]) -> Admission:
+        """Admit a pod; on success its allocation is checkpointed (Kubernetes: AddPod).
+
+        ``can_admit_pod``, then ``set_allocated`` if the pod fits: the two steps the kubelet's
+        admission takes, with its failpoints around the checkpoint write and, for a critical pod
+        that does not fit, preemption and a new fit check in between.
+        """
+        decision = self.can_admit_pod(pod, active_pods)
+        if decision.verdict.ok:
+            self.set_allocated(decision.pod)
         else:
-            log.info("pod_admission_denied", pod=key_of(pod), node=self.node_name, reason=result.reason,
-                     message=result.message)
-        return result
+            log.info("pod_admission_denied", pod=key_of(pod), node=self._node_name, reason=decision.verdict.reason,
+                     message=decision.verdict.message)
+        return decision.verdict
 
     def handle_resize(self, pod: core_pb2.Pod, active_pods: Iterable[core_pb2.Pod]) -> bool:
-        """Try to allocate a pod's desired resources; True if the allocation changed now."""
+        """Try to allocate a pod's desired resources; True if the allocation changed now.
+
+        Kubernetes' handlePodResourcesResize.
+        """
         uid = pod.metadata.uid
         _, differs = self.with_allocation(pod)
         if not differs:
-            self.conditions.clear(uid, cond.PENDING)
-            self.conditions.clear(uid, cond.PREEMPTION_DISABLED)
+            self._conditions.clear(uid, cond.PENDING)
+            self._conditions.clear(uid, cond.PREEMPTION_DISABLED)
             return False
         generation = pod.metadata.generation
         verdict = self.resize_verdict(pod, active_pods)
         if verdict.ok:
-            if self.before_allocate is not None:
-                self.before_allocate(pod)
+            if self._before_allocate is not None:
+                self._before_allocate(pod)
             self.set_allocated(pod)
-            self.conditions.clear(uid, cond.PENDING)
-            self.conditions.clear(uid, cond.PREEMPTION_DISABLED)
-            self.conditions.clear(uid, cond.IN_PROGRESS)
-            self.conditions.set(uid, cond.IN_PROGRESS, "", "", generation)
+            self._conditions.clear(uid, cond.PENDING)
+            self._conditions.clear(uid, cond.PREEMPTION_DISABLED)
+            self._conditions.clear(uid, cond.IN_PROGRESS)
+            self._conditions.set(uid, cond.IN_PROGRESS, "", "", generation)
             self._record(pod, "Normal", "ResizeStarted", f"Pod resize started: {_summary(pod)}, generation: "
                                                          f"{generation}")
-            log.info("resize_allocated", pod=key_of(pod), node=self.node_name, generation=generation)
+            log.info("resize_allocated", pod=key_of(pod), node=self._node_name, generation=generation)
             return True
-        if self.conditions.set(uid, cond.PENDING, verdict.reason, verdict.message, generation):
+        if self._conditions.set(uid, cond.PENDING, verdict.reason, verdict.message, generation):
             if verdict.reason == cond.INFEASIBLE:  # once per resize request, not per retry
                 INFEASIBLE_RESIZES.labels(reason_detail="insufficient_node_allocatable").inc()
             event = "ResizeInfeasible" if verdict.reason == cond.INFEASIBLE else "ResizeDeferred"
             self._record(pod, "Warning", event, f"Pod resize {verdict.reason}: {verdict.message}, generation: "
                                                  f"{generation}")
-            log.info("resize_pending", pod=key_of(pod), node=self.node_name, reason=verdict.reason,
+            log.info("resize_pending", pod=key_of(pod), node=self._node_name, reason=verdict.reason,
                      message=verdict.message)
-        if verdict.reason == cond.DEFERRED and self.resize_preemption_disabled_by:
-            self.conditions.set(uid, cond.PREEMPTION_DISABLED, cond.PREEMPTION_DISABLED_BY_NODE_POLICY,
-                                f"Preemption for in-place pod resize is disabled on node '{self.node_name}' by "
-                                f"preemption policy.", generation)
+        if verdict.reason == cond.DEFERRED and self._preemption_disabled_by:
+            self._conditions.set(uid, cond.PREEMPTION_DISABLED, cond.PREEMPTION_DISABLED_BY_NODE_POLICY,
+                                 f"Preemption for in-place pod resize is disabled on node '{self._node_name}' by "
+                                 f"preemption policy.", generation)
         else:
-            self.conditions.clear(uid, cond.PREEMPTION_DISABLED)
+            self._conditions.clear(uid, cond.PREEMPTION_DISABLED)
         return False
 
     def resize_verdict(self, pod: core_pb2.Pod, active_pods: Iterable[core_pb2.Pod]) -> Admission:
+        """Whether a resize fits: Infeasible, Deferred or admitted, nothing written (Kubernetes: canResizePod)."""
         want = resources.pod_requests(pod, use_status_resources=False)
         for name in ("memory", "cpu"):
-            capacity = self.allocatable.get(name, 0)
+            capacity = self._allocatable.get(name, 0)
             if want.get(name, 0) > capacity:
                 return Admission(False, cond.INFEASIBLE, f"Node didn't have enough capacity: {name}, requested: "
                                                           f"{want[name]}, capacity: {capacity}")
@@ -291,22 +373,27 @@ class AllocationManager:
             return ADMITTED
         return Admission(False, cond.DEFERRED, fit.message)
 
+    @property
+    def resize_preemption_disabled_by(self) -> list[str]:
+        """The owners that disabled resize preemption on this node (KEP-5836), as last refreshed."""
+        return list(self._preemption_disabled_by)
+
     def refresh_preemption_policy(self, owners: list[str], pods_by_uid: Mapping[str, core_pb2.Pod]) -> list[str]:
         """The Node's disableResizePreemption changed: update Deferred pods' conditions (KEP-5836).
 
         Returns the uids whose conditions changed (their status must be written).
         """
-        self.resize_preemption_disabled_by = list(owners)
+        self._preemption_disabled_by = list(owners)
         changed = []
         for uid, pod in pods_by_uid.items():
-            if not self.conditions.is_deferred(uid):
+            if not self._conditions.is_deferred(uid):
                 continue
             if owners:
-                did = self.conditions.set(uid, cond.PREEMPTION_DISABLED, cond.PREEMPTION_DISABLED_BY_NODE_POLICY,
-                                          f"Preemption for in-place pod resize is disabled on node "
-                                          f"'{self.node_name}' by preemption policy.", pod.metadata.generation)
+                did = self._conditions.set(uid, cond.PREEMPTION_DISABLED, cond.PREEMPTION_DISABLED_BY_NODE_POLICY,
+                                           f"Preemption for in-place pod resize is disabled on node "
+                                           f"'{self._node_name}' by preemption policy.", pod.metadata.generation)
             else:
-                did = self.conditions.clear(uid, cond.PREEMPTION_DISABLED)
+                did = self._conditions.clear(uid, cond.PREEMPTION_DISABLED)
             if did:
                 changed.append(uid)
         return changed
@@ -323,42 +410,54 @@ class AllocationManager:
 
     def _sort_key(self, pod: core_pb2.Pod):
         qos = resources.qos_class(pod)
-        pending = self.conditions.condition(pod.metadata.uid, cond.PENDING)
+        pending = self._conditions.condition(pod.metadata.uid, cond.PENDING)
         since = pending.last_transition_time if pending is not None and pending.last_transition_time else None
         return (self._increases_requests(pod), -(pod.spec.priority if pod.spec.HasField("priority") else 0),
                 qos != "Guaranteed", since is None, since or "")
 
     def push_pending(self, uid: str, pods_by_uid: Mapping[str, core_pb2.Pod]) -> None:
-        if uid not in self.pending:
-            self.pending.append(uid)
+        """Queue a pod's resize for retries, in the KEP's order (Kubernetes: PushPendingResize)."""
+        if uid not in self._pending:
+            self._pending.append(uid)
         self._sort_pending(pods_by_uid)
 
+    def has_pending(self) -> bool:
+        """Whether any resize waits to be retried (Kubernetes: HasPendingResizes)."""
+        return bool(self._pending)
+
+    def pending_uids(self) -> list[str]:
+        """The pods whose resizes wait to be retried, in the order they will be."""
+        return list(self._pending)
+
     def _sort_pending(self, pods_by_uid: Mapping[str, core_pb2.Pod]) -> None:
-        live = [pods_by_uid[u] for u in self.pending if u in pods_by_uid]
+        live = [pods_by_uid[u] for u in self._pending if u in pods_by_uid]
         live.sort(key=self._sort_key)
-        self.pending = [p.metadata.uid for p in live]
+        self._pending = [p.metadata.uid for p in live]
 
     def retry_pending(self, trigger: str, pods_by_uid: Mapping[str, core_pb2.Pod],
                       active_pods: Callable[[], list[core_pb2.Pod]]) -> list[str]:
-        """Retry every pending resize in priority order; returns the uids whose status changed."""
+        """Retry every pending resize in priority order; the uids whose status changed.
+
+        Kubernetes' RetryPendingResizes.
+        """
         self._sort_pending(pods_by_uid)
         still: list[str] = []
         changed: list[str] = []
-        for uid in self.pending:
+        for uid in self._pending:
             pod = pods_by_uid.get(uid)
             if pod is None:
                 continue
-            before = self.conditions.get(uid)
-            was_deferred = self.conditions.is_deferred(uid)
+            before = self._conditions.get(uid)
+            was_deferred = self._conditions.is_deferred(uid)
             allocated = self.handle_resize(pod, active_pods())
-            if self.conditions.is_deferred(uid):
+            if self._conditions.is_deferred(uid):
                 still.append(uid)
             elif allocated and was_deferred:
                 DEFERRED_ACCEPTED.labels(retry_trigger=trigger).inc()
-                log.info("deferred_resize_accepted", pod=key_of(pod), node=self.node_name, trigger=trigger)
-            if allocated or self.conditions.get(uid) != before:
+                log.info("deferred_resize_accepted", pod=key_of(pod), node=self._node_name, trigger=trigger)
+            if allocated or self._conditions.get(uid) != before:
                 changed.append(uid)
-        self.pending = still
+        self._pending = still
         return changed
 
 
@@ -405,7 +504,7 @@ class _ResizeGauges:
     def collect(self) -> Iterator[GaugeMetricFamily]:
         totals = {"deferred": 0, "infeasible": 0, "in_progress": 0}
         for manager in list(_MANAGERS):
-            for key, n in manager.conditions.counts().items():
+            for key, n in manager._conditions.counts().items():
                 totals[key] += n
         pending = GaugeMetricFamily("kubelet_pod_pending_resizes", "Number of pending resizes for pods.",
                                     labels=["reason"])

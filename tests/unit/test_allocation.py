@@ -2,14 +2,22 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import pytest
 
 from kubelet.allocation import conditions as cond
 from kubelet.allocation.checkpoint import ALLOCATED_FILE, CheckpointStore, Resources
+from kubelet.allocation.conditions import ResizeCondition
 from kubelet.allocation.manager import AllocationManager
+from kubelet.kubelet import FP_AFTER_ADMIT_CHECKPOINT, FP_BEFORE_ADMIT_CHECKPOINT, Kubelet, KubeletConfig
+from kubelet.node import NodeConfig
+from kubelet.runtime_ops import Observed
+from kubelet.status import PodView
+from machinery import failpoints
 from machinery.api import core_pb2
+from machinery.informer import key_of
 from tests.helpers import make_pod
 
 
@@ -41,7 +49,15 @@ def _manager(tmp_path, cpu_millis: int = 2500, memory: int = 8 << 30, pods: int 
 
 
 def _allocated_cpu(m: AllocationManager, pod: core_pb2.Pod) -> str:
-    return m.allocated.get(pod.metadata.uid, "c1").requests["cpu"]
+    return m.allocation_of(pod.metadata.uid)["c1"].requests["cpu"]
+
+
+def _api_condition(c: ResizeCondition, **changes: str) -> core_pb2.PodCondition:
+    """``c`` as the pod's API status shows it (what a restarted kubelet restores), with ``changes``."""
+    c = dataclasses.replace(c, **changes)
+    return core_pb2.PodCondition(type=c.type, status="True", reason=c.reason, message=c.message,
+                                 observed_generation=c.observed_generation,
+                                 last_transition_time=c.last_transition_time, last_probe_time=c.last_probe_time)
 
 
 # ---------------------------------------------------------------- KEP-1287 Flow Control
@@ -67,23 +83,23 @@ def test_kep1287_flow_control_allocation_steps(tmp_path):
     # Step 6: the kubelet syncs the pod, sees resize #1 and admits it: InProgress.
     assert m.handle_resize(r1, [other]) is True
     assert _allocated_cpu(m, r1) == "1.5"
-    assert m.conditions.condition(r1.metadata.uid, cond.IN_PROGRESS).observed_generation == 2
+    assert m.condition(r1.metadata.uid, cond.IN_PROGRESS).observed_generation == 2
     # Steps 7-9: resize #2 to 2: feasible in theory, not now (0.75 + 2 > 2.5): Deferred.
     r2 = _resize(r1, "2")
     assert m.handle_resize(r2, [other]) is False
-    pending = m.conditions.condition(r2.metadata.uid, cond.PENDING)
+    pending = m.condition(r2.metadata.uid, cond.PENDING)
     assert pending.reason == cond.DEFERRED
     assert pending.message == "Node didn't have enough resource: cpu, requested: 2000, used: 750, capacity: 2500"
     assert _allocated_cpu(m, r2) == "1.5"
     # Steps 10-11: resize #3 to 1.6 fits: Pending removed, allocated 1.6, InProgress.
     r3 = _resize(r2, "1.6")
     assert m.handle_resize(r3, [other]) is True
-    assert m.conditions.condition(r3.metadata.uid, cond.PENDING) is None
+    assert m.condition(r3.metadata.uid, cond.PENDING) is None
     assert _allocated_cpu(m, r3) == "1.6"
     # Steps 14-15: resize #4 to 100 cpus: Infeasible; allocation stays 1.6.
     r4 = _resize(r3, "100")
     assert m.handle_resize(r4, [other]) is False
-    pending = m.conditions.condition(r4.metadata.uid, cond.PENDING)
+    pending = m.condition(r4.metadata.uid, cond.PENDING)
     assert pending.reason == cond.INFEASIBLE
     assert pending.message == "Node didn't have enough capacity: cpu, requested: 100000, capacity: 2500"
     assert _allocated_cpu(m, r4) == "1.6"
@@ -98,7 +114,7 @@ def test_restart_before_checkpointing_readmits_as_new(tmp_path):
     assert not m.is_allocated(pod)
     m2 = _manager(tmp_path)
     assert m2.add_pod(_resize(pod, "1.2"), []).ok
-    assert m2.allocated.get(pod.metadata.uid, "c1").requests["cpu"] == "1.2"
+    assert m2.allocation_of(pod.metadata.uid)["c1"].requests["cpu"] == "1.2"
 
 
 def test_admission_rejects_with_out_of_cpu_and_counts_other_pods_at_max_of_allocated_and_actuated(tmp_path):
@@ -123,6 +139,95 @@ def test_out_of_pods(tmp_path):
     assert r.reason == "OutOfpods" and r.message.startswith("Node didn't have enough resource: pods")
 
 
+# ---------------------------------------------------------------- the kubelet's admission is add_pod
+
+
+class _NoApi:
+    """A client nothing goes through: the kubelet is built, never started."""
+
+    def resource(self, kind):
+        return None
+
+
+def _kubelet(tmp_path, cpu: str) -> Kubelet:
+    k = Kubelet(KubeletConfig(NodeConfig("node-1", cpu=cpu), str(tmp_path)), _NoApi(), runtime=None)
+    k.alloc.load()
+    return k
+
+
+def _not_running() -> Observed:
+    return Observed(sandbox_id=None, sandbox_ready=False, sandbox_attempt=0, view=PodView(), ids={})
+
+
+def _record_steps(monkeypatch, m: AllocationManager, steps: list) -> None:
+    """Note every call of add_pod's two steps, by pod name, in ``steps``."""
+    for step in ("can_admit_pod", "set_allocated"):
+        real = getattr(m, step)
+
+        def spy(pod, *args, _real=real, _step=step):
+            steps.append((_step, pod.metadata.name))
+            return _real(pod, *args)
+        monkeypatch.setattr(m, step, spy)
+
+
+def _record_failpoints(monkeypatch, m: AllocationManager, uid: str, steps: list) -> None:
+    """Note each failpoint the kubelet passes, with whether ``uid``'s allocation is checkpointed there."""
+    async def hit(name: str) -> None:
+        steps.append((name, m.allocation_of(uid) is not None))
+    monkeypatch.setattr(failpoints, "hit", hit)
+
+
+async def test_the_kubelets_admission_takes_add_pods_steps_with_its_failpoints_around_the_checkpoint(
+        tmp_path, monkeypatch):
+    """KEP-1287 "Kubelet Restart Analysis": the kubelet admits a pod with add_pod's own two steps
+    (decide, checkpoint), the restart failpoints just before and just after the checkpoint write;
+    add_pod takes the same steps without them and checkpoints the same allocation."""
+    k = _kubelet(tmp_path / "kubelet", cpu="2")
+    pod = _pod("new", "1")
+    steps: list = []
+    _record_steps(monkeypatch, k.alloc, steps)
+    _record_failpoints(monkeypatch, k.alloc, pod.metadata.uid, steps)
+    assert await k._admit(pod, _not_running())
+    assert steps == [("can_admit_pod", "new"), (FP_BEFORE_ADMIT_CHECKPOINT, False), ("set_allocated", "new"),
+                     (FP_AFTER_ADMIT_CHECKPOINT, True)]
+    twin = _manager(tmp_path / "twin", cpu_millis=2000)
+    steps.clear()
+    _record_steps(monkeypatch, twin, steps)
+    assert twin.add_pod(pod, []).ok
+    assert steps == [("can_admit_pod", "new"), ("set_allocated", "new")]
+    assert twin.allocation_of(pod.metadata.uid) == k.alloc.allocation_of(pod.metadata.uid) == \
+        {"c1": Resources({"cpu": "1"})}
+
+
+async def test_a_critical_pod_that_does_not_fit_preempts_between_add_pods_decision_and_its_checkpoint(
+        tmp_path, monkeypatch):
+    """Kubernetes' critical-pod admission: add_pod's decision says OutOfcpu, the kubelet evicts a
+    victim and checks the fit again, then checkpoints between the same failpoints."""
+    k = _kubelet(tmp_path, cpu="2")
+    low = _pod("low", "1500m")
+    assert k.alloc.add_pod(low, []).ok
+    k.pods.store[key_of(low)] = low  # the informer's view: low runs here
+    critical = _pod("critical", "1", priority=2_000_001_000)
+    steps: list = []
+    killed: set[str] = set()
+
+    async def kill_preempted(victim: core_pb2.Pod) -> None:
+        steps.append(("preempt", victim.metadata.name))
+        killed.add(victim.metadata.uid)
+    monkeypatch.setattr(k, "_kill_preempted", kill_preempted)
+    monkeypatch.setattr(k, "_killed", lambda uid: uid in killed)
+    _record_steps(monkeypatch, k.alloc, steps)
+    _record_failpoints(monkeypatch, k.alloc, critical.metadata.uid, steps)
+    assert await k._admit(critical, _not_running())
+    assert steps == [("can_admit_pod", "critical"), ("preempt", "low"), (FP_BEFORE_ADMIT_CHECKPOINT, False),
+                     ("set_allocated", "critical"), (FP_AFTER_ADMIT_CHECKPOINT, True)]
+    assert _allocated_cpu(k.alloc, critical) == "1"
+    # Without the kubelet's preemption add_pod's decision stands: the same pod is refused.
+    twin = _manager(tmp_path / "twin", cpu_millis=2000)
+    assert twin.add_pod(low, []).ok
+    assert twin.add_pod(critical, [low]).reason == "OutOfcpu"
+
+
 # ---------------------------------------------------------------- pending resizes
 
 
@@ -140,7 +245,7 @@ def test_pending_resizes_are_sorted_by_the_keps_priority(tmp_path):
     by_uid = {p.metadata.uid: p for p in want.values()}
     for p in want.values():
         m.push_pending(p.metadata.uid, by_uid)
-    order = [by_uid[u].metadata.name for u in m.pending]
+    order = [by_uid[u].metadata.name for u in m.pending_uids()]
     # Not increasing first; then priority; then Guaranteed before Burstable at equal priority.
     assert order == ["shrink", "high", "guaranteed", "low"]
 
@@ -160,7 +265,7 @@ def test_retry_of_deferred_resizes_chain_reaction(tmp_path):
     for uid, p in want.items():
         assert m.handle_resize(p, [want.get(q.metadata.uid, q) for q in live]) is False
         m.push_pending(uid, want)
-    assert all(m.conditions.is_deferred(uid) for uid in want)
+    assert all(m.is_deferred(uid) for uid in want)
     # pod1 is deleted.
     live.remove(p1)
     m.remove_pod(p1.metadata.uid)
@@ -170,14 +275,14 @@ def test_retry_of_deferred_resizes_chain_reaction(tmp_path):
 
     changed = m.retry_pending("pods_removed", want, active)
     assert changed == [p2.metadata.uid]
-    assert _allocated_cpu(m, p2) == "2" and m.conditions.is_deferred(p3.metadata.uid)
+    assert _allocated_cpu(m, p2) == "2" and m.is_deferred(p3.metadata.uid)
     # p2 actuated; now shrink p2 back to make room for p3, as the test's chain does.
     p2_down = _resize(want[p2.metadata.uid], "1100m")
     want[p2.metadata.uid] = p2_down
     m.handle_resize(p2_down, active())
     changed = m.retry_pending("pod_resized", want, active)
     assert p3.metadata.uid in changed and _allocated_cpu(m, p3) == "1900m"
-    assert m.conditions.is_deferred(p4.metadata.uid)
+    assert m.is_deferred(p4.metadata.uid)
 
 
 def test_node_policy_sets_and_clears_preemption_disabled_on_deferred_pods(tmp_path):
@@ -186,19 +291,19 @@ def test_node_policy_sets_and_clears_preemption_disabled_on_deferred_pods(tmp_pa
     big, other = _pod("big", "1"), _pod("other", "1")
     m.add_pod(big, [])
     m.add_pod(other, [big])
-    m.resize_preemption_disabled_by = ["autoscaling.k8s.io/cluster-autoscaler"]
+    m.refresh_preemption_policy(["autoscaling.k8s.io/cluster-autoscaler"], {})
     grown = _resize(big, "1500m")
     m.handle_resize(grown, [other])
-    c = m.conditions.condition(grown.metadata.uid, cond.PREEMPTION_DISABLED)
+    c = m.condition(grown.metadata.uid, cond.PREEMPTION_DISABLED)
     assert c.reason == "PreemptionDisabledByNodePolicy"
     assert c.message == "Preemption for in-place pod resize is disabled on node 'node-1' by preemption policy."
     assert m.refresh_preemption_policy([], {grown.metadata.uid: grown}) == [grown.metadata.uid]
-    assert m.conditions.condition(grown.metadata.uid, cond.PREEMPTION_DISABLED) is None
+    assert m.condition(grown.metadata.uid, cond.PREEMPTION_DISABLED) is None
     m.refresh_preemption_policy(["x.io/y"], {grown.metadata.uid: grown})
-    assert m.conditions.condition(grown.metadata.uid, cond.PREEMPTION_DISABLED) is not None
+    assert m.condition(grown.metadata.uid, cond.PREEMPTION_DISABLED) is not None
     # The resize resolves (it is reverted): both conditions go.
     m.handle_resize(big, [other])
-    assert m.conditions.get(grown.metadata.uid) == {}
+    assert m.conditions_of(grown.metadata.uid) == {}
 
 
 def test_pending_condition_keeps_its_transition_time_until_its_reason_changes(tmp_path):
@@ -208,14 +313,14 @@ def test_pending_condition_keeps_its_transition_time_until_its_reason_changes(tm
     other = _pod("o", "500m")
     m.add_pod(other, [pod])
     m.handle_resize(_resize(pod, "800m"), [other])
-    first = m.conditions.condition(pod.metadata.uid, cond.PENDING)
+    first = m.condition(pod.metadata.uid, cond.PENDING)
     first_time = first.last_transition_time
-    m.conditions._by_pod[pod.metadata.uid][cond.PENDING] = first.__class__(
-        **{**first.__dict__, "last_transition_time": "2000-01-01T00:00:00Z"})
+    # As a restarted kubelet takes it from the pod's API status: the same condition, set long ago.
+    m.restore_conditions(pod.metadata.uid, [_api_condition(first, last_transition_time="2000-01-01T00:00:00Z")])
     m.handle_resize(_resize(_resize(pod, "800m"), "900m"), [other])  # still Deferred, new generation
-    assert m.conditions.condition(pod.metadata.uid, cond.PENDING).last_transition_time == "2000-01-01T00:00:00Z"
+    assert m.condition(pod.metadata.uid, cond.PENDING).last_transition_time == "2000-01-01T00:00:00Z"
     m.handle_resize(_resize(pod, "5"), [other])  # now Infeasible: a new transition
-    assert m.conditions.condition(pod.metadata.uid, cond.PENDING).last_transition_time != "2000-01-01T00:00:00Z"
+    assert m.condition(pod.metadata.uid, cond.PENDING).last_transition_time != "2000-01-01T00:00:00Z"
     assert first_time
 
 
@@ -270,7 +375,7 @@ def test_an_infeasible_resize_is_counted_once_per_request_not_per_retry(tmp_path
     huge = _resize(pod, "100")
     for _ in range(3):  # the request, then retries
         assert not m.handle_resize(huge, [])
-    assert m.conditions.is_infeasible(pod.metadata.uid)
+    assert m.is_infeasible(pod.metadata.uid)
     assert REGISTRY.get_sample_value("kubelet_pod_infeasible_resizes_total", labels) == before + 1
     assert not m.handle_resize(_resize(huge, "50"), [])  # another request, infeasible too
     assert REGISTRY.get_sample_value("kubelet_pod_infeasible_resizes_total", labels) == before + 2
@@ -288,14 +393,14 @@ def test_pending_and_in_progress_gauges_sum_every_kubelet_of_the_process(tmp_pat
     before = {r: _gauge("kubelet_pod_pending_resizes", reason=r) for r in ("deferred", "infeasible")}
     before_ip = _gauge("kubelet_pod_in_progress_resizes")
     a, b = _manager(tmp_path / "a"), _manager(tmp_path / "b")
-    a.conditions.set("uid-1", cond.PENDING, cond.DEFERRED, "no room", 2)
-    b.conditions.set("uid-2", cond.PENDING, cond.DEFERRED, "no room", 2)
-    b.conditions.set("uid-3", cond.PENDING, cond.INFEASIBLE, "too big", 2)
-    a.conditions.set("uid-4", cond.IN_PROGRESS, "", "", 3)
+    a.restore_conditions("uid-1", [_api_condition(ResizeCondition(cond.PENDING, cond.DEFERRED, "no room", 2))])
+    b.restore_conditions("uid-2", [_api_condition(ResizeCondition(cond.PENDING, cond.DEFERRED, "no room", 2))])
+    b.restore_conditions("uid-3", [_api_condition(ResizeCondition(cond.PENDING, cond.INFEASIBLE, "too big", 2))])
+    a.set_in_progress("uid-4", 3)
     assert _gauge("kubelet_pod_pending_resizes", reason="deferred") == before["deferred"] + 2
     assert _gauge("kubelet_pod_pending_resizes", reason="infeasible") == before["infeasible"] + 1
     assert _gauge("kubelet_pod_in_progress_resizes") == before_ip + 1
-    b.conditions.clear("uid-2", cond.PENDING)
+    b.remove_pod("uid-2")  # its only condition goes with it
     assert _gauge("kubelet_pod_pending_resizes", reason="deferred") == before["deferred"] + 1
 
 
@@ -314,10 +419,10 @@ def test_kep1287_atomic_resizes_across_containers_are_accepted_whole_or_not_at_a
     both.spec.containers[1].resources.requests["cpu"] = "1500m"
     both.metadata.generation = 2
     assert m.handle_resize(both, [other]) is False
-    assert m.conditions.condition("uid-duo", cond.PENDING).reason == cond.DEFERRED
-    assert (m.allocated.get("uid-duo", "c1").requests["cpu"], m.allocated.get("uid-duo", "c2").requests["cpu"]) == \
+    assert m.condition("uid-duo", cond.PENDING).reason == cond.DEFERRED
+    assert (m.allocation_of("uid-duo")["c1"].requests["cpu"], m.allocation_of("uid-duo")["c2"].requests["cpu"]) == \
         ("1", "1")
     m.remove_pod(other.metadata.uid)
     assert m.handle_resize(both, []) is True
-    assert (m.allocated.get("uid-duo", "c1").requests["cpu"], m.allocated.get("uid-duo", "c2").requests["cpu"]) == \
+    assert (m.allocation_of("uid-duo")["c1"].requests["cpu"], m.allocation_of("uid-duo")["c2"].requests["cpu"]) == \
         ("1500m", "1500m")

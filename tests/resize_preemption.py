@@ -4,17 +4,68 @@ cleanup after each test (``kplane check`` over the whole history must pass)."""
 
 from __future__ import annotations
 
+import contextlib
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Iterator
+
+import pytest
+
 from cli import check
 from machinery import errors
 from machinery.api import core_pb2
 from machinery.quantity import Quantity
+from tests.conftest import TestCluster, start_cluster, stop_cluster
 from tests.helpers import ensure_priority_classes, eventually, make_pod, make_priority_class
-from tests.nodes import condition, delete_all_pods, failpoint, metric, wait_deleted, wait_running
+from tests.nodes import FAST_KUBELET, condition, delete_all_pods, failpoint, metric, wait_deleted, wait_running
 
 NODE = "node-1"
 GATE = "SchedulerPreemptionForPodResize=true"
 WAIT = 30
 PRIORITIES = {"p-high": 1000, "p-mid": 500, "p-low": 20, "p-lowest": 10}
+OPTION_1 = "option-1"  # DefaultPreemption's deferredResizeNomination: None, the default
+OPTION_4 = "option-4"  # ... SpecNodeName
+
+
+def scheduler_config(plugin: str, args: dict[str, str]) -> str:
+    """A KubeSchedulerConfiguration giving ``plugin`` these args in the default profile."""
+    lines = "".join(f"      {k}: {v}\n" for k, v in args.items())
+    return ("apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\nprofiles:\n"
+            f"- schedulerName: default-scheduler\n  pluginConfig:\n  - name: {plugin}\n    args:\n{lines}")
+
+
+# "Tracking Preemption Nominations to Avoid Double Preemption", Option 4 (minCandidateNodes* keep
+# their defaults).
+OPTION_4_CONFIG = scheduler_config("DefaultPreemption", {"deferredResizeNomination": "SpecNodeName"})
+
+
+@contextlib.contextmanager
+def one_node_cluster(config: str = "") -> Iterator[TestCluster]:
+    """One node of 4 CPUs, fast kubelet, the KEP-5836 gate on, a scheduler with ``config`` (a
+    KubeSchedulerConfiguration; the defaults when empty)."""
+    config_dir = tempfile.mkdtemp(prefix="kplane-sched-config-")
+    path = ""
+    if config:
+        path = str(Path(config_dir) / "scheduler.yaml")
+        Path(path).write_text(config)
+    tc = start_cluster(nodes=1, schedulers=1, node_cpu="4", node_memory="8Gi", kubelet_args=FAST_KUBELET,
+                       feature_gates=GATE, scheduler_config=path)
+    try:
+        yield tc
+    finally:
+        stop_cluster(tc)
+        shutil.rmtree(config_dir, ignore_errors=True)
+
+
+def option_clusters():
+    """A module fixture run under Option 1 and under Option 4; ``tc.option`` says which."""
+    @pytest.fixture(scope="module", params=[OPTION_1, OPTION_4])
+    def fixture(request):
+        with one_node_cluster(OPTION_4_CONFIG if request.param == OPTION_4 else "") as tc:
+            tc.option = request.param
+            yield tc
+    return fixture
 
 
 async def resize_client(tc):

@@ -46,8 +46,6 @@ from __future__ import annotations
 import asyncio
 import json
 import re
-import shutil
-import tempfile
 import time
 import urllib.error
 from dataclasses import dataclass
@@ -57,10 +55,8 @@ import pytest
 
 from machinery.api import core_pb2
 from machinery.quantity import Quantity
-from tests.conftest import start_cluster, stop_cluster
 from tests.helpers import ensure_priority_classes, eventually, make_pod
 from tests.nodes import (
-    FAST_KUBELET,
     condition,
     delete_all_pods,
     failpoint,
@@ -71,10 +67,10 @@ from tests.nodes import (
     wait_exited,
     wait_running,
 )
+from tests.resize_preemption import OPTION_1, option_clusters
 
 pytestmark = [pytest.mark.chaos, pytest.mark.integration]
 
-GATE = "SchedulerPreemptionForPodResize=true"
 PRIORITIES = {"shift-high": 1000, "shift-low": 10}
 VICTIMS = ("p1", "p2", "p3")
 # The order of the victims' last updates: the first scheduler's tie-break order.
@@ -87,37 +83,7 @@ AFTER_CHOSEN = "scheduler/preemption-after-victims-chosen"
 AFTER_FIRST = "scheduler/preemption-after-first-victim"
 RULE = "one-victim-set-per-resize"
 
-OPTION_1 = "option-1"
-OPTION_4 = "option-4"
-# "Tracking Preemption Nominations to Avoid Double Preemption", Option 4: DefaultPreemption's args
-# in a KubeSchedulerConfiguration (minCandidateNodes* keep their defaults).
-OPTION_4_CONFIG = """\
-apiVersion: kubescheduler.config.k8s.io/v1
-kind: KubeSchedulerConfiguration
-profiles:
-- schedulerName: default-scheduler
-  pluginConfig:
-  - name: DefaultPreemption
-    args:
-      deferredResizeNomination: SpecNodeName
-"""
-
-
-@pytest.fixture(scope="module", params=[OPTION_1, OPTION_4])
-def shift_cluster(request):
-    config_dir = tempfile.mkdtemp(prefix="kplane-shift-config-")
-    config = ""
-    if request.param == OPTION_4:
-        config = str(Path(config_dir) / "scheduler.yaml")
-        Path(config).write_text(OPTION_4_CONFIG)
-    tc = start_cluster(nodes=1, schedulers=1, node_cpu="4", node_memory="8Gi", kubelet_args=FAST_KUBELET,
-                       feature_gates=GATE, scheduler_config=config)
-    tc.option = request.param
-    try:
-        yield tc
-    finally:
-        stop_cluster(tc)
-        shutil.rmtree(config_dir, ignore_errors=True)
+shift_cluster = option_clusters()
 
 
 def _disarm(tc) -> None:

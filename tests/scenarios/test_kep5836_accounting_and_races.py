@@ -28,28 +28,24 @@ must pass over the whole history.
 
 from __future__ import annotations
 
-import shutil
-import tempfile
-from pathlib import Path
-
 import pytest
 
-from tests.conftest import start_cluster, stop_cluster
 from tests.helpers import ensure_priority_classes, eventually
-from tests.nodes import FAST_KUBELET, failpoint, metric, requeued_by, resize
+from tests.nodes import failpoint, metric, requeued_by, resize
 from tests.resize_preemption import (
-    GATE,
     NODE,
     WAIT,
     disarm,
     finish,
     gone,
+    one_node_cluster,
     preempted_by,
     resizable_pod,
     resize_attempts,
     resize_client,
     run_pods,
     running_names,
+    scheduler_config,
     wait_actuated,
     wait_resize_conditions,
 )
@@ -58,31 +54,12 @@ pytestmark = pytest.mark.scenario
 
 SLOW_KUBELET = "kubelet/resize-before-allocate"
 
-CONFIG = """\
-apiVersion: kubescheduler.config.k8s.io/v1
-kind: KubeSchedulerConfiguration
-profiles:
-- schedulerName: default-scheduler
-  pluginConfig:
-  - name: NodeResourcesFit
-    args:
-      deferredResizeAccounting: {accounting}
-"""
-
-
 def _accounting_cluster(accounting: str):
     @pytest.fixture(scope="module")
     def fixture():
-        config_dir = tempfile.mkdtemp(prefix="kplane-sched-config-")
-        config = Path(config_dir) / "scheduler.yaml"
-        config.write_text(CONFIG.format(accounting=accounting))
-        tc = start_cluster(nodes=1, schedulers=1, node_cpu="4", node_memory="8Gi", kubelet_args=FAST_KUBELET,
-                           feature_gates=GATE, scheduler_config=str(config))
-        try:
+        config = scheduler_config("NodeResourcesFit", {"deferredResizeAccounting": accounting})
+        with one_node_cluster(config) as tc:
             yield tc
-        finally:
-            stop_cluster(tc)
-            shutil.rmtree(config_dir, ignore_errors=True)
     return fixture
 
 

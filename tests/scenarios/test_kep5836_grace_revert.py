@@ -48,8 +48,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import shutil
-import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -58,14 +56,15 @@ import pytest
 
 from machinery.api import core_pb2
 from machinery.quantity import Quantity
-from tests.conftest import start_cluster, stop_cluster
 from tests.helpers import eventually
-from tests.nodes import FAST_KUBELET, condition, metric, pod_revisions, resize
+from tests.nodes import condition, metric, pod_revisions, resize
 from tests.resize_preemption import (
-    GATE,
+    OPTION_1,
+    OPTION_4,
     WAIT,
     finish,
     gone,
+    option_clusters,
     resizable_pod,
     resize_attempts,
     resize_client,
@@ -87,35 +86,7 @@ REREQUEST_AT = 4.0  # 20 s: the autoscaler asks again
 NOT_ELIGIBLE = ("0/1 nodes are available: 1 Insufficient cpu. "
                 "preemption: not eligible due to a terminating pod on the nominated node.")
 
-OPTION_1 = "option-1"
-OPTION_4 = "option-4"
-OPTION_4_CONFIG = """\
-apiVersion: kubescheduler.config.k8s.io/v1
-kind: KubeSchedulerConfiguration
-profiles:
-- schedulerName: default-scheduler
-  pluginConfig:
-  - name: DefaultPreemption
-    args:
-      deferredResizeNomination: SpecNodeName
-"""
-
-
-@pytest.fixture(scope="module", params=[OPTION_1, OPTION_4])
-def grace_cluster(request):
-    config_dir = tempfile.mkdtemp(prefix="kplane-grace-config-")
-    config = ""
-    if request.param == OPTION_4:
-        config = str(Path(config_dir) / "scheduler.yaml")
-        Path(config).write_text(OPTION_4_CONFIG)
-    tc = start_cluster(nodes=1, schedulers=1, node_cpu="4", node_memory="8Gi", kubelet_args=FAST_KUBELET,
-                       feature_gates=GATE, scheduler_config=config)
-    tc.option = request.param
-    try:
-        yield tc
-    finally:
-        stop_cluster(tc)
-        shutil.rmtree(config_dir, ignore_errors=True)
+grace_cluster = option_clusters()
 
 
 @pytest.fixture

@@ -90,6 +90,16 @@ async def finish(tc, c) -> None:
         await c.close()
 
 
+@contextlib.asynccontextmanager
+async def resize_api(tc: TestCluster):
+    """A test's client of ``tc``: priority classes made before, ``finish`` after."""
+    c = await resize_client(tc)
+    try:
+        yield c
+    finally:
+        await finish(tc, c)
+
+
 def resizable_pod(name: str, cpu: str, priority_class: str, grace: int = 1) -> core_pb2.Pod:
     pod = make_pod(name, cpu=cpu, memory="128Mi", priority_class=priority_class, grace=grace)
     pod.spec.containers[0].resize_policy.add(resource_name="cpu", restart_policy="NotRequired")

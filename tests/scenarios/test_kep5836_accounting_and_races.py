@@ -36,13 +36,12 @@ from tests.resize_preemption import (
     NODE,
     WAIT,
     disarm,
-    finish,
     gone,
     one_node_cluster,
     preempted_by,
     resizable_pod,
+    resize_api,
     resize_attempts,
-    resize_client,
     run_pods,
     running_names,
     scheduler_config,
@@ -69,21 +68,17 @@ kubelet_cluster = _accounting_cluster("KubeletConsistent")
 
 @pytest.fixture
 async def alpha_api(alpha_cluster):
-    c = await resize_client(alpha_cluster)
-    try:
+    async with resize_api(alpha_cluster) as c:
         yield c
-    finally:
-        await finish(alpha_cluster, c)
 
 
 @pytest.fixture
 async def kubelet_api(kubelet_cluster):
-    c = await resize_client(kubelet_cluster)
-    try:
-        yield c
-    finally:
-        await disarm(kubelet_cluster, f"kubelet/{NODE}", SLOW_KUBELET)
-        await finish(kubelet_cluster, c)
+    async with resize_api(kubelet_cluster) as c:
+        try:
+            yield c
+        finally:
+            await disarm(kubelet_cluster, f"kubelet/{NODE}", SLOW_KUBELET)
 
 
 def _pending(tc) -> float:

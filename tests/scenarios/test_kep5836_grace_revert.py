@@ -62,12 +62,11 @@ from tests.resize_preemption import (
     OPTION_1,
     OPTION_4,
     WAIT,
-    finish,
     gone,
     option_clusters,
     resizable_pod,
+    resize_api,
     resize_attempts,
-    resize_client,
     resize_state,
     run_pods,
     running_names,
@@ -91,11 +90,8 @@ grace_cluster = option_clusters()
 
 @pytest.fixture
 async def api(grace_cluster):
-    c = await resize_client(grace_cluster)
-    try:
+    async with resize_api(grace_cluster) as c:
         yield c
-    finally:
-        await finish(grace_cluster, c)
 
 
 # ------------------------------------------------------------------------------------ reading

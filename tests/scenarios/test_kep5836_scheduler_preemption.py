@@ -35,12 +35,11 @@ from tests.resize_preemption import (
     WAIT,
     assert_never_nominated_nor_unscheduled,
     disarm,
-    finish,
     gone,
     preempted_by,
     resizable_pod,
+    resize_api,
     resize_attempts,
-    resize_client,
     run_pods,
     running_names,
     wait_actuated,
@@ -59,11 +58,8 @@ old_kubelet_cluster = cluster_fixture(nodes=1, schedulers=1, node_cpu="4", node_
 
 @pytest.fixture
 async def api(resize_cluster):
-    c = await resize_client(resize_cluster)
-    try:
+    async with resize_api(resize_cluster) as c:
         yield c
-    finally:
-        await finish(resize_cluster, c)
 
 
 # ------------------------------------------------------------------------------------ Test Plan
@@ -211,11 +207,8 @@ async def test_resize_preemption_metrics_are_exposed_by_the_scheduler(api, resiz
 
 @pytest.fixture
 async def old_api(old_kubelet_cluster):
-    c = await resize_client(old_kubelet_cluster)
-    try:
+    async with resize_api(old_kubelet_cluster) as c:
         yield c
-    finally:
-        await finish(old_kubelet_cluster, c)
 
 
 async def test_an_old_kubelets_node_policy_is_read_by_the_scheduler_itself(old_api, old_kubelet_cluster):
@@ -246,11 +239,8 @@ async def test_an_old_kubelets_node_policy_is_read_by_the_scheduler_itself(old_a
 
 @pytest.fixture
 async def off_api(gate_off_cluster):
-    c = await resize_client(gate_off_cluster)
-    try:
+    async with resize_api(gate_off_cluster) as c:
         yield c
-    finally:
-        await finish(gate_off_cluster, c)
 
 
 async def test_with_the_gate_off_a_deferred_resize_preempts_nothing(off_api, gate_off_cluster):

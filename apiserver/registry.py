@@ -95,7 +95,7 @@ class Registry:
             except ValueError:
                 raise errors.BadRequest(f'invalid resource version "{rv}"') from None
         namespace = req.namespace if kind.namespaced else ""
-        items = self.cache[kind].list(namespace, labels, fields)
+        items = self.cache[kind].select(namespace, labels, fields)
         out = kind.list_message(api_version=kind.api_version, kind=f"{kind.name}List")
         out.metadata.resource_version = str(self.cache.rev)
         if req.limit > 0:

@@ -284,7 +284,7 @@ class KindCache:
 
     # ------------------------------------------------------------ reads
 
-    def list(self, namespace: str, labels: LabelSelector, fields: FieldSelector) -> list[Message]:
+    def select(self, namespace: str, labels: LabelSelector, fields: FieldSelector) -> list[Message]:
         prefix = self.kind.prefix(namespace)
         out = []
         for key in sorted(self.store):
@@ -324,7 +324,7 @@ class KindCache:
         flt = WatchFilter(namespace, labels, fields)
         if resource_version in ("", "0"):
             w = Watcher(self, flt, current, bookmarks, max_pending, interval)
-            for obj in self.list(namespace, labels, fields):
+            for obj in self.select(namespace, labels, fields):
                 w.push(encode_frame("ADDED", obj.SerializeToString()), 0)
             w.last_rev = current
             if initial_events_end:

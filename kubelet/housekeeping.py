@@ -87,5 +87,5 @@ class Housekeeping:
                 self.node_agent.poke()
             if time.monotonic() - last_resync >= self.cfg.sync_frequency:
                 last_resync = time.monotonic()
-                for pod in self.pods.list():
+                for pod in self.pods.list_all():
                     self._enqueue(pod)

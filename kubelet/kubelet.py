@@ -150,7 +150,7 @@ class Kubelet(PodWorkers, PodAdmission, PodSync, Termination, Housekeeping):
         await self.node_informer.start()
         await self.pods.wait_for_sync()
         await self.node_informer.wait_for_sync()
-        for pod in self.pods.list():
+        for pod in self.pods.list_all():
             self.alloc.restore_conditions(pod.metadata.uid, pod.status.conditions)
         self._tasks += [supervise(f"{self.name}/pod-worker-{i}", functools.partial(self._worker, i))
                         for i in range(self.cfg.workers)]
@@ -166,10 +166,10 @@ class Kubelet(PodWorkers, PodAdmission, PodSync, Termination, Housekeeping):
             if self.alloc.is_allocated(pod) and self.alloc.with_allocation(pod)[1]:
                 self.alloc.push_pending(pod.metadata.uid, by_uid)
         await self._retry_pending(TRIGGER_PODS_ADDED)
-        for pod in self.pods.list():
+        for pod in self.pods.list_all():
             self._enqueue(pod)
         self.ready = True
-        log.info("kubelet_ready", node=self.name, pods=len(self.pods.list()), resize=self.resize_supported,
+        log.info("kubelet_ready", node=self.name, pods=len(self.pods.list_all()), resize=self.resize_supported,
                  emulated_version=self.cfg.emulated_version)
 
     async def _wait_runtime(self) -> None:
@@ -198,11 +198,11 @@ class Kubelet(PodWorkers, PodAdmission, PodSync, Termination, Housekeeping):
         self.recorder.event(pod, type_, reason, message)
 
     def _pods_by_uid(self) -> dict[str, core_pb2.Pod]:
-        return {p.metadata.uid: p for p in self.pods.list()}
+        return {p.metadata.uid: p for p in self.pods.list_all()}
 
     def _active_pods(self) -> list[core_pb2.Pod]:
         """Admitted pods still holding resources (not finished)."""
-        return [p for p in self.pods.list() if self.alloc.is_allocated(p) and not self._killed(p.metadata.uid)
+        return [p for p in self.pods.list_all() if self.alloc.is_allocated(p) and not self._killed(p.metadata.uid)
                 and p.status.phase not in TERMINAL_PHASES]
 
     def _killed(self, uid: str) -> bool:

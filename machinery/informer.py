@@ -211,7 +211,7 @@ class Informer:
     def get(self, name: str, namespace: str = "") -> Message | None:
         return self.store.get(f"{namespace}/{name}" if self.kind.namespaced else name)
 
-    def list(self) -> list[Message]:
+    def list_all(self) -> list[Message]:
         return list(self.store.values())
 
     def by_index(self, name: str, value: str) -> list[Message]:

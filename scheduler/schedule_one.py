@@ -115,7 +115,7 @@ class Algorithm:
                             pod: core_pb2.Pod) -> tuple[list[NodeInfo], Diagnosis]:
         snapshot = self.sched.snapshot
         diagnosis = Diagnosis()
-        all_nodes = snapshot.list()
+        all_nodes = snapshot.node_infos()
         pre_result, s, narrowing = fw.run_pre_filter_plugins(state, pod, all_nodes)
         diagnosis.unschedulable_plugins |= narrowing  # a pod fitting none of their nodes waits on their events
         if s is not None:

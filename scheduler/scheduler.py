@@ -59,7 +59,7 @@ class Scheduler:
         self.resize_preemption = features.enable_scheduler_preemption_for_pod_resize
         for profile in cfg.profiles:
             handle = Handle(client=client, recorder=self.recorder, pods=self._all_pods,
-                            get_pod=self.get_pod, pdbs=lambda: self.pdbs.list(), activate=self._activate,
+                            get_pod=self.get_pod, pdbs=lambda: self.pdbs.list_all(), activate=self._activate,
                             features=features)
             handle.snapshot = self.snapshot
             handle.status_writer = self.status_writer
@@ -86,7 +86,7 @@ class Scheduler:
     # ------------------------------------------------------------ the handle's views
 
     def _all_pods(self):
-        return self.pods.list()
+        return self.pods.list_all()
 
     def get_pod(self, namespace: str, name: str) -> core_pb2.Pod | None:
         return self.pods.get(name, namespace)

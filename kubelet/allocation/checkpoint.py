@@ -163,7 +163,7 @@ class CheckpointStore:
         self._fragments.pop(uid, None)
         self._save()
 
-    def set(self, uid: str, container: str, resources: Resources) -> None:
+    def set_container(self, uid: str, container: str, resources: Resources) -> None:
         pod = dict(self._pods.get(uid, {}))
         if pod.get(container) == resources:
             return

@@ -55,7 +55,7 @@ class ResizeConditions:
         if restored:
             self._by_pod[uid] = restored
 
-    def set(self, uid: str, type_: str, reason: str, message: str, generation: int) -> bool:
+    def put(self, uid: str, type_: str, reason: str, message: str, generation: int) -> bool:
         """Add or update a condition; True if anything a reader would see changed."""
         conds = self._by_pod.setdefault(uid, {})
         old = conds.get(type_)

@@ -180,7 +180,7 @@ class AllocationManager:
 
     def set_actuated(self, uid: str, container: str, r: Resources) -> None:
         """Record what the runtime now runs a container with (Kubernetes: SetActuatedResources)."""
-        self._actuated.set(uid, container, r)
+        self._actuated.set_container(uid, container, r)
 
     def remove_pod(self, uid: str) -> None:
         """Forget a pod: allocation, actuation, conditions, pending resize (Kubernetes: RemovePod)."""
@@ -223,7 +223,7 @@ class AllocationManager:
 
     def set_in_progress(self, uid: str, generation: int, reason: str = "", message: str = "") -> bool:
         """Set PodResizeInProgress; True if it changed (Kubernetes: SetPodResizeInProgressCondition)."""
-        return self._conditions.set(uid, cond.IN_PROGRESS, reason, message, generation)
+        return self._conditions.put(uid, cond.IN_PROGRESS, reason, message, generation)
 
     def clear_in_progress(self, uid: str) -> bool:
         """Clear PodResizeInProgress; True if it was on (Kubernetes: ClearPodResizeInProgressCondition)."""
@@ -339,12 +339,12 @@ class AllocationManager:
             self._conditions.clear(uid, cond.PENDING)
             self._conditions.clear(uid, cond.PREEMPTION_DISABLED)
             self._conditions.clear(uid, cond.IN_PROGRESS)
-            self._conditions.set(uid, cond.IN_PROGRESS, "", "", generation)
+            self._conditions.put(uid, cond.IN_PROGRESS, "", "", generation)
             self._record(pod, "Normal", "ResizeStarted", f"Pod resize started: {_summary(pod)}, generation: "
                                                          f"{generation}")
             log.info("resize_allocated", pod=key_of(pod), node=self._node_name, generation=generation)
             return True
-        if self._conditions.set(uid, cond.PENDING, verdict.reason, verdict.message, generation):
+        if self._conditions.put(uid, cond.PENDING, verdict.reason, verdict.message, generation):
             if verdict.reason == cond.INFEASIBLE:  # once per resize request, not per retry
                 INFEASIBLE_RESIZES.labels(reason_detail="insufficient_node_allocatable").inc()
             event = "ResizeInfeasible" if verdict.reason == cond.INFEASIBLE else "ResizeDeferred"
@@ -353,7 +353,7 @@ class AllocationManager:
             log.info("resize_pending", pod=key_of(pod), node=self._node_name, reason=verdict.reason,
                      message=verdict.message)
         if verdict.reason == cond.DEFERRED and self._preemption_disabled_by:
-            self._conditions.set(uid, cond.PREEMPTION_DISABLED, cond.PREEMPTION_DISABLED_BY_NODE_POLICY,
+            self._conditions.put(uid, cond.PREEMPTION_DISABLED, cond.PREEMPTION_DISABLED_BY_NODE_POLICY,
                                  f"Preemption for in-place pod resize is disabled on node '{self._node_name}' by "
                                  f"preemption policy.", generation)
         else:
@@ -389,7 +389,7 @@ class AllocationManager:
             if not self._conditions.is_deferred(uid):
                 continue
             if owners:
-                did = self._conditions.set(uid, cond.PREEMPTION_DISABLED, cond.PREEMPTION_DISABLED_BY_NODE_POLICY,
+                did = self._conditions.put(uid, cond.PREEMPTION_DISABLED, cond.PREEMPTION_DISABLED_BY_NODE_POLICY,
                                            f"Preemption for in-place pod resize is disabled on node "
                                            f"'{self._node_name}' by preemption policy.", pod.metadata.generation)
             else:

@@ -21,7 +21,7 @@ class Snapshot:
     def get(self, name: str) -> NodeInfo | None:
         return self.node_info_map.get(name)
 
-    def list(self) -> list[NodeInfo]:
+    def node_infos(self) -> list[NodeInfo]:
         return self.node_info_list
 
     def num_nodes(self) -> int:

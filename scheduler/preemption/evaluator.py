@@ -268,7 +268,7 @@ class Evaluator:
         if not ok:
             return None, Status(Code.UNSCHEDULABLE, msg)
         snapshot = self.handle.snapshot
-        all_nodes = snapshot.list() if snapshot is not None else []
+        all_nodes = snapshot.node_infos() if snapshot is not None else []
         if not all_nodes:
             return None, Status(Code.ERROR, "no nodes available")
         candidates, statuses = self.find_candidates(state, all_nodes, pod, diagnosis)

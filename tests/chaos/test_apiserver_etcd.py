@@ -197,7 +197,8 @@ async def test_informer_relists_when_its_version_is_too_old():
         await client.pods.delete("r-0")
         out = tc.kplane("failpoint", "apiserver", "apiserver/watch-delivery", "off")
         assert out.returncode == 0, out.stderr
-        await eventually(lambda: sorted(p.metadata.name for p in inf.list()) == sorted(f"r-{i}" for i in range(1, 21)),
+        want = sorted(f"r-{i}" for i in range(1, 21))
+        await eventually(lambda: sorted(p.metadata.name for p in inf.list_all()) == want,
                          timeout=20, what="the informer to converge after relisting")
         assert inf.lists >= 2, "the informer should have relisted"
     finally:

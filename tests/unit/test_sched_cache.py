@@ -110,7 +110,7 @@ def test_snapshots_copy_only_what_changed_and_keep_the_old_copies_intact():
     assert old_n1.requested.milli_cpu == 1000 and snap.get("n1").requested.milli_cpu == 2000
     c.remove_node(node("n2"))
     c.update_snapshot(snap)
-    assert [ni.name for ni in snap.list()] == ["n1"] and snap.get("n2") is None
+    assert [ni.name for ni in snap.node_infos()] == ["n1"] and snap.get("n2") is None
 
 
 def test_nodes_are_walked_with_zones_interleaved():
@@ -123,7 +123,7 @@ def test_nodes_are_walked_with_zones_interleaved():
         c.add_node(node(f"node-{i}", zone="zone-2"))
     snap = Snapshot()
     c.update_snapshot(snap)
-    assert [ni.name for ni in snap.list()] == ["node-1", "node-5", "node-2", "node-6", "node-3", "node-4"]
+    assert [ni.name for ni in snap.node_infos()] == ["node-1", "node-5", "node-2", "node-6", "node-3", "node-4"]
 
 
 def test_pods_of_a_node_not_seen_yet_wait_for_it():

@@ -98,9 +98,9 @@ class Env:
 
     def diagnosis(self, preemptor: core_pb2.Pod) -> tuple[CycleState, Diagnosis]:
         state = CycleState()
-        self.fw.run_pre_filter_plugins(state, preemptor, self.handle.snapshot.list())
+        self.fw.run_pre_filter_plugins(state, preemptor, self.handle.snapshot.node_infos())
         d = Diagnosis()
-        for ni in self.handle.snapshot.list():
+        for ni in self.handle.snapshot.node_infos():
             s = self.fw.run_filter_plugins(state, preemptor, ni)
             if s is not None:
                 d.node_to_status[ni.name] = s

@@ -209,9 +209,7 @@ class PodSync:
                 self._event(pod, "Warning", "ResizeError", outcome.error_message)
         elif in_progress is not None and in_progress.reason == cond.ERROR:
             self.alloc.set_in_progress(uid, gen)
-        if outcome.actuated:
-            self._enqueue(pod)  # "marked for resync to read the latest resources" (KEP-1287)
-        return bool(outcome.actuated or outcome.restart)
+        return bool(outcome.actuated or outcome.restart)  # the sync reads the runtime again (``sync``)
 
     def _requeue_for_backoff(self, pod: core_pb2.Pod) -> None:
         st = self._state.get(pod.metadata.uid)

@@ -121,9 +121,16 @@ class PodWorkers:
                 await self._retry_pending(TRIGGER_POD_RESIZED)
         allocated_pod, _ = self.alloc.with_allocation(pod)
         changed = await self._reconcile(pod, allocated_pod, observed)
+        completed = False
         if changed:
+            # The runtime acted: read it again. A resize it just actuated is complete in this
+            # same sync (KEP-1287's "marked for resync to read the latest resources", done at
+            # once), so one write carries the new resources and the cleared PodResizeInProgress.
             observed = await self.ops.observe(uid)
+            completed = self.resize_supported and self._track_in_progress(pod, observed)
         await self.status_manager.write(pod, observed)
+        if completed:
+            await self._retry_pending(TRIGGER_POD_RESIZED)
         self._requeue_for_backoff(pod)
 
 

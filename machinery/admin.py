@@ -36,7 +36,8 @@ class AdminServer:
     @property
     def port(self) -> int:
         assert self._server is not None
-        return self._server.sockets[0].getsockname()[1]
+        port: int = self._server.sockets[0].getsockname()[1]  # (host, port) of a TCP socket
+        return port
 
     async def start(self) -> None:
         self._server = await asyncio.start_server(self._handle, self._host, self._port, reuse_address=True)

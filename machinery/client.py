@@ -17,14 +17,15 @@ import asyncio
 import json
 import os
 import time
+from collections.abc import AsyncIterator, Awaitable, Sequence
 from dataclasses import dataclass
-from typing import Any, AsyncIterator
+from typing import Any, Generic, Protocol, TypeVar
 
 import grpc
 from google.protobuf.message import Message
 
 from machinery import errors
-from machinery.api import api_pb2, core_pb2, meta_pb2
+from machinery.api import api_pb2, coordination_pb2, core_pb2, meta_pb2, policy_pb2, resource_pb2, scheduling_pb2
 from machinery.kinds import (
     DEVICE_CLASS,
     EVENT,
@@ -37,6 +38,8 @@ from machinery.kinds import (
     RESOURCE_CLAIM_TEMPLATE,
     RESOURCE_SLICE,
     Kind,
+    L,
+    M,
 )
 
 DEFAULT_TIMEOUT = 30.0
@@ -57,61 +60,110 @@ CHANNEL_OPTIONS = [
 ]
 
 
+Metadata = tuple[tuple[str, str], ...]
+
+Req = TypeVar("Req", bound=Message, contravariant=True)
+Resp = TypeVar("Resp", covariant=True)
+T_co = TypeVar("T_co", covariant=True)
+
+
+class UnaryMethod(Protocol[Req, Resp]):
+    """A unary gRPC method as ``channel.unary_unary(path, serializer, Resp.FromString)`` returns it
+    (grpc ships no types: this is the part kplane calls)."""
+
+    def __call__(self, request: Req, *, metadata: Metadata, timeout: float) -> Awaitable[Resp]: ...
+
+
+class _StreamCall(Protocol[T_co]):
+    """A server-streaming call in flight: iterate its responses, cancel it when done."""
+
+    def __aiter__(self) -> AsyncIterator[T_co]: ...
+
+    def cancel(self) -> bool: ...
+
+
+class _StreamMethod(Protocol[Req, Resp]):
+    def __call__(self, request: Req, *, metadata: Metadata) -> _StreamCall[Resp]: ...
+
+
+class _WatchEventMessage(Protocol[T_co]):
+    """A kind's ``<Kind>WatchEvent`` message (core_pb2.PodWatchEvent: type and object)."""
+
+    @property
+    def type(self) -> str: ...
+
+    @property
+    def object(self) -> T_co: ...
+
+
+class _WatchResponse(Protocol[T_co]):
+    """A kind's ``<Kind>WatchResponse`` message: a frame of watch events."""
+
+    @property
+    def events(self) -> Sequence[_WatchEventMessage[T_co]]: ...
+
+
 @dataclass(frozen=True)
-class WatchEvent:
+class WatchEvent(Generic[T_co]):
     type: str  # ADDED, MODIFIED, DELETED, BOOKMARK
-    object: Message
+    object: T_co
 
 
 def _ser(m: Message) -> bytes:
     return m.SerializeToString()
 
 
-class ResourceClient:
-    """Kubernetes' verbs for one kind."""
+class ResourceClient(Generic[M, L]):
+    """Kubernetes' verbs for one kind (its object messages ``M``, its list message ``L``)."""
 
-    def __init__(self, client: "Client", kind: Kind):
+    def __init__(self, client: "Client", kind: Kind[M, L]):
         self._client = client
         self.kind = kind
         ch, svc = client.channel, kind.service
-        self._create = ch.unary_unary(f"/{svc}/Create", _ser, kind.message.FromString)
-        self._get = ch.unary_unary(f"/{svc}/Get", _ser, kind.message.FromString)
-        self._list = ch.unary_unary(f"/{svc}/List", _ser, kind.list_message.FromString)
-        self._update = ch.unary_unary(f"/{svc}/Update", _ser, kind.message.FromString)
-        self._update_status = ch.unary_unary(f"/{svc}/UpdateStatus", _ser, kind.message.FromString)
-        self._patch = ch.unary_unary(f"/{svc}/Patch", _ser, kind.message.FromString)
-        self._delete = ch.unary_unary(f"/{svc}/Delete", _ser, kind.message.FromString)
-        self._watch = ch.unary_stream(f"/{svc}/Watch", _ser, kind.watch_response.FromString)
+        self._create: UnaryMethod[M, M] = ch.unary_unary(f"/{svc}/Create", _ser, kind.message.FromString)
+        self._get: UnaryMethod[meta_pb2.GetRequest, M] = ch.unary_unary(f"/{svc}/Get", _ser,
+                                                                         kind.message.FromString)
+        self._list: UnaryMethod[meta_pb2.ListRequest, L] = ch.unary_unary(f"/{svc}/List", _ser,
+                                                                           kind.list_message.FromString)
+        self._update: UnaryMethod[M, M] = ch.unary_unary(f"/{svc}/Update", _ser, kind.message.FromString)
+        self._update_status: UnaryMethod[M, M] = ch.unary_unary(f"/{svc}/UpdateStatus", _ser,
+                                                                kind.message.FromString)
+        self._patch: UnaryMethod[meta_pb2.PatchRequest, M] = ch.unary_unary(f"/{svc}/Patch", _ser,
+                                                                             kind.message.FromString)
+        self._delete: UnaryMethod[meta_pb2.DeleteRequest, M] = ch.unary_unary(f"/{svc}/Delete", _ser,
+                                                                               kind.message.FromString)
+        self._watch: _StreamMethod[meta_pb2.WatchRequest, _WatchResponse[M]] = ch.unary_stream(
+            f"/{svc}/Watch", _ser, kind.watch_response.FromString)
 
     def _ns(self, namespace: str) -> str:
         return (namespace or self._client.namespace) if self.kind.namespaced else ""
 
-    async def create(self, obj: Message, *, dry_run: bool = False, timeout: float | None = None) -> Message:
+    async def create(self, obj: M, *, dry_run: bool = False, timeout: float | None = None) -> M:
         return await self._client.call(self._create, obj, dry_run=dry_run, timeout=timeout)
 
-    async def get(self, name: str, namespace: str = "", *, timeout: float | None = None) -> Message:
+    async def get(self, name: str, namespace: str = "", *, timeout: float | None = None) -> M:
         req = meta_pb2.GetRequest(namespace=self._ns(namespace), name=name)
         return await self._client.call(self._get, req, timeout=timeout, retry=True)
 
     async def list(self, namespace: str = "", *, label_selector: str = "", field_selector: str = "",
                    resource_version: str = "", limit: int = 0, continue_token: str = "",
-                   timeout: float | None = None) -> Message:
+                   timeout: float | None = None) -> L:
         """The list message (``.items``, ``.metadata.resource_version``). ``namespace`` "" = all."""
         req = meta_pb2.ListRequest(namespace=namespace if self.kind.namespaced else "", label_selector=label_selector,
                                    field_selector=field_selector, resource_version=resource_version, limit=limit,
                                    continue_token=continue_token)
         return await self._client.call(self._list, req, timeout=timeout, retry=True)
 
-    async def update(self, obj: Message, *, dry_run: bool = False, timeout: float | None = None) -> Message:
+    async def update(self, obj: M, *, dry_run: bool = False, timeout: float | None = None) -> M:
         return await self._client.call(self._update, obj, dry_run=dry_run, timeout=timeout)
 
-    async def update_status(self, obj: Message, *, dry_run: bool = False, timeout: float | None = None) -> Message:
+    async def update_status(self, obj: M, *, dry_run: bool = False, timeout: float | None = None) -> M:
         if not self.kind.has_status:
             raise errors.MethodNotAllowed(f"{self.kind.plural} have no status subresource")
         return await self._client.call(self._update_status, obj, dry_run=dry_run, timeout=timeout)
 
     async def patch(self, name: str, patch: Any, *, namespace: str = "", patch_type: str = "strategic",
-                    subresource: str = "", dry_run: bool = False, timeout: float | None = None) -> Message:
+                    subresource: str = "", dry_run: bool = False, timeout: float | None = None) -> M:
         body = patch if isinstance(patch, str) else json.dumps(patch)
         req = meta_pb2.PatchRequest(namespace=self._ns(namespace), name=name, patch_type=patch_type, patch=body,
                                     subresource=subresource)
@@ -119,7 +171,7 @@ class ResourceClient:
 
     async def delete(self, name: str, namespace: str = "", *, grace_period_seconds: int | None = None,
                      uid: str | None = None, resource_version: str | None = None, dry_run: bool = False,
-                     timeout: float | None = None) -> Message:
+                     timeout: float | None = None) -> M:
         req = meta_pb2.DeleteRequest(namespace=self._ns(namespace), name=name)
         if grace_period_seconds is not None:
             req.grace_period_seconds = grace_period_seconds
@@ -131,7 +183,7 @@ class ResourceClient:
 
     async def watch(self, namespace: str = "", *, label_selector: str = "", field_selector: str = "",
                     resource_version: str = "", allow_bookmarks: bool = True,
-                    send_initial_events: bool = False) -> AsyncIterator[WatchEvent]:
+                    send_initial_events: bool = False) -> AsyncIterator[WatchEvent[M]]:
         """Events after ``resource_version`` ("" or "0": the current objects as ADDED first).
 
         Ends when the server closes the stream; raises ``Gone`` if the version is too old.
@@ -150,13 +202,16 @@ class ResourceClient:
             call.cancel()
 
 
-class PodClient(ResourceClient):
+class PodClient(ResourceClient[core_pb2.Pod, core_pb2.PodList]):
     def __init__(self, client: "Client"):
         super().__init__(client, POD)
         ch = client.channel
-        self._bind = ch.unary_unary("/kplane.v1.Pods/Bind", _ser, core_pb2.Pod.FromString)
-        self._resize = ch.unary_unary("/kplane.v1.Pods/Resize", _ser, core_pb2.Pod.FromString)
-        self._evict = ch.unary_unary("/kplane.v1.Pods/Evict", _ser, core_pb2.Pod.FromString)
+        self._bind: UnaryMethod[core_pb2.Binding, core_pb2.Pod] = ch.unary_unary(
+            "/kplane.v1.Pods/Bind", _ser, core_pb2.Pod.FromString)
+        self._resize: UnaryMethod[core_pb2.Pod, core_pb2.Pod] = ch.unary_unary(
+            "/kplane.v1.Pods/Resize", _ser, core_pb2.Pod.FromString)
+        self._evict: UnaryMethod[core_pb2.Eviction, core_pb2.Pod] = ch.unary_unary(
+            "/kplane.v1.Pods/Evict", _ser, core_pb2.Pod.FromString)
 
     async def bind(self, name: str, node: str, namespace: str = "", *, uid: str = "",
                    timeout: float | None = None) -> core_pb2.Pod:
@@ -188,9 +243,9 @@ class Client:
         self.channel = channel if channel is not None else grpc.aio.insecure_channel(target, options=CHANNEL_OPTIONS)
         self._metadata = (("authorization", f"Bearer {self.token}"),)
         self._dry_metadata = self._metadata + ((DRY_RUN_HEADER, "All"),)
-        self._resources: dict[str, ResourceClient] = {}
-        self._history = self.channel.unary_stream("/kplane.v1.Cluster/History", _ser,
-                                                  api_pb2.HistoryResponse.FromString)
+        self._resources: dict[str, ResourceClient[Any, Any]] = {}
+        self._history: _StreamMethod[api_pb2.HistoryRequest, api_pb2.HistoryResponse] = self.channel.unary_stream(
+            "/kplane.v1.Cluster/History", _ser, api_pb2.HistoryResponse.FromString)
 
     def share(self, token: str, *, timeout: float | None = None) -> "Client":
         """A client with another identity on this client's channel (many kubelets in one process
@@ -205,14 +260,14 @@ class Client:
     async def __aenter__(self) -> "Client":
         return self
 
-    async def __aexit__(self, *exc) -> None:
+    async def __aexit__(self, *exc: object) -> None:
         await self.close()
 
-    def metadata(self, dry_run: bool = False):
+    def metadata(self, dry_run: bool = False) -> Metadata:
         return self._dry_metadata if dry_run else self._metadata
 
-    async def call(self, method, request: Message, *, dry_run: bool = False, timeout: float | None = None,
-                   retry: bool = False) -> Any:
+    async def call(self, method: UnaryMethod[Req, Resp], request: Req, *, dry_run: bool = False,
+                   timeout: float | None = None, retry: bool = False) -> Resp:
         """One unary call.
 
         Any call refused because the apiserver is overloaded (429 "Too many requests", nothing was
@@ -236,51 +291,57 @@ class Client:
                     continue
                 raise err from None
 
-    def resource(self, kind: Kind) -> ResourceClient:
+    def resource(self, kind: Kind[M, L]) -> ResourceClient[M, L]:
         rc = self._resources.get(kind.name)
         if rc is None:
-            rc = PodClient(self) if kind is POD else ResourceClient(self, kind)
-            self._resources[kind.name] = rc
+            rc = self._resources[kind.name] = self._new_resource(kind)
         return rc
+
+    def _new_resource(self, kind: Kind[Any, Any]) -> ResourceClient[Any, Any]:
+        return PodClient(self) if kind is POD else ResourceClient(self, kind)
 
     @property
     def pods(self) -> PodClient:
-        return self.resource(POD)  # type: ignore[return-value]
+        rc = self.resource(POD)
+        assert isinstance(rc, PodClient)  # resource() makes POD's client a PodClient
+        return rc
 
     @property
-    def nodes(self) -> ResourceClient:
+    def nodes(self) -> ResourceClient[core_pb2.Node, core_pb2.NodeList]:
         return self.resource(NODE)
 
     @property
-    def events(self) -> ResourceClient:
+    def events(self) -> ResourceClient[core_pb2.Event, core_pb2.EventList]:
         return self.resource(EVENT)
 
     @property
-    def priority_classes(self) -> ResourceClient:
+    def priority_classes(self) -> ResourceClient[scheduling_pb2.PriorityClass, scheduling_pb2.PriorityClassList]:
         return self.resource(PRIORITY_CLASS)
 
     @property
-    def pod_disruption_budgets(self) -> ResourceClient:
+    def pod_disruption_budgets(self) -> ResourceClient[policy_pb2.PodDisruptionBudget,
+                                                       policy_pb2.PodDisruptionBudgetList]:
         return self.resource(POD_DISRUPTION_BUDGET)
 
     @property
-    def leases(self) -> ResourceClient:
+    def leases(self) -> ResourceClient[coordination_pb2.Lease, coordination_pb2.LeaseList]:
         return self.resource(LEASE)
 
     @property
-    def resource_claims(self) -> ResourceClient:
+    def resource_claims(self) -> ResourceClient[resource_pb2.ResourceClaim, resource_pb2.ResourceClaimList]:
         return self.resource(RESOURCE_CLAIM)
 
     @property
-    def resource_claim_templates(self) -> ResourceClient:
+    def resource_claim_templates(self) -> ResourceClient[resource_pb2.ResourceClaimTemplate,
+                                                         resource_pb2.ResourceClaimTemplateList]:
         return self.resource(RESOURCE_CLAIM_TEMPLATE)
 
     @property
-    def resource_slices(self) -> ResourceClient:
+    def resource_slices(self) -> ResourceClient[resource_pb2.ResourceSlice, resource_pb2.ResourceSliceList]:
         return self.resource(RESOURCE_SLICE)
 
     @property
-    def device_classes(self) -> ResourceClient:
+    def device_classes(self) -> ResourceClient[resource_pb2.DeviceClass, resource_pb2.DeviceClassList]:
         return self.resource(DEVICE_CLASS)
 
     async def history(self, since: int = 0, follow: bool = False) -> AsyncIterator[api_pb2.HistoryResponse]:

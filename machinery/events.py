@@ -19,7 +19,7 @@ from prometheus_client import Counter
 from machinery import errors, timeutil
 from machinery.api import core_pb2
 from machinery.client import Client
-from machinery.kinds import of_message
+from machinery.kinds import accessor, object_meta, of_message
 from machinery.logging import get_logger
 from machinery.process import cancel_and_wait, supervise
 
@@ -49,7 +49,7 @@ class EventRecorder:
         self.dedup_window = dedup_window
         self._queue: asyncio.Queue[tuple[_Key, Message, str, str]] = asyncio.Queue(maxsize=max_queue)
         self._written: dict[_Key, tuple[str, float]] = {}  # key -> (event name, when)
-        self._task: asyncio.Task | None = None
+        self._task: asyncio.Task[None] | None = None
         self._dropped = _DROPPED.labels(component=component)
 
     def start(self) -> None:
@@ -71,12 +71,12 @@ class EventRecorder:
         """Record an event on ``obj``; ``related`` and ``action`` as events.k8s.io/v1 has them
         (the scheduler's Preempted event: related = the preemptor, action = "Preempting")."""
         kind = of_message(obj).name
-        key = _Key(obj.metadata.namespace or "default", kind, obj.metadata.name, obj.metadata.uid, type_, reason,
-                   message)
+        meta = object_meta(obj)
+        key = _Key(meta.namespace or "default", kind, meta.name, meta.uid, type_, reason, message)
         related_ref = ""
         if related is not None:
-            related_ref = f"{of_message(related).name}/{related.metadata.namespace}/{related.metadata.name}/" \
-                          f"{related.metadata.uid}"
+            rmeta = object_meta(related)
+            related_ref = f"{of_message(related).name}/{rmeta.namespace}/{rmeta.name}/{rmeta.uid}"
         try:
             self._queue.put_nowait((key, obj, related_ref, action))
         except asyncio.QueueFull:
@@ -114,7 +114,7 @@ class EventRecorder:
         ev.metadata.generate_name = f"{key.name}."
         ref = ev.involved_object
         ref.kind, ref.namespace, ref.name, ref.uid = key.kind, key.namespace, key.name, key.uid
-        ref.api_version = obj.api_version or "v1"
+        ref.api_version = accessor(obj).api_version or "v1"
         ev.source.component, ev.source.host = self.component, self.host
         if related:
             kind, ns, name, uid = related.split("/", 3)

@@ -19,14 +19,14 @@ from __future__ import annotations
 import asyncio
 import random
 from dataclasses import dataclass, field
-from typing import Callable
+from typing import Any, Callable, Generic
 
 from google.protobuf.message import Message
 from prometheus_client import Counter
 
 from machinery import errors
 from machinery.client import Client, ResourceClient
-from machinery.kinds import Kind
+from machinery.kinds import Kind, M, object_meta
 from machinery.logging import get_logger
 from machinery.process import cancel_and_wait, supervise
 
@@ -37,26 +37,27 @@ _RELISTS = Counter("kplane_informer_relists_total", "Times an informer listed it
 _WATCH_RESTARTS = Counter("kplane_informer_watch_restarts_total", "Times an informer re-opened its watch.",
                           ["kind", "reason"])
 
-ListFn = Callable[[list[Message], str], None]
-EventFn = Callable[[str, Message], None]
+ListFn = Callable[[list[M], str], None]
+EventFn = Callable[[str, M], None]
 ErrorFn = Callable[[errors.ApiError, int], None]
-AddFn = Callable[[Message], None]
-UpdateFn = Callable[[Message, Message], None]
-DeleteFn = Callable[[Message], None]
-IndexFn = Callable[[Message], list[str]]
+AddFn = Callable[[M], None]
+UpdateFn = Callable[[M, M], None]
+DeleteFn = Callable[[M], None]
+IndexFn = Callable[[M], list[str]]
 
 
 def key_of(obj: Message) -> str:
     """client-go's MetaNamespaceKeyFunc: ``namespace/name`` or ``name``."""
-    ns = obj.metadata.namespace
-    return f"{ns}/{obj.metadata.name}" if ns else obj.metadata.name
+    meta = object_meta(obj)
+    ns = meta.namespace
+    return f"{ns}/{meta.name}" if ns else meta.name
 
 
 _BACKOFF_START = 0.1
 _BACKOFF_MAX = 2.0
 
 
-class Reflector:
+class Reflector(Generic[M]):
     """client-go's Reflector: list, then watch from the list's resourceVersion, until cancelled.
 
     The watch resumes from the last resourceVersion seen (an event's, or a BOOKMARK's while nothing
@@ -68,7 +69,7 @@ class Reflector:
     how many in a row since the last event) and may raise to end the loop.
     """
 
-    def __init__(self, resource: ResourceClient, *, on_list: ListFn, on_event: EventFn,
+    def __init__(self, resource: ResourceClient[M, Any], *, on_list: ListFn[M], on_event: EventFn[M],
                  on_error: ErrorFn | None = None, namespace: str = "", label_selector: str = "",
                  field_selector: str = ""):
         self._resource = resource
@@ -100,7 +101,7 @@ class Reflector:
                     backoff, failures = _BACKOFF_START, 0
                     if ev.type != "BOOKMARK":
                         self._on_event(ev.type, ev.object)
-                    rv = ev.object.metadata.resource_version
+                    rv = object_meta(ev.object).resource_version
                     if rv and _rv_str(rv) > _rv_str(self.resource_version):
                         self.resource_version = rv
                 _WATCH_RESTARTS.labels(kind=kind, reason="closed").inc()
@@ -136,32 +137,32 @@ async def _sleep(backoff: float) -> float:
 
 
 @dataclass
-class _Handler:
-    on_add: AddFn | None = None
-    on_update: UpdateFn | None = None
-    on_delete: DeleteFn | None = None
+class _Handler(Generic[M]):
+    on_add: AddFn[M] | None = None
+    on_update: UpdateFn[M] | None = None
+    on_delete: DeleteFn[M] | None = None
 
 
 @dataclass
-class _Index:
-    fn: IndexFn
+class _Index(Generic[M]):
+    fn: IndexFn[M]
     items: dict[str, set[str]] = field(default_factory=dict)
 
 
-class Informer:
-    def __init__(self, client: Client, kind: Kind, *, namespace: str = "", label_selector: str = "",
+class Informer(Generic[M]):
+    def __init__(self, client: Client, kind: Kind[M, Any], *, namespace: str = "", label_selector: str = "",
                  field_selector: str = ""):
         self.client = client
         self.kind = kind
         self.namespace = namespace
         self.label_selector = label_selector
         self.field_selector = field_selector
-        self.store: dict[str, Message] = {}
+        self.store: dict[str, M] = {}
         self.lists = 0  # how many times the kind was listed (1 = never relisted)
-        self._handlers: list[_Handler] = []
-        self._indexes: dict[str, _Index] = {}
+        self._handlers: list[_Handler[M]] = []
+        self._indexes: dict[str, _Index[M]] = {}
         self._synced = asyncio.Event()
-        self._task: asyncio.Task | None = None
+        self._task: asyncio.Task[None] | None = None
         self._resource = client.resource(kind)
         self._reflector = Reflector(self._resource, on_list=self._listed, on_event=self._apply,
                                     on_error=self._watch_failed, namespace=namespace,
@@ -169,8 +170,8 @@ class Informer:
 
     # ------------------------------------------------------------ set-up
 
-    def add_handler(self, on_add: AddFn | None = None, on_update: UpdateFn | None = None,
-                    on_delete: DeleteFn | None = None) -> None:
+    def add_handler(self, on_add: AddFn[M] | None = None, on_update: UpdateFn[M] | None = None,
+                    on_delete: DeleteFn[M] | None = None) -> None:
         """Register handlers; objects already in the cache are delivered as adds at once."""
         h = _Handler(on_add, on_update, on_delete)
         self._handlers.append(h)
@@ -178,7 +179,7 @@ class Informer:
             for obj in list(self.store.values()):
                 on_add(obj)
 
-    def add_indexer(self, name: str, fn: IndexFn) -> None:
+    def add_indexer(self, name: str, fn: IndexFn[M]) -> None:
         idx = _Index(fn)
         self._indexes[name] = idx
         for key, obj in self.store.items():
@@ -208,23 +209,23 @@ class Informer:
 
     # ------------------------------------------------------------ reads
 
-    def get(self, name: str, namespace: str = "") -> Message | None:
+    def get(self, name: str, namespace: str = "") -> M | None:
         return self.store.get(f"{namespace}/{name}" if self.kind.namespaced else name)
 
-    def list_all(self) -> list[Message]:
+    def list_all(self) -> list[M]:
         return list(self.store.values())
 
-    def by_index(self, name: str, value: str) -> list[Message]:
+    def by_index(self, name: str, value: str) -> list[M]:
         keys = self._indexes[name].items.get(value, ())
         return [self.store[k] for k in keys if k in self.store]
 
     # ------------------------------------------------------------ machinery
 
-    def _index_add(self, idx: _Index, key: str, obj: Message) -> None:
+    def _index_add(self, idx: _Index[M], key: str, obj: M) -> None:
         for v in idx.fn(obj):
             idx.items.setdefault(v, set()).add(key)
 
-    def _index_remove(self, idx: _Index, key: str, obj: Message) -> None:
+    def _index_remove(self, idx: _Index[M], key: str, obj: M) -> None:
         for v in idx.fn(obj):
             keys = idx.items.get(v)
             if keys is not None:
@@ -232,7 +233,7 @@ class Informer:
                 if not keys:
                     del idx.items[v]
 
-    def _put(self, key: str, obj: Message) -> Message | None:
+    def _put(self, key: str, obj: M) -> M | None:
         old = self.store.get(key)
         for idx in self._indexes.values():
             if old is not None:
@@ -241,52 +242,72 @@ class Informer:
         self.store[key] = obj
         return old
 
-    def _remove(self, key: str) -> Message | None:
+    def _remove(self, key: str) -> M | None:
         old = self.store.pop(key, None)
         if old is not None:
             for idx in self._indexes.values():
                 self._index_remove(idx, key, old)
         return old
 
-    def _dispatch(self, kind: str, *args: Message) -> None:
-        for h in self._handlers:
-            fn = h.on_add if kind == "add" else h.on_update if kind == "update" else h.on_delete
-            if fn is None:
-                continue
-            try:
-                fn(*args)
-            except Exception:
-                log.exception("informer_handler_failed", kind=self.kind.name, event=kind)
+    # A handler that raises is logged and skipped: the other handlers still see the event.
 
-    def _replace(self, items: list[Message]) -> None:
+    def _dispatch_add(self, obj: M) -> None:
+        for h in self._handlers:
+            if h.on_add is not None:
+                try:
+                    h.on_add(obj)
+                except Exception:
+                    self._handler_failed("add")
+
+    def _dispatch_update(self, old: M, new: M) -> None:
+        for h in self._handlers:
+            if h.on_update is not None:
+                try:
+                    h.on_update(old, new)
+                except Exception:
+                    self._handler_failed("update")
+
+    def _dispatch_delete(self, obj: M) -> None:
+        for h in self._handlers:
+            if h.on_delete is not None:
+                try:
+                    h.on_delete(obj)
+                except Exception:
+                    self._handler_failed("delete")
+
+    def _handler_failed(self, handler: str) -> None:
+        log.exception("informer_handler_failed", kind=self.kind.name, handler=handler)
+
+    def _replace(self, items: list[M]) -> None:
         fresh = {key_of(o): o for o in items}
         for key in [k for k in self.store if k not in fresh]:
             old = self._remove(key)
-            self._dispatch("delete", old)
+            if old is not None:  # always: key was in the store
+                self._dispatch_delete(old)
         for key, obj in fresh.items():
             old = self._put(key, obj)
             if old is None:
-                self._dispatch("add", obj)
-            elif old.metadata.resource_version != obj.metadata.resource_version:
-                self._dispatch("update", old, obj)
+                self._dispatch_add(obj)
+            elif object_meta(old).resource_version != object_meta(obj).resource_version:
+                self._dispatch_update(old, obj)
 
-    def _apply(self, type_: str, obj: Message) -> None:
+    def _apply(self, type_: str, obj: M) -> None:
         key = key_of(obj)
         if type_ == "DELETED":
             old = self._remove(key)
             if old is not None:
-                self._dispatch("delete", obj)
+                self._dispatch_delete(obj)
             return
         old = self.store.get(key)
         if old is not None and _rv(old) >= _rv(obj):
             return  # already seen (a replayed event): level-triggered, nothing to do
         self._put(key, obj)
         if old is None:
-            self._dispatch("add", obj)
+            self._dispatch_add(obj)
         else:
-            self._dispatch("update", old, obj)
+            self._dispatch_update(old, obj)
 
-    def _listed(self, items: list[Message], resource_version: str) -> None:
+    def _listed(self, items: list[M], resource_version: str) -> None:
         self.lists += 1
         self._replace(items)
         self._synced.set()
@@ -302,7 +323,7 @@ class Informer:
 
 
 def _rv(obj: Message) -> int:
-    return _rv_str(obj.metadata.resource_version)
+    return _rv_str(object_meta(obj).resource_version)
 
 
 def _rv_str(rv: str) -> int:

@@ -16,13 +16,28 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeAlias, TypeVar, cast
 
 from google.protobuf import json_format
 from google.protobuf.descriptor import Descriptor, FieldDescriptor
+from google.protobuf.descriptor_pb2 import FieldOptions
 from google.protobuf.message import Message
 
 from machinery.api import options_pb2
+
+if TYPE_CHECKING:
+    from google._upb import _message as _upb
+    from google.protobuf.internal.extension_dict import _ExtensionFieldDescriptor
+
+    # A message's DESCRIPTOR is upb's (the C implementation protobuf runs on) or the pure-Python
+    # one: two classes in the stubs, with the same fields.
+    AnyDescriptor: TypeAlias = Descriptor | _upb.Descriptor
+    AnyFieldDescriptor: TypeAlias = FieldDescriptor | _upb.FieldDescriptor
+
+# protoc's .pyi declares the extensions as plain FieldDescriptors; ``Extensions[...]`` is typed by
+# the typed extension handle they are.
+_QUANTITY = cast("_ExtensionFieldDescriptor[FieldOptions, bool]", options_pb2.quantity)
+_INT_OR_STRING = cast("_ExtensionFieldDescriptor[FieldOptions, bool]", options_pb2.int_or_string)
 
 _INT64_TYPES = {
     FieldDescriptor.TYPE_INT64, FieldDescriptor.TYPE_UINT64, FieldDescriptor.TYPE_SINT64,
@@ -32,6 +47,7 @@ _INT_TYPES = _INT64_TYPES | {
     FieldDescriptor.TYPE_INT32, FieldDescriptor.TYPE_UINT32, FieldDescriptor.TYPE_SINT32,
     FieldDescriptor.TYPE_FIXED32, FieldDescriptor.TYPE_SFIXED32,
 }
+_M = TypeVar("_M", bound=Message)
 _STRUCT = "google.protobuf.Struct"
 _OPAQUE_TYPES = {_STRUCT, "google.protobuf.Value", "google.protobuf.ListValue", "google.protobuf.Any"}
 
@@ -47,9 +63,10 @@ class _Field:
     repeated: bool
     is_map: bool
     # For maps: the value field; for others: the field itself.
-    value: FieldDescriptor
-    message: Descriptor | None  # message type of the (value) field, if any and not opaque
+    value: AnyFieldDescriptor
+    message: AnyDescriptor | None  # message type of the (value) field, if any and not opaque
     opaque: bool  # Struct/Value/Any: stored as given
+    struct: bool  # a Struct (opaque, and must be a JSON object)
     int64: bool
     integer: bool
     quantity: bool
@@ -57,7 +74,7 @@ class _Field:
     kind_name: str  # human name of the expected type, for errors
 
 
-def _describe(fd: FieldDescriptor) -> str:
+def _describe(fd: AnyFieldDescriptor) -> str:
     if fd.type == FieldDescriptor.TYPE_MESSAGE:
         return "an object"
     if fd.type == FieldDescriptor.TYPE_BOOL:
@@ -67,17 +84,25 @@ def _describe(fd: FieldDescriptor) -> str:
     return "a string"
 
 
+def _message_type(fd: AnyFieldDescriptor) -> AnyDescriptor | None:
+    """The message type of a message field; None for any other field."""
+    return fd.message_type if fd.type == FieldDescriptor.TYPE_MESSAGE else None
+
+
 @lru_cache(maxsize=None)
-def _plan(descriptor: Descriptor) -> dict[str, _Field]:
+def _plan(descriptor: AnyDescriptor) -> dict[str, _Field]:
     """The fields of a message, by JSON name (and proto name, which protobuf also accepts)."""
     plan: dict[str, _Field] = {}
     for fd in descriptor.fields:
-        is_map = fd.type == FieldDescriptor.TYPE_MESSAGE and fd.message_type.GetOptions().map_entry
-        value = fd.message_type.fields_by_name["value"] if is_map else fd
-        opaque = value.type == FieldDescriptor.TYPE_MESSAGE and value.message_type.full_name in _OPAQUE_TYPES
-        message = value.message_type if value.type == FieldDescriptor.TYPE_MESSAGE and not opaque else None
+        fd_message = _message_type(fd)
+        entry = fd_message if fd_message is not None and fd_message.GetOptions().map_entry else None
+        is_map = entry is not None
+        value = entry.fields_by_name["value"] if entry is not None else fd
+        value_message = _message_type(value)
+        opaque = value_message is not None and value_message.full_name in _OPAQUE_TYPES
+        message = value_message if not opaque else None
         opts = fd.GetOptions()
-        entry = _Field(
+        plan[fd.json_name] = _Field(
             json_name=fd.json_name,
             proto_name=fd.name,
             repeated=fd.is_repeated and not is_map,
@@ -85,13 +110,13 @@ def _plan(descriptor: Descriptor) -> dict[str, _Field]:
             value=value,
             message=message,
             opaque=opaque,
+            struct=value_message is not None and value_message.full_name == _STRUCT,
             int64=value.type in _INT64_TYPES,
             integer=value.type in _INT_TYPES,
-            quantity=opts.Extensions[options_pb2.quantity],
-            int_or_string=opts.Extensions[options_pb2.int_or_string],
+            quantity=opts.Extensions[_QUANTITY],
+            int_or_string=opts.Extensions[_INT_OR_STRING],
             kind_name=_describe(value),
         )
-        plan[fd.json_name] = entry
     return plan
 
 
@@ -118,7 +143,7 @@ def _normalize_scalar(f: _Field, value: Any, path: str) -> Any:
             raise DecodeError(f'invalid value for field "{path}": expected an object, got {_json_type(value)}')
         return _normalize(f.message, value, path)
     if f.opaque:
-        if f.value.message_type.full_name == _STRUCT and not isinstance(value, dict):
+        if f.struct and not isinstance(value, dict):
             raise DecodeError(f'invalid value for field "{path}": expected an object, got {_json_type(value)}')
         return value
     if f.integer:
@@ -159,7 +184,7 @@ def _json_repr(value: Any) -> str:
     return repr(value).lower() if isinstance(value, bool) else repr(value)
 
 
-def _normalize(descriptor: Descriptor, data: dict, path: str) -> dict:
+def _normalize(descriptor: AnyDescriptor, data: dict[str, Any], path: str) -> dict[str, Any]:
     plan = _plan(descriptor)
     out: dict[str, Any] = {}
     for key, value in data.items():
@@ -183,7 +208,7 @@ def _normalize(descriptor: Descriptor, data: dict, path: str) -> dict:
     return out
 
 
-def from_dict(message_type: type[Message], data: Any, path: str = "") -> Message:
+def from_dict(message_type: type[_M], data: Any, path: str = "") -> _M:
     """Decode a Kubernetes JSON document (already parsed) into ``message_type``."""
     if not isinstance(data, dict):
         raise DecodeError(f"expected a JSON object, got {_json_type(data)}")
@@ -200,7 +225,7 @@ def from_dict(message_type: type[Message], data: Any, path: str = "") -> Message
 
 
 @lru_cache(maxsize=None)
-def _needs_fix(descriptor: Descriptor) -> bool:
+def _needs_fix(descriptor: AnyDescriptor) -> bool:
     """Whether any field below this message prints differently from protobuf's JSON."""
     for f in _plan(descriptor).values():
         if f.int64 or f.int_or_string or f.is_map or f.opaque:
@@ -233,7 +258,7 @@ def _fix_value(f: _Field, value: Any) -> Any:
     return value
 
 
-def _fix(descriptor: Descriptor, data: dict) -> None:
+def _fix(descriptor: AnyDescriptor, data: dict[str, Any]) -> None:
     if not _needs_fix(descriptor):
         return
     plan = _plan(descriptor)
@@ -249,7 +274,7 @@ def _fix(descriptor: Descriptor, data: dict) -> None:
             data[key] = _fix_value(f, value)
 
 
-def to_dict(msg: Message) -> dict:
+def to_dict(msg: Message) -> dict[str, Any]:
     """The message as a Kubernetes JSON document (a dict ready for json.dumps / yaml.dump)."""
     data = json_format.MessageToDict(msg, preserving_proto_field_name=False)
     _fix(msg.DESCRIPTOR, data)

@@ -8,22 +8,53 @@ the singular ("pod") and the short names ("po").
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from types import ModuleType
+from typing import Generic, Protocol, TypeVar, cast
 
 from google.protobuf.message import Message
 
-from machinery.api import coordination_pb2, core_pb2, policy_pb2, resource_pb2, scheduling_pb2
+from machinery.api import coordination_pb2, core_pb2, meta_pb2, policy_pb2, resource_pb2, scheduling_pb2
 
 REGISTRY_PREFIX = "/registry/"
 
+M = TypeVar("M", bound=Message)  # a kind's object message (core_pb2.Pod)
+L = TypeVar("L", bound=Message)  # its list message (core_pb2.PodList)
+M_co = TypeVar("M_co", bound=Message, covariant=True)
+L_co = TypeVar("L_co", bound=Message, covariant=True)
+
+
+class Object(Protocol):
+    """What every served kind's message has: Kubernetes' TypeMeta and ObjectMeta (runtime.Object
+    with metav1.Object). The generated classes have these fields without naming a common base;
+    ``accessor`` reaches them on a message known only as ``Message``."""
+
+    api_version: str
+    kind: str
+
+    @property
+    def metadata(self) -> meta_pb2.ObjectMeta: ...
+
+
+def accessor(obj: Message) -> Object:
+    """apimachinery's meta.Accessor: ``obj``, a served kind's message, as the ``Object`` it is."""
+    return cast(Object, obj)
+
+
+def object_meta(obj: Message) -> meta_pb2.ObjectMeta:
+    """The ObjectMeta of a served kind's message (``accessor(obj).metadata``)."""
+    return cast(Object, obj).metadata
+
 
 @dataclass(frozen=True)
-class Kind:
+class Kind(Generic[M_co, L_co]):
+    """One served kind; typed by its object and list messages (``Kind[core_pb2.Pod, core_pb2.PodList]``)."""
+
     name: str
     plural: str
     api_version: str
     namespaced: bool
-    message: type[Message]
-    list_message: type[Message]
+    message: type[M_co]
+    list_message: type[L_co]
     watch_event: type[Message]
     watch_response: type[Message]
     has_status: bool
@@ -52,22 +83,23 @@ class Kind:
             return f"{REGISTRY_PREFIX}{self.plural}/{namespace}/"
         return f"{REGISTRY_PREFIX}{self.plural}/"
 
-    def new(self) -> Message:
-        obj = self.message()
-        obj.api_version = self.api_version
-        obj.kind = self.name
-        return obj
+    def new(self) -> M_co:
+        return self.message(api_version=self.api_version, kind=self.name)
 
 
-def _kind(name: str, plural: str, api_version: str, namespaced: bool, module, has_status: bool,
-          short_names: tuple[str, ...] = (), subresources: tuple[str, ...] = ()) -> Kind:
+def _kind(module: ModuleType, message: type[M], list_message: type[L], plural: str, api_version: str,
+          namespaced: bool, has_status: bool, short_names: tuple[str, ...] = (),
+          subresources: tuple[str, ...] = ()) -> Kind[M, L]:
+    """The kind of ``message`` (its name); its watch messages are ``<name>WatchEvent`` and
+    ``<name>WatchResponse`` in ``module``."""
+    name = message.__name__
     return Kind(
         name=name,
         plural=plural,
         api_version=api_version,
         namespaced=namespaced,
-        message=getattr(module, name),
-        list_message=getattr(module, f"{name}List"),
+        message=message,
+        list_message=list_message,
         watch_event=getattr(module, f"{name}WatchEvent"),
         watch_response=getattr(module, f"{name}WatchResponse"),
         has_status=has_status,
@@ -76,21 +108,27 @@ def _kind(name: str, plural: str, api_version: str, namespaced: bool, module, ha
     )
 
 
-POD = _kind("Pod", "pods", "v1", True, core_pb2, True, ("po",), ("binding", "resize", "eviction"))
-NODE = _kind("Node", "nodes", "v1", False, core_pb2, True, ("no",))
-EVENT = _kind("Event", "events", "v1", True, core_pb2, False, ("ev",))
-PRIORITY_CLASS = _kind("PriorityClass", "priorityclasses", "scheduling.k8s.io/v1", False, scheduling_pb2,
-                       False, ("pc",))
-POD_DISRUPTION_BUDGET = _kind("PodDisruptionBudget", "poddisruptionbudgets", "policy/v1", True, policy_pb2,
-                              True, ("pdb",))
-LEASE = _kind("Lease", "leases", "coordination.k8s.io/v1", True, coordination_pb2, False)
-RESOURCE_CLAIM = _kind("ResourceClaim", "resourceclaims", "resource.k8s.io/v1", True, resource_pb2, True)
-RESOURCE_CLAIM_TEMPLATE = _kind("ResourceClaimTemplate", "resourceclaimtemplates", "resource.k8s.io/v1", True,
-                                resource_pb2, False)
-RESOURCE_SLICE = _kind("ResourceSlice", "resourceslices", "resource.k8s.io/v1", False, resource_pb2, False)
-DEVICE_CLASS = _kind("DeviceClass", "deviceclasses", "resource.k8s.io/v1", False, resource_pb2, False)
+POD = _kind(core_pb2, core_pb2.Pod, core_pb2.PodList, "pods", "v1", True, True, ("po",),
+            ("binding", "resize", "eviction"))
+NODE = _kind(core_pb2, core_pb2.Node, core_pb2.NodeList, "nodes", "v1", False, True, ("no",))
+EVENT = _kind(core_pb2, core_pb2.Event, core_pb2.EventList, "events", "v1", True, False, ("ev",))
+PRIORITY_CLASS = _kind(scheduling_pb2, scheduling_pb2.PriorityClass, scheduling_pb2.PriorityClassList,
+                       "priorityclasses", "scheduling.k8s.io/v1", False, False, ("pc",))
+POD_DISRUPTION_BUDGET = _kind(policy_pb2, policy_pb2.PodDisruptionBudget, policy_pb2.PodDisruptionBudgetList,
+                              "poddisruptionbudgets", "policy/v1", True, True, ("pdb",))
+LEASE = _kind(coordination_pb2, coordination_pb2.Lease, coordination_pb2.LeaseList, "leases",
+              "coordination.k8s.io/v1", True, False)
+RESOURCE_CLAIM = _kind(resource_pb2, resource_pb2.ResourceClaim, resource_pb2.ResourceClaimList,
+                       "resourceclaims", "resource.k8s.io/v1", True, True)
+RESOURCE_CLAIM_TEMPLATE = _kind(resource_pb2, resource_pb2.ResourceClaimTemplate,
+                                resource_pb2.ResourceClaimTemplateList, "resourceclaimtemplates",
+                                "resource.k8s.io/v1", True, False)
+RESOURCE_SLICE = _kind(resource_pb2, resource_pb2.ResourceSlice, resource_pb2.ResourceSliceList,
+                       "resourceslices", "resource.k8s.io/v1", False, False)
+DEVICE_CLASS = _kind(resource_pb2, resource_pb2.DeviceClass, resource_pb2.DeviceClassList, "deviceclasses",
+                     "resource.k8s.io/v1", False, False)
 
-KINDS: tuple[Kind, ...] = (
+KINDS: tuple[Kind[Message, Message], ...] = (
     POD, NODE, EVENT, PRIORITY_CLASS, POD_DISRUPTION_BUDGET, LEASE,
     RESOURCE_CLAIM, RESOURCE_CLAIM_TEMPLATE, RESOURCE_SLICE, DEVICE_CLASS,
 )
@@ -102,7 +140,7 @@ _SERVICE_NAMES = {
     "DeviceClass": "DeviceClasses",
 }
 
-_BY_NAME: dict[str, Kind] = {}
+_BY_NAME: dict[str, Kind[Message, Message]] = {}
 for _k in KINDS:
     for _alias in (_k.name, _k.plural, _k.name.lower(), *_k.short_names):
         _BY_NAME[_alias.lower()] = _k
@@ -114,7 +152,7 @@ class UnknownKindError(LookupError):
     """The name is not a kind kplane serves."""
 
 
-def lookup(name: str) -> Kind:
+def lookup(name: str) -> Kind[Message, Message]:
     """The kind for a kind name, plural, singular or short name (case-insensitive)."""
     try:
         return _BY_NAME[name.lower()]
@@ -123,12 +161,12 @@ def lookup(name: str) -> Kind:
             f'the server doesn\'t have a resource type "{name}"') from None
 
 
-def of_message(obj: Message) -> Kind:
+def of_message(obj: Message) -> Kind[Message, Message]:
     """The kind of a message instance (``Pod()`` -> POD)."""
     return _BY_MESSAGE[obj.DESCRIPTOR.full_name]
 
 
-def for_api_kind(api_version: str, kind: str) -> Kind:
+def for_api_kind(api_version: str, kind: str) -> Kind[Message, Message]:
     """The kind named by a document's ``apiVersion`` and ``kind``, as ``kplane apply`` reads them."""
     k = _BY_NAME.get(kind.lower())
     if k is None or k.name != kind:
@@ -138,7 +176,7 @@ def for_api_kind(api_version: str, kind: str) -> Kind:
     return k
 
 
-def split_key(key: str) -> tuple[Kind, str, str] | None:
+def split_key(key: str) -> tuple[Kind[Message, Message], str, str] | None:
     """``/registry/pods/ns/name`` -> (POD, "ns", "name"); None for keys that are not objects."""
     if not key.startswith(REGISTRY_PREFIX):
         return None

@@ -47,7 +47,7 @@ import math
 import random
 import time
 from dataclasses import dataclass, replace
-from typing import Awaitable, Callable
+from typing import Any, Callable, Coroutine
 
 from prometheus_client import Gauge
 
@@ -163,7 +163,8 @@ class _LeaseLock:
 class LeaderElector:
     """One candidate for one Lease. ``run()`` once; see the module docstring for the protocol."""
 
-    def __init__(self, client: Client, cfg: LeaderElectionConfig, on_started_leading: Callable[[], Awaitable[None]],
+    def __init__(self, client: Client, cfg: LeaderElectionConfig,
+                 on_started_leading: Callable[[], Coroutine[Any, Any, None]],
                  on_stopped_leading: Callable[[], None], on_new_leader: Callable[[str], None] | None = None):
         self._cfg = cfg
         self._lock = _LeaseLock(client, cfg.lease_namespace, cfg.lease_name)
@@ -199,7 +200,7 @@ class LeaderElector:
         if self._started:
             raise RuntimeError("LeaderElector.run() may be called only once")
         self._started = True
-        leading_task: asyncio.Task | None = None
+        leading_task: asyncio.Task[None] | None = None
         failure: BaseException | None = None
         lost = False
         try:
@@ -226,7 +227,7 @@ class LeaderElector:
                       holder=self._observed.holder_identity)
             await asyncio.sleep(self._cfg.retry_period * (1 + random.random() * JITTER_FACTOR))
 
-    async def _renew(self, leading_task: asyncio.Task) -> BaseException | None:
+    async def _renew(self, leading_task: asyncio.Task[None]) -> BaseException | None:
         """Renew every retry_period until a round finds no success within renew_deadline (returns
         None) or the leading task fails (returns its exception)."""
         while True:
@@ -256,7 +257,7 @@ class LeaderElector:
                 return exc
 
     @staticmethod
-    async def _wait_leading(task: asyncio.Task, seconds: float) -> BaseException | None:
+    async def _wait_leading(task: asyncio.Task[None], seconds: float) -> BaseException | None:
         """Sleep ``seconds``, waking early with the leading task's exception if it fails. A task
         that returns (or is cancelled by someone else) leaves the elector leading, as client-go."""
         if task.done():
@@ -267,7 +268,7 @@ class LeaderElector:
             return task.exception()
         return None
 
-    async def _stop(self, leading_task: asyncio.Task | None, lost: bool) -> None:
+    async def _stop(self, leading_task: asyncio.Task[None] | None, lost: bool) -> None:
         """Leave leadership: cancel and await the leading work, release the Lease if configured,
         then tell the caller. Runs on loss, on the leading task's failure and on cancellation."""
         led = self._leading

@@ -30,8 +30,10 @@ def setup_logging(component: str, level: str = "info") -> structlog.typing.Filte
         cache_logger_on_first_use=True,
     )
     structlog.contextvars.bind_contextvars(component=component)
-    return structlog.get_logger()
+    return get_logger()
 
 
-def get_logger(**fields) -> structlog.typing.FilteringBoundLogger:
-    return structlog.get_logger().bind(**fields) if fields else structlog.get_logger()
+def get_logger(**fields: object) -> structlog.typing.FilteringBoundLogger:
+    # structlog.get_logger() is typed Any: the wrapper_class configured above is what it returns.
+    logger: structlog.typing.FilteringBoundLogger = structlog.get_logger()
+    return logger.bind(**fields) if fields else logger

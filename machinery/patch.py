@@ -146,7 +146,7 @@ MERGE_LISTS: dict[str, dict[str, ListStrategy]] = {
 }
 
 
-def _kind_table(kind: str) -> dict[str, ListStrategy]:
+def _kind_table(kind: str | None) -> dict[str, ListStrategy]:
     """The merge-list table of ``kind`` (case-insensitive). Like the apiserver, which refuses
     strategic merge patches for kinds it has no Go struct for, an unknown kind is an error."""
     if isinstance(kind, str):
@@ -220,10 +220,10 @@ def _json_equal(a: Any, b: Any) -> bool:
     if kind != _json_kind(b):
         return False
     if kind == "object":
-        return a.keys() == b.keys() and all(_json_equal(a[k], b[k]) for k in a)
+        return bool(a.keys() == b.keys()) and all(_json_equal(a[k], b[k]) for k in a)
     if kind == "array":
         return len(a) == len(b) and all(_json_equal(x, y) for x, y in zip(a, b, strict=True))
-    return a == b
+    return bool(a == b)
 
 
 def _parse_if_text(patch: Any) -> Any:
@@ -458,8 +458,9 @@ _DELETE_PRIMITIVES = "$deleteFromPrimitiveList"
 _SET_ORDER = "$setElementOrder"
 
 
-def strategic_merge_patch(target: JSON, patch: JSON, kind: str) -> JSON:
-    """Apply a Kubernetes strategic merge patch to ``target``, an object of ``kind``.
+def strategic_merge_patch(target: JSON, patch: JSON, kind: str | None) -> JSON:
+    """Apply a Kubernetes strategic merge patch to ``target``, an object of ``kind`` (None, a kind
+    the document does not name, is refused as an unknown kind is).
 
     Semantics follow apimachinery's ``StrategicMergeMapPatch``:
 
@@ -566,7 +567,8 @@ def _normalize_order(patch_items: list[JSON], server_only: list[JSON], patch_ord
 
 def _partition(merged: list[JSON], by: list[JSON], key: str) -> tuple[list[JSON], list[JSON]]:
     """Split ``merged`` into (elements present in ``by``, the others), keeping order."""
-    inside, outside = [], []
+    inside: list[JSON] = []
+    outside: list[JSON] = []
     for item in merged:
         (inside if _index(by, item, key) >= 0 else outside).append(item)
     return inside, outside
@@ -587,7 +589,7 @@ class _StrategicMerge:
 
     # -- maps ---------------------------------------------------------------------------------
 
-    def merge_map(self, original: dict[str, JSON], patch: dict[str, JSON], path: str) -> dict:
+    def merge_map(self, original: dict[str, JSON], patch: dict[str, JSON], path: str) -> dict[str, JSON]:
         """Merge ``patch`` into ``original`` (a private copy, mutated and returned)."""
         where = path or "<root>"
         if _DIRECTIVE in patch:
@@ -637,11 +639,11 @@ class _StrategicMerge:
             raise PatchError(f"{sub}: expected a list, got {_json_kind(value)} {_short(value)}")
         current = original.get(key)
         if isinstance(value, dict):
-            base = current if isinstance(current, dict) else {}
-            original[key] = self.merge_map(base, value, sub)
+            base_map = current if isinstance(current, dict) else {}
+            original[key] = self.merge_map(base_map, value, sub)
         elif isinstance(value, list) and strategy is not None:
-            base = current if isinstance(current, list) else []
-            original[key] = self.merge_list(base, value, sub, strategy)[0]
+            base_list = current if isinstance(current, list) else []
+            original[key] = self.merge_list(base_list, value, sub, strategy)[0]
         else:
             original[key] = value
 
@@ -701,10 +703,11 @@ class _StrategicMerge:
                 continue
             found_original = isinstance(original.get(field), list)
             found_patch = field in patch
-            patch_list = patch.get(field)
-            if found_patch and not isinstance(patch_list, list):
-                raise PatchError(f"{sub}: expected a list, got {_json_kind(patch_list)} "
-                                 f"{_short(patch_list)}")
+            patch_value = patch.get(field)
+            if found_patch and not isinstance(patch_value, list):
+                raise PatchError(f"{sub}: expected a list, got {_json_kind(patch_value)} "
+                                 f"{_short(patch_value)}")
+            patch_list: list[JSON] = patch_value if isinstance(patch_value, list) else []
             if found_patch:
                 self._validate_order(patch_list, order, strategy.merge_key, sub)
             if not found_original and not found_patch:
@@ -855,7 +858,7 @@ PATCH_TYPES: dict[str, str] = {
 }
 
 
-def apply_patch(target: JSON, patch: JSON, patch_type: str, kind: str | None = None) -> dict:
+def apply_patch(target: JSON, patch: JSON, patch_type: str, kind: str | None = None) -> dict[str, JSON]:
     """Apply ``patch`` of ``patch_type`` to the Kubernetes object ``target``; return the result.
 
     ``patch_type`` is ``"strategic"``, ``"merge"`` or ``"json"``, or the matching MIME type.
@@ -883,7 +886,7 @@ def apply_patch(target: JSON, patch: JSON, patch_type: str, kind: str | None = N
     return result
 
 
-def _object_merge_patch(target: dict, patch: JSON) -> JSON:
+def _object_merge_patch(target: dict[str, JSON], patch: JSON) -> JSON:
     if not isinstance(patch, dict):
         raise PatchError(f"a merge patch for an object must be a JSON object, got "
                          f"{_json_kind(patch)}")

@@ -37,11 +37,12 @@ import signal
 import sys
 import threading
 import time
-from typing import Any, Awaitable, Callable, Coroutine, Iterator, Protocol
+from typing import Any, Awaitable, Callable, Coroutine, Iterable, Iterator, Protocol, TypeVar
 
 from machinery.logging import get_logger
 
 log = get_logger()
+T = TypeVar("T")
 
 STOP_TIMEOUT = 4.0  # seconds from SIGTERM until every task has ended
 _SWEEP = 0.5  # seconds of STOP_TIMEOUT kept for cancelling what the component's own stop() left running
@@ -95,7 +96,8 @@ def fail_process(reason: str) -> bool:
 
 
 def supervise(name: str, loop_fn: Callable[[], Awaitable[Any]], *, max_failures: int = 5,
-              initial_backoff: float = 0.1, max_backoff: float = 10.0, healthy_after: float = 60.0) -> asyncio.Task:
+              initial_backoff: float = 0.1, max_backoff: float = 10.0,
+              healthy_after: float = 60.0) -> asyncio.Task[None]:
     """Run ``loop_fn()`` as a task named ``name``, restarting it with backoff when it raises.
 
     A run that lasted ``healthy_after`` seconds resets the failure count. After ``max_failures``
@@ -134,7 +136,7 @@ async def _supervised(name: str, loop_fn: Callable[[], Awaitable[Any]], max_fail
         log.info("task_restarted", task=name, failures=failures)
 
 
-async def cancel_and_wait(tasks, timeout: float | None = None) -> None:
+async def cancel_and_wait(tasks: Iterable[asyncio.Task[Any] | None], timeout: float | None = None) -> None:
     """Cancel these tasks and wait until each has ended, whatever it ended with (a stop path:
     nothing is left running behind it, and an error of a task being stopped is not the caller's).
 
@@ -142,8 +144,8 @@ async def cancel_and_wait(tasks, timeout: float | None = None) -> None:
     ``timeout`` it is waited for. With ``timeout`` (the harness's last sweep) a task still running
     a moment after its cancel is cancelled again, in case it swallowed the first, until it ends or
     the time is up. A cancel of the caller is never swallowed here."""
-    tasks = [t for t in tasks if t is not None]
-    pending = {t for t in tasks if not t.done()}
+    live = [t for t in tasks if t is not None]
+    pending = {t for t in live if not t.done()}
     for t in pending:
         t.cancel()
     if timeout is None:
@@ -161,7 +163,7 @@ async def cancel_and_wait(tasks, timeout: float | None = None) -> None:
                 break
             for t in pending:
                 t.cancel()
-    for t in tasks:
+    for t in live:
         if t.done() and not t.cancelled():
             t.exception()  # retrieved: no "exception was never retrieved" at exit
 
@@ -267,7 +269,7 @@ class _Watchdog:
         os._exit(1)
 
 
-def _task_stacks(tasks) -> str:
+def _task_stacks(tasks: Iterable[asyncio.Task[Any]]) -> str:
     out = io.StringIO()
     for t in list(tasks):
         out.write(f"task {t.get_name()}:\n")
@@ -278,14 +280,15 @@ def _task_stacks(tasks) -> str:
 # ------------------------------------------------------------------------------ loop, profiling
 
 
-def run_loop(main: Coroutine) -> Any:
+def run_loop(main: Coroutine[Any, Any, T]) -> T:
     """Run the process's one event loop until ``main`` is done; its result.
 
     ``KPLANE_EVENT_LOOP=uvloop`` runs it on uvloop (when installed), for comparing loops."""
     if os.environ.get("KPLANE_EVENT_LOOP") == "uvloop":
         import uvloop  # optional: only for measurements
 
-        return uvloop.run(main)
+        result: T = uvloop.run(main)
+        return result
     return asyncio.run(main)
 
 

@@ -293,7 +293,7 @@ def _check_int(v: object) -> int:
 def _check_format(fmt: object) -> str:
     if fmt not in _FORMATS:
         raise QuantityError(f"unknown quantity format {fmt!r}")
-    return fmt  # type: ignore[return-value]
+    return fmt
 
 
 def _div_away(n: int, d: int) -> int:
@@ -411,7 +411,8 @@ def _magnitude_nanos(digits: str, fraction_len: int, base: int, exponent: int) -
     elif k + e10 - 9 > _MAX_DIGITS:
         raise QuantityError(_TOO_LARGE)
     if e10 >= 0:
-        return (int(stripped) * 10**e10) << e2
+        scale: int = 10**e10  # an int: a non-negative power
+        return (int(stripped) * scale) << e2
     s = -e10
     if s >= e2:
         # value = D / (10**(s-e2) * 5**e2): cut the decimal digits off first, keep a sticky
@@ -420,10 +421,12 @@ def _magnitude_nanos(digits: str, fraction_len: int, base: int, exponent: int) -
         if cut <= 0:
             return 1
         head = int(stripped[:cut])
-        q, r = divmod(head, 5**e2)
+        five_e2: int = 5**e2  # an int: a non-negative power
+        q, r = divmod(head, five_e2)
         return q + 1 if (r or cut < k) else q
     # s < e2 < 61 and k + e10 < 29: small numbers, exact division
-    q, r = divmod(int(stripped) << (e2 - s), 5**s)
+    five_s: int = 5**s  # an int: a non-negative power
+    q, r = divmod(int(stripped) << (e2 - s), five_s)
     return q + 1 if r else q
 
 

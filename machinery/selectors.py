@@ -17,6 +17,8 @@ from typing import Any, Callable, Iterable, Mapping
 
 from google.protobuf.message import Message
 
+from machinery.api import meta_pb2
+
 
 class SelectorError(ValueError):
     """A malformed selector; the message says what is wrong, as the apiserver would."""
@@ -246,7 +248,7 @@ def from_match(match_labels: Mapping[str, str], match_expressions: Iterable[Any]
     return LabelSelector(tuple(reqs))
 
 
-def from_label_selector_message(msg: Message | None, present: bool = True) -> LabelSelector:
+def from_label_selector_message(msg: meta_pb2.LabelSelector | None, present: bool = True) -> LabelSelector:
     """metav1.LabelSelector semantics: absent selects nothing, empty ({}) selects everything."""
     if msg is None or not present:
         return NOTHING

@@ -122,12 +122,12 @@ class PodInfo:
                     WeightedAffinityTerm(_term(pod, w.pod_affinity_term), w.weight)
                     for w in pa.preferred_during_scheduling_ignored_during_execution)
             if aff.HasField("pod_anti_affinity"):
-                pa = aff.pod_anti_affinity
+                anti = aff.pod_anti_affinity
                 self.required_anti_affinity_terms = tuple(
-                    _term(pod, t) for t in pa.required_during_scheduling_ignored_during_execution)
+                    _term(pod, t) for t in anti.required_during_scheduling_ignored_during_execution)
                 self.preferred_anti_affinity_terms = tuple(
                     WeightedAffinityTerm(_term(pod, w.pod_affinity_term), w.weight)
-                    for w in pa.preferred_during_scheduling_ignored_during_execution)
+                    for w in anti.preferred_during_scheduling_ignored_during_execution)
         except ValueError as exc:  # a selector the apiserver let through but cannot be parsed
             self.parse_error = str(exc)
 

@@ -54,7 +54,7 @@ from scheduler.framework.interfaces import (
     public_methods,
 )
 from scheduler.framework.node_info import NodeInfo
-from scheduler.framework.pod_info import PodInfo, pod_priority
+from scheduler.framework.pod_info import PodInfo, QueuedPodInfo, pod_priority
 from scheduler.framework.types import (
     MAX_NODE_SCORE,
     MIN_NODE_SCORE,
@@ -67,6 +67,9 @@ from scheduler.framework.types import (
     Status,
     code_name,
 )
+
+# A FilterPlugin's bound filter method: (state, pod, node) -> status.
+FilterFn = Callable[[CycleState, core_pb2.Pod, NodeInfo], Status | None]
 
 EXTENSION_POINT_DURATION = Histogram(
     "scheduler_framework_extension_point_duration_seconds",
@@ -213,7 +216,7 @@ class Framework:
 
     # ------------------------------------------------------------ queueing
 
-    def less(self, a, b) -> bool:
+    def less(self, a: QueuedPodInfo, b: QueuedPodInfo) -> bool:
         return self.queue_sort.less(a, b)
 
     def events_to_register(self) -> dict[str, list[ClusterEventWithHint]]:
@@ -269,13 +272,13 @@ class Framework:
             EXTENSION_POINT_DURATION.labels("PreFilter", code_name(status), self.profile_name).observe(
                 time.perf_counter() - start)
 
-    def filters_for(self, state: CycleState) -> list[tuple[str, Callable]]:
+    def filters_for(self, state: CycleState) -> list[tuple[str, FilterFn]]:
         """The (name, filter) pairs that run this attempt (those whose PreFilter said Skip do not)."""
         skip = state.skip_filter_plugins
         return [(pl.name, pl.filter) for pl in self.filter_plugins if pl.name not in skip]
 
     def run_filter_plugins(self, state: CycleState, pod: core_pb2.Pod, node_info: NodeInfo,
-                           filters: list[tuple[str, Callable]] | None = None) -> Status | None:
+                           filters: list[tuple[str, FilterFn]] | None = None) -> Status | None:
         for name, fn in (filters if filters is not None else self.filters_for(state)):
             s = fn(state, pod, node_info)
             if s is not None and s.code != Code.SUCCESS:
@@ -288,7 +291,7 @@ class Framework:
         return None
 
     def run_filter_plugins_with_nominated_pods(self, state: CycleState, pod: core_pb2.Pod, node_info: NodeInfo,
-                                               filters: list[tuple[str, Callable]] | None = None) -> Status | None:
+                                               filters: list[tuple[str, FilterFn]] | None = None) -> Status | None:
         """The preemption design's two passes: with higher-or-equal priority nominated pods, then without."""
         nominated = self.handle.nominated_pods_for_node(node_info.name) if node_info.node is not None else []
         if nominated:

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable
+from typing import Any, Callable, Iterable, Mapping
 
 from machinery.api import core_pb2
 from machinery.resources import pod_requests
@@ -276,7 +276,8 @@ class ClusterEventWithHint:
     hint: QueueingHintFn | None = None  # None: always QUEUE
 
 
-def pod_scheduling_property_changes(new: core_pb2.Pod, old: core_pb2.Pod, requests_of) -> list[ClusterEvent]:
+def pod_scheduling_property_changes(new: core_pb2.Pod, old: core_pb2.Pod,
+                                    requests_of: Callable[[core_pb2.Pod], Mapping[str, int]]) -> list[ClusterEvent]:
     """Kubernetes' PodSchedulingPropertiesChange: the UpdatePodXYZ events an update amounts to.
 
     ``requests_of(pod)`` gives a pod's resource requests (the KEP-1287 rule for assigned pods).

@@ -151,16 +151,16 @@ def build_plugin_sets(raw_plugins: dict | None, plugin_config: list | None, regi
     if not isinstance(raw_plugins, dict):
         raise ConfigError(f"{path}.plugins: must be a mapping of extension points")
     _check_keys(raw_plugins, set(POINT_PROTOCOLS) | {"multiPoint"}, f"{path}.plugins")
-    sets: dict[str, tuple[list, list]] = {}
+    raw_sets: dict[str, tuple[list[Any], list[Any]]] = {}
     for point in ["multiPoint", *POINT_PROTOCOLS]:
         raw = raw_plugins.get(point) or {}
         if not isinstance(raw, dict):
             raise ConfigError(f"{path}.plugins.{point}: must be a mapping with enabled/disabled")
         _check_keys(raw, {"enabled", "disabled"}, f"{path}.plugins.{point}")
-        sets[point] = (_plugin_list(raw.get("enabled"), f"{path}.plugins.{point}.enabled"),
+        raw_sets[point] = (_plugin_list(raw.get("enabled"), f"{path}.plugins.{point}.enabled"),
                        _plugin_list(raw.get("disabled"), f"{path}.plugins.{point}.disabled"))
-    multi = _merge(DEFAULT_PLUGINS, *sets["multiPoint"])
-    for point, (enabled, _) in sets.items():
+    multi = _merge(DEFAULT_PLUGINS, *raw_sets["multiPoint"])
+    for point, (enabled, _) in raw_sets.items():
         for name, _ in (multi if point == "multiPoint" else enabled):
             if name not in registry:
                 raise ConfigError(f'{path}.plugins.{point}: unknown plugin "{name}"')
@@ -168,7 +168,7 @@ def build_plugin_sets(raw_plugins: dict | None, plugin_config: list | None, regi
     points: dict[str, list[str]] = {}
     disabled: dict[str, set[str]] = {}
     for point in POINT_PROTOCOLS:
-        enabled, off = sets[point]
+        enabled, off = raw_sets[point]
         points[point] = [n for n, _ in enabled]
         disabled[point] = {n for n, _ in off}
         if point == "score":

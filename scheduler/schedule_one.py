@@ -26,7 +26,7 @@ from __future__ import annotations
 import random
 import time
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from machinery import errors, failpoints, timeutil
 from machinery.api import core_pb2
@@ -154,9 +154,9 @@ class Algorithm:
         wanted = num_feasible_nodes_to_find(percentage, n) if fw.has_score_plugins() else 1  # nothing to rank
         start = self.next_start_node_index % n
         if not filters:
-            feasible = [nodes[(start + i) % n] for i in range(wanted)]
+            first = [nodes[(start + i) % n] for i in range(wanted)]
             self.next_start_node_index = (self.next_start_node_index + wanted) % max(num_all, 1)
-            return feasible
+            return first
         feasible: list[NodeInfo] = []
         statuses = diagnosis.node_to_status
         # With no pod nominated anywhere the two-pass check has nothing to add: skip its lookups.
@@ -351,18 +351,19 @@ async def update_pod_status(sched: "Scheduler", pod: core_pb2.Pod, reason: str, 
     current = next((c for c in pod.status.conditions if c.type == "PodScheduled"), None)
     same_condition = current is not None and (current.status, current.reason, current.message) == \
         ("False", reason, message)
-    nominate = nominating is not None and nominating.mode == NominatingMode.OVERRIDE
-    same_nomination = not nominate or pod.status.nominated_node_name == nominating.node_name
+    nominated_node = nominating.node_name if nominating is not None and \
+        nominating.mode == NominatingMode.OVERRIDE else None
+    same_nomination = nominated_node is None or pod.status.nominated_node_name == nominated_node
     if same_condition and same_nomination:
         return
-    status: dict = {}
+    status: dict[str, Any] = {}
     if not same_condition:
         transition = current.last_transition_time if current is not None and current.status == "False" else \
             timeutil.rfc3339()
         status["conditions"] = [{"type": "PodScheduled", "status": "False", "reason": reason, "message": message,
                                  "lastTransitionTime": transition}]
-    if nominate:
-        status["nominatedNodeName"] = nominating.node_name
+    if nominated_node is not None:
+        status["nominatedNodeName"] = nominated_node
     try:
         await sched.client.pods.patch(pod.metadata.name, {"status": status}, namespace=pod.metadata.namespace,
                                       subresource="status")

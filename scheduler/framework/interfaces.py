@@ -311,6 +311,18 @@ class Handle:
         self.framework: "Framework | None" = None
         self.waiting_pods: dict[str, Any] = {}
 
+    def require_client(self) -> "Client":
+        """The API client (kube-scheduler's Handle.ClientSet()): always given but in unit tests."""
+        if self.client is None:
+            raise RuntimeError("this scheduler Handle has no API client")
+        return self.client
+
+    def require_framework(self) -> "Framework":
+        """The framework this handle serves (set when it is built): preemption runs its filters."""
+        if self.framework is None:
+            raise RuntimeError("this scheduler Handle belongs to no framework yet")
+        return self.framework
+
     def pods(self) -> Iterable[core_pb2.Pod]:
         return self._pods()
 

@@ -27,7 +27,8 @@ class DefaultBinder:
 
     async def bind(self, state: CycleState, pod: core_pb2.Pod, node: str) -> Status | None:
         try:
-            await self.handle.client.pods.bind(pod.metadata.name, node, pod.metadata.namespace, uid=pod.metadata.uid)
+            await self.handle.require_client().pods.bind(pod.metadata.name, node, pod.metadata.namespace,
+                                                         uid=pod.metadata.uid)
         except errors.ApiError as exc:
             return Status(Code.ERROR, exc.message, error=exc)
         return None

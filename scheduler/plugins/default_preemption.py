@@ -128,7 +128,8 @@ def _most_important_first(pods: list[PodInfo]) -> list[PodInfo]:
 def filter_pods_with_pdb_violation(pods: list[PodInfo], pdbs: list[PDB]) -> tuple[list[PodInfo], list[PodInfo]]:
     """kube-scheduler's filterPodsWithPDBViolation: (violating, non-violating), order kept."""
     allowed = [p.allowed for p in pdbs]
-    violating, ok = [], []
+    violating: list[PodInfo] = []
+    ok: list[PodInfo] = []
     for pi in pods:
         pod = pi.pod
         violated = False
@@ -223,7 +224,7 @@ class DefaultPreemption(PreemptionPlugin):
 
     def select_victims_on_node(self, state: CycleState, pod: core_pb2.Pod, ni: NodeInfo,
                                pdbs: list[PDB]) -> tuple[list[core_pb2.Pod], int, Status | None]:
-        fw = self.handle.framework
+        fw = self.handle.require_framework()
         priority = pod_priority(pod)
         potential = [pi for pi in ni.pods if pi.priority < priority]
         if not potential:

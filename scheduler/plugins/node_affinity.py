@@ -225,6 +225,8 @@ class NodeAffinity:
 
     def filter(self, state: CycleState, pod: core_pb2.Pod, ni: NodeInfo) -> Status | None:
         node = ni.node
+        if node is None:
+            return Status(Code.ERROR, "node not found")
         if self.added_node_selector is not None and not self.added_node_selector.matches(node):
             return Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, ERR_REASON_ENFORCED)
         required = state.get(_STATE_KEY)
@@ -245,6 +247,8 @@ class NodeAffinity:
 
     def score(self, state: CycleState, pod: core_pb2.Pod, ni: NodeInfo) -> tuple[int, Status | None]:
         node = ni.node
+        if node is None:
+            return 0, Status(Code.ERROR, "node not found")
         total = 0
         if self.added_preferred is not None:
             total += self.added_preferred.score(node)

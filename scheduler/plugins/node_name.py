@@ -42,7 +42,7 @@ ERR_REASON = "node(s) didn't match the requested node name"
 def fits(pod: core_pb2.Pod, ni: NodeInfo) -> bool:
     """Kubernetes' nodename.Fits."""
     wanted = pod.spec.node_name
-    return not wanted or wanted == ni.node.metadata.name
+    return not wanted or wanted == ni.name
 
 
 class NodeName:
@@ -56,7 +56,7 @@ class NodeName:
 
     def filter(self, state: CycleState, pod: core_pb2.Pod, ni: NodeInfo) -> Status | None:
         wanted = pod.spec.node_name
-        if not wanted or wanted == ni.node.metadata.name:
+        if not wanted or wanted == ni.name:
             return None
         return Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, ERR_REASON)
 

@@ -34,7 +34,7 @@ from typing import Any, Mapping
 from machinery import resources as res
 from machinery.api import core_pb2
 from scheduler.framework import plugin_args as pa
-from scheduler.framework.node_info import NodeInfo, is_scalar_resource
+from scheduler.framework.node_info import NodeInfo
 from scheduler.framework.types import MAX_NODE_SCORE, Code, CycleState, StateData, Status
 
 NAME = "NodeResourcesBalancedAllocation"
@@ -128,7 +128,7 @@ class NodeResourcesBalancedAllocation:
                 cap, have = alloc.memory, used.memory
             elif name == res.EPHEMERAL_STORAGE:
                 cap, have = alloc.ephemeral_storage, used.ephemeral_storage
-            elif want == 0 and is_scalar_resource(name):
+            elif want == 0 and res.is_scalar_resource(name):
                 continue  # an extended resource the pod does not request is not scored
             elif name in alloc.scalar:
                 cap, have = alloc.scalar[name], used.scalar.get(name, 0)

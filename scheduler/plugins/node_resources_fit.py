@@ -55,11 +55,12 @@ from typing import Any, Mapping
 
 from machinery import resources
 from machinery.api import core_pb2
+from machinery.resources import is_scalar_resource
 from machinery.selectors import validate_label_key
 from scheduler.framework import plugin_args as pa
 from scheduler.framework.deferred_resize import is_deferred_resize
 from scheduler.framework.features import Features, features_of
-from scheduler.framework.node_info import NodeInfo, Resource, is_scalar_resource
+from scheduler.framework.node_info import NodeInfo, Resource
 from scheduler.framework.pod_info import PodInfo
 from scheduler.framework.types import (
     MAX_NODE_SCORE,
@@ -132,10 +133,10 @@ def _decode_shape(raw: Any, path: str) -> tuple[UtilizationShapePoint, ...]:
     points = []
     for i, item in enumerate(pa.listing(raw, path) if raw is not None else []):
         here = f"{path}[{i}]"
-        point = pa.mapping(item, here)
-        pa.check_fields(point, ("utilization", "score"), here)
-        points.append(UtilizationShapePoint(pa.integer(point.get("utilization", 0), f"{here}.utilization"),
-                                            pa.integer(point.get("score", 0), f"{here}.score")))
+        fields = pa.mapping(item, here)
+        pa.check_fields(fields, ("utilization", "score"), here)
+        points.append(UtilizationShapePoint(pa.integer(fields.get("utilization", 0), f"{here}.utilization"),
+                                            pa.integer(fields.get("score", 0), f"{here}.score")))
     if not points:
         raise ArgsError(f"{path}: Required value: at least one point must be specified")
     for i in range(1, len(points)):

@@ -154,6 +154,12 @@ def _constraints_of(specs: Iterable[core_pb2.TopologySpreadConstraint], pod_labe
         for c in specs if (c.when_unsatisfiable or DO_NOT_SCHEDULE) == action)
 
 
+def _node_labels(ni: NodeInfo) -> Mapping[str, str]:
+    """The labels of ``ni``'s node (a node that passed Filter always has its Node)."""
+    node = ni.node
+    return node.metadata.labels if node is not None else {}
+
+
 def _has_all_keys(labels: Mapping[str, str], constraints: Sequence[_Constraint]) -> bool:
     for c in constraints:
         if c.topology_key not in labels:
@@ -413,9 +419,9 @@ class PodTopologySpread:
             if node is None:
                 continue
             labels = node.metadata.labels
-            values = [labels.get(k) for k in keys]
-            if None in values:
+            if not all(k in labels for k in keys):
                 continue  # a node lacking any topologyKey counts for no constraint
+            values = [labels[k] for k in keys]
             counted = inclusion.counted_by(node)
             for i, value in enumerate(values):
                 if counted is None or counted[i]:
@@ -499,7 +505,7 @@ class PodTopologySpread:
         domains: list[dict[str, int]] = [{} for _ in constraints]
         ignored: set[str] = set()
         for ni in nodes:
-            labels = ni.node.metadata.labels
+            labels = _node_labels(ni)
             if require_all and not _has_all_keys(labels, constraints):
                 ignored.add(ni.name)
                 continue
@@ -531,13 +537,13 @@ class PodTopologySpread:
             name = ni.name
             if name in ignored:
                 continue
-            labels = ni.node.metadata.labels
+            labels = _node_labels(ni)
             total = 0.0
             for i, c in enumerate(constraints):
-                value = labels.get(keys[i])
-                if value is None:
+                label = labels.get(keys[i])
+                if label is None:
                     continue
-                n = counters[i](ni) if per_node[i] else domains[i][value]
+                n = counters[i](ni) if per_node[i] else domains[i][label]
                 total += n * weights[i] + (c.max_skew - 1)
             scores[name] = int(math.floor(total + 0.5))  # Go's math.Round, half away from zero
         return _PreScoreState(scores, frozenset(ignored))

@@ -85,7 +85,10 @@ class TaintToleration:
     # ------------------------------------------------------------ filter
 
     def filter(self, state: CycleState, pod: core_pb2.Pod, ni: NodeInfo) -> Status | None:
-        taint = untolerated_taint(ni.node, pod.spec.tolerations)
+        node = ni.node
+        if node is None:
+            return Status(Code.ERROR, "node not found")
+        taint = untolerated_taint(node, pod.spec.tolerations)
         if taint is None:
             return None
         return Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE,
@@ -98,7 +101,10 @@ class TaintToleration:
         return None
 
     def score(self, state: CycleState, pod: core_pb2.Pod, ni: NodeInfo) -> tuple[int, Status | None]:
-        taints = ni.node.spec.taints
+        node = ni.node
+        if node is None:
+            return 0, Status(Code.ERROR, "node not found")
+        taints = node.spec.taints
         if not taints:
             return 0, None
         tolerations = state.get(_SCORE_STATE_KEY)

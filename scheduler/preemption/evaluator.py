@@ -48,6 +48,7 @@ the history all of one preemption's ``DisruptionTarget`` marks come before its e
 from __future__ import annotations
 
 import asyncio
+import functools
 import math
 from dataclasses import dataclass, field
 from typing import Callable, Protocol
@@ -317,7 +318,7 @@ class Evaluator:
         statuses: dict[str, Status] = {}
         n = len(potential)
         # Each node's simulation gets its own state when PreFilter extensions will write to it.
-        private_state = self.handle.framework.pre_filter_extensions_active(state)
+        private_state = self.handle.require_framework().pre_filter_extensions_active(state)
         for i in range(n):
             ni = potential[(offset + i) % n].clone()
             victims, violations, status = self.plugin.select_victims_on_node(
@@ -428,7 +429,7 @@ class Evaluator:
             return True, None
         try:
             await self._mark_disruption_target(victim, pod)
-            await self.handle.client.pods.delete(victim.metadata.name, victim.metadata.namespace,
+            await self.handle.require_client().pods.delete(victim.metadata.name, victim.metadata.namespace,
                                                  uid=victim.metadata.uid)
         except errors.NotFound:
             self._end_in_flight(victim)
@@ -466,13 +467,13 @@ class Evaluator:
             if pi.priority >= priority:
                 continue
             if writer is not None:
-                writer.submit(pi.pod.metadata.uid, lambda p=pi.pod: self._clear_nomination(p, c, pod))
+                writer.submit(pi.pod.metadata.uid, functools.partial(self._clear_nomination, pi.pod, c, pod))
             elif pi.pod.status.nominated_node_name:
                 await self._clear_nomination(pi.pod, c, pod)
 
     async def _clear_nomination(self, lower: core_pb2.Pod, c: Candidate, pod: core_pb2.Pod) -> None:
         try:
-            await self.handle.client.pods.patch(lower.metadata.name, {"status": {"nominatedNodeName": ""}},
+            await self.handle.require_client().pods.patch(lower.metadata.name, {"status": {"nominatedNodeName": ""}},
                                                 namespace=lower.metadata.namespace, subresource="status")
             log.info("nomination_cleared", pod=key_of(lower), node=c.node, by=key_of(pod))
         except errors.NotFound:
@@ -488,5 +489,5 @@ class Evaluator:
         for c in victim.status.conditions:
             if c.type == DISRUPTION_TARGET and c.status == "True" and c.reason == PREEMPTION_BY_SCHEDULER:
                 return
-        await self.handle.client.pods.patch(victim.metadata.name, {"status": {"conditions": [cond]}},
+        await self.handle.require_client().pods.patch(victim.metadata.name, {"status": {"conditions": [cond]}},
                                             namespace=victim.metadata.namespace, subresource="status")

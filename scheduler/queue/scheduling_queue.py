@@ -406,7 +406,8 @@ class SchedulingQueue:
                 try:
                     hint = e.hint(p.pod, old, new)
                 except Exception as exc:  # never strand a pod on a buggy hint
-                    log.warning("queueing_hint_failed", plugin=e.plugin, event=event.label, pod=p.key, error=str(exc))
+                    log.warning("queueing_hint_failed", plugin=e.plugin, cluster_event=event.label, pod=p.key,
+                                error=str(exc))
                     hint = QueueingHint.QUEUE
             if hint == QueueingHint.QUEUE_SKIP:
                 continue
@@ -490,7 +491,7 @@ _QUEUES: "weakref.WeakSet[SchedulingQueue]" = weakref.WeakSet()
 
 
 class _QueueGauges:
-    def collect(self):
+    def collect(self) -> Iterator[GaugeMetricFamily]:
         pending = GaugeMetricFamily("scheduler_pending_pods", "Number of pending pods, by the queue type. 'active' "
                                     "means number of pods in activeQ; 'backoff' means number of pods in backoffQ; "
                                     "'unschedulable' means number of pods in unschedulablePods that the scheduler "

@@ -12,6 +12,7 @@ the process's own event loop and needs no thread.
 from __future__ import annotations
 
 import asyncio
+import inspect
 import json
 from typing import Awaitable, Callable
 
@@ -51,9 +52,9 @@ class AdminServer:
         if check is None:
             return None
         result = check()
-        if asyncio.iscoroutine(result):
-            result = await result
-        return result  # type: ignore[return-value]
+        if inspect.isawaitable(result):
+            return await result
+        return result
 
     async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:

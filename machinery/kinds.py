@@ -7,6 +7,7 @@ the singular ("pod") and the short names ("po").
 
 from __future__ import annotations
 
+from collections.abc import MutableSequence
 from dataclasses import dataclass, field
 from types import ModuleType
 from typing import Generic, Protocol, TypeVar, cast
@@ -43,6 +44,21 @@ def accessor(obj: Message) -> Object:
 def object_meta(obj: Message) -> meta_pb2.ObjectMeta:
     """The ObjectMeta of a served kind's message (``accessor(obj).metadata``)."""
     return cast(Object, obj).metadata
+
+
+class ObjectList(Protocol[M]):
+    """What every served kind's list message has (``core_pb2.PodList``): ListMeta and the items."""
+
+    @property
+    def metadata(self) -> meta_pb2.ListMeta: ...
+
+    @property
+    def items(self) -> MutableSequence[M]: ...
+
+
+def list_accessor(kind: Kind[M, L], lst: L) -> ObjectList[M]:
+    """``lst``, a list message of ``kind``, as the ``ObjectList`` of ``kind``'s objects it is."""
+    return cast(ObjectList[M], lst)
 
 
 @dataclass(frozen=True)

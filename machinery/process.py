@@ -31,6 +31,7 @@ import asyncio
 import contextlib
 import cProfile
 import faulthandler
+import inspect
 import io
 import os
 import signal
@@ -204,7 +205,7 @@ async def serve(component: str, make: Callable[[], Service | Awaitable[Service]]
         loop.add_signal_handler(sig, on_signal, sig)
     try:
         made = make()
-        service: Service = await made if asyncio.iscoroutine(made) else made  # type: ignore[assignment]
+        service = await made if inspect.isawaitable(made) else made
         starting = asyncio.create_task(service.start(), name=f"{component}-start")
         waiter = asyncio.create_task(proc.stopping.wait(), name=f"{component}-stop-signal")
         await asyncio.wait({starting, waiter}, return_when=asyncio.FIRST_COMPLETED)

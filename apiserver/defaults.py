@@ -319,10 +319,13 @@ def default_pod(pod: core_pb2.Pod) -> None:
     if not spec.HasField("enable_service_links"):
         unset |= _SERVICE_LINKS_UNSET
     host_network = spec.host_network
-    merges = tuple(_default_container(c, host_network) for c in spec.containers)
+    container_merges = tuple(_default_container(c, host_network) for c in spec.containers)
     init_containers = spec.init_containers
-    init_merges = tuple(_default_container(c, host_network) for c in init_containers) if init_containers else ()
-    only_merges = None not in merges and None not in init_merges
+    init_container_merges = tuple(_default_container(c, host_network) for c in init_containers) \
+        if init_containers else ()
+    merges = tuple(m for m in container_merges if m is not None)
+    init_merges = tuple(m for m in init_container_merges if m is not None)
+    only_merges = len(merges) == len(container_merges) and len(init_merges) == len(init_container_merges)
     overhead = spec.overhead
     if overhead and _normalize_quantities(overhead):
         only_merges = False
@@ -342,7 +345,7 @@ def default_pod(pod: core_pb2.Pod) -> None:
     if only_merges:
         if len(_POD_SPEC_MERGES) >= _POD_SPEC_MERGES_MAX:
             _POD_SPEC_MERGES.clear()
-        _POD_SPEC_MERGES[key] = (spec_merge, merges, init_merges)  # type: ignore[assignment]
+        _POD_SPEC_MERGES[key] = (spec_merge, merges, init_merges)
 
 
 def default_node(node: core_pb2.Node) -> None:

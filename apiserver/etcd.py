@@ -11,7 +11,7 @@ import asyncio
 import socket
 import time
 from dataclasses import dataclass
-from typing import AsyncIterator
+from typing import AsyncIterator, TypeVar
 
 import grpc
 from aetcd import rpc
@@ -19,6 +19,8 @@ from prometheus_client import Histogram
 
 from machinery import errors
 from machinery.logging import get_logger
+
+_Stub = TypeVar("_Stub")  # one of aetcd's gRPC stubs, once connect() made it
 
 log = get_logger()
 
@@ -63,7 +65,7 @@ def prefix_end(prefix: bytes) -> bytes:
 
 def _target(endpoints: list[str]) -> str:
     """A gRPC target for all endpoints: ``ipv4:a:p,b:p`` so pick_first can fail over."""
-    addrs = []
+    addrs: list[str] = []
     for ep in endpoints:
         ep = ep.strip().removeprefix("http://").removeprefix("https://")
         host, _, port = ep.rpartition(":")
@@ -101,6 +103,11 @@ class EtcdClient:
         self._watch = rpc.WatchStub(self._channel)
         self._maint = rpc.MaintenanceStub(self._channel)
 
+    def _stub(self, stub: _Stub | None) -> _Stub:
+        if stub is None:
+            raise RuntimeError("EtcdClient.connect() was not called")
+        return stub
+
     async def close(self) -> None:
         if self._channel is not None:
             await self._channel.close()
@@ -128,7 +135,7 @@ class EtcdClient:
 
     async def get(self, key: str, type_: str = "") -> tuple[KV | None, int]:
         """The key's current value (or None) and the store revision of the read."""
-        resp = await self._call("get", type_, self._kv.Range, rpc.RangeRequest(key=key.encode()))
+        resp = await self._call("get", type_, self._stub(self._kv).Range, rpc.RangeRequest(key=key.encode()))
         kv = resp.kvs[0] if resp.kvs else None
         return (KV(key, kv.value, kv.mod_revision, kv.create_revision) if kv else None), resp.header.revision
 
@@ -139,13 +146,13 @@ class EtcdClient:
         req = rpc.RangeRequest(key=start_key.encode() if start_key else p, range_end=prefix_end(p),
                                revision=revision, limit=limit,
                                sort_order=rpc.RangeRequest.ASCEND, sort_target=rpc.RangeRequest.KEY)
-        resp = await self._call("list", type_, self._kv.Range, req)
+        resp = await self._call("list", type_, self._stub(self._kv).Range, req)
         kvs = [KV(kv.key.decode(), kv.value, kv.mod_revision, kv.create_revision) for kv in resp.kvs]
         return kvs, resp.header.revision, resp.more
 
     async def current_revision(self) -> int:
         """The store's current revision (a one-key read of a key that never exists)."""
-        resp = await self._call("revision", "", self._kv.Range,
+        resp = await self._call("revision", "", self._stub(self._kv).Range,
                                 rpc.RangeRequest(key=b"/kplane/revision-probe", count_only=True))
         return resp.header.revision
 
@@ -158,7 +165,7 @@ class EtcdClient:
             compare=[rpc.Compare(key=k, target=rpc.Compare.CREATE, result=rpc.Compare.EQUAL, create_revision=0)],
             success=[rpc.RequestOp(request_put=rpc.PutRequest(key=k, value=value))],
         )
-        resp = await self._call("create", type_, self._kv.Txn, req)
+        resp = await self._call("create", type_, self._stub(self._kv).Txn, req)
         return resp.header.revision if resp.succeeded else None
 
     async def update(self, key: str, value: bytes, mod_revision: int, type_: str = "") -> tuple[bool, int]:
@@ -168,7 +175,7 @@ class EtcdClient:
             compare=[rpc.Compare(key=k, target=rpc.Compare.MOD, result=rpc.Compare.EQUAL, mod_revision=mod_revision)],
             success=[rpc.RequestOp(request_put=rpc.PutRequest(key=k, value=value))],
         )
-        resp = await self._call("update", type_, self._kv.Txn, req)
+        resp = await self._call("update", type_, self._stub(self._kv).Txn, req)
         return resp.succeeded, resp.header.revision
 
     async def delete(self, key: str, mod_revision: int, type_: str = "") -> tuple[bool, int]:
@@ -178,14 +185,14 @@ class EtcdClient:
             compare=[rpc.Compare(key=k, target=rpc.Compare.MOD, result=rpc.Compare.EQUAL, mod_revision=mod_revision)],
             success=[rpc.RequestOp(request_delete_range=rpc.DeleteRangeRequest(key=k))],
         )
-        resp = await self._call("delete", type_, self._kv.Txn, req)
+        resp = await self._call("delete", type_, self._stub(self._kv).Txn, req)
         return resp.succeeded, resp.header.revision
 
     async def compact(self, revision: int) -> None:
-        await self._call("compact", "", self._kv.Compact, rpc.CompactionRequest(revision=revision))
+        await self._call("compact", "", self._stub(self._kv).Compact, rpc.CompactionRequest(revision=revision))
 
     async def status(self) -> rpc.StatusResponse:
-        return await self._call("status", "", self._maint.Status, rpc.StatusRequest())
+        return await self._call("status", "", self._stub(self._maint).Status, rpc.StatusRequest())
 
     # ------------------------------------------------------------ watch
 
@@ -206,7 +213,7 @@ class EtcdClient:
             yield create
             await closed.wait()
 
-        call = self._watch.Watch(requests())
+        call = self._stub(self._watch).Watch(requests())
         try:
             async for resp in call:
                 if resp.compact_revision:

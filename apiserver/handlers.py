@@ -14,7 +14,7 @@ retried) before it is even decoded; a status message is cut to fit gRPC's metada
 from __future__ import annotations
 
 import time
-from typing import Any, Awaitable, Callable
+from typing import Any, Awaitable, Callable, NoReturn
 
 import grpc
 from google.protobuf.message import Message
@@ -78,13 +78,14 @@ def _deserializer(message: type[Message], limit: int) -> Callable[[bytes], Messa
     return deserialize
 
 
-async def _abort(context: grpc.aio.ServicerContext, code: grpc.StatusCode, message: str, **where: str) -> None:
+async def _abort(context: grpc.aio.ServicerContext, code: grpc.StatusCode, message: str, **where: str) -> NoReturn:
     """End the call with ``code`` and ``message``, cut to what gRPC metadata carries (the whole
     message is logged when it is cut)."""
     fitted = errors.fit_status_message(message)
     if fitted is not message:
         log.warning("status_message_truncated", code=code.name, size=len(message), message=message, **where)
     await context.abort(code, fitted)
+    raise AssertionError("context.abort() returned")  # it raises AbortError: the call is over
 
 
 class Api:

@@ -16,7 +16,7 @@ from google.protobuf import any_pb2
 from apiserver.etcd import CompactedError, EtcdClient
 from machinery import errors
 from machinery.api import api_pb2
-from machinery.kinds import REGISTRY_PREFIX, split_key
+from machinery.kinds import REGISTRY_PREFIX, object_meta, split_key
 
 
 def _entry(rev: int, type_: str, key: str, value: bytes) -> api_pb2.HistoryEntry | None:
@@ -25,7 +25,7 @@ def _entry(rev: int, type_: str, key: str, value: bytes) -> api_pb2.HistoryEntry
         return None
     kind, namespace, name = parts
     obj = kind.message.FromString(value)
-    obj.metadata.resource_version = str(rev)
+    object_meta(obj).resource_version = str(rev)
     packed = any_pb2.Any()
     packed.Pack(obj)
     return api_pb2.HistoryEntry(rev=rev, type=type_, kind=kind.name, namespace=namespace, name=name, object=packed)

@@ -14,14 +14,14 @@
 
 from __future__ import annotations
 
-from google.protobuf.message import Message
+import functools
 
 from apiserver import defaults, strategy, validation
 from apiserver.admission import noderestriction
 from apiserver.auth import User
 from apiserver.registry import Registry, parse_patch, patched
 from machinery import disruption, errors, timeutil
-from machinery.api import core_pb2, meta_pb2
+from machinery.api import core_pb2, meta_pb2, policy_pb2
 from machinery.featuregates import FeatureGates
 from machinery.kinds import POD, POD_DISRUPTION_BUDGET
 
@@ -187,7 +187,7 @@ class PodSubresources:
                 try:
                     await self.registry.guaranteed_update(
                         POD_DISRUPTION_BUDGET, namespace, pdb.metadata.name,
-                        lambda _old, s=status: _with_status(_old, s),
+                        functools.partial(_with_status, status=status),
                         precondition_rv=pdb.metadata.resource_version)
                 except errors.Conflict:
                     continue  # another eviction or controller wrote the budget: decide again
@@ -205,6 +205,7 @@ class PodSubresources:
         return await self.registry.delete(POD, req, user, dry_run, verb="eviction")
 
 
-def _with_status(pdb: Message, status: Message) -> Message:
+def _with_status(pdb: policy_pb2.PodDisruptionBudget,
+                 status: policy_pb2.PodDisruptionBudgetStatus) -> policy_pb2.PodDisruptionBudget:
     pdb.status.CopyFrom(status)
     return pdb

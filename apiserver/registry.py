@@ -13,7 +13,7 @@ from __future__ import annotations
 import base64
 import json
 import random
-from typing import Callable
+from typing import Any, Callable
 
 from google.protobuf.message import Message
 
@@ -23,23 +23,27 @@ from apiserver.auth import User
 from apiserver.etcd import EtcdClient
 from apiserver.watchcache import WatchCache
 from machinery import errors, jsonconv, patch, selectors, timeutil
-from machinery.api import meta_pb2
-from machinery.kinds import POD, PRIORITY_CLASS, Kind
+from machinery.api import core_pb2, meta_pb2, scheduling_pb2
+from machinery.kinds import PRIORITY_CLASS, Kind, L, M, list_accessor, object_meta
 
 MAX_RETRIES = 8
 _NAME_CHARS = "bcdfghjklmnpqrstvwxz2456789"
 
-Build = Callable[[Message], Message]
+Build = Callable[[M], M]
+# (the kind's object, the requested grace period) -> seconds; registered per kind name, so the
+# object's type is the kind's (pods.grace_period takes a Pod).
+GracePeriodFn = Callable[[Any, int | None], int]
 
 
 def encode(obj: Message) -> bytes:
     """The stored form: the object without its resourceVersion (which is etcd's mod_revision)."""
-    rv = obj.metadata.resource_version
-    obj.metadata.resource_version = ""
+    meta = object_meta(obj)
+    rv = meta.resource_version
+    meta.resource_version = ""
     try:
         return obj.SerializeToString(deterministic=True)
     finally:
-        obj.metadata.resource_version = rv
+        meta.resource_version = rv
 
 
 def _generate_name(prefix: str) -> str:
@@ -51,16 +55,16 @@ class Registry:
         self.etcd = etcd
         self.cache = cache
         # Set by the server: pods.grace_period(obj, requested) for kinds with graceful deletion.
-        self.grace_periods: dict[str, Callable[[Message, int | None], int]] = {}
+        self.grace_periods: dict[str, GracePeriodFn] = {}
 
     # ------------------------------------------------------------ reads
 
-    def _namespace(self, kind: Kind, namespace: str) -> str:
+    def _namespace(self, kind: Kind[Message, Message], namespace: str) -> str:
         if not kind.namespaced:
             return ""
         return namespace or "default"
 
-    async def read(self, kind: Kind, namespace: str, name: str, fresh: bool = False) -> Message | None:
+    async def read(self, kind: Kind[M, L], namespace: str, name: str, fresh: bool = False) -> M | None:
         """A private copy of the current object: from the cache, or from etcd if ``fresh``."""
         namespace = self._namespace(kind, namespace)
         if not fresh:
@@ -71,16 +75,16 @@ class Registry:
         if kv is None:
             return None
         obj = kind.message.FromString(kv.value)
-        obj.metadata.resource_version = str(kv.mod_revision)
+        object_meta(obj).resource_version = str(kv.mod_revision)
         return obj
 
-    async def get(self, kind: Kind, namespace: str, name: str) -> Message:
+    async def get(self, kind: Kind[M, L], namespace: str, name: str) -> M:
         obj = await self.read(kind, namespace, name, fresh=True)
         if obj is None:
             raise errors.not_found(kind.plural, name)
         return obj
 
-    async def list(self, kind: Kind, req: meta_pb2.ListRequest) -> Message:
+    async def list(self, kind: Kind[M, L], req: meta_pb2.ListRequest) -> L:
         try:
             labels = selectors.parse_label_selector(req.label_selector)
             fields = selectors.parse_field_selector(req.field_selector, kind.name, kind.message.DESCRIPTOR)
@@ -97,7 +101,8 @@ class Registry:
         namespace = req.namespace if kind.namespaced else ""
         items = self.cache[kind].select(namespace, labels, fields)
         out = kind.list_message(api_version=kind.api_version, kind=f"{kind.name}List")
-        out.metadata.resource_version = str(self.cache.rev)
+        lst = list_accessor(kind, out)
+        lst.metadata.resource_version = str(self.cache.rev)
         if req.limit > 0:
             start = 0
             if req.continue_token:
@@ -105,23 +110,23 @@ class Registry:
                     last_key = json.loads(base64.urlsafe_b64decode(req.continue_token))["k"]
                 except (ValueError, KeyError, TypeError):
                     raise errors.BadRequest("invalid continue token") from None
-                keys = [kind.key(o.metadata.namespace, o.metadata.name) for o in items]
+                keys = [kind.key(m.namespace, m.name) for m in map(object_meta, items)]
                 start = next((i for i, k in enumerate(keys) if k > last_key), len(items))
             page = items[start:start + req.limit]
             if start + req.limit < len(items):
-                last = page[-1]
-                token = {"k": kind.key(last.metadata.namespace, last.metadata.name)}
-                out.metadata.continue_token = base64.urlsafe_b64encode(json.dumps(token).encode()).decode()
-                out.metadata.remaining_item_count = len(items) - start - req.limit
+                last = object_meta(page[-1])
+                token = {"k": kind.key(last.namespace, last.name)}
+                lst.metadata.continue_token = base64.urlsafe_b64encode(json.dumps(token).encode()).decode()
+                lst.metadata.remaining_item_count = len(items) - start - req.limit
             items = page
-        out.items.extend(items)
+        lst.items.extend(items)
         return out
 
     # ------------------------------------------------------------ create
 
-    async def create(self, kind: Kind, obj: Message, user: User, dry_run: bool = False) -> Message:
+    async def create(self, kind: Kind[M, L], obj: M, user: User, dry_run: bool = False) -> M:
         obj = strategy.copy(obj)
-        meta = obj.metadata
+        meta = object_meta(obj)
         meta.namespace = self._namespace(kind, meta.namespace)
         if meta.resource_version:
             raise errors.BadRequest("resourceVersion should not be set on objects to be created")
@@ -133,15 +138,15 @@ class Registry:
                                     [errors.required("metadata.name", "name or generateName is required")])
         noderestriction.authorize(user, "create", kind, meta.namespace, meta.name, obj=obj)
         classes = self.cache[PRIORITY_CLASS].store
-        if kind is POD and obj.spec.priority_class_name and obj.spec.priority_class_name not in {
+        if isinstance(obj, core_pb2.Pod) and obj.spec.priority_class_name and obj.spec.priority_class_name not in {
                 pc.metadata.name for pc in classes.values()}:
             # A class created a moment ago may not have reached the watch cache yet: read the
             # cache at etcd's current revision before refusing the pod (read-your-writes).
             await self.cache.wait_for(await self.etcd.current_revision())
         by_name = {pc.metadata.name: pc for pc in classes.values()}
-        if kind is POD:
+        if isinstance(obj, core_pb2.Pod):  # kind is POD
             priority.admit_pod(obj, by_name)
-        elif kind is PRIORITY_CLASS:
+        elif isinstance(obj, scheduling_pb2.PriorityClass):  # kind is PRIORITY_CLASS
             priority.admit_priority_class(obj, by_name)
         strategy.prepare_for_create(kind, obj)
         if dry_run:
@@ -157,8 +162,8 @@ class Registry:
 
     # ------------------------------------------------------------ updates
 
-    async def guaranteed_update(self, kind: Kind, namespace: str, name: str, build: Build, *,
-                                precondition_rv: str = "", dry_run: bool = False) -> Message:
+    async def guaranteed_update(self, kind: Kind[M, L], namespace: str, name: str, build: Build[M], *,
+                                precondition_rv: str = "", dry_run: bool = False) -> M:
         """Read the current object, ``build`` the new one from it, compare-and-swap; retry on races.
 
         ``build`` gets a private copy of the stored object and returns the object to store (it
@@ -174,53 +179,56 @@ class Registry:
                     fresh = True
                     continue
                 raise errors.not_found(kind.plural, name)
-            if precondition_rv and old.metadata.resource_version != precondition_rv:
+            old_meta = object_meta(old)
+            if precondition_rv and old_meta.resource_version != precondition_rv:
                 if not fresh:
                     fresh = True
                     continue
                 raise errors.conflict(kind.plural, name)
             new = build(strategy.copy(old))
-            new.metadata.resource_version = old.metadata.resource_version
+            new_meta = object_meta(new)
+            new_meta.resource_version = old_meta.resource_version
             new_bytes = encode(new)
             if new_bytes == encode(old):
                 return old
             if dry_run:
                 return new
-            if new.metadata.deletion_timestamp and not new.metadata.finalizers and \
-                    new.metadata.HasField("deletion_grace_period_seconds") and \
-                    new.metadata.deletion_grace_period_seconds == 0:
+            if new_meta.deletion_timestamp and not new_meta.finalizers and \
+                    new_meta.HasField("deletion_grace_period_seconds") and \
+                    new_meta.deletion_grace_period_seconds == 0:
                 # The last finalizer is gone from an object whose deletion is due: delete it.
-                ok, rev = await self.etcd.delete(key, int(old.metadata.resource_version), kind.plural)
+                ok, rev = await self.etcd.delete(key, int(old_meta.resource_version), kind.plural)
             else:
-                ok, rev = await self.etcd.update(key, new_bytes, int(old.metadata.resource_version), kind.plural)
+                ok, rev = await self.etcd.update(key, new_bytes, int(old_meta.resource_version), kind.plural)
             if ok:
-                new.metadata.resource_version = str(rev)
+                new_meta.resource_version = str(rev)
                 return new
             if precondition_rv:
                 raise errors.conflict(kind.plural, name)
             fresh = True
         raise errors.conflict(kind.plural, name, "too many concurrent writers; try again")
 
-    async def update(self, kind: Kind, obj: Message, user: User, dry_run: bool = False,
-                     subresource: str = "") -> Message:
+    async def update(self, kind: Kind[M, L], obj: M, user: User, dry_run: bool = False,
+                     subresource: str = "") -> M:
         """Update (``subresource`` "") or status update ("status") from a full object."""
-        meta = obj.metadata
+        meta = object_meta(obj)
         namespace = self._namespace(kind, meta.namespace)
         verb = "status" if subresource == "status" else "update"
         if subresource == "status" and not kind.has_status:
             raise errors.MethodNotAllowed(f"{kind.plural} have no status subresource")
 
-        def build(old: Message) -> Message:
+        def build(old: M) -> M:
             new = strategy.copy(obj)
-            new.metadata.namespace = namespace
-            if new.metadata.name != old.metadata.name:
+            new_meta = object_meta(new)
+            new_meta.namespace = namespace
+            if new_meta.name != object_meta(old).name:
                 raise errors.BadRequest("the name of the object does not match the name on the URL")
             return _admit_update(kind, verb, user, new, old)
 
         return await self.guaranteed_update(kind, namespace, meta.name, build,
                                             precondition_rv=meta.resource_version, dry_run=dry_run)
 
-    async def patch(self, kind: Kind, req: meta_pb2.PatchRequest, user: User, dry_run: bool = False) -> Message:
+    async def patch(self, kind: Kind[M, L], req: meta_pb2.PatchRequest, user: User, dry_run: bool = False) -> M:
         """Server-side patch: applied to the current object, then stored as an update would be."""
         if req.subresource not in ("", "status"):
             raise errors.BadRequest(f'unknown subresource "{req.subresource}" for {kind.plural}')
@@ -230,7 +238,7 @@ class Registry:
         if verb == "status" and not kind.has_status:
             raise errors.MethodNotAllowed(f"{kind.plural} have no status subresource")
 
-        def build(old: Message) -> Message:
+        def build(old: M) -> M:
             return _admit_update(kind, verb, user, patched(kind, old, document, req.patch_type), old)
 
         return await self.guaranteed_update(kind, namespace, req.name, build, precondition_rv=precondition,
@@ -238,8 +246,8 @@ class Registry:
 
     # ------------------------------------------------------------ delete
 
-    async def delete(self, kind: Kind, req: meta_pb2.DeleteRequest, user: User, dry_run: bool = False,
-                     verb: str = "delete") -> Message:
+    async def delete(self, kind: Kind[M, L], req: meta_pb2.DeleteRequest, user: User, dry_run: bool = False,
+                     verb: str = "delete") -> M:
         namespace = self._namespace(kind, req.namespace)
         key = kind.key(namespace, req.name)
         requested = req.grace_period_seconds if req.HasField("grace_period_seconds") else None
@@ -255,20 +263,20 @@ class Registry:
                     continue
                 raise errors.not_found(kind.plural, req.name)
             pre = req.preconditions
-            if pre.HasField("uid") and pre.uid != old.metadata.uid:
+            meta = object_meta(old)
+            if pre.HasField("uid") and pre.uid != meta.uid:
                 raise errors.conflict(kind.plural, req.name, f"Precondition failed: UID in precondition: {pre.uid}, "
-                                                             f"UID in object meta: {old.metadata.uid}")
-            if pre.HasField("resource_version") and pre.resource_version != old.metadata.resource_version:
+                                                             f"UID in object meta: {meta.uid}")
+            if pre.HasField("resource_version") and pre.resource_version != meta.resource_version:
                 if not fresh:
                     fresh = True
                     continue
                 raise errors.conflict(kind.plural, req.name, f"Precondition failed: ResourceVersion in precondition: "
                                                              f"{pre.resource_version}, ResourceVersion in object meta: "
-                                                             f"{old.metadata.resource_version}")
+                                                             f"{meta.resource_version}")
             noderestriction.authorize(user, verb, kind, namespace, req.name, old=old)
             grace_fn = self.grace_periods.get(kind.name)
             grace = grace_fn(old, requested) if grace_fn else 0
-            meta = old.metadata
             if grace == 0 and not meta.finalizers:
                 if dry_run:
                     return old
@@ -284,24 +292,26 @@ class Registry:
             current = timeutil.parse(meta.deletion_timestamp)
             if current is None or deadline < current.timestamp() or (
                     meta.deletion_grace_period_seconds > grace):
-                new.metadata.deletion_timestamp = timeutil.rfc3339(timeutil.now().fromtimestamp(
+                new_meta = object_meta(new)
+                new_meta.deletion_timestamp = timeutil.rfc3339(timeutil.now().fromtimestamp(
                     deadline, tz=timeutil.now().tzinfo))
-                new.metadata.deletion_grace_period_seconds = grace
+                new_meta.deletion_grace_period_seconds = grace
             if encode(new) == encode(old) or dry_run:
                 return new if dry_run else old
             ok, rev = await self.etcd.update(key, encode(new), int(meta.resource_version), kind.plural)
             if ok:
-                new.metadata.resource_version = str(rev)
+                object_meta(new).resource_version = str(rev)
                 return new
             fresh = True
         raise errors.conflict(kind.plural, req.name, "too many concurrent writers; try again")
 
 
-def _admit_update(kind: Kind, verb: str, user: User, new: Message, old: Message) -> Message:
+def _admit_update(kind: Kind[M, L], verb: str, user: User, new: M, old: M) -> M:
     """Authorize and prepare an update ("update") or status update ("status") of ``old`` to ``new``."""
-    noderestriction.authorize(user, verb, kind, old.metadata.namespace, old.metadata.name, obj=new, old=old)
+    old_meta = object_meta(old)
+    noderestriction.authorize(user, verb, kind, old_meta.namespace, old_meta.name, obj=new, old=old)
     if verb == "status":
-        if kind is POD:
+        if isinstance(new, core_pb2.Pod) and isinstance(old, core_pb2.Pod):  # kind is POD
             noderestriction.check_allocated_resources(user, new, old)
         return strategy.prepare_for_status_update(kind, new, old)
     strategy.prepare_for_update(kind, new, old)
@@ -320,7 +330,7 @@ def parse_patch(req: meta_pb2.PatchRequest) -> tuple[object, str]:
     return document, precondition
 
 
-def patched(kind: Kind, old: Message, document, patch_type: str) -> Message:
+def patched(kind: Kind[M, L], old: M, document: object, patch_type: str) -> M:
     """The object ``old`` with a patch applied (through Kubernetes JSON)."""
     patch_type = patch_type or "strategic"
     fields = _top_level_fields(kind, document, patch_type)
@@ -347,16 +357,17 @@ def patched(kind: Kind, old: Message, document, patch_type: str) -> Message:
             new.ClearField(name)
             if part.HasField(name):
                 getattr(new, name).CopyFrom(getattr(part, name))
-    if new.metadata.name != old.metadata.name:
+    new_meta, old_meta = object_meta(new), object_meta(old)
+    if new_meta.name != old_meta.name:
         raise errors.BadRequest("the patch may not change metadata.name")
-    new.metadata.resource_version = old.metadata.resource_version
+    new_meta.resource_version = old_meta.resource_version
     return new
 
 
 _MERGE_PATCH_TYPES = {"strategic", "merge"}
 
 
-def _top_level_fields(kind: Kind, document, patch_type: str) -> list[str] | None:
+def _top_level_fields(kind: Kind[Message, Message], document: object, patch_type: str) -> list[str] | None:
     """The message fields a strategic or JSON merge patch touches, when it names only whole
     top-level message fields (metadata, spec, status) and no directive; None otherwise."""
     if patch.PATCH_TYPES.get(patch_type.split(";")[0].strip().lower()) not in _MERGE_PATCH_TYPES:

@@ -10,30 +10,46 @@
 from __future__ import annotations
 
 import uuid
+from typing import Protocol, cast
 
 from google.protobuf.message import Message
 
 from apiserver import defaults, validation
 from machinery import errors, resources, timeutil
-from machinery.kinds import POD, POD_DISRUPTION_BUDGET, RESOURCE_CLAIM, Kind
+from machinery.api import core_pb2
+from machinery.kinds import POD_DISRUPTION_BUDGET, RESOURCE_CLAIM, Kind, L, M, accessor, object_meta
 
 
-def copy(obj: Message) -> Message:
+class _WithSpec(Protocol):
+    """A kind whose message has a ``spec`` (its descriptor says so)."""
+
+    @property
+    def spec(self) -> Message: ...
+
+
+class _WithStatus(Protocol):
+    """A kind whose message has a ``status`` (``Kind.has_status``)."""
+
+    @property
+    def status(self) -> Message: ...
+
+
+def copy(obj: M) -> M:
     out = type(obj)()
     out.CopyFrom(obj)
     return out
 
 
-def _raise_invalid(kind: Kind, obj: Message, errs: list[errors.FieldError]) -> None:
+def _raise_invalid(kind: Kind[Message, Message], obj: Message, errs: list[errors.FieldError]) -> None:
     if errs:
-        raise errors.Invalid.of(kind.name, obj.metadata.name, errs)
+        raise errors.Invalid.of(kind.name, object_meta(obj).name, errs)
 
 
-def spec_bytes(kind: Kind, obj: Message) -> bytes:
+def spec_bytes(kind: Kind[Message, Message], obj: Message) -> bytes:
     """The bytes whose change bumps metadata.generation: ``spec`` if the kind has one, else
     every field but the type and object metadata."""
     if "spec" in obj.DESCRIPTOR.fields_by_name:
-        return obj.spec.SerializeToString(deterministic=True)
+        return cast(_WithSpec, obj).spec.SerializeToString(deterministic=True)
     tmp = copy(obj)
     tmp.ClearField("metadata")
     tmp.ClearField("api_version")
@@ -41,10 +57,11 @@ def spec_bytes(kind: Kind, obj: Message) -> bytes:
     return tmp.SerializeToString(deterministic=True)
 
 
-def prepare_for_create(kind: Kind, obj: Message) -> None:
+def prepare_for_create(kind: Kind[M, L], obj: M) -> None:
     """Defaulting and the kind's create-time resets, then validation (raises Invalid)."""
-    obj.api_version, obj.kind = kind.api_version, kind.name
-    meta = obj.metadata
+    typed = accessor(obj)
+    typed.api_version, typed.kind = kind.api_version, kind.name
+    meta = typed.metadata
     meta.uid = str(uuid.uuid4())
     meta.creation_timestamp = timeutil.rfc3339()
     meta.generation = 1
@@ -52,7 +69,7 @@ def prepare_for_create(kind: Kind, obj: Message) -> None:
     meta.ClearField("deletion_timestamp")
     meta.ClearField("deletion_grace_period_seconds")
     defaults.default_object(kind.name, obj)
-    if kind is POD:
+    if isinstance(obj, core_pb2.Pod):  # kind is POD
         obj.ClearField("status")
         obj.status.phase = "Pending"
         obj.status.qos_class = resources.compute_qos(obj)
@@ -62,7 +79,7 @@ def prepare_for_create(kind: Kind, obj: Message) -> None:
 
 
 def _keep_system_metadata(new: Message, old: Message) -> None:
-    nm, om = new.metadata, old.metadata
+    nm, om = object_meta(new), object_meta(old)
     nm.generation = om.generation
     if om.deletion_timestamp:
         nm.deletion_timestamp = om.deletion_timestamp
@@ -78,24 +95,25 @@ def _keep_system_metadata(new: Message, old: Message) -> None:
         nm.creation_timestamp = om.creation_timestamp
 
 
-def prepare_for_update(kind: Kind, new: Message, old: Message) -> None:
+def prepare_for_update(kind: Kind[M, L], new: M, old: M) -> None:
     """An update of the main resource: status kept, generation bumped on spec change, validated."""
-    new.api_version, new.kind = kind.api_version, kind.name
+    typed = accessor(new)
+    typed.api_version, typed.kind = kind.api_version, kind.name
     _keep_system_metadata(new, old)
     if kind.has_status:
-        new.status.CopyFrom(old.status)
+        cast(_WithStatus, new).status.CopyFrom(cast(_WithStatus, old).status)
     defaults.default_object(kind.name, new)
     if spec_bytes(kind, new) != spec_bytes(kind, old):
-        new.metadata.generation = old.metadata.generation + 1
+        typed.metadata.generation = object_meta(old).generation + 1
     _raise_invalid(kind, new, validation.validate_update(kind.name, new, old))
 
 
-def prepare_for_status_update(kind: Kind, new: Message, old: Message) -> Message:
+def prepare_for_status_update(kind: Kind[M, L], new: M, old: M) -> M:
     """An update of the status subresource: the stored object with the new status."""
     out = copy(old)
-    out.status.CopyFrom(new.status)
-    out.metadata.resource_version = old.metadata.resource_version
-    if kind is POD and not out.status.qos_class:
+    cast(_WithStatus, out).status.CopyFrom(cast(_WithStatus, new).status)
+    object_meta(out).resource_version = object_meta(old).resource_version
+    if isinstance(out, core_pb2.Pod) and isinstance(old, core_pb2.Pod) and not out.status.qos_class:  # kind is POD
         out.status.qos_class = old.status.qos_class
     _raise_invalid(kind, out, validation.validate_status_update(kind.name, out, old))
     return out

@@ -22,14 +22,15 @@ from __future__ import annotations
 import asyncio
 import time
 from collections import deque
-from typing import Iterable
+from typing import Any, Generic, Iterable
 
 from google.protobuf.message import Message
 from prometheus_client import Counter, Gauge
 
 from apiserver.etcd import CompactedError, EtcdClient, EtcdError
 from machinery import errors, failpoints
-from machinery.kinds import KINDS, POD, REGISTRY_PREFIX, Kind, split_key
+from machinery.api import core_pb2
+from machinery.kinds import KINDS, POD, REGISTRY_PREFIX, Kind, M, object_meta, split_key
 from machinery.logging import get_logger
 from machinery.process import cancel_and_wait, supervise
 from machinery.selectors import FieldSelector, LabelSelector
@@ -76,19 +77,24 @@ def encode_frame(type_: str, obj_bytes: bytes) -> bytes:
     return b"\x0a" + _varint(len(event)) + event
 
 
-def with_resource_version(obj: Message, rev: int) -> Message:
+def with_resource_version(obj: M, rev: int) -> M:
     out = type(obj)()
     out.CopyFrom(obj)
-    out.metadata.resource_version = str(rev)
+    object_meta(out).resource_version = str(rev)
     return out
 
 
-class CacheEvent:
+def _node_name(pod: Message) -> str:
+    """A pod's spec.nodeName (the key of the watcher groups pinned to a node; pods only have them)."""
+    return pod.spec.node_name if isinstance(pod, core_pb2.Pod) else ""
+
+
+class CacheEvent(Generic[M]):
     """One change to one object at one revision."""
 
     __slots__ = ("rev", "type", "key", "obj", "prev", "_frames", "_deleted_prev")
 
-    def __init__(self, rev: int, type_: str, key: str, obj: Message, prev: Message | None):
+    def __init__(self, rev: int, type_: str, key: str, obj: M, prev: M | None):
         self.rev, self.type, self.key, self.obj, self.prev = rev, type_, key, obj, prev
         self._frames: dict[str, bytes] = {}
         self._deleted_prev: bytes | None = None
@@ -106,6 +112,7 @@ class CacheEvent:
         if self.type == "DELETED":
             return self.frame("DELETED")
         if self._deleted_prev is None:
+            assert self.prev is not None  # only an event with a previous state can leave a selector
             self._deleted_prev = encode_frame("DELETED", with_resource_version(self.prev, self.rev).SerializeToString())
         return self._deleted_prev
 
@@ -120,9 +127,10 @@ class WatchFilter:
         self.key = (namespace, str(labels), str(fields))
 
     def matches(self, obj: Message) -> bool:
-        if self.namespace and obj.metadata.namespace != self.namespace:
+        meta = object_meta(obj)
+        if self.namespace and meta.namespace != self.namespace:
             return False
-        if not self.labels.empty and not self.labels.matches(obj.metadata.labels):
+        if not self.labels.empty and not self.labels.matches(meta.labels):
             return False
         if not self.fields.empty and not self.fields.matches(obj):
             return False
@@ -143,7 +151,7 @@ class WatcherGroup:
 class Watcher:
     """One client's watch: its filter (shared with its group) and a queue of encoded frames."""
 
-    def __init__(self, cache: "KindCache", flt: WatchFilter, min_rev: int, bookmarks: bool, max_pending: int,
+    def __init__(self, cache: "KindCache[Any]", flt: WatchFilter, min_rev: int, bookmarks: bool, max_pending: int,
                  min_interval: float = 0.0):
         self.cache = cache
         self.filter = flt
@@ -207,15 +215,15 @@ class Watcher:
         self._wakeup.set()
 
 
-class KindCache:
+class KindCache(Generic[M]):
     """The current objects of one kind, the ring of its recent events, and its watchers."""
 
-    def __init__(self, owner: "WatchCache", kind: Kind, capacity: int):
+    def __init__(self, owner: "WatchCache", kind: Kind[M, Message], capacity: int):
         self.owner = owner
         self.kind = kind
         self.capacity = capacity
-        self.store: dict[str, Message] = {}
-        self.ring: deque[CacheEvent] = deque()
+        self.store: dict[str, M] = {}
+        self.ring: deque[CacheEvent[M]] = deque()
         self.start_rev = 0
         self._groups: dict[tuple, WatcherGroup] = {}
         # Pod watcher groups pinned to spec.nodeName (kubelets, the scheduler's unassigned pods).
@@ -226,7 +234,7 @@ class KindCache:
 
     # ------------------------------------------------------------ state
 
-    def reset(self, objects: Iterable[tuple[str, Message]], rev: int) -> None:
+    def reset(self, objects: Iterable[tuple[str, M]], rev: int) -> None:
         self.store = dict(objects)
         self.ring.clear()
         self.start_rev = rev
@@ -234,7 +242,7 @@ class KindCache:
             w.close()
         _OBJECTS.labels(resource=self.kind.plural).set(len(self.store))
 
-    def apply(self, ev: CacheEvent) -> None:
+    def apply(self, ev: CacheEvent[M]) -> None:
         if ev.type == "DELETED":
             self.store.pop(ev.key, None)
         else:
@@ -245,20 +253,21 @@ class KindCache:
         self._received.inc()
         self._dispatch(ev)
 
-    def _targets(self, ev: CacheEvent) -> Iterable[WatcherGroup]:
+    def _targets(self, ev: CacheEvent[M]) -> Iterable[WatcherGroup]:
         if not self._by_node:
             return self._groups.values()
         targets = list(self._groups.values())
-        by_node = self._by_node.get(ev.obj.spec.node_name)
+        node = _node_name(ev.obj)
+        by_node = self._by_node.get(node)
         if by_node:
             targets.extend(by_node.values())
-        if ev.prev is not None and ev.prev.spec.node_name != ev.obj.spec.node_name:
-            by_node = self._by_node.get(ev.prev.spec.node_name)
+        if ev.prev is not None and _node_name(ev.prev) != node:
+            by_node = self._by_node.get(_node_name(ev.prev))
             if by_node:
                 targets.extend(by_node.values())
         return targets
 
-    def _dispatch(self, ev: CacheEvent) -> None:
+    def _dispatch(self, ev: CacheEvent[M]) -> None:
         sent = 0
         rev = ev.rev
         for g in self._targets(ev):
@@ -273,7 +282,7 @@ class KindCache:
             self._sent.inc(sent)
 
     @staticmethod
-    def _frame_for(flt: WatchFilter, ev: CacheEvent) -> bytes | None:
+    def _frame_for(flt: WatchFilter, ev: CacheEvent[Any]) -> bytes | None:
         cur = ev.type != "DELETED" and flt.matches(ev.obj)
         old = ev.prev is not None and flt.matches(ev.prev)
         if cur:
@@ -284,21 +293,21 @@ class KindCache:
 
     # ------------------------------------------------------------ reads
 
-    def select(self, namespace: str, labels: LabelSelector, fields: FieldSelector) -> list[Message]:
+    def select(self, namespace: str, labels: LabelSelector, fields: FieldSelector) -> list[M]:
         prefix = self.kind.prefix(namespace)
         out = []
         for key in sorted(self.store):
             if not key.startswith(prefix):
                 continue
             obj = self.store[key]
-            if not labels.empty and not labels.matches(obj.metadata.labels):
+            if not labels.empty and not labels.matches(object_meta(obj).labels):
                 continue
             if not fields.empty and not fields.matches(obj):
                 continue
             out.append(obj)
         return out
 
-    def get(self, namespace: str, name: str) -> Message | None:
+    def get(self, namespace: str, name: str) -> M | None:
         return self.store.get(self.kind.key(namespace, name))
 
     # ------------------------------------------------------------ watches
@@ -371,9 +380,10 @@ class KindCache:
 
     def _bookmark(self, rev: int, initial_end: bool = False) -> bytes:
         obj = self.kind.new()
-        obj.metadata.resource_version = str(rev)
+        meta = object_meta(obj)
+        meta.resource_version = str(rev)
         if initial_end:
-            obj.metadata.annotations[INITIAL_EVENTS_END] = "true"
+            meta.annotations[INITIAL_EVENTS_END] = "true"
         return obj.SerializeToString()
 
     def send_bookmarks(self) -> None:
@@ -397,14 +407,14 @@ class WatchCache:
         self.watch_batch_interval = watch_batch_interval
         self.window = window
         self.bookmark_interval = bookmark_interval
-        self.caches: dict[str, KindCache] = {k.name: KindCache(self, k, capacity) for k in KINDS}
+        self.caches: dict[str, KindCache[Any]] = {k.name: KindCache(self, k, capacity) for k in KINDS}
         self.rev = 0
         self._rev_changed = asyncio.Condition()
-        self._tasks: list[asyncio.Task] = []
+        self._tasks: list[asyncio.Task[None]] = []
         self.healthy = False
         self.last_error: str | None = None
 
-    def __getitem__(self, kind: Kind) -> KindCache:
+    def __getitem__(self, kind: Kind[M, Message]) -> KindCache[M]:
         return self.caches[kind.name]
 
     # ------------------------------------------------------------ lifecycle
@@ -440,7 +450,7 @@ class WatchCache:
                 continue
             kind = parts[0]
             obj = kind.message.FromString(kv.value)
-            obj.metadata.resource_version = str(kv.mod_revision)
+            object_meta(obj).resource_version = str(kv.mod_revision)
             grouped[kind.name].append((kv.key, obj))
         for name, objs in grouped.items():
             self.caches[name].reset(objs, at)
@@ -499,7 +509,7 @@ class WatchCache:
                 ev = CacheEvent(rev, "DELETED", key, with_resource_version(prev, rev), prev)
             else:
                 obj = cache.kind.message.FromString(kv.value)
-                obj.metadata.resource_version = str(rev)
+                object_meta(obj).resource_version = str(rev)
                 ev = CacheEvent(rev, "ADDED" if prev is None else "MODIFIED", key, obj, prev)
             self.rev = max(self.rev, rev)
             cache.apply(ev)

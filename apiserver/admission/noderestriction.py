@@ -12,6 +12,7 @@ from google.protobuf.message import Message
 
 from apiserver.auth import User
 from machinery import errors
+from machinery.api import core_pb2, resource_pb2
 from machinery.kinds import EVENT, LEASE, NODE, POD, RESOURCE_CLAIM, RESOURCE_SLICE, Kind
 
 NODE_LEASE_NAMESPACE = "kube-node-lease"
@@ -34,7 +35,8 @@ def authorize(user: User, verb: str, kind: Kind, namespace: str, name: str,
     if node is None or verb in READ_VERBS:
         return
     if kind is POD:
-        bound = (old or obj).spec.node_name if (old or obj) is not None else ""
+        stored = old if old is not None else obj
+        bound = stored.spec.node_name if isinstance(stored, core_pb2.Pod) else ""
         if verb == "create":
             raise _forbidden(kind, name, user, f'node "{node}" can only create mirror pods, which kplane does not run')
         if verb == "status":
@@ -62,7 +64,7 @@ def authorize(user: User, verb: str, kind: Kind, namespace: str, name: str,
     if kind is RESOURCE_SLICE:
         slice_node = None
         for o in (obj, old):
-            if o is not None:
+            if isinstance(o, resource_pb2.ResourceSlice):
                 slice_node = o.spec.node_name if o.spec.HasField("node_name") else ""
                 if slice_node != node:
                     raise _forbidden(kind, name, user,
@@ -73,7 +75,7 @@ def authorize(user: User, verb: str, kind: Kind, namespace: str, name: str,
     raise _forbidden(kind, name, user, f'node "{node}" is not allowed to {verb} {kind.plural}')
 
 
-def check_allocated_resources(user: User, new: Message, old: Message) -> None:
+def check_allocated_resources(user: User, new: core_pb2.Pod, old: core_pb2.Pod) -> None:
     """Only kubelets may write allocatedResources (KEP-1287, "Backward Compatibility and Negative Tests")."""
     if user.is_node:
         return

@@ -11,10 +11,8 @@ from __future__ import annotations
 
 from typing import Mapping
 
-from google.protobuf.message import Message
-
 from machinery import errors
-from machinery.api import scheduling_pb2
+from machinery.api import core_pb2, scheduling_pb2
 
 SYSTEM_CLUSTER_CRITICAL = "system-cluster-critical"
 SYSTEM_NODE_CRITICAL = "system-node-critical"
@@ -37,7 +35,7 @@ def system_priority_classes() -> list[scheduling_pb2.PriorityClass]:
     return out
 
 
-def admit_pod(pod: Message, classes: Mapping[str, Message]) -> None:
+def admit_pod(pod: core_pb2.Pod, classes: Mapping[str, scheduling_pb2.PriorityClass]) -> None:
     """Set spec.priority / spec.preemptionPolicy from the pod's PriorityClass (create only)."""
     name = pod.spec.priority_class_name
     pc = None
@@ -68,7 +66,7 @@ def admit_pod(pod: Message, classes: Mapping[str, Message]) -> None:
     pod.spec.preemption_policy = policy
 
 
-def admit_priority_class(pc: Message, classes: Mapping[str, Message]) -> None:
+def admit_priority_class(pc: scheduling_pb2.PriorityClass, classes: Mapping[str, scheduling_pb2.PriorityClass]) -> None:
     """Only one PriorityClass may be the globalDefault."""
     if not pc.global_default:
         return

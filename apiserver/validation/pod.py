@@ -204,7 +204,7 @@ def _validate_local_descending_path(target: str, path: str) -> list[FieldError]:
     return errs
 
 
-def _validate_volume_mounts(mounts: Sequence[core_pb2.VolumeMount], volumes: set[str],
+def _validate_volume_mounts(mounts: Sequence[core_pb2.VolumeMount], volumes: Set[str],
                             path: str) -> list[FieldError]:
     errs: list[FieldError] = []
     mount_points: set[str] = set()
@@ -456,7 +456,7 @@ def _validate_pod_resource_claims(spec: core_pb2.PodSpec, path: str) -> list[Fie
     return errs
 
 
-def _validate_pod_resources(pod: core_pb2.Pod, claim_names: set[str], path: str,
+def _validate_pod_resources(pod: core_pb2.Pod, claim_names: Set[str], path: str,
                             opts: PodValidationOptions) -> list[FieldError]:
     """Pod-level resources: valid names and quantities, and consistent with the containers."""
     spec = pod.spec
@@ -886,7 +886,7 @@ def _state_transitions(new: Sequence[core_pb2.ContainerStatus], old: Sequence[co
     return errs
 
 
-def _validate_ips(ips: Sequence[core_pb2.PodIP] | Sequence[core_pb2.HostIP], path: str,
+def _validate_ips(ips: Sequence[core_pb2.PodIP | core_pb2.HostIP], path: str,
                   descriptor: object) -> list[FieldError]:
     errs: list[FieldError] = []
     for i, ip in enumerate(ips):

@@ -7,6 +7,7 @@ integer as its decimal digits ("3") and a percentage as "50%".
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from typing import Final
 
 from apiserver.validation._common import (
@@ -92,11 +93,11 @@ def validate_pdb_update(new: policy_pb2.PodDisruptionBudget, old: policy_pb2.Pod
     return errs
 
 
-def validate_conditions(conditions: list[meta_pb2.Condition] | object, path: str) -> list[FieldError]:
+def validate_conditions(conditions: Sequence[meta_pb2.Condition], path: str) -> list[FieldError]:
     """metav1 ValidateConditions: unique types, each a valid Condition."""
     errs: list[FieldError] = []
     seen: set[str] = set()
-    for i, c in enumerate(conditions):  # type: ignore[arg-type]
+    for i, c in enumerate(conditions):
         p = f"{path}[{i}]"
         if c.type in seen:
             errs.append(duplicate(f"{p}.type", c.type))

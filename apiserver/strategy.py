@@ -17,14 +17,7 @@ from google.protobuf.message import Message
 from apiserver import defaults, validation
 from machinery import errors, resources, timeutil
 from machinery.api import core_pb2
-from machinery.kinds import POD_DISRUPTION_BUDGET, RESOURCE_CLAIM, Kind, L, M, accessor, object_meta
-
-
-class _WithSpec(Protocol):
-    """A kind whose message has a ``spec`` (its descriptor says so)."""
-
-    @property
-    def spec(self) -> Message: ...
+from machinery.kinds import POD_DISRUPTION_BUDGET, RESOURCE_CLAIM, Kind, L, M, accessor, object_meta, spec_of
 
 
 class _WithStatus(Protocol):
@@ -48,8 +41,9 @@ def _raise_invalid(kind: Kind[Message, Message], obj: Message, errs: list[errors
 def spec_bytes(kind: Kind[Message, Message], obj: Message) -> bytes:
     """The bytes whose change bumps metadata.generation: ``spec`` if the kind has one, else
     every field but the type and object metadata."""
-    if "spec" in obj.DESCRIPTOR.fields_by_name:
-        return cast(_WithSpec, obj).spec.SerializeToString(deterministic=True)
+    spec = spec_of(obj)
+    if spec is not None:
+        return spec.SerializeToString(deterministic=True)
     tmp = copy(obj)
     tmp.ClearField("metadata")
     tmp.ClearField("api_version")

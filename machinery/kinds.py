@@ -46,6 +46,18 @@ def object_meta(obj: Message) -> meta_pb2.ObjectMeta:
     return cast(Object, obj).metadata
 
 
+class _WithSpec(Protocol):
+    @property
+    def spec(self) -> Message: ...
+
+
+def spec_of(obj: Message) -> Message | None:
+    """The ``spec`` of a served kind's message; None for kinds without one (Event, PriorityClass)."""
+    if "spec" not in obj.DESCRIPTOR.fields_by_name:
+        return None
+    return cast(_WithSpec, obj).spec
+
+
 class ObjectList(Protocol[M]):
     """What every served kind's list message has (``core_pb2.PodList``): ListMeta and the items."""
 

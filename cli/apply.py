@@ -20,8 +20,9 @@ from google.protobuf.message import Message
 
 from cli import printers
 from machinery import errors, jsonconv
+from machinery.api import core_pb2, scheduling_pb2
 from machinery.client import Client
-from machinery.kinds import Kind, UnknownKindError, for_api_kind
+from machinery.kinds import Kind, UnknownKindError, for_api_kind, object_meta, spec_of
 
 _SERVER_FILLED_SPEC = {"Pod": ("node_name", "priority", "preemption_policy", "priority_class_name")}
 
@@ -33,7 +34,7 @@ class ApplyError(Exception):
 @dataclass
 class Document:
     index: int
-    kind: Kind
+    kind: Kind[Message, Message]
     obj: Message
 
 
@@ -81,24 +82,24 @@ def load_documents(filename: str) -> list[Document]:
         except jsonconv.DecodeError as exc:
             raise ApplyError(f"{where}: {kind.name} in version \"{api_version}\" cannot be handled as a "
                              f"{kind.name}: {exc}") from None
-        if not obj.metadata.name and not obj.metadata.generate_name:
+        if not object_meta(obj).name and not object_meta(obj).generate_name:
             raise ApplyError(f"{where}: metadata.name is required")
         docs.append(Document(i, kind, obj))
     return docs
 
 
-def _merged(kind: Kind, existing: Message, wanted: Message) -> Message:
+def _merged(kind: Kind[Message, Message], existing: Message, wanted: Message) -> Message:
     new = type(existing)()
     new.CopyFrom(existing)
     fields = wanted.DESCRIPTOR.fields_by_name
-    if "spec" in fields:
-        new.spec.CopyFrom(wanted.spec)
+    new_spec, wanted_spec, src = spec_of(new), spec_of(wanted), spec_of(existing)
+    if new_spec is not None and wanted_spec is not None and src is not None:  # the kind has a spec
+        new_spec.CopyFrom(wanted_spec)
         for name in _SERVER_FILLED_SPEC.get(kind.name, ()):
-            src = existing.spec
             fd = src.DESCRIPTOR.fields_by_name[name]
-            absent = not wanted.spec.HasField(name) if fd.has_presence else not getattr(wanted.spec, name)
+            absent = not wanted_spec.HasField(name) if fd.has_presence else not getattr(wanted_spec, name)
             if absent and (src.HasField(name) if fd.has_presence else getattr(src, name)):
-                setattr(new.spec, name, getattr(src, name))
+                setattr(new_spec, name, getattr(src, name))
     else:
         for name in fields:
             if name in ("api_version", "kind", "metadata", "status"):
@@ -113,44 +114,45 @@ def _merged(kind: Kind, existing: Message, wanted: Message) -> Message:
                 getattr(new, fd.name).extend(value)
             else:
                 setattr(new, fd.name, value)
-    new.metadata.ClearField("labels")
-    new.metadata.labels.update(wanted.metadata.labels)
-    new.metadata.ClearField("annotations")
-    new.metadata.annotations.update(wanted.metadata.annotations)
-    if wanted.metadata.resource_version:
-        new.metadata.resource_version = wanted.metadata.resource_version
+    new_meta, wanted_meta = object_meta(new), object_meta(wanted)
+    new_meta.ClearField("labels")
+    new_meta.labels.update(wanted_meta.labels)
+    new_meta.ClearField("annotations")
+    new_meta.annotations.update(wanted_meta.annotations)
+    if wanted_meta.resource_version:
+        new_meta.resource_version = wanted_meta.resource_version
     return new
 
 
 async def _apply_one(client: Client, doc: Document, namespace: str, dry_run: bool) -> str:
     rc = client.resource(doc.kind)
     obj = doc.obj
+    meta = object_meta(obj)
     if doc.kind.namespaced:
-        obj.metadata.namespace = obj.metadata.namespace or namespace
+        meta.namespace = meta.namespace or namespace
     else:
-        obj.metadata.namespace = ""
+        meta.namespace = ""
     existing = None
-    if obj.metadata.name:
+    if meta.name:
         try:
-            existing = await rc.get(obj.metadata.name, obj.metadata.namespace)
+            existing = await rc.get(meta.name, meta.namespace)
         except errors.NotFound:
             existing = None
     if existing is None:
-        if obj.metadata.resource_version:
-            raise errors.Conflict(f'conflict: {doc.kind.plural} "{obj.metadata.name}" does not exist, but the '
-                                  f'document gives resourceVersion {obj.metadata.resource_version}')
+        if meta.resource_version:
+            raise errors.Conflict(f'conflict: {doc.kind.plural} "{meta.name}" does not exist, but the '
+                                  f'document gives resourceVersion {meta.resource_version}')
         created = await rc.create(obj, dry_run=dry_run)
-        return f"{printers.resource_name(doc.kind, created.metadata.name)} created"
+        return f"{printers.resource_name(doc.kind, object_meta(created).name)} created"
     new = _merged(doc.kind, existing, obj)
     updated = await rc.update(new, dry_run=dry_run)
-    same = updated.metadata.resource_version == existing.metadata.resource_version
-    return f"{printers.resource_name(doc.kind, obj.metadata.name)} {'unchanged' if same else 'configured'}"
+    same = object_meta(updated).resource_version == object_meta(existing).resource_version
+    return f"{printers.resource_name(doc.kind, meta.name)} {'unchanged' if same else 'configured'}"
 
 
-def _needs_class_from_this_apply(d: Document, classes: dict[str, Message], exc: errors.ApiError) -> bool:
-    if d.kind.name != "Pod":
-        return False
-    name = d.obj.spec.priority_class_name
+def _needs_class_from_this_apply(pod: core_pb2.Pod, classes: dict[str, scheduling_pb2.PriorityClass],
+                                 exc: errors.ApiError) -> bool:
+    name = pod.spec.priority_class_name
     return bool(name) and name in classes and f"no PriorityClass with name {name} was found" in exc.message
 
 
@@ -158,39 +160,40 @@ async def apply(client: Client, docs: list[Document], namespace: str | None, dry
     default_ns = namespace or client.namespace
     if namespace:
         for d in docs:
-            given = d.obj.metadata.namespace
+            given = object_meta(d.obj).namespace
             if d.kind.namespaced and given and given != namespace:
                 raise ApplyError(f'the namespace from the provided object "{given}" does not match the namespace '
                                  f'"{namespace}". You must pass \'--namespace={given}\' to perform this operation.')
     # Every document must pass admission and validation before any is applied.
-    classes: dict[str, Message] = {}
+    classes: dict[str, scheduling_pb2.PriorityClass] = {}
     for d in docs:
         probe = type(d.obj)()
         probe.CopyFrom(d.obj)
         try:
             await _apply_one(client, Document(d.index, d.kind, probe), default_ns, dry_run=True)
         except errors.Forbidden as exc:
-            if not _needs_class_from_this_apply(d, classes, exc):
+            pod = d.obj
+            if not isinstance(pod, core_pb2.Pod) or not _needs_class_from_this_apply(pod, classes, exc):
                 raise
             # The pod's PriorityClass is created by an earlier document of this apply: check the
             # rest of the pod without it, and the priority it states against that class.
-            pc = classes[d.obj.spec.priority_class_name]
-            if d.obj.spec.HasField("priority") and d.obj.spec.priority != pc.value:
-                raise errors.Forbidden(f'pods "{d.obj.metadata.name}" is forbidden: the integer value of priority '
-                                       f'({d.obj.spec.priority}) must not be provided in pod spec; priority admission '
+            pc = classes[pod.spec.priority_class_name]
+            if pod.spec.HasField("priority") and pod.spec.priority != pc.value:
+                raise errors.Forbidden(f'pods "{pod.metadata.name}" is forbidden: the integer value of priority '
+                                       f'({pod.spec.priority}) must not be provided in pod spec; priority admission '
                                        f'controller computed {pc.value} from the given PriorityClass name') from None
-            probe = type(d.obj)()
-            probe.CopyFrom(d.obj)
-            probe.spec.ClearField("priority_class_name")
-            probe.spec.ClearField("priority")
-            probe.spec.ClearField("preemption_policy")
-            await _apply_one(client, Document(d.index, d.kind, probe), default_ns, dry_run=True)
-        if d.kind.name == "PriorityClass":
+            pod_probe = core_pb2.Pod()
+            pod_probe.CopyFrom(pod)
+            pod_probe.spec.ClearField("priority_class_name")
+            pod_probe.spec.ClearField("priority")
+            pod_probe.spec.ClearField("preemption_policy")
+            await _apply_one(client, Document(d.index, d.kind, pod_probe), default_ns, dry_run=True)
+        if isinstance(d.obj, scheduling_pb2.PriorityClass):
             classes[d.obj.metadata.name] = d.obj
     if dry_run:
         for d in docs:
-            print(f"{printers.resource_name(d.kind, d.obj.metadata.name or d.obj.metadata.generate_name)} "
-                  f"(server dry run)")
+            meta = object_meta(d.obj)
+            print(f"{printers.resource_name(d.kind, meta.name or meta.generate_name)} (server dry run)")
         return 0
     for d in docs:
         print(await _apply_one(client, d, default_ns, dry_run=False))

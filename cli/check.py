@@ -33,7 +33,7 @@ Rules:
 from __future__ import annotations
 
 import sys
-from collections.abc import Iterable
+from collections.abc import AsyncIterator, Iterable
 from dataclasses import dataclass, field
 
 from google.protobuf.message import Message
@@ -59,6 +59,21 @@ class Entry:
     namespace: str
     name: str
     obj: Message
+
+    @property
+    def pod(self) -> core_pb2.Pod | None:
+        """The object, when this is a pod's entry."""
+        return self.obj if isinstance(self.obj, core_pb2.Pod) else None
+
+    @property
+    def node(self) -> core_pb2.Node | None:
+        """The object, when this is a node's entry."""
+        return self.obj if isinstance(self.obj, core_pb2.Node) else None
+
+    @property
+    def event(self) -> core_pb2.Event | None:
+        """The object, when this is an event's entry."""
+        return self.obj if isinstance(self.obj, core_pb2.Event) else None
 
 
 class Rule:
@@ -89,20 +104,29 @@ class World:
             self.objects[key] = e.obj
         return prev
 
+    def pod(self, namespace: str, name: str) -> core_pb2.Pod | None:
+        obj = self.objects.get(("Pod", namespace, name))
+        return obj if isinstance(obj, core_pb2.Pod) else None
+
+    def node(self, name: str) -> core_pb2.Node | None:
+        obj = self.objects.get(("Node", "", name))
+        return obj if isinstance(obj, core_pb2.Node) else None
+
 
 class BoundAtMostOnce(Rule):
     name = "bound-at-most-once"
 
-    def __init__(self):
+    def __init__(self) -> None:
         self.bound: dict[str, tuple[str, int]] = {}
 
     def observe(self, e: Entry, world: World) -> list[Violation]:
-        if e.kind != "Pod" or e.type == "DELETED":
+        pod = e.pod
+        if pod is None or e.type == "DELETED":
             return []
-        node = e.obj.spec.node_name
+        node = pod.spec.node_name
         if not node:
             return []
-        uid = e.obj.metadata.uid
+        uid = pod.metadata.uid
         first = self.bound.get(uid)
         if first is None:
             self.bound[uid] = (node, e.rev)
@@ -113,7 +137,7 @@ class BoundAtMostOnce(Rule):
         return []
 
 
-def _allocated(pod: Message) -> dict[str, int]:
+def _allocated(pod: core_pb2.Pod) -> dict[str, int]:
     total: dict[str, int] = {}
     for cs in list(pod.status.container_statuses) + list(pod.status.init_container_statuses):
         total = resources.add(total, resources.to_resource_list(cs.allocated_resources))
@@ -123,20 +147,21 @@ def _allocated(pod: Message) -> dict[str, int]:
 class AllocatedWithinAllocatable(Rule):
     name = "allocated-within-allocatable"
 
-    def __init__(self):
+    def __init__(self) -> None:
         self.used: dict[str, dict[str, int]] = {}  # node -> summed allocated requests
         self.counted: dict[tuple[str, str], tuple[str, dict[str, int]]] = {}  # pod -> (node, allocated)
 
     def observe(self, e: Entry, world: World) -> list[Violation]:
-        if e.kind == "Pod":
+        pod = e.pod
+        if pod is not None:
             key = (e.namespace, e.name)
             before = self.counted.pop(key, None)
             if before is not None:
                 self.used[before[0]] = resources.sub(self.used.get(before[0], {}), before[1])
-            live = e.type != "DELETED" and e.obj.status.phase not in ("Succeeded", "Failed")
-            node = e.obj.spec.node_name
+            live = e.type != "DELETED" and pod.status.phase not in ("Succeeded", "Failed")
+            node = pod.spec.node_name
             if live and node:
-                alloc = _allocated(e.obj)
+                alloc = _allocated(pod)
                 self.counted[key] = (node, alloc)
                 self.used[node] = resources.add(self.used.get(node, {}), alloc)
             if not node:
@@ -145,7 +170,7 @@ class AllocatedWithinAllocatable(Rule):
             node = e.name
         else:
             return []
-        n = world.objects.get(("Node", "", node))
+        n = world.node(node)
         if n is None or not n.status.allocatable:
             return []
         allocatable = resources.to_resource_list(n.status.allocatable)
@@ -157,7 +182,7 @@ class AllocatedWithinAllocatable(Rule):
         return [Violation(self.name, e.rev, f"node {node}: allocated {detail}")]
 
 
-def _committed(pod: Message) -> dict[str, int]:
+def _committed(pod: core_pb2.Pod) -> dict[str, int]:
     """What a bound pod holds on its node: per container the kubelet's allocation where reported,
     the spec's requests otherwise, aggregated as the scheduler does (init phase, overhead)."""
     allocated = {cs.name: cs.allocated_resources
@@ -176,13 +201,14 @@ def _committed(pod: Message) -> dict[str, int]:
 class BoundRequestsWithinAllocatable(Rule):
     name = "bound-requests-within-allocatable"
 
-    def __init__(self):
+    def __init__(self) -> None:
         self.used: dict[str, dict[str, int]] = {}  # node -> summed requests of its pods not finished
         self.counted: dict[tuple[str, str], tuple[str, dict[str, int]]] = {}  # pod -> (node, requests)
         self.unbound: set[tuple[str, str]] = set()  # pods last seen not finished and not bound
 
     def observe(self, e: Entry, world: World) -> list[Violation]:
-        if e.kind != "Pod":
+        pod = e.pod
+        if pod is None:
             return []
         key = (e.namespace, e.name)
         before = self.counted.pop(key, None)
@@ -190,18 +216,18 @@ class BoundRequestsWithinAllocatable(Rule):
             self.used[before[0]] = resources.sub(self.used.get(before[0], {}), before[1])
         was_unbound = key in self.unbound
         self.unbound.discard(key)
-        if e.type == "DELETED" or e.obj.status.phase in ("Succeeded", "Failed"):
+        if e.type == "DELETED" or pod.status.phase in ("Succeeded", "Failed"):
             return []
-        node = e.obj.spec.node_name
+        node = pod.spec.node_name
         if not node:
             self.unbound.add(key)
             return []
-        requests = _committed(e.obj)
+        requests = _committed(pod)
         self.counted[key] = (node, requests)
         self.used[node] = resources.add(self.used.get(node, {}), requests)
         if not was_unbound:
             return []
-        n = world.objects.get(("Node", "", node))
+        n = world.node(node)
         if n is None or not n.status.allocatable:
             return []
         allocatable = resources.to_resource_list(n.status.allocatable)
@@ -217,15 +243,16 @@ class BoundRequestsWithinAllocatable(Rule):
 class ActuatedWithinAllocated(Rule):
     name = "actuated-within-allocated"
 
-    def __init__(self):
+    def __init__(self) -> None:
         self.seen: dict[tuple[str, str, str], set[int]] = {}
 
     def observe(self, e: Entry, world: World) -> list[Violation]:
-        if e.kind != "Pod" or e.type == "DELETED":
+        pod = e.pod
+        if pod is None or e.type == "DELETED":
             return []
         out = []
-        uid = e.obj.metadata.uid
-        for cs in list(e.obj.status.container_statuses) + list(e.obj.status.init_container_statuses):
+        uid = pod.metadata.uid
+        for cs in list(pod.status.container_statuses) + list(pod.status.init_container_statuses):
             allocated = resources.to_resource_list(cs.allocated_resources)
             for r, v in allocated.items():
                 self.seen.setdefault((uid, cs.name, r), set()).add(v)
@@ -243,13 +270,14 @@ class PreemptionVictimsLowerPriority(Rule):
     name = "preemption-victims-lower-priority"
 
     def observe(self, e: Entry, world: World) -> list[Violation]:
-        if e.kind != "Event" or e.type != "ADDED" or e.obj.reason != "Preempted":
+        ev = e.event
+        if ev is None or e.type != "ADDED" or ev.reason != "Preempted":
             return []
-        victim_ref, preemptor_ref = e.obj.involved_object, e.obj.related
+        victim_ref, preemptor_ref = ev.involved_object, ev.related
         if not preemptor_ref.name:
             return []
-        victim = world.objects.get(("Pod", victim_ref.namespace, victim_ref.name))
-        preemptor = world.objects.get(("Pod", preemptor_ref.namespace, preemptor_ref.name))
+        victim = world.pod(victim_ref.namespace, victim_ref.name)
+        preemptor = world.pod(preemptor_ref.namespace, preemptor_ref.name)
         if victim is None or preemptor is None:
             return []
         if victim.spec.priority >= preemptor.spec.priority:
@@ -280,19 +308,19 @@ def _preemption_mark(pod: core_pb2.Pod) -> core_pb2.PodCondition | None:
     return None
 
 
-def _follow_victim(victims: dict[str, _Victim], e: Entry) -> bool:
-    """Follow a pod's life as a victim through its entry ``e``. True when ``e`` writes a new
-    preemption mark (the first, or one with a new lastTransitionTime)."""
-    uid = e.obj.metadata.uid
-    if e.type == "DELETED" or e.obj.status.phase in ("Succeeded", "Failed"):
+def _follow_victim(victims: dict[str, _Victim], e: Entry, pod: core_pb2.Pod) -> bool:
+    """Follow a pod's life as a victim through its entry ``e`` (of ``pod``). True when ``e``
+    writes a new preemption mark (the first, or one with a new lastTransitionTime)."""
+    uid = pod.metadata.uid
+    if e.type == "DELETED" or pod.status.phase in ("Succeeded", "Failed"):
         # Gone, or finished: a finished pod holds nothing on its node (the scheduler's informer
         # no longer lists it, the kubelet no longer counts it), so it is no longer going.
         v = victims.get(uid)
         if v is not None and v.deleted is None:
             v.deleted = e.rev
         return False
-    mark = _preemption_mark(e.obj)
-    if mark is None and not e.obj.metadata.deletion_timestamp:
+    mark = _preemption_mark(pod)
+    if mark is None and not pod.metadata.deletion_timestamp:
         return False
     v = victims.setdefault(uid, _Victim())
     if v.since is None:
@@ -303,11 +331,11 @@ def _follow_victim(victims: dict[str, _Victim], e: Entry) -> bool:
     return False
 
 
-def _new_naming(counts: dict[tuple[str, str], int], e: Entry) -> bool:
-    """A ``Preempted`` event written (ADDED) or its count bumped names its victim anew; another
-    field changed does not. ``counts`` keeps each event's last count."""
+def _new_naming(counts: dict[tuple[str, str], int], e: Entry, ev: core_pb2.Event) -> bool:
+    """A ``Preempted`` event ``ev`` (entry ``e``) written (ADDED) or its count bumped names its
+    victim anew; another field changed does not. ``counts`` keeps each event's last count."""
     key = (e.namespace, e.name)
-    count = max(e.obj.count, 1)
+    count = max(ev.count, 1)
     if count <= counts.get(key, 0):
         return False
     counts[key] = count
@@ -338,7 +366,7 @@ class NoPreemptionWhileVictimsGoing(Rule):
 
     name = "no-preemption-while-victims-going"
 
-    def __init__(self):
+    def __init__(self) -> None:
         self.victims: dict[str, _Victim] = {}  # pod uid -> its life as a victim
         self.named: dict[str, list[tuple[str, int]]] = {}  # preemptor uid -> (victim uid, rev named)
         self.counts: dict[tuple[str, str], int] = {}  # Preempted event -> its count
@@ -349,18 +377,19 @@ class NoPreemptionWhileVictimsGoing(Rule):
         self.names: dict[str, str] = {}  # pod uid -> namespace/name
 
     def observe(self, e: Entry, world: World) -> list[Violation]:
-        if e.kind == "Pod":
-            self._pod(e)
-        elif e.kind == "Node":
-            self._node(e)
-        elif e.kind == "Event" and e.obj.reason == "Preempted" and e.type in ("ADDED", "MODIFIED"):
-            return self._preempted(e, world)
+        pod, node, ev = e.pod, e.node, e.event
+        if pod is not None:
+            self._pod(e, pod)
+        elif node is not None:
+            self._node(e, node)
+        elif ev is not None and ev.reason == "Preempted" and e.type in ("ADDED", "MODIFIED"):
+            return self._preempted(e, ev, world)
         return []
 
-    def _pod(self, e: Entry) -> None:
-        pod, uid = e.obj, e.obj.metadata.uid
+    def _pod(self, e: Entry, pod: core_pb2.Pod) -> None:
+        uid = pod.metadata.uid
         self.names[uid] = f"{e.namespace}/{e.name}"
-        _follow_victim(self.victims, e)
+        _follow_victim(self.victims, e, pod)
         if e.type == "DELETED":
             self.nominated.pop(uid, None)
             return
@@ -369,17 +398,16 @@ class NoPreemptionWhileVictimsGoing(Rule):
             self.cleared.setdefault(uid, []).append(e.rev)
         self.nominated[uid] = node
 
-    def _node(self, e: Entry) -> None:
-        cordoned = bool(e.obj.spec.unschedulable)
-        taints = {f"{t.key}={t.value}:{t.effect}" for t in e.obj.spec.taints}
+    def _node(self, e: Entry, node: core_pb2.Node) -> None:
+        cordoned = bool(node.spec.unschedulable)
+        taints = {f"{t.key}={t.value}:{t.effect}" for t in node.spec.taints}
         before = self.node_spec.get(e.name)
         if e.type == "DELETED" or (before is not None and ((cordoned and not before[0]) or taints - before[1])):
             self.node_changed.setdefault(e.name, []).append(e.rev)
         self.node_spec[e.name] = (cordoned, taints)
 
-    def _preempted(self, e: Entry, world: World) -> list[Violation]:
-        ev = e.obj
-        if not _new_naming(self.counts, e):
+    def _preempted(self, e: Entry, ev: core_pb2.Event, world: World) -> list[Violation]:
+        if not _new_naming(self.counts, e, ev):
             return []
         victim_uid = ev.involved_object.uid or _uid_of(world, ev.involved_object.namespace, ev.involved_object.name)
         preemptor_uid = ev.related.uid or _uid_of(world, ev.related.namespace, ev.related.name)
@@ -506,7 +534,7 @@ class OneVictimSetPerResize(Rule):
 
     name = "one-victim-set-per-resize"
 
-    def __init__(self):
+    def __init__(self) -> None:
         self.victims: dict[str, _Victim] = {}  # pod uid -> its life as a victim
         self.names: dict[str, str] = {}  # pod uid -> namespace/name
         self.counts: dict[tuple[str, str], int] = {}  # Preempted event -> its count
@@ -517,14 +545,15 @@ class OneVictimSetPerResize(Rule):
         self.namings: list[_Naming] = []  # resize preemptions' namings, in revision order
 
     def observe(self, e: Entry, world: World) -> list[Violation]:
-        if e.kind == "Pod":
-            self._pod(e)
-        elif e.kind == "Event" and e.obj.reason == "Preempted" and e.type in ("ADDED", "MODIFIED"):
-            self._preempted(e, world)
+        pod, ev = e.pod, e.event
+        if pod is not None:
+            self._pod(e, pod)
+        elif ev is not None and ev.reason == "Preempted" and e.type in ("ADDED", "MODIFIED"):
+            self._preempted(e, ev, world)
         return []
 
-    def _pod(self, e: Entry) -> None:
-        pod, uid = e.obj, e.obj.metadata.uid
+    def _pod(self, e: Entry, pod: core_pb2.Pod) -> None:
+        uid = pod.metadata.uid
         self.names[uid] = f"{e.namespace}/{e.name}"
         node = self.deferred_on.pop(uid, None)
         if node is not None:
@@ -533,21 +562,20 @@ class OneVictimSetPerResize(Rule):
         if request is not None:
             self.deferred.setdefault(pod.spec.node_name, {})[uid] = (pod.spec.priority, request)
             self.deferred_on[uid] = pod.spec.node_name
-        if not _follow_victim(self.victims, e) or not pod.spec.node_name:
+        if not _follow_victim(self.victims, e, pod) or not pod.spec.node_name:
             return
         requests = frozenset(r for other, (priority, r) in self.deferred.get(pod.spec.node_name, {}).items()
                              if other != uid and priority > pod.spec.priority)
         if requests:
             self.marks.append(_Mark(e.rev, uid, requests))
 
-    def _preempted(self, e: Entry, world: World) -> None:
-        ev = e.obj
+    def _preempted(self, e: Entry, ev: core_pb2.Event, world: World) -> None:
         victim_uid = ev.involved_object.uid or _uid_of(world, ev.involved_object.namespace, ev.involved_object.name)
         if victim_uid:
             self.named.add(victim_uid)
-        if not _new_naming(self.counts, e) or not victim_uid:
+        if not _new_naming(self.counts, e, ev) or not victim_uid:
             return
-        preemptor = world.objects.get(("Pod", ev.related.namespace, ev.related.name))
+        preemptor = world.pod(ev.related.namespace, ev.related.name)
         if preemptor is None or (ev.related.uid and ev.related.uid != preemptor.metadata.uid):
             return
         request = _deferred_request(preemptor)
@@ -599,7 +627,7 @@ class OneVictimSetPerResize(Rule):
 
 
 def _uid_of(world: World, namespace: str, name: str) -> str:
-    pod = world.objects.get(("Pod", namespace, name))
+    pod = world.pod(namespace, name)
     return pod.metadata.uid if pod is not None else ""
 
 
@@ -609,7 +637,7 @@ def rules() -> list[Rule]:
             OneVictimSetPerResize()]
 
 
-def check_entries(entries, active: list[Rule] | None = None) -> list[Violation]:
+def check_entries(entries: Iterable[Entry], active: list[Rule] | None = None) -> list[Violation]:
     active = active if active is not None else rules()
     world = World()
     violations: list[Violation] = []
@@ -623,7 +651,7 @@ def check_entries(entries, active: list[Rule] | None = None) -> list[Violation]:
     return violations
 
 
-async def entries_of(client: Client, since: int = 0):
+async def entries_of(client: Client, since: int = 0) -> AsyncIterator[Entry]:
     async for resp in client.history(since):
         for h in resp.entries:
             kind = lookup(h.kind)

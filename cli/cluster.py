@@ -139,7 +139,8 @@ def read_token(data_dir: Path, user: str) -> str:
 
 
 def free_ports(count: int) -> list[int]:
-    socks, ports = [], []
+    socks: list[socket.socket] = []
+    ports: list[int] = []
     try:
         while len(ports) < count:
             s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
@@ -196,14 +197,15 @@ def launch(proc: Process) -> int:
 
 def signal_process(proc: Process, sig: int) -> bool:
     """Send ``sig`` to the component's process group; False if it was not running."""
-    if not alive(proc.pid):
+    pid = proc.pid
+    if pid is None or not alive(pid):
         return False
     try:
-        os.killpg(proc.pid, sig)
+        os.killpg(pid, sig)
     except ProcessLookupError:
         return False
     except PermissionError:
-        os.kill(proc.pid, sig)
+        os.kill(pid, sig)
     return True
 
 

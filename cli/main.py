@@ -16,6 +16,7 @@ import sys
 import urllib.error
 import urllib.request
 from pathlib import Path
+from typing import Awaitable, Callable, TypedDict
 
 from google.protobuf.message import Message
 
@@ -26,7 +27,7 @@ from cli import watch as watch_cmd
 from cli.etcd_binary import EtcdNotFound, find_etcd
 from machinery import errors, jsonconv, quantity
 from machinery.client import Client
-from machinery.kinds import UnknownKindError, lookup
+from machinery.kinds import Kind, UnknownKindError, list_accessor, lookup, object_meta
 
 _REASONS = {
     errors.NotFound: "NotFound", errors.AlreadyExists: "AlreadyExists", errors.Conflict: "Conflict",
@@ -65,7 +66,7 @@ def connect(args: argparse.Namespace) -> Client:
     return Client(server, token, namespace=args.namespace or "default", timeout=args.request_timeout)
 
 
-def run_api(args: argparse.Namespace, fn) -> int:
+def run_api(args: argparse.Namespace, fn: Callable[[Client], Awaitable[int]]) -> int:
     async def main() -> int:
         client = connect(args)
         try:
@@ -145,9 +146,20 @@ def cmd_down(args: argparse.Namespace) -> int:
     return 0
 
 
+class _StatusRow(TypedDict):
+    """One component in ``kplane status`` (its JSON form, and a table row)."""
+
+    name: str
+    pid: int | None  # None: not running
+    grpc: str
+    admin: str
+    healthy: bool
+    reason: str
+
+
 def cmd_status(args: argparse.Namespace) -> int:
     state = _state(args)
-    rows = []
+    rows: list[_StatusRow] = []
     for p in state.processes.values():
         ok, reason = cluster.health(p)
         rows.append({"name": p.name, "pid": p.pid if cluster.alive(p.pid) else None, "grpc": p.grpc,
@@ -233,7 +245,7 @@ def cmd_tokens(args: argparse.Namespace) -> int:
 # ---------------------------------------------------------------- API commands
 
 
-def _kind(name: str):
+def _kind(name: str) -> Kind[Message, Message]:
     try:
         return lookup(name)
     except UnknownKindError as exc:
@@ -250,9 +262,10 @@ def cmd_get(args: argparse.Namespace) -> int:
         all_ns = args.all_namespaces and kind.namespaced
         if args.name:
             obj = await rc.get(args.name, ns)
-            items, rv = [obj], obj.metadata.resource_version
+            items, rv = [obj], object_meta(obj).resource_version
         else:
-            lst = await rc.list(ns, label_selector=args.selector or "", field_selector=args.field_selector or "")
+            lst = list_accessor(kind, await rc.list(ns, label_selector=args.selector or "",
+                                                    field_selector=args.field_selector or ""))
             items, rv = list(lst.items), lst.metadata.resource_version
         if args.output == "json":
             print(printers.to_json(items[0] if args.name else printers.as_list(items)))
@@ -260,7 +273,7 @@ def cmd_get(args: argparse.Namespace) -> int:
             print(printers.to_yaml(items[0] if args.name else printers.as_list(items)), end="")
         elif args.output == "name":
             for o in items:
-                print(printers.resource_name(kind, o.metadata.name))
+                print(printers.resource_name(kind, object_meta(o).name))
         else:
             if not items and not args.watch:
                 where = f" in {ns} namespace" if kind.namespaced and ns else ""
@@ -280,7 +293,7 @@ def cmd_get(args: argparse.Namespace) -> int:
                 doc = {"type": type_, "object": jsonconv.to_dict(obj)}
                 print(json.dumps(doc) if args.output == "json" else "---\n" + printers.to_yaml(doc), flush=True)
             elif args.output == "name":
-                print(printers.resource_name(kind, obj.metadata.name), flush=True)
+                print(printers.resource_name(kind, object_meta(obj).name), flush=True)
             else:
                 print(printers.format_table([printers.table_row(kind, obj, wide, all_ns)]), flush=True)
 
@@ -322,7 +335,7 @@ def cmd_patch(args: argparse.Namespace) -> int:
         before = await rc.get(args.name, args.namespace or "")
         after = await rc.patch(args.name, args.patch, namespace=args.namespace or "", patch_type=args.type,
                                subresource=args.subresource or "")
-        same = after.metadata.resource_version == before.metadata.resource_version
+        same = object_meta(after).resource_version == object_meta(before).resource_version
         print(f"{printers.resource_name(kind, args.name)} patched{' (no change)' if same else ''}")
         return 0
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import io
 from pathlib import Path
 from typing import Callable
@@ -51,11 +52,11 @@ def _check_numbers(cfg: topology.ClusterConfig, timeout: float) -> None:
             quantity.parse_quantity(value)
         except ValueError as exc:
             raise PreflightError(f"invalid {flag} {value!r}: {exc}") from None
-    for flag, value, least in (("--nodes", cfg.nodes, 0), ("--hollow-nodes", cfg.hollow_nodes, 0),
+    for flag, count, least in (("--nodes", cfg.nodes, 0), ("--hollow-nodes", cfg.hollow_nodes, 0),
                                ("--schedulers", cfg.schedulers, 0), ("--node-pods", cfg.node_pods, 1),
                                ("--dra-devices", cfg.dra_devices, 0)):
-        if value < least:
-            raise PreflightError(f"invalid {flag} {value}: must be {least} or more")
+        if count < least:
+            raise PreflightError(f"invalid {flag} {count}: must be {least} or more")
     if cfg.etcd_members not in (1, 3, 5):
         raise PreflightError(f"invalid --etcd-members {cfg.etcd_members}: must be 1, 3 or 5")
     if not timeout > 0:
@@ -89,7 +90,7 @@ def _check_components(cfg: topology.ClusterConfig, extra: bool) -> None:
             continue
         flag = {"apiserver": "--apiserver-arg", "scheduler": "--scheduler-arg", "kubelet": "--kubelet-arg",
                 "hollow": "--kubelet-arg"}.get(comp.role, "")
-        message = _run(lambda checker=checker, argv=argv: checker(argv))
+        message = _run(functools.partial(checker, argv))
         if message is None:
             continue
         if extra and flag:

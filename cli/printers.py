@@ -13,15 +13,18 @@ import yaml
 from google.protobuf.message import Message
 
 from machinery import jsonconv, timeutil
-from machinery.kinds import Kind
+from machinery.api import coordination_pb2, core_pb2, policy_pb2, resource_pb2, scheduling_pb2
+from machinery.kinds import Kind, M, object_meta
+
+RowFn = Callable[[Message, bool], list[str]]
 
 
 def _age(obj: Message) -> str:
-    ts = obj.metadata.creation_timestamp
+    ts = object_meta(obj).creation_timestamp
     return timeutil.human_duration(timeutil.age(ts)) if ts else "<unknown>"
 
 
-def pod_status(pod: Message) -> str:
+def pod_status(pod: core_pb2.Pod) -> str:
     """kubectl's STATUS column (printPod), simplified to what kplane's pods can show."""
     if pod.metadata.deletion_timestamp:
         return "Terminating"
@@ -41,7 +44,7 @@ def pod_status(pod: Message) -> str:
     return reason
 
 
-def _pod_row(p: Message, wide: bool) -> list[str]:
+def _pod_row(p: core_pb2.Pod, wide: bool) -> list[str]:
     total = len(p.spec.containers)
     ready = sum(1 for cs in p.status.container_statuses if cs.ready)
     restarts = sum(cs.restart_count for cs in p.status.container_statuses)
@@ -53,14 +56,14 @@ def _pod_row(p: Message, wide: bool) -> list[str]:
     return row
 
 
-def node_status(n: Message) -> str:
+def node_status(n: core_pb2.Node) -> str:
     ready = next((c for c in n.status.conditions if c.type == "Ready"), None)
     status = "Unknown" if ready is None or ready.status == "Unknown" else (
         "Ready" if ready.status == "True" else "NotReady")
     return status + (",SchedulingDisabled" if n.spec.unschedulable else "")
 
 
-def _node_row(n: Message, wide: bool) -> list[str]:
+def _node_row(n: core_pb2.Node, wide: bool) -> list[str]:
     roles = sorted(k.split("/", 1)[1] for k in n.metadata.labels if k.startswith("node-role.kubernetes.io/"))
     row = [n.metadata.name, node_status(n), ",".join(roles) or "<none>", _age(n),
            n.status.node_info.kubelet_version or "<none>"]
@@ -73,29 +76,29 @@ def _node_row(n: Message, wide: bool) -> list[str]:
     return row
 
 
-def _pc_row(pc: Message, wide: bool) -> list[str]:
+def _pc_row(pc: scheduling_pb2.PriorityClass, wide: bool) -> list[str]:
     return [pc.metadata.name, str(pc.value), "true" if pc.global_default else "false", _age(pc),
             pc.preemption_policy if pc.HasField("preemption_policy") else "PreemptLowerPriority"]
 
 
-def _pdb_row(b: Message, wide: bool) -> list[str]:
+def _pdb_row(b: policy_pb2.PodDisruptionBudget, wide: bool) -> list[str]:
     return [b.metadata.name, b.spec.min_available if b.spec.HasField("min_available") else "N/A",
             b.spec.max_unavailable if b.spec.HasField("max_unavailable") else "N/A",
             str(b.status.disruptions_allowed), _age(b)]
 
 
-def _event_row(e: Message, wide: bool) -> list[str]:
+def _event_row(e: core_pb2.Event, wide: bool) -> list[str]:
     last = e.last_timestamp or e.event_time or e.metadata.creation_timestamp
     obj = f"{e.involved_object.kind.lower()}/{e.involved_object.name}"
     return [timeutil.human_duration(timeutil.age(last)) if last else "<unknown>", e.type, e.reason, obj, e.message]
 
 
-def _lease_row(lease: Message, wide: bool) -> list[str]:
+def _lease_row(lease: coordination_pb2.Lease, wide: bool) -> list[str]:
     spec = lease.spec
     return [lease.metadata.name, spec.holder_identity if spec.HasField("holder_identity") else "", _age(lease)]
 
 
-def _claim_row(c: Message, wide: bool) -> list[str]:
+def _claim_row(c: resource_pb2.ResourceClaim, wide: bool) -> list[str]:
     state = []
     if c.status.HasField("allocation"):
         state.append("allocated")
@@ -104,39 +107,52 @@ def _claim_row(c: Message, wide: bool) -> list[str]:
     return [c.metadata.name, ",".join(state) or "pending", _age(c)]
 
 
-def _slice_row(s: Message, wide: bool) -> list[str]:
+def _slice_row(s: resource_pb2.ResourceSlice, wide: bool) -> list[str]:
     return [s.metadata.name, s.spec.node_name if s.spec.HasField("node_name") else "", s.spec.driver,
             s.spec.pool.name, _age(s)]
 
 
 def _name_age_row(o: Message, wide: bool) -> list[str]:
-    return [o.metadata.name, _age(o)]
+    return [object_meta(o).name, _age(o)]
 
 
-_TABLES: dict[str, tuple[list[str], list[str], Callable[[Message, bool], list[str]]]] = {
+def _of(message: type[M], fn: Callable[[M, bool], list[str]]) -> RowFn:
+    """``fn``, the row of one kind's objects, as a row of any message: the tables are keyed by
+    kind, so the object is a ``message``."""
+    def row(obj: Message, wide: bool) -> list[str]:
+        if not isinstance(obj, message):
+            raise TypeError(f"a {message.__name__} row given a {type(obj).__name__}")
+        return fn(obj, wide)
+    return row
+
+
+_TABLES: dict[str, tuple[list[str], list[str], RowFn]] = {
     "Pod": (["NAME", "READY", "STATUS", "RESTARTS", "AGE"], ["IP", "NODE", "NOMINATED NODE", "READINESS GATES"],
-            _pod_row),
+            _of(core_pb2.Pod, _pod_row)),
     "Node": (["NAME", "STATUS", "ROLES", "AGE", "VERSION"],
-             ["INTERNAL-IP", "EXTERNAL-IP", "OS-IMAGE", "KERNEL-VERSION", "CONTAINER-RUNTIME"], _node_row),
-    "PriorityClass": (["NAME", "VALUE", "GLOBAL-DEFAULT", "AGE", "PREEMPTIONPOLICY"], [], _pc_row),
-    "PodDisruptionBudget": (["NAME", "MIN AVAILABLE", "MAX UNAVAILABLE", "ALLOWED DISRUPTIONS", "AGE"], [], _pdb_row),
-    "Event": (["LAST SEEN", "TYPE", "REASON", "OBJECT", "MESSAGE"], [], _event_row),
-    "Lease": (["NAME", "HOLDER", "AGE"], [], _lease_row),
-    "ResourceClaim": (["NAME", "STATE", "AGE"], [], _claim_row),
-    "ResourceSlice": (["NAME", "NODE", "DRIVER", "POOL", "AGE"], [], _slice_row),
+             ["INTERNAL-IP", "EXTERNAL-IP", "OS-IMAGE", "KERNEL-VERSION", "CONTAINER-RUNTIME"],
+             _of(core_pb2.Node, _node_row)),
+    "PriorityClass": (["NAME", "VALUE", "GLOBAL-DEFAULT", "AGE", "PREEMPTIONPOLICY"], [],
+                      _of(scheduling_pb2.PriorityClass, _pc_row)),
+    "PodDisruptionBudget": (["NAME", "MIN AVAILABLE", "MAX UNAVAILABLE", "ALLOWED DISRUPTIONS", "AGE"], [],
+                            _of(policy_pb2.PodDisruptionBudget, _pdb_row)),
+    "Event": (["LAST SEEN", "TYPE", "REASON", "OBJECT", "MESSAGE"], [], _of(core_pb2.Event, _event_row)),
+    "Lease": (["NAME", "HOLDER", "AGE"], [], _of(coordination_pb2.Lease, _lease_row)),
+    "ResourceClaim": (["NAME", "STATE", "AGE"], [], _of(resource_pb2.ResourceClaim, _claim_row)),
+    "ResourceSlice": (["NAME", "NODE", "DRIVER", "POOL", "AGE"], [], _of(resource_pb2.ResourceSlice, _slice_row)),
 }
 
 
-def table_header(kind: Kind, wide: bool, all_namespaces: bool) -> list[str]:
+def table_header(kind: Kind[Message, Message], wide: bool, all_namespaces: bool) -> list[str]:
     head, extra, _ = _TABLES.get(kind.name, (["NAME", "AGE"], [], _name_age_row))
     cols = head + (extra if wide else [])
     return (["NAMESPACE"] + cols) if all_namespaces and kind.namespaced else cols
 
 
-def table_row(kind: Kind, obj: Message, wide: bool, all_namespaces: bool) -> list[str]:
+def table_row(kind: Kind[Message, Message], obj: Message, wide: bool, all_namespaces: bool) -> list[str]:
     _, _, fn = _TABLES.get(kind.name, (["NAME", "AGE"], [], _name_age_row))
     row = fn(obj, wide)
-    return ([obj.metadata.namespace] + row) if all_namespaces and kind.namespaced else row
+    return ([object_meta(obj).namespace] + row) if all_namespaces and kind.namespaced else row
 
 
 def format_table(rows: Sequence[Sequence[str]]) -> str:

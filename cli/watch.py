@@ -19,6 +19,7 @@ from google.protobuf.message import Message
 from machinery import errors
 from machinery.client import ResourceClient
 from machinery.informer import Reflector, key_of
+from machinery.kinds import object_meta
 
 ShowFn = Callable[[str, Message], None]
 
@@ -51,7 +52,7 @@ class _Printed:
             self._show("DELETED", self._objects.pop(key))
         for key, obj in fresh.items():
             old = self._objects.get(key)
-            if old is None or old.metadata.resource_version != obj.metadata.resource_version:
+            if old is None or object_meta(old).resource_version != object_meta(obj).resource_version:
                 self._objects[key] = obj
                 self._show("ADDED" if old is None else "MODIFIED", obj)
 
@@ -80,6 +81,6 @@ async def follow(resource: ResourceClient, *, namespace: str, label_selector: st
 
 def _rv(obj: Message) -> int:
     try:
-        return int(obj.metadata.resource_version)
+        return int(object_meta(obj).resource_version)
     except ValueError:
         return 0

@@ -24,6 +24,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any, Coroutine, Protocol, TypeVar, cast
 
 import aetcd
 
@@ -113,8 +114,24 @@ async def paced_writes(server: str, token: str, rate: float, seconds: float, pre
     return total
 
 
-def _profile_summary(path: str, top: int = 20) -> list[dict]:
-    stats = pstats.Stats(path)
+T = TypeVar("T")
+
+
+class Profile(Protocol):
+    """A cProfile dump as pstats.Stats reads it: its totals and per-function table (attributes
+    pstats' documentation, and so typeshed, leaves out)."""
+
+    total_tt: float
+    # (file, line, function) -> (primitive calls, calls, self time, cumulative time, callers)
+    stats: dict[tuple[str, int, str], tuple[int, int, float, float, dict[Any, Any]]]
+
+
+def load_profile(path: str) -> Profile:
+    return cast(Profile, pstats.Stats(path))
+
+
+def _profile_summary(path: str, top: int = 20) -> list[dict[str, Any]]:
+    stats = load_profile(path)
     total = stats.total_tt or 1.0
     rows = []
     for (file, line, fn), (_cc, nc, tt, ct, _callers) in sorted(stats.stats.items(), key=lambda kv: -kv[1][2])[:top]:
@@ -197,10 +214,10 @@ def profile_creates(state: cluster.ClusterState, n: int, data: str) -> dict:
     return {"creates_per_s_under_profiler": round(rate, 1), "top_self_time": _profile_summary(path)}
 
 
-def run_loop_result(coro):
-    box: dict = {}
+def run_loop_result(coro: Coroutine[Any, Any, T]) -> T:
+    box: dict[str, T] = {}
 
-    async def main():
+    async def main() -> None:
         box["v"] = await coro
 
     run_loop(main())

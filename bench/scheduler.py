@@ -38,15 +38,14 @@ import collections
 import itertools
 import json
 import os
-import pstats
 import signal
 import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import ClassVar
+from typing import Callable, ClassVar
 
-from bench.api import _profile_summary, percentile, run_loop_result
+from bench.api import _profile_summary, load_profile, percentile, run_loop_result
 from bench.kubelet import _bounded, _cpu_by_component, _running
 from cli import cluster, topology
 from machinery.api import core_pb2, scheduling_pb2
@@ -297,12 +296,14 @@ async def _run_resize_workload(server: str, token: str, w: ResizeWorkload, nodes
     # Where a resize's time goes, step by step, each as first seen here (p50 over the resizes that
     # showed both ends; a state set and cleared between two watch events is not seen):
     on = dict(zip(resizers, node_names, strict=True))
-    steps = [seen.deferred.get, lambda n: seen.marked_on.get(on[n]), lambda n: seen.deleted_on.get(on[n])]
+    steps: list[Callable[[str], float | None]] = [
+        seen.deferred.get, lambda n: seen.marked_on.get(on[n]), lambda n: seen.deleted_on.get(on[n])]
     at = {n: [sent[n], *(f(n) for f in steps), seen.actuated[n]] for n in resizers}
     stages = {}
     for i, stage in enumerate(("request_to_deferred", "deferred_to_victim_marked", "victim_marked_to_deleted",
                                "victim_deleted_to_actuated")):
-        ms = [1000 * (t[i + 1] - t[i]) for t in at.values() if t[i] is not None and t[i + 1] is not None]
+        ends = [(t[i], t[i + 1]) for t in at.values()]
+        ms = [1000 * (end - start) for start, end in ends if start is not None and end is not None]
         stages[stage] = {"p50_ms": round(percentile(ms, 50), 1), "seen": len(ms)}
     by_node = collections.Counter(victims.values())
     return {"measured_resizes": count, "resizes_per_s": round(count / (last - first), 1),
@@ -393,7 +394,7 @@ RESIZE_PHASES = [
 
 
 def _phases(path: str, phases: list[tuple[str, str, str]]) -> list[dict]:
-    stats = pstats.Stats(path)
+    stats = load_profile(path)
     total = stats.total_tt or 1.0
     out = []
     for phase, file, fn in phases:
@@ -410,6 +411,7 @@ def profile(nodes: int, out_dir: Path, scale: float, w: AnyWorkload | None = Non
                      (max(1, int(500 * scale)), POD_DEFAULT))
     state = _cluster(nodes, path, w.feature_gates)
     pid = state.processes["scheduler"].pid
+    assert pid is not None  # the cluster just started it
 
     def measured_only(label: str) -> None:
         if label == "measure-start":

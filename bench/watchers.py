@@ -13,11 +13,19 @@ import asyncio
 import json
 import time
 from pathlib import Path
+from typing import TypedDict
 
 from machinery.client import Client
 from machinery.process import run_loop
 
 ANNOTATION = "bench.kplane.dev/sent"
+
+
+class _WatcherReport(TypedDict):
+    events: int
+    p50_ms: float
+    p99_ms: float
+    max_ms: float | None  # None: no event
 
 
 def _pct(values: list[float], p: float) -> float:
@@ -62,8 +70,9 @@ async def main(args: argparse.Namespace) -> None:
         t.cancel()
     for c in clients:
         await c.close()
-    per = [{"events": len(lat), "p50_ms": round(_pct(lat, 50), 2), "p99_ms": round(_pct(lat, 99), 2),
-            "max_ms": round(max(lat), 2) if lat else None} for lat in latencies]
+    per: list[_WatcherReport] = [
+        {"events": len(lat), "p50_ms": round(_pct(lat, 50), 2), "p99_ms": round(_pct(lat, 99), 2),
+         "max_ms": round(max(lat), 2) if lat else None} for lat in latencies]
     everything = [x for lat in latencies for x in lat]
     report = {
         "watchers": args.watchers, "expected_per_watcher": args.expect,

@@ -10,15 +10,19 @@ runs but whose checkpoint was lost gets its allocation rebuilt from the API and 
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
+from typing import Protocol
 
 from kubelet import preemption
 from kubelet.allocation import conditions as cond
 from kubelet.allocation.checkpoint import Resources
-from kubelet.allocation.manager import Admission, resizable_containers
-from kubelet.eviction.manager import PodKill
+from kubelet.allocation.manager import Admission, AllocationManager, RecordEvent, resizable_containers
+from kubelet.eviction.admission import AdmitResult
+from kubelet.eviction.manager import PodKill, PodKiller
 from kubelet.restart_failpoints import FP_AFTER_ADMIT_CHECKPOINT, FP_BEFORE_ADMIT_CHECKPOINT
 from kubelet.runtime_ops import Observed
 from kubelet.status import to_linux
+from kubelet.status_manager import StatusManager
 from machinery import failpoints
 from machinery.api import core_pb2
 from machinery.informer import key_of
@@ -27,10 +31,30 @@ from machinery.logging import get_logger
 log = get_logger()
 
 
-class PodAdmission:
-    """Mixin of :class:`kubelet.kubelet.Kubelet`: admission and critical-pod preemption."""
+class Killer(PodKiller, Protocol):
+    """Who kills the pods a critical pod preempts (the kubelet's terminator)."""
 
-    async def _admit(self, pod: core_pb2.Pod, observed: Observed) -> bool:
+    def killed(self, uid: str) -> bool:
+        """The pod was evicted or preempted and its containers stopped: it holds nothing."""
+        ...
+
+
+class PodAdmitter:
+    """Admits each pod once (Kubernetes' admit handlers), evicting for critical pods that do not fit."""
+
+    def __init__(self, node: str, *, alloc: AllocationManager, status: StatusManager, killer: Killer,
+                 active_pods: Callable[[], list[core_pb2.Pod]],
+                 admit_under_pressure: Callable[[core_pb2.Pod], AdmitResult], record_event: RecordEvent):
+        self._node = node
+        self._alloc = alloc
+        self._status = status
+        self._killer = killer
+        self._active_pods = active_pods
+        self._eviction_admit = admit_under_pressure
+        self._event = record_event
+
+    async def admit(self, pod: core_pb2.Pod, observed: Observed) -> bool:
+        """Admit the pod, or write it Failed with the reason (True if admitted)."""
         running = any(v.state == "running" for v in observed.view.containers.values())
         if running:
             # Our checkpoint was lost but the runtime runs the pod: it was admitted before.
@@ -41,17 +65,17 @@ class PodAdmission:
         # The allocation manager's add_pod, step by step: decide, then checkpoint — with the
         # restart failpoints around the checkpoint and critical-pod preemption in between.
         others = [p for p in self._active_pods() if p.metadata.uid != pod.metadata.uid]
-        decision = self.alloc.can_admit_pod(pod, others)
+        decision = self._alloc.can_admit_pod(pod, others)
         verdict = decision.verdict
         if not verdict.ok and preemption.is_critical(pod):
             verdict = await self._admit_by_preemption(decision.pod, others)
         if not verdict.ok:
-            log.info("pod_rejected", node=self.name, pod=key_of(pod), reason=verdict.reason)
+            log.info("pod_rejected", node=self._node, pod=key_of(pod), reason=verdict.reason)
             self._event(pod, "Warning", verdict.reason, verdict.message)
-            await self.status_manager.write_failed(pod, verdict.reason, verdict.message)
+            await self._status.write_failed(pod, verdict.reason, verdict.message)
             return False
         await failpoints.hit(FP_BEFORE_ADMIT_CHECKPOINT)
-        self.alloc.set_allocated(decision.pod)
+        self._alloc.set_allocated(decision.pod)
         await failpoints.hit(FP_AFTER_ADMIT_CHECKPOINT)
         return True
 
@@ -69,9 +93,9 @@ class PodAdmission:
             alloc[c.name] = Resources(requests, limits)
             view = observed.view.containers.get(c.name)
             if view is not None and view.state == "running" and to_linux(alloc[c.name]) == view.applied:
-                self.alloc.set_actuated(pod.metadata.uid, c.name, alloc[c.name])
-        self.alloc.record_allocation(pod.metadata.uid, alloc)
-        log.warning("allocation_recovered", node=self.name, pod=key_of(pod))
+                self._alloc.set_actuated(pod.metadata.uid, c.name, alloc[c.name])
+        self._alloc.record_allocation(pod.metadata.uid, alloc)
+        log.warning("allocation_recovered", node=self._node, pod=key_of(pod))
 
     async def _admit_by_preemption(self, pod: core_pb2.Pod, others: list[core_pb2.Pod]) -> Admission:
         """A critical pod that does not fit is admitted by evicting pods it may preempt."""
@@ -80,13 +104,13 @@ class PodAdmission:
         except preemption.NoVictims as exc:
             return Admission(False, "UnexpectedAdmissionError", "Unexpected error while attempting to recover from "
                              f"admission failure: preemption: error finding a set of pods to preempt: {exc}")
-        return self.alloc.fits(pod, [o for o in others if not self._killed(o.metadata.uid)])
+        return self._alloc.fits(pod, [o for o in others if not self._killer.killed(o.metadata.uid)])
 
     async def _preempt_for(self, pod: core_pb2.Pod, others: list[core_pb2.Pod]) -> None:
         """Evict the pods ``preemption.pods_to_preempt`` picks so that ``pod`` fits (blocking, as Kubernetes)."""
-        missing = self.alloc.missing(pod, others)
-        victims = preemption.pods_to_preempt(pod, others, missing, self.alloc.held)
-        log.info("preempting_for_critical_pod", node=self.name, pod=key_of(pod), missing=missing,
+        missing = self._alloc.missing(pod, others)
+        victims = preemption.pods_to_preempt(pod, others, missing, self._alloc.held)
+        log.info("preempting_for_critical_pod", node=self._node, pod=key_of(pod), missing=missing,
                  victims=[key_of(v) for v in victims])
         signal = next(iter(missing), "")
         for victim in victims:
@@ -101,34 +125,34 @@ class PodAdmission:
                        condition_message=preemption.DISRUPTION_MESSAGE)
         try:
             async with asyncio.timeout(grace + 30):
-                await self.kill_pod_abnormally(victim, kill)
+                await self._killer.kill_pod_abnormally(victim, kill)
         except TimeoutError:
-            log.warning("preemption_kill_slow", node=self.name, pod=key_of(victim), grace=grace)
-        log.info("pod_preempted", node=self.name, pod=key_of(victim))
+            log.warning("preemption_kill_slow", node=self._node, pod=key_of(victim), grace=grace)
+        log.info("pod_preempted", node=self._node, pod=key_of(victim))
 
-    async def _preempt_for_critical_resizes(self, pods_by_uid: dict[str, core_pb2.Pod]) -> None:
+    async def preempt_for_critical_resizes(self, pods_by_uid: dict[str, core_pb2.Pod]) -> None:
         """KEP-1287: a critical pod's resize that does not fit evicts non-critical pods — not on a
         node whose podPreemptionPolicy disables resize preemption (KEP-5836)."""
-        if self.alloc.resize_preemption_disabled_by:
+        if self._alloc.resize_preemption_disabled_by:
             return
-        for uid in self.alloc.pending_uids():
+        for uid in self._alloc.pending_uids():
             pod = pods_by_uid.get(uid)
-            if pod is None or not preemption.is_critical(pod) or not self.alloc.with_allocation(pod)[1]:
+            if pod is None or not preemption.is_critical(pod) or not self._alloc.with_allocation(pod)[1]:
                 continue
             active = self._active_pods()
-            if self.alloc.resize_verdict(pod, active).reason != cond.DEFERRED:
+            if self._alloc.resize_verdict(pod, active).reason != cond.DEFERRED:
                 continue
             try:
                 await self._preempt_for(pod, [p for p in active if p.metadata.uid != uid])
             except preemption.NoVictims as exc:
-                log.info("resize_preemption_impossible", node=self.name, pod=key_of(pod), error=str(exc))
+                log.info("resize_preemption_impossible", node=self._node, pod=key_of(pod), error=str(exc))
 
     async def _admit_under_pressure(self, pod: core_pb2.Pod) -> bool:
         """The eviction admit handler: BestEffort pods are refused while MemoryPressure holds."""
-        verdict = self.eviction.admit(pod)
+        verdict = self._eviction_admit(pod)
         if verdict.admit:
             return True
-        log.info("pod_rejected", node=self.name, pod=key_of(pod), reason=verdict.reason, message=verdict.message)
+        log.info("pod_rejected", node=self._node, pod=key_of(pod), reason=verdict.reason, message=verdict.message)
         self._event(pod, "Warning", verdict.reason, verdict.message)
-        await self.status_manager.write_failed(pod, verdict.reason, verdict.message)
+        await self._status.write_failed(pod, verdict.reason, verdict.message)
         return False

@@ -1,91 +1,137 @@
-"""The kubelet's background loops: housekeeping, the PLEG, pending-resize retries, the Node's policy.
+"""The kubelet's background work: housekeeping, the PLEG loop, pending-resize retries, the Node's policy.
 
 Housekeeping removes runtime pods the API no longer has, reports whether the runtime answers,
 and resyncs every pod every ``sync_frequency``; the PLEG loop queues the pods whose containers
-changed; pending resizes (KEP-1287) are retried periodically and on the triggers the KEP names.
+changed; pending resizes (KEP-1287) are retried periodically and on the triggers the KEP names
+(``ResizeRetries``); a change of the Node's ``podPreemptionPolicy`` (KEP-5836) re-decides the
+Deferred resizes it concerns.
 """
 
 from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Awaitable, Callable
 
-from kubelet.allocation.manager import TRIGGER_PERIODIC, TRIGGER_PODS_REMOVED
-from kubelet.pod_workers import Cleanup, sync_pod
+from kubelet.allocation.manager import TRIGGER_PERIODIC, TRIGGER_PODS_REMOVED, AllocationManager
+from kubelet.node import Conditions, NodeAgent
+from kubelet.pleg import GenericPLEG
+from kubelet.pod_workers import PodWorkers
 from kubelet.runtime.errors import RuntimeCallError, RuntimeUnavailable
+from kubelet.runtime_ops import RuntimeOps
 from machinery.api import core_pb2
 from machinery.logging import get_logger
 
 log = get_logger()
 
+PodsByUid = Callable[[], dict[str, core_pb2.Pod]]
+ActivePods = Callable[[], list[core_pb2.Pod]]
+
+
+class ResizeRetries:
+    """Pending resizes retried in the KEP's order: on a trigger, and every ``interval`` seconds."""
+
+    def __init__(self, *, alloc: AllocationManager, workers: PodWorkers, pods_by_uid: PodsByUid,
+                 active_pods: ActivePods, preempt_for_critical: Callable[[dict[str, core_pb2.Pod]], Awaitable[None]],
+                 initial: float, interval: float):
+        self._alloc = alloc
+        self._workers = workers
+        self._pods_by_uid = pods_by_uid
+        self._active_pods = active_pods
+        self._preempt_for_critical = preempt_for_critical
+        self._initial = initial
+        self._interval = interval
+
+    async def retry(self, trigger: str, syncing: str = "") -> None:
+        """Retry every pending resize in the KEP's order; pods whose status changed are synced
+        (but ``syncing``, the pod whose own sync asks: it goes on with what was decided)."""
+        if not self._alloc.has_pending():
+            return
+        by_uid = self._pods_by_uid()
+        await self._preempt_for_critical(by_uid)
+        for uid in self._alloc.retry_pending(trigger, by_uid, self._active_pods):
+            if uid in by_uid and uid != syncing:
+                self._workers.enqueue(by_uid[uid])
+
+    async def run(self) -> None:
+        await asyncio.sleep(self._initial)
+        while True:
+            await self.retry(TRIGGER_PERIODIC)
+            await asyncio.sleep(self._interval)
+
 
 class Housekeeping:
-    """Mixin of :class:`kubelet.kubelet.Kubelet`: its periodic and event-driven background work."""
+    """The periodic and event-driven background loops of one kubelet."""
 
-    def _on_node(self, node: core_pb2.Node) -> None:
-        if not self.node_policy_supported:
+    def __init__(self, node: str, *, ops: RuntimeOps, pleg: GenericPLEG, alloc: AllocationManager,
+                 workers: PodWorkers, retries: ResizeRetries, pods: Callable[[], list[core_pb2.Pod]],
+                 pods_by_uid: PodsByUid, node_conditions: Conditions, node_agent: NodeAgent,
+                 sync_frequency: float, pleg_relist_period: float, node_policy_supported: bool):
+        self._node = node
+        self._ops = ops
+        self._pleg = pleg
+        self._alloc = alloc
+        self._workers = workers
+        self._retries = retries
+        self._pods = pods
+        self._pods_by_uid = pods_by_uid
+        self._node_conditions = node_conditions
+        self._node_agent = node_agent
+        self._sync_frequency = sync_frequency
+        self._pleg_relist_period = pleg_relist_period
+        self._node_policy_supported = node_policy_supported
+
+    def on_node(self, node: core_pb2.Node) -> None:
+        """KEP-5836: the Node's podPreemptionPolicy changed: its Deferred resizes are decided again."""
+        if not self._node_policy_supported:
             return
         owners = list(node.spec.pod_preemption_policy.disable_resize_preemption)
-        if owners == self.alloc.resize_preemption_disabled_by:
-            return
-        changed = self.alloc.refresh_preemption_policy(owners, self._pods_by_uid())
-        by_uid = self._pods_by_uid()
-        for uid in changed:
-            if uid in by_uid:
-                self._enqueue(by_uid[uid])
-
-    async def _retry_pending(self, trigger: str) -> None:
-        """Retry every pending resize in the KEP's order; pods whose status changed are synced."""
-        if not self.alloc.has_pending():
+        if owners == self._alloc.resize_preemption_disabled_by:
             return
         by_uid = self._pods_by_uid()
-        await self._preempt_for_critical_resizes(by_uid)
-        for uid in self.alloc.retry_pending(trigger, by_uid, self._active_pods):
+        for uid in self._alloc.refresh_preemption_policy(owners, by_uid):
             if uid in by_uid:
-                self._enqueue(by_uid[uid])
+                self._workers.enqueue(by_uid[uid])
 
-    async def _resize_retries(self) -> None:
-        await asyncio.sleep(self.cfg.resize_retry_initial)
-        while True:
-            await self._retry_pending(TRIGGER_PERIODIC)
-            await asyncio.sleep(self.cfg.resize_retry_interval)
-
-    async def _pleg_loop(self) -> None:
+    async def pleg_loop(self) -> None:
         while True:
             try:
-                changed = await self.pleg.relist()
+                changed = await self._pleg.relist()
             except (RuntimeUnavailable, RuntimeCallError) as exc:
-                log.debug("pleg_relist_failed", node=self.name, error=str(exc))
+                log.debug("pleg_relist_failed", node=self._node, error=str(exc))
                 changed = set()
             if changed:
                 by_uid = self._pods_by_uid()
                 for uid in changed:
-                    self.queue.add(sync_pod(by_uid[uid]) if uid in by_uid else Cleanup(uid))
-            await asyncio.sleep(self.cfg.pleg_relist_period)
+                    if uid in by_uid:
+                        self._workers.enqueue(by_uid[uid])
+                    else:
+                        self._workers.cleanup(uid)
+            await asyncio.sleep(self._pleg_relist_period)
 
-    async def _housekeeping(self) -> None:
+    async def housekeeping_loop(self) -> None:
         last_resync = time.monotonic()
         while True:
-            await asyncio.sleep(min(2.0, self.cfg.sync_frequency))
+            await asyncio.sleep(min(2.0, self._sync_frequency))
             try:
                 known = self._pods_by_uid()
-                in_runtime = await self.ops.pod_uids()
+                in_runtime = await self._ops.pod_uids()
                 for uid in in_runtime:
                     if uid not in known:
-                        self.queue.add(Cleanup(uid))
+                        self._workers.cleanup(uid)
                 # A pod with containers left holds its allocation until its cleanup stopped them.
-                if self.alloc.remove_orphans(set(known) | set(in_runtime)):
-                    await self._retry_pending(TRIGGER_PODS_REMOVED)
+                if self._alloc.remove_orphans(set(known) | set(in_runtime)):
+                    await self._retries.retry(TRIGGER_PODS_REMOVED)
                 runtime_ok = True
             except (RuntimeUnavailable, RuntimeCallError) as exc:
-                log.warning("runtime_unreachable", node=self.name, error=str(exc))
+                log.warning("runtime_unreachable", node=self._node, error=str(exc))
                 runtime_ok = False
-            if runtime_ok != self.node_conditions.ready:
-                self.node_conditions.ready = runtime_ok
-                self.node_conditions.ready_message = ("kubelet is posting ready status" if runtime_ok
-                                                      else "container runtime is down")
-                self.node_agent.poke()
-            if time.monotonic() - last_resync >= self.cfg.sync_frequency:
+            if runtime_ok != self._node_conditions.ready:
+                self._node_conditions.ready = runtime_ok
+                self._node_conditions.ready_message = ("kubelet is posting ready status" if runtime_ok
+                                                       else "container runtime is down")
+                self._node_agent.poke()
+            if time.monotonic() - last_resync >= self._sync_frequency:
                 last_resync = time.monotonic()
-                for pod in self.pods.list_all():
-                    self._enqueue(pod)
+                for pod in self._pods():
+                    self._workers.enqueue(pod)

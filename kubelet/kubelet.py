@@ -21,11 +21,14 @@ Node-pressure eviction (``kubelet.eviction``) runs as its own task: it reports M
 through the node agent, refuses BestEffort pods while it holds, and has the pod it picks killed
 by that pod's worker (``kill_pod_abnormally``), which leaves the pod Failed with reason Evicted.
 
-The parts, as the Kubernetes kubelet splits them: ``kubelet.pod_workers`` (typed work items, the
-workers, ``sync``), ``kubelet.admission`` (admission, critical-pod preemption),
-``kubelet.pod_sync`` (resizes, reconciling with the runtime), ``kubelet.termination`` (deletion,
-cleanup, abnormal kills), ``kubelet.housekeeping`` (background loops) and
-``kubelet.status_manager`` (status writes). ``Kubelet`` owns the state they share.
+The parts, as the Kubernetes kubelet splits them, each an object with the few collaborators it
+needs: ``kubelet.pod_workers`` (typed work items, the queue, the workers), ``kubelet.pod_sync``
+(the per-pod sync, the workers' PodSyncer), ``kubelet.pod_runtime`` (the runtime side: sandbox,
+containers, restarts, resize actuation), ``kubelet.admission`` (admission, critical-pod
+preemption), ``kubelet.termination`` (deletion, cleanup, abnormal kills), ``kubelet.housekeeping``
+(background loops, pending-resize retries) and ``kubelet.status_manager`` (status writes), over
+the allocation manager (``kubelet.allocation``). ``Kubelet`` builds and wires them, owns the
+informers, and starts and stops it all.
 """
 
 from __future__ import annotations
@@ -34,14 +37,20 @@ import asyncio
 import functools
 from dataclasses import dataclass, field
 
-from kubelet.admission import PodAdmission
+from google.protobuf.message import Message
+
+from kubelet.admission import PodAdmitter
 from kubelet.allocation.manager import TRIGGER_PODS_ADDED, AllocationManager
+from kubelet.eviction import signals as eviction_signals
+from kubelet.eviction.evaluate import MEMORY_PRESSURE
+from kubelet.eviction.manager import EvictionManager
 from kubelet.eviction.thresholds import EvictionConfig
-from kubelet.housekeeping import Housekeeping
+from kubelet.housekeeping import Housekeeping, ResizeRetries
 from kubelet.node import Conditions, NodeAgent, NodeConfig, allocatable_units
 from kubelet.pleg import GenericPLEG
-from kubelet.pod_sync import PodSync, _PodState
-from kubelet.pod_workers import PodWorkers, WorkItem, _needs_sync
+from kubelet.pod_runtime import PodRuntime
+from kubelet.pod_sync import PodSync
+from kubelet.pod_workers import PodWorkers, _needs_sync
 from kubelet.restart_failpoints import (
     FP_AFTER_ADMIT_CHECKPOINT,
     FP_BEFORE_ADMIT_CHECKPOINT,
@@ -51,11 +60,12 @@ from kubelet.restart_failpoints import (
     FP_RESIZE_AFTER_CRI,
     FP_RESIZE_BEFORE_ALLOCATE,
 )
+from kubelet.runtime.client import RuntimeApi
 from kubelet.runtime.errors import RuntimeCallError, RuntimeUnavailable
 from kubelet.runtime_ops import RuntimeOps
 from kubelet.status_manager import MANAGED_CONDITIONS, TERMINAL_PHASES, StatusManager, _same_status
-from kubelet.termination import Termination, _AbnormalKill
-from machinery import failpoints
+from kubelet.termination import PodTerminator
+from machinery import failpoints, quantity
 from machinery.api import core_pb2
 from machinery.client import Client
 from machinery.events import EventRecorder
@@ -63,7 +73,6 @@ from machinery.informer import Informer
 from machinery.kinds import NODE, POD
 from machinery.logging import get_logger
 from machinery.process import cancel_and_wait, supervise
-from machinery.workqueue import RateLimitingQueue
 
 __all__ = [  # re-exported: other modules import these from kubelet.kubelet
     "FP_AFTER_ADMIT_CHECKPOINT", "FP_BEFORE_ADMIT_CHECKPOINT", "FP_BEFORE_CREATE_ACK", "FP_RESIZE_AFTER_ACTUATED",
@@ -105,36 +114,57 @@ class KubeletConfig:
     system_memory_usage: int = 0  # bytes of simulated non-pod memory use (kubelet/eviction/signals.py)
 
 
-class Kubelet(PodWorkers, PodAdmission, PodSync, Termination, Housekeeping):
-    """One node's kubelet: the state its parts share, and its lifecycle (the parts are mixins)."""
+class Kubelet:
+    """One node's kubelet: its parts, wired, and its lifecycle."""
 
-    def __init__(self, cfg: KubeletConfig, client: Client, runtime):
+    def __init__(self, cfg: KubeletConfig, client: Client, runtime: RuntimeApi):
         self.cfg = cfg
-        self.name = cfg.node.name
+        self.name = name = cfg.node.name
         self.client = client
-        self.ops = RuntimeOps(runtime)
-        self.pleg = GenericPLEG(runtime)
         version = parse_version(cfg.emulated_version)
         cfg.node.kubelet_version = f"v{version[0]}.{version[1]}.0"
         self.resize_supported = cfg.in_place_resize and version >= RESIZE_VERSION
         self.node_policy_supported = cfg.resize_preemption and version >= NODE_POLICY_VERSION
-        self.recorder = EventRecorder(client, "kubelet", self.name)
-        self.alloc = AllocationManager(cfg.checkpoint_dir, self.name, allocatable_units(cfg.node), cfg.node.pods,
-                                       record_event=self._event,
+        self.ops = RuntimeOps(runtime)
+        self.pleg = GenericPLEG(runtime)
+        self.recorder = EventRecorder(client, "kubelet", name)
+        self.alloc = AllocationManager(cfg.checkpoint_dir, name, allocatable_units(cfg.node), cfg.node.pods,
+                                       record_event=self.event,
                                        before_allocate=lambda pod: failpoints.hit_sync(FP_RESIZE_BEFORE_ALLOCATE))
         self.node_conditions = Conditions()
         self.node_agent = NodeAgent(client, cfg.node, lambda: self.node_conditions,
                                     status_interval=cfg.node_status_interval, lease_duration=cfg.node_lease_duration,
                                     on_node=self._on_node)
-        self.pods = Informer(client, POD, field_selector=f"spec.nodeName={self.name}")
-        self.node_informer = Informer(client, NODE, field_selector=f"metadata.name={self.name}")
+        self.pods = Informer(client, POD, field_selector=f"spec.nodeName={name}")
+        self.node_informer = Informer(client, NODE, field_selector=f"metadata.name={name}")
         self.status_manager = StatusManager(client, self.pods, self.alloc, report_resources=self.resize_supported,
                                             host_ip=cfg.node.address)
-        self.queue: RateLimitingQueue[WorkItem] = RateLimitingQueue(f"kubelet-{self.name}")
-        self._state: dict[str, _PodState] = {}
-        self._abnormal_kills: dict[str, _AbnormalKill] = {}  # pods being evicted or preempted
+        self.workers = PodWorkers(name, count_resizes=self.resize_supported)
+        self.runtime = PodRuntime(name, self.ops, self.alloc, resize_supported=self.resize_supported,
+                                  restart_backoff=cfg.restart_backoff, restart_backoff_max=cfg.restart_backoff_max,
+                                  record_event=self.event)
+        self.terminator = PodTerminator(name, client=client, ops=self.ops, runtime=self.runtime, alloc=self.alloc,
+                                        status=self.status_manager, workers=self.workers,
+                                        pods_by_uid=self.pods_by_uid)
         self.eviction = self._new_eviction_manager()
-        self._tasks: list[asyncio.Task] = []
+        self.admitter = PodAdmitter(name, alloc=self.alloc, status=self.status_manager, killer=self.terminator,
+                                    active_pods=self.active_pods,
+                                    admit_under_pressure=self.eviction.admit, record_event=self.event)
+        self.retries = ResizeRetries(alloc=self.alloc, workers=self.workers, pods_by_uid=self.pods_by_uid,
+                                     active_pods=self.active_pods,
+                                     preempt_for_critical=self.admitter.preempt_for_critical_resizes,
+                                     initial=cfg.resize_retry_initial, interval=cfg.resize_retry_interval)
+        self.housekeeping = Housekeeping(name, ops=self.ops, pleg=self.pleg, alloc=self.alloc, workers=self.workers,
+                                         retries=self.retries, pods=self.pods.list_all, pods_by_uid=self.pods_by_uid,
+                                         node_conditions=self.node_conditions, node_agent=self.node_agent,
+                                         sync_frequency=cfg.sync_frequency,
+                                         pleg_relist_period=cfg.pleg_relist_period,
+                                         node_policy_supported=self.node_policy_supported)
+        self.pod_sync = PodSync(get_pod=self.pods.get, pods_by_uid=self.pods_by_uid, ops=self.ops, alloc=self.alloc,
+                                runtime=self.runtime, admitter=self.admitter, terminator=self.terminator,
+                                status=self.status_manager, retries=self.retries, workers=self.workers,
+                                resize_supported=self.resize_supported, record_event=self.event)
+        self._tasks: list[asyncio.Task[None]] = []
         self.ready = False
 
     # ------------------------------------------------------------ lifecycle
@@ -144,7 +174,7 @@ class Kubelet(PodWorkers, PodAdmission, PodSync, Termination, Housekeeping):
         await self._wait_runtime()
         self.recorder.start()
         await self.node_agent.register()
-        self.pods.add_handler(self._on_pod_add, self._on_pod_update, self._on_pod_delete)
+        self.pods.add_handler(self.workers.on_pod_add, self.workers.on_pod_update, self.workers.on_pod_delete)
         self.node_informer.add_handler(self._on_node, lambda old, new: self._on_node(new))
         await self.pods.start()
         await self.node_informer.start()
@@ -152,22 +182,22 @@ class Kubelet(PodWorkers, PodAdmission, PodSync, Termination, Housekeeping):
         await self.node_informer.wait_for_sync()
         for pod in self.pods.list_all():
             self.alloc.restore_conditions(pod.metadata.uid, pod.status.conditions)
-        self._tasks += [supervise(f"{self.name}/pod-worker-{i}", functools.partial(self._worker, i))
+        self._tasks += [supervise(f"{self.name}/pod-worker-{i}", functools.partial(self.workers.run, self.pod_sync))
                         for i in range(self.cfg.workers)]
         self._tasks += [supervise(f"{self.name}/node-agent", self.node_agent.run),
-                        supervise(f"{self.name}/housekeeping", self._housekeeping),
-                        supervise(f"{self.name}/pleg", self._pleg_loop),
-                        supervise(f"{self.name}/resize-retries", self._resize_retries),
+                        supervise(f"{self.name}/housekeeping", self.housekeeping.housekeeping_loop),
+                        supervise(f"{self.name}/pleg", self.housekeeping.pleg_loop),
+                        supervise(f"{self.name}/resize-retries", self.retries.run),
                         supervise(f"{self.name}/eviction-manager", self.eviction.run)]
         # "Pending resizes are handled after all existing Pods have been added" (KEP-1287): pods
         # re-admitted from the checkpoint whose spec differs are queued and retried once.
-        by_uid = self._pods_by_uid()
+        by_uid = self.pods_by_uid()
         for pod in by_uid.values():
             if self.alloc.is_allocated(pod) and self.alloc.with_allocation(pod)[1]:
                 self.alloc.push_pending(pod.metadata.uid, by_uid)
-        await self._retry_pending(TRIGGER_PODS_ADDED)
+        await self.retries.retry(TRIGGER_PODS_ADDED)
         for pod in self.pods.list_all():
-            self._enqueue(pod)
+            self.workers.enqueue(pod)
         self.ready = True
         log.info("kubelet_ready", node=self.name, pods=len(self.pods.list_all()), resize=self.resize_supported,
                  emulated_version=self.cfg.emulated_version)
@@ -186,27 +216,47 @@ class Kubelet(PodWorkers, PodAdmission, PodSync, Termination, Housekeeping):
                 delay = min(delay * 2, 5.0)
 
     async def stop(self) -> None:
-        self.queue.shutdown()
+        self.workers.shutdown()
         await cancel_and_wait(self._tasks)
         await self.pods.stop()
         await self.node_informer.stop()
         await self.recorder.stop()
 
-    # ------------------------------------------------------------ shared by the parts
+    # ------------------------------------------------------------ what the parts share
 
-    def _event(self, pod, type_: str, reason: str, message: str) -> None:
-        self.recorder.event(pod, type_, reason, message)
+    def event(self, obj: Message, type_: str, reason: str, message: str) -> None:
+        self.recorder.event(obj, type_, reason, message)
 
-    def _pods_by_uid(self) -> dict[str, core_pb2.Pod]:
+    def pods_by_uid(self) -> dict[str, core_pb2.Pod]:
         return {p.metadata.uid: p for p in self.pods.list_all()}
 
-    def _active_pods(self) -> list[core_pb2.Pod]:
+    def active_pods(self) -> list[core_pb2.Pod]:
         """Admitted pods still holding resources (not finished)."""
-        return [p for p in self.pods.list_all() if self.alloc.is_allocated(p) and not self._killed(p.metadata.uid)
-                and p.status.phase not in TERMINAL_PHASES]
+        return [p for p in self.pods.list_all() if self.alloc.is_allocated(p)
+                and not self.terminator.killed(p.metadata.uid) and p.status.phase not in TERMINAL_PHASES]
 
-    def _killed(self, uid: str) -> bool:
-        """Evicted or preempted, containers stopped: it holds nothing, even before the API says Failed."""
-        entry = self._abnormal_kills.get(uid)
-        return entry is not None and entry.done.done()
+    def _on_node(self, node: core_pb2.Node) -> None:
+        self.housekeeping.on_node(node)
 
+    # ------------------------------------------------------------ node-pressure eviction
+
+    def _new_eviction_manager(self) -> EvictionManager:
+        capacity = quantity.bytes_value(self.cfg.node.memory)
+
+        async def stats() -> eviction_signals.Summary:
+            return await eviction_signals.collect(self.ops.rt, capacity, self.cfg.system_memory_usage)
+
+        return EvictionManager(self.cfg.eviction, stats=stats, active_pods=self._eviction_candidates,
+                               killer=self.terminator, record_event=self.event, node_ref=lambda: self.node_agent.node,
+                               on_conditions=self._on_pressure, node=self.name)
+
+    def _eviction_candidates(self) -> list[core_pb2.Pod]:
+        """Kubernetes' active pods: admitted, not finished, not being deleted, not already being killed."""
+        return [p for p in self.active_pods()
+                if not p.metadata.deletion_timestamp and not self.terminator.being_killed(p.metadata.uid)]
+
+    def _on_pressure(self, conditions: list[str]) -> None:
+        pressure = MEMORY_PRESSURE in conditions
+        if pressure != self.node_conditions.memory_pressure:
+            self.node_conditions.memory_pressure = pressure
+            self.node_agent.poke()

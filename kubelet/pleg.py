@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from prometheus_client import Counter, Histogram
 
+from kubelet.runtime.client import RuntimeApi
 from kubelet.runtime_ops import LABEL_POD_UID
 from machinery import failpoints
 from machinery.api import cri_pb2
@@ -24,7 +25,7 @@ EVENTS = Counter("kplane_kubelet_pleg_events_total", "Pods the PLEG found change
 
 
 class GenericPLEG:
-    def __init__(self, runtime):
+    def __init__(self, runtime: RuntimeApi):
         self.rt = runtime
         self._last: dict[str, tuple[str, int]] | None = None  # container/sandbox id -> (pod uid, state)
 

@@ -1,51 +1,119 @@
-"""The kubelet's runtime side of a pod sync: resize requests, containers, actuation, restarts.
+"""The per-pod sync: what a pod worker does with a pod, from the current state (Kubernetes' SyncPod).
 
-Reconciles the runtime with the allocated pod: sandbox, init containers in order (sidecars keep
-running), containers (created with the allocated resources, which then count as actuated),
-restarts with back-off, and the KEP-1287 actuation of allocated resizes (``kubelet.resize``);
-a resize request goes through the allocation manager's pending queue first.
+``sync_pod`` reconciles one pod from the API's pod, the runtime's containers and the allocation
+checkpoints, in the kubelet's order:
+
+1. a pod being deleted is stopped with its grace period, its final status written, and deleted;
+2. a pod being evicted or preempted is killed by its own worker;
+3. a pod that ended stays stopped;
+4. a pod not yet admitted is admitted or refused (``kubelet.admission``);
+5. a changed spec is a resize request: it goes through the allocation manager's pending queue
+   (allocated, Deferred or Infeasible) and PodResizeInProgress follows the runtime;
+6. the runtime is reconciled (``kubelet.pod_runtime``) and the status written if it changed.
+
+``sync_cleanup`` removes what the runtime still holds of a pod the API no longer has. A pod that
+freed resources, and a resize that completed, retry the pending resizes (KEP-1287's triggers).
 """
 
 from __future__ import annotations
 
-import time
-from dataclasses import dataclass, field
+from collections.abc import Callable
 
+from kubelet.admission import PodAdmitter
 from kubelet.allocation import conditions as cond
 from kubelet.allocation.checkpoint import Resources
-from kubelet.allocation.manager import TRIGGER_POD_UPDATED, resizable_containers
-from kubelet.pod_workers import sync_pod
-from kubelet.resize import ContainerResize, actuate, changed_resources, needs_restart
-from kubelet.restart_failpoints import (
-    FP_BEFORE_CREATE_ACK,
-    FP_RESIZE_AFTER_ACTUATED,
-    FP_RESIZE_AFTER_ALLOCATE,
-    FP_RESIZE_AFTER_CRI,
+from kubelet.allocation.manager import (
+    TRIGGER_POD_RESIZED,
+    TRIGGER_POD_UPDATED,
+    TRIGGER_PODS_REMOVED,
+    AllocationManager,
+    RecordEvent,
+    resizable_containers,
 )
-from kubelet.runtime_ops import Observed
-from machinery import failpoints, resources
+from kubelet.housekeeping import ResizeRetries
+from kubelet.pod_runtime import PodRuntime
+from kubelet.pod_workers import PodWorkers
+from kubelet.resize import changed_resources
+from kubelet.restart_failpoints import FP_RESIZE_AFTER_ALLOCATE
+from kubelet.runtime_ops import Observed, RuntimeOps
+from kubelet.status_manager import TERMINAL_PHASES, StatusManager
+from kubelet.termination import PodTerminator
+from machinery import failpoints
 from machinery.api import core_pb2
-from machinery.informer import key_of
 from machinery.logging import get_logger
 
 log = get_logger()
 
 
-@dataclass
-class _Backoff:
-    delay: float
-    until: float
-
-
-@dataclass
-class _PodState:
-    """Per pod bookkeeping that is not in the checkpoints."""
-
-    backoff: dict[str, _Backoff] = field(default_factory=dict)
-
-
 class PodSync:
-    """Mixin of :class:`kubelet.kubelet.Kubelet`: resizes and reconciling a pod with the runtime."""
+    """The kubelet's :class:`kubelet.pod_workers.PodSyncer`."""
+
+    def __init__(self, *, get_pod: Callable[[str, str], core_pb2.Pod | None],
+                 pods_by_uid: Callable[[], dict[str, core_pb2.Pod]], ops: RuntimeOps, alloc: AllocationManager,
+                 runtime: PodRuntime, admitter: PodAdmitter, terminator: PodTerminator, status: StatusManager,
+                 retries: ResizeRetries, workers: PodWorkers, resize_supported: bool, record_event: RecordEvent):
+        self._get_pod = get_pod
+        self._pods_by_uid = pods_by_uid
+        self._ops = ops
+        self._alloc = alloc
+        self._runtime = runtime
+        self._admitter = admitter
+        self._terminator = terminator
+        self._status = status
+        self._retries = retries
+        self._workers = workers
+        self._resize_supported = resize_supported
+        self._event = record_event
+
+    async def sync_cleanup(self, uid: str) -> None:
+        if await self._terminator.cleanup(uid):
+            await self._retries.retry(TRIGGER_PODS_REMOVED)
+
+    async def sync_pod(self, key: str) -> None:
+        namespace, name = key.split("/", 1)
+        pod = self._get_pod(name, namespace)
+        if pod is None:
+            return
+        uid = pod.metadata.uid
+        observed = await self._ops.observe(uid)
+        if pod.metadata.deletion_timestamp:
+            await self._terminator.terminate(pod, observed)
+            await self._retries.retry(TRIGGER_PODS_REMOVED)
+            return
+        if await self._terminator.sync_abnormal_kill(pod, observed):
+            return
+        if pod.status.phase in TERMINAL_PHASES:
+            await self._runtime.stop_all(observed, 0)
+            return
+        if not self._alloc.is_allocated(pod):
+            if not await self._admitter.admit(pod, observed):
+                return
+        if self._resize_supported:
+            before = self._alloc.conditions_of(uid)
+            await self._handle_resize(pod)
+            completed = self._track_in_progress(pod, observed)
+            if before or self._alloc.conditions_of(uid):
+                # As Kubernetes' SyncPod: while a resize is in the air the status (allocation,
+                # resize conditions) is set before the runtime is asked to act, so it shows while
+                # the runtime works. (Nothing is written when it is already what the API has.)
+                await self._status.write(pod, observed)
+            if completed:
+                await self._retries.retry(TRIGGER_POD_RESIZED)
+        allocated_pod, _ = self._alloc.with_allocation(pod)
+        changed = await self._runtime.reconcile(pod, allocated_pod, observed)
+        completed = False
+        if changed:
+            # The runtime acted: read it again. A resize it just actuated is complete in this
+            # same sync (KEP-1287's "marked for resync to read the latest resources", done at
+            # once), so one write carries the new resources and the cleared PodResizeInProgress.
+            observed = await self._ops.observe(uid)
+            completed = self._resize_supported and self._track_in_progress(pod, observed)
+        await self._status.write(pod, observed)
+        if completed:
+            await self._retries.retry(TRIGGER_POD_RESIZED)
+        delay = self._runtime.requeue_delay(uid)
+        if delay is not None:
+            self._workers.enqueue_after(pod, delay)
 
     async def _handle_resize(self, pod: core_pb2.Pod) -> None:
         """A resize request goes through the pending queue, as Kubernetes' allocation manager does.
@@ -57,16 +125,16 @@ class PodSync:
         request, the periodic retry) — so room is always handed out in order.
         """
         uid = pod.metadata.uid
-        _, differs = self.alloc.with_allocation(pod)
+        _, differs = self._alloc.with_allocation(pod)
         if not differs:
-            self.alloc.handle_resize(pod, ())  # reverted or done: its pending conditions go
+            self._alloc.handle_resize(pod, ())  # reverted or done: its pending conditions go
             return
-        pending = self.alloc.condition(uid, cond.PENDING)
-        self.alloc.push_pending(uid, self._pods_by_uid())
+        pending = self._alloc.condition(uid, cond.PENDING)
+        self._alloc.push_pending(uid, self._pods_by_uid())
         if pending is not None and pending.observed_generation == pod.metadata.generation:
             return
-        await self._retry_pending(TRIGGER_POD_UPDATED)
-        if not self.alloc.with_allocation(pod)[1]:
+        await self._retries.retry(TRIGGER_POD_UPDATED, syncing=uid)
+        if not self._alloc.with_allocation(pod)[1]:
             await failpoints.hit(FP_RESIZE_AFTER_ALLOCATE)
 
     def _track_in_progress(self, pod: core_pb2.Pod, observed: Observed) -> bool:
@@ -78,144 +146,22 @@ class PodSync:
         written) it is set again. Returns True when a resize just completed.
         """
         uid = pod.metadata.uid
-        allocations = self.alloc.allocation_of(uid) or {}
+        allocations = self._alloc.allocation_of(uid) or {}
         resizing = False
         for c in resizable_containers(pod):
             v = observed.view.containers.get(c.name)
             alloc = allocations.get(c.name)
             if v is None or v.state != "running" or alloc is None:
                 continue
-            if changed_resources(alloc, self.alloc.actuated_of(uid, c.name) or Resources()):
+            if changed_resources(alloc, self._alloc.actuated_of(uid, c.name) or Resources()):
                 resizing = True
                 break
-        in_progress = self.alloc.condition(uid, cond.IN_PROGRESS)
+        in_progress = self._alloc.condition(uid, cond.IN_PROGRESS)
         if resizing and in_progress is None:
-            self.alloc.set_in_progress(uid, pod.metadata.generation)
+            self._alloc.set_in_progress(uid, pod.metadata.generation)
         elif not resizing and in_progress is not None:
-            self.alloc.clear_in_progress(uid)
+            self._alloc.clear_in_progress(uid)
             self._event(pod, "Normal", "ResizeCompleted",
                         f"Pod resize completed, generation: {in_progress.observed_generation}")
             return True
         return False
-
-    async def _reconcile(self, pod: core_pb2.Pod, allocated: core_pb2.Pod, observed: Observed) -> bool:
-        uid = pod.metadata.uid
-        changed = False
-        sandbox = observed.sandbox_id
-        if sandbox is None or not observed.sandbox_ready:
-            if sandbox is not None:
-                await self.ops.remove_sandbox(sandbox)
-            sandbox = await self.ops.run_sandbox(pod, observed.sandbox_attempt + 1)
-            observed = await self.ops.observe(uid)
-            changed = True
-        view = observed.view
-        allocations = self.alloc.allocation_of(uid) or {}
-        # Init containers, in order; sidecars keep running.
-        for c in allocated.spec.init_containers:
-            sidecar = resources.is_restartable_init_container(c)
-            v = view.containers.get(c.name)
-            if sidecar:
-                if await self._ensure_running(pod, sandbox, c, observed, allocations.get(c.name)):
-                    changed = True
-                continue
-            if v is not None and v.state == "exited" and v.exit_code == 0:
-                continue
-            if v is None or v.state == "exited":
-                if v is not None and not self._may_restart(pod, c.name, v):
-                    return changed
-                cid = await self._start(pod, sandbox, c, observed, allocations.get(c.name))
-                await self.ops.finish_init_container(cid)
-                changed = True
-                continue
-            return changed  # running: wait for it
-        for c in allocated.spec.containers:
-            if await self._ensure_running(pod, sandbox, c, observed, allocations.get(c.name)):
-                changed = True
-        if self.resize_supported and await self._actuate(pod, allocated, observed, sandbox, allocations):
-            changed = True
-        return changed
-
-    def _may_restart(self, pod: core_pb2.Pod, name: str, v, sidecar: bool = False) -> bool:
-        policy = "Always" if sidecar else (pod.spec.restart_policy or "Always")
-        if policy == "Never" or (policy == "OnFailure" and v.exit_code == 0):
-            return False
-        b = self._state.setdefault(pod.metadata.uid, _PodState()).backoff.get(name)
-        return b is None or time.monotonic() >= b.until
-
-    async def _ensure_running(self, pod, sandbox: str, c, observed: Observed, allocated: Resources | None) -> bool:
-        v = observed.view.containers.get(c.name)
-        if v is not None and v.state in ("running", "created"):
-            return False
-        if v is not None and v.state == "exited":
-            if not self._may_restart(pod, c.name, v, sidecar=resources.is_restartable_init_container(c)):
-                return False
-            self._bump_backoff(pod.metadata.uid, c.name)
-        await self._start(pod, sandbox, c, observed, allocated)
-        return True
-
-    def _bump_backoff(self, uid: str, name: str) -> None:
-        st = self._state.setdefault(uid, _PodState())
-        prev = st.backoff.get(name)
-        delay = self.cfg.restart_backoff if prev is None else min(prev.delay * 2, self.cfg.restart_backoff_max)
-        st.backoff[name] = _Backoff(delay, time.monotonic() + delay)
-
-    async def _start(self, pod, sandbox: str, c, observed: Observed, allocated: Resources | None) -> str:
-        instances = observed.ids.get(c.name, [])
-        attempt = instances[-1][0] + 1 if instances else 0
-        for _, old_id, state in instances[:-1]:  # older instances go; the newest stays as lastState
-            if state != "running":
-                await self.ops.remove_container(old_id)
-        resources_ = allocated or Resources.of(c.resources)
-        cid = await self.ops.start_container(pod, sandbox, c, attempt, resources_)
-        await failpoints.hit(FP_BEFORE_CREATE_ACK)
-        self.alloc.set_actuated(pod.metadata.uid, c.name, resources_)
-        log.info("container_started", node=self.name, pod=key_of(pod), container=c.name, attempt=attempt)
-        return cid
-
-    async def _actuate(self, pod, allocated_pod, observed: Observed, sandbox: str,
-                       allocations: dict[str, Resources]) -> bool:
-        uid = pod.metadata.uid
-        plan = []
-        for c in resizable_containers(allocated_pod):
-            v = observed.view.containers.get(c.name)
-            alloc = allocations.get(c.name)
-            if v is None or v.state != "running" or alloc is None:
-                continue
-            act = self.alloc.actuated_of(uid, c.name) or Resources()
-            changed_r = changed_resources(alloc, act)
-            if changed_r:
-                plan.append(ContainerResize(c.name, v.id, alloc, act, needs_restart(c, changed_r)))
-        if not plan:
-            # Allocated == actuated: nothing to do. What the runtime really applied may differ
-            # (rounding); status shows it, and it is not acted upon (KEP-1287 "Actuating Resizes").
-            # PodResizeInProgress goes on the next sync (``_track_in_progress``), as Kubernetes'
-            # goes on the sync the runtime's pod event triggers.
-            return False
-        in_progress = self.alloc.condition(uid, cond.IN_PROGRESS)
-        outcome = await actuate(plan, self.ops.for_sandbox(sandbox), pod=key_of(pod))
-        for name, r in outcome.actuated.items():
-            await failpoints.hit(FP_RESIZE_AFTER_CRI)
-            self.alloc.set_actuated(uid, name, r)
-        if outcome.actuated:
-            await failpoints.hit(FP_RESIZE_AFTER_ACTUATED)
-        for name in outcome.restart:
-            v = observed.view.containers[name]
-            await self.ops.stop_container(v.id, int(pod.spec.termination_grace_period_seconds or 0))
-            c = next(x for x in resizable_containers(allocated_pod) if x.name == name)
-            await self._start(pod, sandbox, c, await self.ops.observe(uid), allocations.get(name))
-        gen = in_progress.observed_generation if in_progress is not None else pod.metadata.generation
-        if outcome.errors:
-            if self.alloc.set_in_progress(uid, gen, cond.ERROR, outcome.error_message):
-                self._event(pod, "Warning", "ResizeError", outcome.error_message)
-        elif in_progress is not None and in_progress.reason == cond.ERROR:
-            self.alloc.set_in_progress(uid, gen)
-        return bool(outcome.actuated or outcome.restart)  # the sync reads the runtime again (``sync``)
-
-    def _requeue_for_backoff(self, pod: core_pb2.Pod) -> None:
-        st = self._state.get(pod.metadata.uid)
-        if st is None:
-            return
-        now = time.monotonic()
-        waits = [b.until - now for b in st.backoff.values() if b.until > now]
-        if waits:
-            self.queue.add_after(sync_pod(pod), min(waits) + 0.01)

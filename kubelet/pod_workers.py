@@ -1,23 +1,25 @@
-"""The kubelet's pod workers: typed work items on one workqueue, and the per-pod sync.
+"""The kubelet's pod workers: typed work items on one workqueue, taken by workers one at a time.
 
 As Kubernetes' pod_workers.go: informer handlers only enqueue work — a :class:`SyncPod` for a
 pod the API has, a :class:`Cleanup` for a pod it no longer has — and workers take one item at a
-time (the workqueue never hands an item to two workers), retrying with back-off on failure.
-``sync`` reconciles one pod from the current state: terminate, kill, admit, resize, reconcile
-with the runtime, write the status.
+time (the workqueue never hands an item to two workers), retrying with back-off on failure. What
+an item does is the :class:`PodSyncer`'s (``kubelet.pod_sync``), as pod_workers.go calls its
+podSyncer.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Protocol
 
-from kubelet.allocation.manager import TRIGGER_POD_RESIZED, count_requested_resizes
+from kubelet.allocation.manager import count_requested_resizes
 from kubelet.runtime.errors import RuntimeUnavailable
 from kubelet.status_manager import TERMINAL_PHASES
 from machinery import errors, failpoints
 from machinery.api import core_pb2
 from machinery.informer import key_of
 from machinery.logging import get_logger
+from machinery.workqueue import RateLimitingQueue
 
 log = get_logger()
 
@@ -49,89 +51,75 @@ def sync_pod(pod: core_pb2.Pod) -> SyncPod:
     return SyncPod(key_of(pod))
 
 
-class PodWorkers:
-    """Mixin of :class:`kubelet.kubelet.Kubelet`: its handlers, workers and ``sync``."""
+class PodSyncer(Protocol):
+    """What a work item does (Kubernetes' podSyncer)."""
 
-    def _enqueue(self, pod: core_pb2.Pod) -> None:
+    async def sync_pod(self, key: str) -> None:
+        """Reconcile the pod with this key from the current state (it may be gone by now)."""
+
+    async def sync_cleanup(self, uid: str) -> None:
+        """Remove what the runtime still holds of a pod the API no longer has."""
+
+
+class PodWorkers:
+    """The work queue of one node's pods, its informer handlers, and the worker loop."""
+
+    def __init__(self, node: str, *, count_resizes: bool):
+        self._node = node
+        self._count_resizes = count_resizes  # the kubelet_container_requested_resizes_total metric
+        self.queue: RateLimitingQueue[WorkItem] = RateLimitingQueue(f"kubelet-{node}")
+
+    # ------------------------------------------------------------ enqueueing
+
+    def enqueue(self, pod: core_pb2.Pod) -> None:
         self.queue.add(sync_pod(pod))
 
-    def _on_pod_add(self, pod: core_pb2.Pod) -> None:
-        self._enqueue(pod)
+    def enqueue_after(self, pod: core_pb2.Pod, delay: float) -> None:
+        self.queue.add_after(sync_pod(pod), delay)
 
-    def _on_pod_update(self, old: core_pb2.Pod, new: core_pb2.Pod) -> None:
-        if self.resize_supported and old.spec.containers != new.spec.containers:
+    def cleanup(self, uid: str) -> None:
+        self.queue.add(Cleanup(uid))
+
+    def on_pod_add(self, pod: core_pb2.Pod) -> None:
+        self.enqueue(pod)
+
+    def on_pod_update(self, old: core_pb2.Pod, new: core_pb2.Pod) -> None:
+        if self._count_resizes and old.spec.containers != new.spec.containers:
             count_requested_resizes(old, new)
         if _needs_sync(old, new):
-            self._enqueue(new)
+            self.enqueue(new)
 
-    def _on_pod_delete(self, pod: core_pb2.Pod) -> None:
-        self.queue.add(Cleanup(pod.metadata.uid))
+    def on_pod_delete(self, pod: core_pb2.Pod) -> None:
+        self.cleanup(pod.metadata.uid)
 
-    async def _worker(self, index: int) -> None:
+    # ------------------------------------------------------------ working
+
+    def shutdown(self) -> None:
+        self.queue.shutdown()
+
+    async def run(self, syncer: PodSyncer) -> None:
+        """One worker: take items until the queue shuts down."""
         while True:
             item, shutdown = await self.queue.get()
-            if shutdown:
+            if shutdown or item is None:
                 return
             try:
                 match item:
                     case Cleanup(uid=uid):
-                        await self._cleanup(uid)
+                        await syncer.sync_cleanup(uid)
                     case SyncPod(key=key):
-                        await self.sync(key)
+                        await syncer.sync_pod(key)
                 self.queue.forget(item)
             except (errors.Unavailable, errors.Timeout, RuntimeUnavailable) as exc:
-                log.info("pod_sync_retry", node=self.name, pod=str(item), error=str(exc))
+                log.info("pod_sync_retry", node=self._node, pod=str(item), error=str(exc))
                 self.queue.add_rate_limited(item)
             except failpoints.FailpointError:
                 self.queue.add_rate_limited(item)
             except Exception as exc:
-                log.exception("pod_sync_failed", node=self.name, pod=str(item), error=str(exc))
+                log.exception("pod_sync_failed", node=self._node, pod=str(item), error=str(exc))
                 self.queue.add_rate_limited(item)
             finally:
                 self.queue.done(item)
-
-    async def sync(self, key: str) -> None:
-        namespace, name = key.split("/", 1)
-        pod = self.pods.get(name, namespace)
-        if pod is None:
-            return
-        uid = pod.metadata.uid
-        observed = await self.ops.observe(uid)
-        if pod.metadata.deletion_timestamp:
-            await self._terminate(pod, observed)
-            return
-        if await self._sync_abnormal_kill(pod, observed):
-            return
-        if pod.status.phase in TERMINAL_PHASES:
-            await self._stop_all(observed, 0)
-            return
-        if not self.alloc.is_allocated(pod):
-            if not await self._admit(pod, observed):
-                return
-        if self.resize_supported:
-            before = self.alloc.conditions_of(uid)
-            await self._handle_resize(pod)
-            completed = self._track_in_progress(pod, observed)
-            if before or self.alloc.conditions_of(uid):
-                # As Kubernetes' SyncPod: while a resize is in the air the status (allocation,
-                # resize conditions) is set before the runtime is asked to act, so it shows while
-                # the runtime works. (Nothing is written when it is already what the API has.)
-                await self.status_manager.write(pod, observed)
-            if completed:
-                await self._retry_pending(TRIGGER_POD_RESIZED)
-        allocated_pod, _ = self.alloc.with_allocation(pod)
-        changed = await self._reconcile(pod, allocated_pod, observed)
-        completed = False
-        if changed:
-            # The runtime acted: read it again. A resize it just actuated is complete in this
-            # same sync (KEP-1287's "marked for resync to read the latest resources", done at
-            # once), so one write carries the new resources and the cleared PodResizeInProgress.
-            observed = await self.ops.observe(uid)
-            completed = self.resize_supported and self._track_in_progress(pod, observed)
-        await self.status_manager.write(pod, observed)
-        if completed:
-            await self._retry_pending(TRIGGER_POD_RESIZED)
-        self._requeue_for_backoff(pod)
 
 
 def _needs_sync(old: core_pb2.Pod, new: core_pb2.Pod) -> bool:

@@ -91,14 +91,13 @@ def _request(r: Resources, name: str) -> int:
 
 def _direction(c: ContainerResize, name: str) -> int:
     """-1 decrease, +1 increase, 0 unchanged, for the container's cgroup setting of ``name``."""
-    if name == "memory":
-        old, new = _limit(c.actuated, "memory"), _limit(c.allocated, "memory")
-    else:  # cpu: shares (request) and quota (limit) move together for ordering purposes
-        old = (_limit(c.actuated, "cpu"), _request(c.actuated, "cpu"))
-        new = (_limit(c.allocated, "cpu"), _request(c.allocated, "cpu"))
-        if new == old:
+    if name != "memory":  # cpu: shares (request) and quota (limit) move together for ordering purposes
+        was = (_limit(c.actuated, "cpu"), _request(c.actuated, "cpu"))
+        now = (_limit(c.allocated, "cpu"), _request(c.allocated, "cpu"))
+        if now == was:
             return 0
-        return -1 if (new[0] < old[0] or (new[0] == old[0] and new[1] < old[1])) else 1
+        return -1 if (now[0] < was[0] or (now[0] == was[0] and now[1] < was[1])) else 1
+    old, new = _limit(c.actuated, "memory"), _limit(c.allocated, "memory")
     if new == old:
         return 0
     if old == 0:  # from unlimited to a limit: a decrease

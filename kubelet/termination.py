@@ -2,26 +2,32 @@
 
 A deleted pod is stopped with its grace period, its final status written, its containers and
 sandbox removed and the API object deleted; a pod the API no longer has is cleaned up from the
-runtime. Node-pressure eviction (``kubelet.eviction``) and critical-pod preemption have a pod
-killed by that pod's own worker (``kill_pod_abnormally``), which leaves it Failed.
+runtime (Kubernetes' SyncTerminatingPod and SyncTerminatedPod). Node-pressure eviction
+(``kubelet.eviction``) and critical-pod preemption have a pod killed by that pod's own worker
+(``kill_pod_abnormally``, the eviction manager's ``PodKiller``), which leaves it Failed.
 """
 
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from dataclasses import dataclass
 
-from kubelet.allocation.manager import TRIGGER_PODS_REMOVED
-from kubelet.eviction import signals as eviction_signals
-from kubelet.eviction.evaluate import MEMORY_PRESSURE
-from kubelet.eviction.manager import EvictionManager, PodKill
-from kubelet.runtime_ops import Observed
-from machinery import errors, quantity, timeutil
+from kubelet.allocation.manager import AllocationManager
+from kubelet.eviction.manager import PodKill
+from kubelet.pod_runtime import PodRuntime
+from kubelet.pod_workers import PodWorkers
+from kubelet.runtime_ops import Observed, RuntimeOps
+from kubelet.status_manager import StatusManager
+from machinery import errors, timeutil
 from machinery.api import core_pb2
+from machinery.client import Client
 from machinery.informer import key_of
 from machinery.logging import get_logger
 
 log = get_logger()
+
+PodsByUid = Callable[[], dict[str, core_pb2.Pod]]
 
 
 @dataclass
@@ -29,17 +35,33 @@ class _AbnormalKill:
     """A pod the eviction manager asked to end: its worker kills it once, then keeps it stopped."""
 
     kill: PodKill
-    done: asyncio.Future
+    done: asyncio.Future[None]
 
 
-class Termination:
-    """Mixin of :class:`kubelet.kubelet.Kubelet`: termination, cleanup and abnormal kills."""
+class PodTerminator:
+    """Ends pods: on deletion, after the API forgot them, and when evicted or preempted."""
 
-    async def _stop_all(self, observed: Observed, grace: int) -> None:
-        running = [v for v in observed.view.containers.values() if v.state in ("running", "created")]
-        await asyncio.gather(*(self.ops.stop_container(v.id, grace) for v in running))
+    def __init__(self, node: str, *, client: Client, ops: RuntimeOps, runtime: PodRuntime, alloc: AllocationManager,
+                 status: StatusManager, workers: PodWorkers, pods_by_uid: PodsByUid):
+        self._node = node
+        self._client = client
+        self._ops = ops
+        self._runtime = runtime
+        self._alloc = alloc
+        self._status = status
+        self._workers = workers
+        self._pods_by_uid = pods_by_uid
+        self._abnormal_kills: dict[str, _AbnormalKill] = {}  # pods being evicted or preempted
 
-    async def _terminate(self, pod: core_pb2.Pod, observed: Observed) -> None:
+    def _forget(self, uid: str) -> None:
+        self._alloc.remove_pod(uid)
+        self._runtime.forget(uid)
+        self._status.forget(uid)
+
+    # ------------------------------------------------------------ deletion and cleanup
+
+    async def terminate(self, pod: core_pb2.Pod, observed: Observed) -> None:
+        """A pod with a deletionTimestamp: stop it within its grace period, write its end, delete it."""
         deadline = timeutil.parse(pod.metadata.deletion_timestamp)
         if deadline is not None:  # the apiserver set it to the time of deletion plus the grace period,
             # truncated to the second (RFC 3339): the true deadline lies up to a second later, and the pod is
@@ -49,66 +71,46 @@ class Termination:
                 grace = min(grace, pod.metadata.deletion_grace_period_seconds)
         else:
             grace = pod.metadata.deletion_grace_period_seconds
-        await self._stop_all(observed, grace)
-        observed = await self.ops.observe(pod.metadata.uid)
-        await self.status_manager.write(pod, observed, terminated=True)
-        for containers in observed.ids.values():
-            for _, cid, _ in containers:
-                await self.ops.remove_container(cid)
-        if observed.sandbox_id is not None:
-            await self.ops.remove_sandbox(observed.sandbox_id)
+        await self._runtime.stop_all(observed, grace)
+        observed = await self._ops.observe(pod.metadata.uid)
+        await self._status.write(pod, observed, terminated=True)
+        await self._runtime.remove_all(observed)
         try:
-            await self.client.pods.delete(pod.metadata.name, pod.metadata.namespace, grace_period_seconds=0,
-                                          uid=pod.metadata.uid)
+            await self._client.pods.delete(pod.metadata.name, pod.metadata.namespace, grace_period_seconds=0,
+                                           uid=pod.metadata.uid)
         except errors.NotFound:
             pass
         except errors.Conflict:
             pass  # a new pod with the same name: not ours to delete
-        self.alloc.remove_pod(pod.metadata.uid)
-        self._state.pop(pod.metadata.uid, None)
-        self.status_manager.forget(pod.metadata.uid)
-        log.info("pod_terminated", node=self.name, pod=key_of(pod), grace=grace)
-        await self._retry_pending(TRIGGER_PODS_REMOVED)
+        self._forget(pod.metadata.uid)
+        log.info("pod_terminated", node=self._node, pod=key_of(pod), grace=grace)
 
-    async def _cleanup(self, uid: str) -> None:
-        """A pod the API no longer has: stop and remove whatever the runtime still runs for it."""
+    async def cleanup(self, uid: str) -> bool:
+        """A pod the API no longer has: stop and remove whatever the runtime still runs for it.
+        True if it held an allocation (its resources are free now)."""
         if uid in self._pods_by_uid():
-            return
-        observed = await self.ops.observe(uid)
-        await self._stop_all(observed, 0)
+            return False
+        observed = await self._ops.observe(uid)
+        await self._runtime.stop_all(observed, 0)
         for containers in observed.ids.values():
             for _, cid, _ in containers:
-                await self.ops.remove_container(cid)
-        uids = await self.ops.pod_uids()
+                await self._ops.remove_container(cid)
+        uids = await self._ops.pod_uids()
         for sid in uids.get(uid, []):
-            await self.ops.remove_sandbox(sid)
-        removed = self.alloc.allocation_of(uid) is not None
-        self.alloc.remove_pod(uid)
-        self._state.pop(uid, None)
-        self.status_manager.forget(uid)
-        if removed:
-            await self._retry_pending(TRIGGER_PODS_REMOVED)
+            await self._ops.remove_sandbox(sid)
+        held = self._alloc.allocation_of(uid) is not None
+        self._forget(uid)
+        return held
 
-    def _new_eviction_manager(self) -> EvictionManager:
-        capacity = quantity.bytes_value(self.cfg.node.memory)
+    # ------------------------------------------------------------ abnormal kills (eviction.PodKiller)
 
-        async def stats() -> eviction_signals.Summary:
-            return await eviction_signals.collect(self.ops.rt, capacity, self.cfg.system_memory_usage)
+    def killed(self, uid: str) -> bool:
+        """Evicted or preempted, containers stopped: it holds nothing, even before the API says Failed."""
+        entry = self._abnormal_kills.get(uid)
+        return entry is not None and entry.done.done()
 
-        return EvictionManager(self.cfg.eviction, stats=stats, active_pods=self._eviction_candidates, killer=self,
-                               record_event=self._event, node_ref=lambda: self.node_agent.node,
-                               on_conditions=self._on_pressure, node=self.name)
-
-    def _eviction_candidates(self) -> list[core_pb2.Pod]:
-        """Kubernetes' active pods: admitted, not finished, not being deleted, not already being killed."""
-        return [p for p in self._active_pods()
-                if not p.metadata.deletion_timestamp and p.metadata.uid not in self._abnormal_kills]
-
-    def _on_pressure(self, conditions: list[str]) -> None:
-        pressure = MEMORY_PRESSURE in conditions
-        if pressure != self.node_conditions.memory_pressure:
-            self.node_conditions.memory_pressure = pressure
-            self.node_agent.poke()
+    def being_killed(self, uid: str) -> bool:
+        return uid in self._abnormal_kills
 
     async def kill_pod_abnormally(self, pod: core_pb2.Pod, kill: PodKill) -> None:
         """Evict: the pod's own worker (never two at once) stops it and writes its status; wait for that."""
@@ -117,16 +119,17 @@ class Termination:
             del self._abnormal_kills[uid]
         entry = _AbnormalKill(kill, asyncio.get_running_loop().create_future())
         self._abnormal_kills[pod.metadata.uid] = entry
-        self._enqueue(pod)
+        self._workers.enqueue(pod)
         while not entry.done.done() and pod.metadata.uid in self._pods_by_uid():
             await asyncio.wait({entry.done}, timeout=1.0)
 
     async def pod_cleaned_up(self, pod: core_pb2.Pod) -> bool:
-        observed = await self.ops.observe(pod.metadata.uid)
+        observed = await self._ops.observe(pod.metadata.uid)
         return not any(v.state in ("running", "created") for v in observed.view.containers.values())
 
-    async def _sync_abnormal_kill(self, pod: core_pb2.Pod, observed: Observed) -> bool:
-        """Kill a pod the eviction manager chose; keep it stopped until the informer shows it Failed."""
+    async def sync_abnormal_kill(self, pod: core_pb2.Pod, observed: Observed) -> bool:
+        """Kill a pod the eviction manager chose; keep it stopped until the informer shows it Failed.
+        True if the pod is being killed (the sync ends here)."""
         uid = pod.metadata.uid
         entry = self._abnormal_kills.get(uid)
         if entry is None:
@@ -135,12 +138,12 @@ class Termination:
             if pod.status.phase == "Failed":
                 del self._abnormal_kills[uid]  # from here the usual path for finished pods keeps it stopped
                 return False
-            await self._stop_all(observed, 0)
+            await self._runtime.stop_all(observed, 0)
             return True
-        await self._stop_all(observed, entry.kill.grace_period)
-        observed = await self.ops.observe(uid)
-        await self.status_manager.write_killed(pod, observed, entry.kill)
+        await self._runtime.stop_all(observed, entry.kill.grace_period)
+        observed = await self._ops.observe(uid)
+        await self._status.write_killed(pod, observed, entry.kill)
         entry.done.set_result(None)
-        log.info("pod_killed", node=self.name, pod=key_of(pod), reason=entry.kill.reason,
+        log.info("pod_killed", node=self._node, pod=key_of(pod), reason=entry.kill.reason,
                  grace=entry.kill.grace_period)
         return True

@@ -57,8 +57,10 @@ DEFERRED_ACCEPTED = Counter("kubelet_pod_deferred_resize_accepted_total", "Cumul
                             "accepted after being deferred.", ["retry_trigger"])
 
 
-class EventRecorder(Protocol):
-    def __call__(self, pod: Message, type_: str, reason: str, message: str) -> None: ...
+class RecordEvent(Protocol):
+    """Records a Kubernetes Event about an object (``machinery.events.EventRecorder.event``)."""
+
+    def __call__(self, obj: Message, type_: str, reason: str, message: str, /) -> None: ...
 
 
 @dataclass(frozen=True)
@@ -116,7 +118,7 @@ class AllocationManager:
     """
 
     def __init__(self, checkpoint_dir: str | os.PathLike, node_name: str, allocatable: Mapping[str, int],
-                 max_pods: int, record_event: EventRecorder | None = None,
+                 max_pods: int, record_event: RecordEvent | None = None,
                  before_allocate: Callable[[core_pb2.Pod], None] | None = None):
         self._node_name = node_name
         self._allocated = CheckpointStore(checkpoint_dir, ALLOCATED_FILE)

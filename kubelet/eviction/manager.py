@@ -31,6 +31,7 @@ from typing import Awaitable, Callable, Protocol
 
 from prometheus_client import Counter, Histogram
 
+from kubelet.allocation.manager import RecordEvent
 from kubelet.eviction import pods as podinfo
 from kubelet.eviction.admission import AdmitResult, admit
 from kubelet.eviction.evaluate import EvictionState, by_eviction_priority
@@ -92,7 +93,7 @@ class Clock:
 class EvictionManager:
     def __init__(self, config: EvictionConfig, *, stats: Callable[[], Awaitable[Summary]],
                  active_pods: Callable[[], list[core_pb2.Pod]], killer: PodKiller,
-                 record_event: Callable[[object, str, str, str], None],
+                 record_event: RecordEvent,
                  node_ref: Callable[[], core_pb2.Node | None] = lambda: None,
                  on_conditions: Callable[[list[str]], None] = lambda conditions: None,
                  clock: Clock | None = None, node: str = ""):

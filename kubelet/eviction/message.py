@@ -57,9 +57,9 @@ def eviction_message(resource: str, pod: core_pb2.Pod, stats: PodStats | None, t
         if used is None:
             continue
         text = c.resources.requests.get(resource)
-        request = parse_quantity(text) if text else Quantity.from_int(0, BINARY_SI)
-        if used > request.value():
-            parts.append(f"Container {c.name} was using {bytes_text(used)}, request is {request}, "
+        request_q = parse_quantity(text) if text else Quantity.from_int(0, BINARY_SI)
+        if used > request_q.value():
+            parts.append(f"Container {c.name} was using {bytes_text(used)}, request is {request_q}, "
                          f"has larger consumption of {resource}.")
             names.append(c.name)
             usages.append(bytes_text(used))

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from typing import TypeVar, cast
 
 import grpc
 from google.protobuf.message import Message
@@ -29,6 +30,7 @@ __all__ = ["DEFAULT_TIMEOUT", "RuntimeApi", "RuntimeClient", "InProcessRuntime",
            "RuntimeNotFound", "RuntimeUnavailable"]
 
 DEFAULT_TIMEOUT = 10.0
+R = TypeVar("R", bound=Message)
 
 _CHANNEL_OPTIONS = [
     ("grpc.keepalive_time_ms", 10_000),
@@ -51,95 +53,102 @@ class RuntimeApi:
     async def _call(self, method: Method, request: Message, timeout: float) -> Message:
         raise NotImplementedError
 
-    async def _do(self, attr: str, request: Message, timeout: float | None) -> Message:
-        return await self._call(METHODS[attr], request, self.timeout if timeout is None else timeout)
+    async def _do(self, attr: str, request: Message, timeout: float | None, response: type[R]) -> R:
+        """Call the method named ``attr``; its answer is a ``response`` (the RPC's response type)."""
+        return cast(R, await self._call(METHODS[attr], request, self.timeout if timeout is None else timeout))
 
     # RuntimeService
 
     async def version(self, request: cri_pb2.VersionRequest | None = None, *,
                       timeout: float | None = None) -> cri_pb2.VersionResponse:
-        return await self._do("version", request or cri_pb2.VersionRequest(version="v1"), timeout)
+        return await self._do("version", request or cri_pb2.VersionRequest(version="v1"),
+                              timeout, cri_pb2.VersionResponse)
 
     async def status(self, request: cri_pb2.StatusRequest | None = None, *,
                      timeout: float | None = None) -> cri_pb2.StatusResponse:
-        return await self._do("status", request or cri_pb2.StatusRequest(), timeout)
+        return await self._do("status", request or cri_pb2.StatusRequest(), timeout, cri_pb2.StatusResponse)
 
     async def run_pod_sandbox(self, request: cri_pb2.RunPodSandboxRequest, *,
                               timeout: float | None = None) -> cri_pb2.RunPodSandboxResponse:
-        return await self._do("run_pod_sandbox", request, timeout)
+        return await self._do("run_pod_sandbox", request, timeout, cri_pb2.RunPodSandboxResponse)
 
     async def stop_pod_sandbox(self, request: cri_pb2.StopPodSandboxRequest, *,
                                timeout: float | None = None) -> cri_pb2.StopPodSandboxResponse:
-        return await self._do("stop_pod_sandbox", request, timeout)
+        return await self._do("stop_pod_sandbox", request, timeout, cri_pb2.StopPodSandboxResponse)
 
     async def remove_pod_sandbox(self, request: cri_pb2.RemovePodSandboxRequest, *,
                                  timeout: float | None = None) -> cri_pb2.RemovePodSandboxResponse:
-        return await self._do("remove_pod_sandbox", request, timeout)
+        return await self._do("remove_pod_sandbox", request, timeout, cri_pb2.RemovePodSandboxResponse)
 
     async def pod_sandbox_status(self, request: cri_pb2.PodSandboxStatusRequest, *,
                                  timeout: float | None = None) -> cri_pb2.PodSandboxStatusResponse:
-        return await self._do("pod_sandbox_status", request, timeout)
+        return await self._do("pod_sandbox_status", request, timeout, cri_pb2.PodSandboxStatusResponse)
 
     async def list_pod_sandbox(self, request: cri_pb2.ListPodSandboxRequest | None = None, *,
                                timeout: float | None = None) -> cri_pb2.ListPodSandboxResponse:
-        return await self._do("list_pod_sandbox", request or cri_pb2.ListPodSandboxRequest(), timeout)
+        return await self._do("list_pod_sandbox", request or cri_pb2.ListPodSandboxRequest(),
+                              timeout, cri_pb2.ListPodSandboxResponse)
 
     async def create_container(self, request: cri_pb2.CreateContainerRequest, *,
                                timeout: float | None = None) -> cri_pb2.CreateContainerResponse:
-        return await self._do("create_container", request, timeout)
+        return await self._do("create_container", request, timeout, cri_pb2.CreateContainerResponse)
 
     async def start_container(self, request: cri_pb2.StartContainerRequest, *,
                               timeout: float | None = None) -> cri_pb2.StartContainerResponse:
-        return await self._do("start_container", request, timeout)
+        return await self._do("start_container", request, timeout, cri_pb2.StartContainerResponse)
 
     async def stop_container(self, request: cri_pb2.StopContainerRequest, *,
                              timeout: float | None = None) -> cri_pb2.StopContainerResponse:
         """Waits up to the grace period (``request.timeout``) plus the call timeout, as the kubelet does."""
         extra = self.timeout if timeout is None else timeout
-        return await self._call(METHODS["stop_container"], request, max(0, request.timeout) + extra)
+        response = await self._call(METHODS["stop_container"], request, max(0, request.timeout) + extra)
+        return cast(cri_pb2.StopContainerResponse, response)
 
     async def remove_container(self, request: cri_pb2.RemoveContainerRequest, *,
                                timeout: float | None = None) -> cri_pb2.RemoveContainerResponse:
-        return await self._do("remove_container", request, timeout)
+        return await self._do("remove_container", request, timeout, cri_pb2.RemoveContainerResponse)
 
     async def list_containers(self, request: cri_pb2.ListContainersRequest | None = None, *,
                               timeout: float | None = None) -> cri_pb2.ListContainersResponse:
-        return await self._do("list_containers", request or cri_pb2.ListContainersRequest(), timeout)
+        return await self._do("list_containers", request or cri_pb2.ListContainersRequest(),
+                              timeout, cri_pb2.ListContainersResponse)
 
     async def container_status(self, request: cri_pb2.ContainerStatusRequest, *,
                                timeout: float | None = None) -> cri_pb2.ContainerStatusResponse:
-        return await self._do("container_status", request, timeout)
+        return await self._do("container_status", request, timeout, cri_pb2.ContainerStatusResponse)
 
     async def update_container_resources(self, request: cri_pb2.UpdateContainerResourcesRequest, *,
                                          timeout: float | None = None) -> cri_pb2.UpdateContainerResourcesResponse:
-        return await self._do("update_container_resources", request, timeout)
+        return await self._do("update_container_resources", request, timeout, cri_pb2.UpdateContainerResourcesResponse)
 
     async def update_pod_sandbox_resources(
             self, request: cri_pb2.UpdatePodSandboxResourcesRequest, *,
             timeout: float | None = None) -> cri_pb2.UpdatePodSandboxResourcesResponse:
-        return await self._do("update_pod_sandbox_resources", request, timeout)
+        return await self._do("update_pod_sandbox_resources", request,
+                              timeout, cri_pb2.UpdatePodSandboxResourcesResponse)
 
     async def container_stats(self, request: cri_pb2.ContainerStatsRequest, *,
                               timeout: float | None = None) -> cri_pb2.ContainerStatsResponse:
-        return await self._do("container_stats", request, timeout)
+        return await self._do("container_stats", request, timeout, cri_pb2.ContainerStatsResponse)
 
     async def list_container_stats(self, request: cri_pb2.ListContainerStatsRequest | None = None, *,
                                    timeout: float | None = None) -> cri_pb2.ListContainerStatsResponse:
-        return await self._do("list_container_stats", request or cri_pb2.ListContainerStatsRequest(), timeout)
+        return await self._do("list_container_stats", request or cri_pb2.ListContainerStatsRequest(),
+                              timeout, cri_pb2.ListContainerStatsResponse)
 
     # FakeRuntimeControl
 
     async def set_container_usage(self, request: cri_pb2.SetContainerUsageRequest, *,
                                   timeout: float | None = None) -> cri_pb2.SetContainerUsageResponse:
-        return await self._do("set_container_usage", request, timeout)
+        return await self._do("set_container_usage", request, timeout, cri_pb2.SetContainerUsageResponse)
 
     async def exit_container(self, request: cri_pb2.ExitContainerRequest, *,
                              timeout: float | None = None) -> cri_pb2.ExitContainerResponse:
-        return await self._do("exit_container", request, timeout)
+        return await self._do("exit_container", request, timeout, cri_pb2.ExitContainerResponse)
 
     async def get_state(self, request: cri_pb2.GetStateRequest | None = None, *,
                         timeout: float | None = None) -> cri_pb2.GetStateResponse:
-        return await self._do("get_state", request or cri_pb2.GetStateRequest(), timeout)
+        return await self._do("get_state", request or cri_pb2.GetStateRequest(), timeout, cri_pb2.GetStateResponse)
 
     # Helpers
 

@@ -108,7 +108,7 @@ class _Sandbox:
     runtime_handler: str
     created_at: int
     ip: str
-    state: int = READY
+    state: cri_pb2.PodSandboxState = READY
     overhead: cri_pb2.LinuxContainerResources = field(default_factory=cri_pb2.LinuxContainerResources)
     resources: cri_pb2.LinuxContainerResources = field(default_factory=cri_pb2.LinuxContainerResources)
 
@@ -134,7 +134,7 @@ class _Container:
     actual: cri_pb2.LinuxContainerResources
     memory_usage: int = 0
     cpu_millicores: int = 0
-    state: int = CREATED
+    state: cri_pb2.ContainerState = CREATED
     started_at: int = 0
     finished_at: int = 0
     exit_code: int = 0
@@ -210,7 +210,7 @@ def _image_ref(image: str) -> str:
     return "sha256:" + hashlib.sha256(image.encode()).hexdigest()
 
 
-def _copy(msg: Message) -> Message:
+def _copy(msg: _M) -> _M:
     out = type(msg)()
     out.CopyFrom(msg)
     return out
@@ -280,6 +280,7 @@ def _resources_fields(r: cri_pb2.LinuxContainerResources) -> dict[str, int | str
 
 
 _T = TypeVar("_T", bound=Message)
+_M = TypeVar("_M", bound=Message)
 
 
 def _rpc(attr: str) -> Callable[[Callable[..., Awaitable[_T]]], Callable[..., Awaitable[_T]]]:
@@ -763,17 +764,18 @@ class FakeRuntime:
             sb.overhead.CopyFrom(rec.overhead)
             sb.resources.CopyFrom(rec.resources)
             self._add_sandbox(sb)
-        for rec in state.containers:
-            st = rec.status
-            if not st.id:
+        for crec in state.containers:
+            cst = crec.status
+            if not cst.id:
                 continue
-            sb = self._sandboxes.get(rec.pod_sandbox_id)
-            c = _Container(id=st.id, sandbox_id=rec.pod_sandbox_id, pod=sb.pod if sb else "", config=_copy(rec.config),
-                           created_at=st.created_at, requested=_copy(rec.requested),
-                           actual=_copy(st.resources.linux), memory_usage=rec.memory_usage_bytes,
-                           cpu_millicores=rec.cpu_usage_millicores, state=st.state, started_at=st.started_at,
-                           finished_at=st.finished_at, exit_code=st.exit_code, reason=st.reason, message=st.message,
-                           cpu_ns=rec.usage_core_nano_seconds, cpu_sampled_at=rec.usage_sampled_at)
+            owner = self._sandboxes.get(crec.pod_sandbox_id)
+            c = _Container(id=cst.id, sandbox_id=crec.pod_sandbox_id, pod=owner.pod if owner else "",
+                           config=_copy(crec.config), created_at=cst.created_at, requested=_copy(crec.requested),
+                           actual=_copy(cst.resources.linux), memory_usage=crec.memory_usage_bytes,
+                           cpu_millicores=crec.cpu_usage_millicores, state=cst.state, started_at=cst.started_at,
+                           finished_at=cst.finished_at, exit_code=cst.exit_code, reason=cst.reason,
+                           message=cst.message, cpu_ns=crec.usage_core_nano_seconds,
+                           cpu_sampled_at=crec.usage_sampled_at)
             if c.state == EXITED:
                 c.exited.set()
             self._add_container(c)

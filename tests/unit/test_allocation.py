@@ -18,17 +18,7 @@ from kubelet.status import PodView
 from machinery import failpoints
 from machinery.api import core_pb2
 from machinery.informer import key_of
-from tests.helpers import make_pod
-
-
-def _pod(name: str, cpu: str, *, memory: str = "", limit_cpu: str = "", limit_memory: str = "", priority: int = 0,
-         generation: int = 1) -> core_pb2.Pod:
-    pod = make_pod(name, cpu=cpu, memory=memory or None, limit_cpu=limit_cpu or None,
-                   limit_memory=limit_memory or None)
-    pod.metadata.uid = f"uid-{name}"
-    pod.metadata.generation = generation
-    pod.spec.priority = priority
-    return pod
+from tests.harness.builders import MakePod
 
 
 def _resize(pod: core_pb2.Pod, cpu: str, limits: dict | None = None) -> core_pb2.Pod:
@@ -67,9 +57,9 @@ def test_kep1287_flow_control_allocation_steps(tmp_path):
     """Steps 1-15 as the allocation manager sees them (node: 2.5 cpu, another pod holds 0.75)."""
     events = []
     m = _manager(tmp_path, events=events)
-    other = _pod("other", "750m")
+    other = MakePod().name("other").uid("uid-other").generation(1).priority(0).req(cpu="750m").obj()
     assert m.add_pod(other, []).ok
-    pod = _pod("flow", "1")
+    pod = MakePod().name("flow").uid("uid-flow").generation(1).priority(0).req(cpu="1").obj()
     # Steps 1-3: created, scheduled, admitted: allocated cpu 1.
     assert m.add_pod(pod, [other]).ok
     assert _allocated_cpu(m, pod) == "1"
@@ -110,7 +100,7 @@ def test_kep1287_flow_control_allocation_steps(tmp_path):
 def test_restart_before_checkpointing_readmits_as_new(tmp_path):
     """Kubelet Restart Analysis 1: restart before checkpointing -> admission again as if new."""
     m = _manager(tmp_path)
-    pod = _pod("fresh", "1")
+    pod = MakePod().name("fresh").uid("uid-fresh").generation(1).priority(0).req(cpu="1").obj()
     assert not m.is_allocated(pod)
     m2 = _manager(tmp_path)
     assert m2.add_pod(_resize(pod, "1.2"), []).ok
@@ -119,12 +109,12 @@ def test_restart_before_checkpointing_readmits_as_new(tmp_path):
 
 def test_admission_rejects_with_out_of_cpu_and_counts_other_pods_at_max_of_allocated_and_actuated(tmp_path):
     m = _manager(tmp_path, cpu_millis=2000)
-    a = _pod("a", "1500m")
+    a = MakePod().name("a").uid("uid-a").generation(1).priority(0).req(cpu="1500m").obj()
     assert m.add_pod(a, []).ok
     # a is resized down: allocated 500m, but the runtime still runs it at 1500m (not actuated yet).
     m.set_actuated(a.metadata.uid, "c1", Resources({"cpu": "1500m"}))
     assert m.handle_resize(_resize(a, "500m"), [])
-    b = _pod("b", "1")
+    b = MakePod().name("b").uid("uid-b").generation(1).priority(0).req(cpu="1").obj()
     result = m.add_pod(b, [a])
     assert (result.ok, result.reason) == (False, "OutOfcpu")
     assert result.message == "Node didn't have enough resource: cpu, requested: 1000, used: 1500, capacity: 2000"
@@ -134,8 +124,9 @@ def test_admission_rejects_with_out_of_cpu_and_counts_other_pods_at_max_of_alloc
 
 def test_out_of_pods(tmp_path):
     m = _manager(tmp_path, pods=1)
-    assert m.add_pod(_pod("one", "10m"), []).ok
-    r = m.add_pod(_pod("two", "10m"), [_pod("one", "10m")])
+    one = MakePod().name("one").uid("uid-one").generation(1).priority(0).req(cpu="10m")
+    assert m.add_pod(one.obj(), []).ok
+    r = m.add_pod(MakePod().name("two").uid("uid-two").generation(1).priority(0).req(cpu="10m").obj(), [one.obj()])
     assert r.reason == "OutOfpods" and r.message.startswith("Node didn't have enough resource: pods")
 
 
@@ -183,11 +174,11 @@ async def test_the_kubelets_admission_takes_add_pods_steps_with_its_failpoints_a
     (decide, checkpoint), the restart failpoints just before and just after the checkpoint write;
     add_pod takes the same steps without them and checkpoints the same allocation."""
     k = _kubelet(tmp_path / "kubelet", cpu="2")
-    pod = _pod("new", "1")
+    pod = MakePod().name("new").uid("uid-new").generation(1).priority(0).req(cpu="1").obj()
     steps: list = []
     _record_steps(monkeypatch, k.alloc, steps)
     _record_failpoints(monkeypatch, k.alloc, pod.metadata.uid, steps)
-    assert await k._admit(pod, _not_running())
+    assert await k.admitter.admit(pod, _not_running())
     assert steps == [("can_admit_pod", "new"), (FP_BEFORE_ADMIT_CHECKPOINT, False), ("set_allocated", "new"),
                      (FP_AFTER_ADMIT_CHECKPOINT, True)]
     twin = _manager(tmp_path / "twin", cpu_millis=2000)
@@ -204,21 +195,21 @@ async def test_a_critical_pod_that_does_not_fit_preempts_between_add_pods_decisi
     """Kubernetes' critical-pod admission: add_pod's decision says OutOfcpu, the kubelet evicts a
     victim and checks the fit again, then checkpoints between the same failpoints."""
     k = _kubelet(tmp_path, cpu="2")
-    low = _pod("low", "1500m")
+    low = MakePod().name("low").uid("uid-low").generation(1).priority(0).req(cpu="1500m").obj()
     assert k.alloc.add_pod(low, []).ok
     k.pods.store[key_of(low)] = low  # the informer's view: low runs here
-    critical = _pod("critical", "1", priority=2_000_001_000)
+    critical = MakePod().name("critical").uid("uid-critical").generation(1).priority(2_000_001_000).req(cpu="1").obj()
     steps: list = []
     killed: set[str] = set()
 
     async def kill_preempted(victim: core_pb2.Pod) -> None:
         steps.append(("preempt", victim.metadata.name))
         killed.add(victim.metadata.uid)
-    monkeypatch.setattr(k, "_kill_preempted", kill_preempted)
-    monkeypatch.setattr(k, "_killed", lambda uid: uid in killed)
+    monkeypatch.setattr(k.admitter, "_kill_preempted", kill_preempted)
+    monkeypatch.setattr(k.terminator, "killed", lambda uid: uid in killed)
     _record_steps(monkeypatch, k.alloc, steps)
     _record_failpoints(monkeypatch, k.alloc, critical.metadata.uid, steps)
-    assert await k._admit(critical, _not_running())
+    assert await k.admitter.admit(critical, _not_running())
     assert steps == [("can_admit_pod", "critical"), ("preempt", "low"), (FP_BEFORE_ADMIT_CHECKPOINT, False),
                      ("set_allocated", "critical"), (FP_AFTER_ADMIT_CHECKPOINT, True)]
     assert _allocated_cpu(k.alloc, critical) == "1"
@@ -233,10 +224,11 @@ async def test_a_critical_pod_that_does_not_fit_preempts_between_add_pods_decisi
 
 def test_pending_resizes_are_sorted_by_the_keps_priority(tmp_path):
     m = _manager(tmp_path, cpu_millis=10_000)
-    low = _pod("low", "1", priority=10)
-    high = _pod("high", "1", priority=100)
-    guaranteed = _pod("guaranteed", "1", memory="1Gi", limit_cpu="1", limit_memory="1Gi", priority=10)
-    shrink = _pod("shrink", "2", priority=0)
+    low = MakePod().name("low").uid("uid-low").generation(1).priority(10).req(cpu="1").obj()
+    high = MakePod().name("high").uid("uid-high").generation(1).priority(100).req(cpu="1").obj()
+    guaranteed = (MakePod().name("guaranteed").uid("uid-guaranteed").generation(1).priority(10)
+                  .req(cpu="1", memory="1Gi").lim(cpu="1", memory="1Gi").obj())
+    shrink = MakePod().name("shrink").uid("uid-shrink").generation(1).priority(0).req(cpu="2").obj()
     pods = [low, high, guaranteed, shrink]
     for p in pods:
         assert m.add_pod(p, [])
@@ -254,7 +246,10 @@ def test_retry_of_deferred_resizes_chain_reaction(tmp_path):
     """KEP-1287 "Retry of deferred resizes", case 3: deleting pod1 makes room for pod2's resize,
     pod2's makes room for pod3's (once actuated, here at once), pod3's for pod4's."""
     m = _manager(tmp_path, cpu_millis=4000)
-    p1, p2, p3, p4 = _pod("p1", "1"), _pod("p2", "1"), _pod("p3", "1"), _pod("p4", "900m")
+    p1 = MakePod().name("p1").uid("uid-p1").generation(1).priority(0).req(cpu="1").obj()
+    p2 = MakePod().name("p2").uid("uid-p2").generation(1).priority(0).req(cpu="1").obj()
+    p3 = MakePod().name("p3").uid("uid-p3").generation(1).priority(0).req(cpu="1").obj()
+    p4 = MakePod().name("p4").uid("uid-p4").generation(1).priority(0).req(cpu="900m").obj()
     live = [p1, p2, p3, p4]
     for p in live:
         assert m.add_pod(p, [q for q in live if q is not p and m.is_allocated(q)]).ok
@@ -288,7 +283,8 @@ def test_retry_of_deferred_resizes_chain_reaction(tmp_path):
 def test_node_policy_sets_and_clears_preemption_disabled_on_deferred_pods(tmp_path):
     """KEP-5836: Deferred + non-empty disableResizePreemption -> PodResizePreemptionDisabled."""
     m = _manager(tmp_path, cpu_millis=2000)
-    big, other = _pod("big", "1"), _pod("other", "1")
+    big = MakePod().name("big").uid("uid-big").generation(1).priority(0).req(cpu="1").obj()
+    other = MakePod().name("other").uid("uid-other").generation(1).priority(0).req(cpu="1").obj()
     m.add_pod(big, [])
     m.add_pod(other, [big])
     m.refresh_preemption_policy(["autoscaling.k8s.io/cluster-autoscaler"], {})
@@ -308,9 +304,9 @@ def test_node_policy_sets_and_clears_preemption_disabled_on_deferred_pods(tmp_pa
 
 def test_pending_condition_keeps_its_transition_time_until_its_reason_changes(tmp_path):
     m = _manager(tmp_path, cpu_millis=1000)
-    pod = _pod("t", "500m")
+    pod = MakePod().name("t").uid("uid-t").generation(1).priority(0).req(cpu="500m").obj()
     m.add_pod(pod, [])
-    other = _pod("o", "500m")
+    other = MakePod().name("o").uid("uid-o").generation(1).priority(0).req(cpu="500m").obj()
     m.add_pod(other, [pod])
     m.handle_resize(_resize(pod, "800m"), [other])
     first = m.condition(pod.metadata.uid, cond.PENDING)
@@ -356,8 +352,8 @@ def test_requested_resizes_are_counted_per_container_resource_and_direction(old,
     from prometheus_client import REGISTRY
 
     from kubelet.allocation.manager import count_requested_resizes
-    a = make_pod("m", containers=[("c1", old, {})])
-    b = make_pod("m", containers=[("c1", new, {})])
+    a = MakePod().name("m").container("c1").req(old).obj()
+    b = MakePod().name("m").container("c1").req(new).obj()
     labels = dict(zip(("resource", "requirement", "operation"), expected, strict=True))
     before = REGISTRY.get_sample_value("kubelet_container_requested_resizes_total", labels) or 0
     count_requested_resizes(a, b)
@@ -370,7 +366,7 @@ def test_an_infeasible_resize_is_counted_once_per_request_not_per_retry(tmp_path
     labels = {"reason_detail": "insufficient_node_allocatable"}
     before = REGISTRY.get_sample_value("kubelet_pod_infeasible_resizes_total", labels) or 0
     m = _manager(tmp_path, cpu_millis=2000)
-    pod = _pod("big", "1")
+    pod = MakePod().name("big").uid("uid-big").generation(1).priority(0).req(cpu="1").obj()
     assert m.add_pod(pod, []).ok
     huge = _resize(pod, "100")
     for _ in range(3):  # the request, then retries
@@ -409,9 +405,9 @@ def test_kep1287_atomic_resizes_across_containers_are_accepted_whole_or_not_at_a
     alone would fit, c2's would too, both together do not: nothing is allocated, Deferred; once
     room appears, both are allocated at once."""
     m = _manager(tmp_path, cpu_millis=4000)
-    pod = make_pod("duo", containers=[("c1", {"cpu": "1"}, {}), ("c2", {"cpu": "1"}, {})])
+    pod = MakePod().name("duo").container("c1", cpu="1").container("c2", cpu="1").obj()
     pod.metadata.uid, pod.metadata.generation = "uid-duo", 1
-    other = _pod("other", "1500m")
+    other = MakePod().name("other").uid("uid-other").generation(1).priority(0).req(cpu="1500m").obj()
     assert m.add_pod(other, []).ok and m.add_pod(pod, [other]).ok
     both = core_pb2.Pod()
     both.CopyFrom(pod)

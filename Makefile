@@ -8,11 +8,12 @@ STAMP  := $(VENV)/.installed
 
 install: $(STAMP)
 
-$(STAMP): pyproject.toml tools/install_etcd.sh
+$(STAMP): pyproject.toml tools/install_etcd.sh tools/install_compose.sh
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
 	$(BIN)/pip install --quiet -e '.[dev]'
 	VENV=$(VENV) sh tools/install_etcd.sh
+	sh tools/install_compose.sh
 	touch $(STAMP)
 
 up: install
@@ -21,7 +22,7 @@ up: install
 down: install
 	$(BIN)/kplane down
 
-test: install proto-check lint
+test: install proto-check lint typecheck
 	$(BIN)/python -m pytest -q -p no:cacheprovider tests
 
 # ruff (E, F, I, B; pyproject.toml [tool.ruff]) over every module but the generated machinery/api.
@@ -29,7 +30,7 @@ lint: install
 	$(BIN)/ruff check .
 
 # mypy over every package but tests/ (pyproject.toml [tool.mypy]: strict for machinery/ and the
-# scheduler framework). Not yet a prerequisite of `test`: kubelet/ is not clean yet.
+# scheduler framework, default elsewhere).
 typecheck: install
 	$(BIN)/mypy
 

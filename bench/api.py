@@ -145,7 +145,7 @@ def run(out_dir: Path, quick: bool = False) -> dict:
     rate = 500.0
     watchers = 50
     data = tempfile.mkdtemp(prefix="kplane-bench-")
-    cfg = topology.ClusterConfig(data_dir=data, nodes=0, schedulers=0)  # the API alone
+    cfg = topology.ClusterConfig(data_dir=data, nodes=0, schedulers=0, controller_managers=0)  # the API alone
     state = cluster.up(cfg, timeout=60, echo=lambda *_: None)
     result: dict = {"machine": {"cpus": os.cpu_count()}, "targets": {
         "create_ratio": TARGET_CREATE_RATIO, "watch_p99_ms": TARGET_WATCH_P99_MS, "watch_rate": rate,

@@ -182,7 +182,7 @@ def run(out_dir: Path, quick: bool = False) -> dict:
     n_pods, n_resize, n_profile = (60, 20, 30) if quick else (300, 100, 100)
     data = tempfile.mkdtemp(prefix="kplane-bench-kubelet-")
     cfg = topology.ClusterConfig(data_dir=data, nodes=1, node_cpu="512", node_memory="1Ti", node_pods=n_pods + 10,
-                                 schedulers=0)  # pods are bound by nodeName: the kubelet alone is measured
+                                 schedulers=0, controller_managers=0)  # bound by nodeName: the kubelet alone
     state = cluster.up(cfg, timeout=60, echo=lambda *_: None)
     result: dict = {"machine": {"cpus": os.cpu_count()}}
     try:

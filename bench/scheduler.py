@@ -336,8 +336,9 @@ def _scheduler_metrics(state: cluster.ClusterState) -> dict[str, float]:
 
 def _cluster(nodes: int, profile_path: str = "", feature_gates: str = "") -> cluster.ClusterState:
     data = tempfile.mkdtemp(prefix="kplane-bench-sched-")
+    # scheduler_perf's shape: the scheduler and what it needs, no controller-manager.
     cfg = topology.ClusterConfig(data_dir=data, nodes=0, hollow_nodes=nodes, node_cpu="4", node_memory="32Gi",
-                                 node_pods=110, schedulers=1, feature_gates=feature_gates)
+                                 node_pods=110, schedulers=1, controller_managers=0, feature_gates=feature_gates)
     state = cluster.up(cfg, timeout=300, echo=lambda *_: None)
     if profile_path:
         sched = state.processes["scheduler"]

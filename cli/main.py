@@ -85,7 +85,8 @@ def cmd_up(args: argparse.Namespace) -> int:
         node_pods=args.node_pods, hollow_nodes=args.hollow_nodes, etcd_members=args.etcd_members,
         feature_gates=args.feature_gates or "", scheduler_config=args.scheduler_config or "",
         kube_reserved=args.kube_reserved or "", dra_devices=args.dra_devices, apiserver_args=list(args.apiserver_arg),
-        kubelet_args=list(args.kubelet_arg), schedulers=args.schedulers, scheduler_args=list(args.scheduler_arg))
+        kubelet_args=list(args.kubelet_arg), schedulers=args.schedulers, scheduler_args=list(args.scheduler_arg),
+        controller_managers=args.controller_managers, controller_manager_args=list(args.controller_manager_arg))
     if args.scheduler_config:
         cfg.scheduler_config = str(Path(args.scheduler_config).resolve())
     # Every value is checked, by the components' own parsers, before anything starts or is written.
@@ -449,6 +450,12 @@ def build_parser() -> argparse.ArgumentParser:
                     help="schedulers competing for the leader lease (scheduler, scheduler-2, ...; 0: none)")
     sp.add_argument("--scheduler-arg", action="append", default=[], metavar="FLAG",
                     help="extra flag for every scheduler, e.g. --scheduler-arg=--leader-elect-lease-duration=4s")
+    sp.add_argument("--controller-managers", type=int, default=1,
+                    help="controller-managers competing for their lease (controller-manager, controller-manager-2, "
+                    "...; 0: none)")
+    sp.add_argument("--controller-manager-arg", action="append", default=[], metavar="FLAG",
+                    help="extra flag for every controller-manager, e.g. "
+                    "--controller-manager-arg=--node-monitor-grace-period=10s (repeatable)")
     sp.add_argument("--kubelet-arg", action="append", default=[], metavar="FLAG",
                     help="extra flag for every kubelet, e.g. --kubelet-arg=--sync-frequency=1 (repeatable)")
     sp.add_argument("--detach", action="store_true", help="return once the cluster is up")

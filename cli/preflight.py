@@ -41,7 +41,8 @@ def check_up(cfg: topology.ClusterConfig, timeout: float) -> None:
         _check_scheduler_config(cfg.scheduler_config)
     # Each component's command line, first as kplane up's own flags make it, then with the
     # --*-arg flags added: an error in the second names the --*-arg flag.
-    plain = dataclasses.replace(cfg, apiserver_args=[], scheduler_args=[], kubelet_args=[])
+    plain = dataclasses.replace(cfg, apiserver_args=[], scheduler_args=[], kubelet_args=[],
+                                controller_manager_args=[])
     _check_components(plain, extra=False)
     _check_components(cfg, extra=True)
 
@@ -54,6 +55,7 @@ def _check_numbers(cfg: topology.ClusterConfig, timeout: float) -> None:
             raise PreflightError(f"invalid {flag} {value!r}: {exc}") from None
     for flag, count, least in (("--nodes", cfg.nodes, 0), ("--hollow-nodes", cfg.hollow_nodes, 0),
                                ("--schedulers", cfg.schedulers, 0), ("--node-pods", cfg.node_pods, 1),
+                               ("--controller-managers", cfg.controller_managers, 0),
                                ("--dra-devices", cfg.dra_devices, 0)):
         if count < least:
             raise PreflightError(f"invalid {flag} {count}: must be {least} or more")
@@ -89,7 +91,7 @@ def _check_components(cfg: topology.ClusterConfig, extra: bool) -> None:
         if checker is None:
             continue
         flag = {"apiserver": "--apiserver-arg", "scheduler": "--scheduler-arg", "kubelet": "--kubelet-arg",
-                "hollow": "--kubelet-arg"}.get(comp.role, "")
+                "hollow": "--kubelet-arg", "controller-manager": "--controller-manager-arg"}.get(comp.role, "")
         message = _run(functools.partial(checker, argv))
         if message is None:
             continue
@@ -130,6 +132,12 @@ def _scheduler(argv: list[str]) -> None:
     main.check(main.parse_args(argv))
 
 
+def _controller_manager(argv: list[str]) -> None:
+    from controllers import main
+
+    main.check(main.parse_args(argv))
+
+
 def _kubelet(argv: list[str]) -> None:
     from kubelet import main
 
@@ -148,4 +156,5 @@ def _hollow(argv: list[str]) -> None:
 # python -m MODULE -> how to check its flags
 _CHECKERS: dict[str, Callable[[list[str]], None]] = {
     "apiserver": _apiserver, "scheduler": _scheduler, "kubelet": _kubelet, "kubelet.hollow": _hollow,
+    "controllers": _controller_manager,
 }

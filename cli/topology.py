@@ -63,6 +63,9 @@ class ClusterConfig:
     # Schedulers competing for the leader lease (``scheduler``, ``scheduler-2``, ...), their extra flags.
     schedulers: int = 1
     scheduler_args: list[str] = field(default_factory=list)
+    # Controller-managers competing for their lease (``controller-manager``, ``controller-manager-2``, ...).
+    controller_managers: int = 1
+    controller_manager_args: list[str] = field(default_factory=list)
     # Local mode: the port of each address name ("apiserver.grpc", "etcd-1.client", ...).
     ports: dict[str, int] = field(default_factory=dict)
 
@@ -135,6 +138,8 @@ def port_names(cfg: ClusterConfig) -> list[str]:
     names += ["apiserver.grpc", "apiserver.admin"]
     if implemented("scheduler"):
         names += [f"{n}.admin" for n in scheduler_names(cfg)]
+    if implemented("controllers"):
+        names += [f"{n}.admin" for n in controller_manager_names(cfg)]
     if implemented("kubelet"):
         for n in node_specs(cfg):
             names += node_port_names(n.name)
@@ -147,27 +152,44 @@ def node_port_names(node: str) -> list[str]:
     return [f"runtime/{node}.admin", f"kubelet/{node}.admin"]
 
 
+def _replica_names(role: str, count: int) -> list[str]:
+    """``role``, then ``role-2`` … for replicas competing for one leader Lease (none with 0)."""
+    return [role] + [f"{role}-{i}" for i in range(2, count + 1)] if count >= 1 else []
+
+
 def scheduler_names(cfg: ClusterConfig) -> list[str]:
-    """``scheduler``, then ``scheduler-2`` … when more than one competes for the lease (none with 0)."""
-    if cfg.schedulers < 1:
-        return []
-    return ["scheduler"] + [f"scheduler-{i}" for i in range(2, cfg.schedulers + 1)]
+    return _replica_names("scheduler", cfg.schedulers)
+
+
+def controller_manager_names(cfg: ClusterConfig) -> list[str]:
+    return _replica_names("controller-manager", cfg.controller_managers)
+
+
+def _leader_elected(cfg: ClusterConfig, a: "_Addresses", server: str, python: str, role: str, names: list[str],
+                    module: str, user: str, admin_port: int, extra: list[str]) -> list[Component]:
+    """The replicas of a leader-elected component (each ``--identity`` its own name)."""
+    out = []
+    for name in names:
+        admin = a.port(f"{name}.admin", admin_port)
+        argv = [python, "-m", module, "--server", server, "--token-file", a.data("tokens", f"{user}.token"),
+                "--admin-listen", f"{a.listen_host(name)}:{admin}", "--identity", name]
+        if cfg.feature_gates:
+            argv += ["--feature-gates", cfg.feature_gates]
+        argv += extra
+        out.append(Component(name=name, role=role, argv=argv, admin=f"{a.host(name)}:{admin}",
+                             depends_on=["apiserver"]))
+    return out
 
 
 def scheduler_components(cfg: ClusterConfig, a: "_Addresses", server: str, python: str) -> list[Component]:
-    out = []
-    for name in scheduler_names(cfg):
-        admin = a.port(f"{name}.admin", 10259)
-        argv = [python, "-m", "scheduler", "--server", server, "--token-file", a.data("tokens", "kube-scheduler.token"),
-                "--admin-listen", f"{a.listen_host(name)}:{admin}", "--identity", name]
-        if cfg.scheduler_config and a.mode == "local":
-            argv += ["--config", cfg.scheduler_config]
-        if cfg.feature_gates:
-            argv += ["--feature-gates", cfg.feature_gates]
-        argv += cfg.scheduler_args
-        out.append(Component(name=name, role="scheduler", argv=argv, admin=f"{a.host(name)}:{admin}",
-                             depends_on=["apiserver"]))
-    return out
+    config = ["--config", cfg.scheduler_config] if cfg.scheduler_config and a.mode == "local" else []
+    return _leader_elected(cfg, a, server, python, "scheduler", scheduler_names(cfg), "scheduler",
+                           "kube-scheduler", 10259, config + cfg.scheduler_args)
+
+
+def controller_manager_components(cfg: ClusterConfig, a: "_Addresses", server: str, python: str) -> list[Component]:
+    return _leader_elected(cfg, a, server, python, "controller-manager", controller_manager_names(cfg),
+                           "controllers", "kube-controller-manager", 10257, cfg.controller_manager_args)
 
 
 HOLLOW = "hollow-nodes"
@@ -274,6 +296,8 @@ def build(cfg: ClusterConfig, mode: Mode = "local", python: str = "python") -> l
     server = f"{a.host('apiserver')}:{api_port}"
     if implemented("scheduler"):
         components += scheduler_components(cfg, a, server, python)
+    if implemented("controllers"):
+        components += controller_manager_components(cfg, a, server, python)
     if implemented("kubelet"):
         for spec in node_specs(cfg):
             components += node_components(cfg, a, spec, server, python)
@@ -309,7 +333,9 @@ def render_compose(cfg: ClusterConfig | None = None) -> str:
         "volumes": ["kplane-data:/var/lib/kplane"],
     }
     services["apiserver"].setdefault("depends_on", {})["tokens"] = {"condition": "service_completed_successfully"}
-    doc = {"name": "kplane", "services": services, "volumes": {"kplane-data": {}}}
+    # No top-level ``name``: Debian's docker-compose (1.29) refuses it; the project is named by
+    # .env's COMPOSE_PROJECT_NAME, which every Compose implementation reads.
+    doc = {"services": services, "volumes": {"kplane-data": {}}}
     header = ("# Generated by `kplane compose` from cli/topology.py (the same description `kplane up` runs).\n"
               "# Do not edit by hand: `make compose` regenerates it and a test checks it is current.\n")
     return header + yaml.safe_dump(doc, sort_keys=False, default_flow_style=False)

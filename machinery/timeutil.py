@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import re
 import time
 from datetime import datetime, timezone
+from fractions import Fraction
 
 
 def now() -> datetime:
@@ -51,3 +53,31 @@ def human_duration(seconds: float) -> str:
     if h < 48:
         return f"{h}h"
     return f"{h // 24}d"
+
+
+_DURATION_UNITS = {"ns": Fraction(1, 10**9), "us": Fraction(1, 10**6), "µs": Fraction(1, 10**6),
+                   "μs": Fraction(1, 10**6), "ms": Fraction(1, 1000), "s": Fraction(1), "m": Fraction(60),
+                   "h": Fraction(3600)}
+_DURATION_PART = re.compile(r"(\d+\.?\d*|\.\d+)(ns|us|µs|μs|ms|s|m|h)")
+
+
+def parse_duration(text: str) -> float:
+    """Go's time.ParseDuration (``1m30s``, ``90s``, ``1.5h``, ``-2s``, ``0``) in seconds, as the
+    components' duration flags take it; ValueError otherwise."""
+    s = text.strip()
+    sign = 1
+    if s[:1] in "+-" and s:
+        sign = -1 if s[0] == "-" else 1
+        s = s[1:]
+    if s == "0":
+        return 0.0
+    pos, total = 0, Fraction(0)
+    while pos < len(s):
+        m = _DURATION_PART.match(s, pos)
+        if m is None:
+            break
+        total += Fraction(m.group(1)) * _DURATION_UNITS[m.group(2)]
+        pos = m.end()
+    if not s or pos != len(s):
+        raise ValueError(f"invalid duration {text!r}: want a duration like 90s, 1m30s or 5m")
+    return float(sign * total)

@@ -27,11 +27,11 @@ Thresholds on the others are accepted and ignored, each with a warning in
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 from decimal import Decimal, InvalidOperation
 from fractions import Fraction
 
+from machinery import timeutil
 from machinery.quantity import BINARY_SI, Quantity, QuantityError, parse_quantity
 
 MEMORY_AVAILABLE = "memory.available"
@@ -259,28 +259,10 @@ def _percent_text(fraction: Fraction) -> str:
 
 # ------------------------------------------------------------ durations
 
-_DURATION_UNITS = {"ns": Fraction(1, 10**9), "us": Fraction(1, 10**6), "µs": Fraction(1, 10**6),
-                   "μs": Fraction(1, 10**6), "ms": Fraction(1, 1000), "s": Fraction(1), "m": Fraction(60),
-                   "h": Fraction(3600)}
-_DURATION_PART = re.compile(r"(\d+\.?\d*|\.\d+)(ns|us|µs|μs|ms|s|m|h)")
-
 
 def parse_duration(text: str, what: str = "duration") -> float:
     """Go's time.ParseDuration (``1m30s``, ``90s``, ``1.5h``, ``-2s``, ``0``), in seconds."""
-    s = text.strip()
-    sign = 1
-    if s[:1] in "+-" and s:
-        sign = -1 if s[0] == "-" else 1
-        s = s[1:]
-    if s == "0":
-        return 0.0
-    pos, total = 0, Fraction(0)
-    while pos < len(s):
-        m = _DURATION_PART.match(s, pos)
-        if m is None:
-            break
-        total += Fraction(m.group(1)) * _DURATION_UNITS[m.group(2)]
-        pos = m.end()
-    if not s or pos != len(s):
-        raise ThresholdError(f"invalid {what} {text!r}: want a duration like 90s, 1m30s or 5m")
-    return float(sign * total)
+    try:
+        return timeutil.parse_duration(text)
+    except ValueError:
+        raise ThresholdError(f"invalid {what} {text!r}: want a duration like 90s, 1m30s or 5m") from None

@@ -1,0 +1,4 @@
+"""python -m controllers"""
+from controllers.main import main
+
+main()

@@ -1,0 +1,186 @@
+"""``python -m controllers --server S --token-file F [--controllers '*'] [--admin-listen H:P]``.
+
+The controller-manager process, as kube-controller-manager: it competes for the Lease
+``kube-system/kube-controller-manager`` (``--leader-elect``, on by default) and only the leader
+runs controllers. Each time it becomes leader it builds the enabled controllers afresh over new
+shared informers, waits for their caches, then starts each with its workers; when it loses the
+Lease it stops them and starts over — kube-controller-manager exits and is restarted by its
+supervisor, kplane's does the same in process so ``kplane up`` needs no supervisor. A second
+controller-manager (``--identity``) waits as a standby and takes over when the first is killed.
+
+A bad flag ends the process before it connects, with exit status 1 and one line naming it
+(``check``; ``kplane up`` runs the same checks before it starts anything).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import socket
+from collections.abc import Callable
+from pathlib import Path
+
+from controllers import options as opts
+from controllers.controller import Controller, ControllerContext
+from controllers.informers import SharedInformerFactory
+from controllers.nodelifecycle import NodeLifecycleController
+from controllers.podgc import PodGCController
+from controllers.tainteviction import TaintEvictionController
+from machinery import failpoints, process, timeutil
+from machinery.admin import AdminServer
+from machinery.client import Client
+from machinery.featuregates import FeatureGateError, FeatureGates
+from machinery.leaderelection import LeaderElectionConfig, LeaderElector
+from machinery.logging import get_logger, setup_logging
+from machinery.process import cancel_and_wait, fail_process, supervise
+
+log = get_logger()
+
+LEASE_NAMESPACE, LEASE_NAME = "kube-system", "kube-controller-manager"
+
+# name -> (build it, how many workers); names as kube-controller-manager's --controllers has them.
+Factory = Callable[[ControllerContext], Controller]
+REGISTRY: dict[str, tuple[Factory, Callable[[opts.ControllerOptions], int]]] = {
+    "podgc": (PodGCController, lambda o: 1),
+    "nodelifecycle": (NodeLifecycleController, lambda o: 1),
+    "taint-eviction-controller": (TaintEvictionController, lambda o: 8),  # Kubernetes' UpdateWorkerSize
+}
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(prog="python -m controllers", description="kplane controller-manager")
+    p.add_argument("--server", required=True, help="apiserver HOST:PORT")
+    p.add_argument("--token-file", required=True, help="file holding the controller-manager's bearer token")
+    p.add_argument("--admin-listen", default="127.0.0.1:0")
+    p.add_argument("--identity", default="", help="leader election identity (default: hostname_pid)")
+    p.add_argument("--leader-elect", default="true", choices=["true", "false"])
+    p.add_argument("--leader-elect-lease-duration", default="15s")
+    p.add_argument("--leader-elect-renew-deadline", default="10s")
+    p.add_argument("--leader-elect-retry-period", default="2s")
+    p.add_argument("--feature-gates", default="")
+    p.add_argument("--log-level", default="info")
+    opts.add_flags(p)
+    return p.parse_args(argv)
+
+
+def check(a: argparse.Namespace) -> tuple[opts.ControllerOptions, LeaderElectionConfig | None]:
+    """Every check of the flags, before anything connects; SystemExit with one line on the first error."""
+    try:
+        FeatureGates.parse(a.feature_gates)
+    except FeatureGateError as exc:
+        raise SystemExit(f"invalid --feature-gates: {exc}") from None
+    options = opts.from_args(a)
+    _, _, port = a.admin_listen.rpartition(":")
+    if not port.isdigit() or int(port) > 65535:
+        raise SystemExit(f"invalid --admin-listen {a.admin_listen!r}: want HOST:PORT")
+    if a.leader_elect == "false":
+        return options, None
+    durations = []
+    for flag in ("lease_duration", "renew_deadline", "retry_period"):
+        text = getattr(a, f"leader_elect_{flag}")
+        try:
+            durations.append(timeutil.parse_duration(text))
+        except ValueError as exc:
+            raise SystemExit(f"invalid --leader-elect-{flag.replace('_', '-')}: {exc}") from None
+    lease_duration, renew_deadline, retry_period = durations
+    try:
+        election = LeaderElectionConfig(LEASE_NAMESPACE, LEASE_NAME, a.identity or "check",
+                                        lease_duration=lease_duration, renew_deadline=renew_deadline,
+                                        retry_period=retry_period)
+    except ValueError as exc:
+        raise SystemExit(f"invalid leader election flags: {exc}") from None
+    return options, election
+
+
+class _Leading:
+    """The controllers while this process leads; built afresh each time it becomes leader."""
+
+    def __init__(self, client: Client, options: opts.ControllerOptions):
+        self.client, self.options = client, options
+        self.ready = False
+
+    async def run(self) -> None:
+        ctx = ControllerContext(self.client, SharedInformerFactory(self.client), self.options)
+        controllers = [(factory(ctx), workers(self.options)) for name, (factory, workers) in REGISTRY.items()
+                       if name in self.options.enabled]
+        try:
+            await ctx.informers.start()
+            await ctx.informers.wait_for_sync()
+            for rec in ctx.recorders:
+                rec.start()
+            for controller, workers in controllers:
+                await controller.start(workers)
+            self.ready = True
+            log.info("controllers_running", controllers=[c.name for c, _ in controllers])
+            await asyncio.Event().wait()  # until leadership ends (cancelled)
+        finally:
+            self.ready = False
+            await asyncio.gather(*(c.stop() for c, _ in controllers), return_exceptions=True)
+            await ctx.informers.stop()
+            await asyncio.gather(*(rec.stop() for rec in ctx.recorders), return_exceptions=True)
+
+
+class ControllerManagerProcess:
+    """The process: its admin port, its client, and the leader-elected controllers."""
+
+    def __init__(self, a: argparse.Namespace):
+        self.options, election = check(a)
+        self.identity = a.identity or f"{socket.gethostname()}_{os.getpid()}"
+        self.election = None if election is None else LeaderElectionConfig(
+            LEASE_NAMESPACE, LEASE_NAME, self.identity, lease_duration=election.lease_duration,
+            renew_deadline=election.renew_deadline, retry_period=election.retry_period)
+        token = Path(a.token_file).read_text().strip()
+        self.client = Client(a.server, token, timeout=10.0)
+        self.leading = leading = _Leading(self.client, self.options)
+        host, _, port = a.admin_listen.rpartition(":")
+        self.admin = AdminServer(host or "127.0.0.1", int(port), health=lambda: None,
+                                 ready=lambda: None if leading.ready or self.standby else "starting")
+        self.stopping = False
+        self.standby = False
+        self.main_task: asyncio.Task[None] | None = None
+
+    async def start(self) -> None:
+        await self.admin.start()
+        log.info("controller_manager_starting", identity=self.identity, admin_port=self.admin.port,
+                 controllers=sorted(self.options.enabled), leader_elect=self.election is not None)
+        if self.election is None:
+            self.main_task = supervise("controllers", self.leading.run)
+        else:
+            election = self.election
+
+            async def elect_forever() -> None:
+                while True:
+                    self.standby = True
+                    elector = LeaderElector(self.client, election, on_started_leading=self._lead,
+                                            on_stopped_leading=self._lost,
+                                            on_new_leader=lambda who: log.info("new_leader", leader=who))
+                    await elector.run()
+
+            self.main_task = supervise("leader-election", elect_forever)
+        self.main_task.add_done_callback(self._main_ended)
+
+    async def _lead(self) -> None:
+        self.standby = False
+        await self.leading.run()
+
+    def _lost(self) -> None:
+        if not self.stopping:  # stepping down on SIGTERM is no loss
+            log.warning("leader_lost", identity=self.identity)
+
+    def _main_ended(self, task: asyncio.Task[None]) -> None:
+        if not self.stopping and not task.cancelled():
+            fail_process(f"{task.get_name()} ended")
+
+    async def stop(self) -> None:
+        self.stopping = True
+        await cancel_and_wait([self.main_task])
+        await self.admin.stop()
+        await self.client.close()
+
+
+def main(argv: list[str] | None = None) -> None:
+    a = parse_args(argv)
+    setup_logging("controller-manager", a.log_level)
+    failpoints.arm_from_env()
+    process.main("controller-manager", lambda: ControllerManagerProcess(a))

@@ -39,12 +39,12 @@ that point specifically and except where they are disabled there.
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 from typing import Any
 
 import yaml
 
+from machinery import timeutil
 from scheduler import plugins as intree
 from scheduler.framework.interfaces import POINT_PROTOCOLS
 from scheduler.framework.plugin_args import ArgsError, no_args
@@ -94,18 +94,17 @@ class SchedulerConfig:
     leader_election: LeaderElection = field(default_factory=LeaderElection)
 
 
-_DURATION = re.compile(r"^(?:(\d+(?:\.\d+)?)h)?(?:(\d+(?:\.\d+)?)m(?!s))?(?:(\d+(?:\.\d+)?)s)?(?:(\d+(?:\.\d+)?)ms)?$")
-
-
 def parse_duration(value: Any, path: str) -> float:
-    """A Go duration ("15s", "1m30s", "500ms") or a number of seconds."""
+    """A Go duration ("15s", "1m30s", "500ms"), not negative, or a number of seconds."""
     if isinstance(value, (int, float)) and not isinstance(value, bool):
         return float(value)
-    m = _DURATION.match(str(value).strip())
-    if not m or not any(m.groups()):
+    try:
+        seconds = timeutil.parse_duration(str(value))
+    except ValueError:
+        seconds = -1.0
+    if seconds < 0:
         raise ConfigError(f'{path}: Invalid value: "{value}": a duration like 15s, 1m30s or 500ms')
-    h, mi, s, ms = (float(g) if g else 0.0 for g in m.groups())
-    return h * 3600 + mi * 60 + s + ms / 1000
+    return seconds
 
 
 def _check_keys(doc: dict, allowed: set[str], path: str) -> None:

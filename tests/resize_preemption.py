@@ -16,7 +16,7 @@ from cli import check
 from machinery import errors
 from machinery.api import core_pb2
 from machinery.quantity import Quantity
-from tests.conftest import TestCluster, start_cluster, stop_cluster
+from tests.harness.cluster import TestCluster, start_cluster, stop_cluster
 from tests.helpers import ensure_priority_classes, eventually, make_pod, make_priority_class
 from tests.nodes import FAST_KUBELET, condition, delete_all_pods, failpoint, metric, wait_deleted, wait_running
 

@@ -23,7 +23,7 @@ from cli import cluster
 from machinery import errors
 from machinery.informer import Informer
 from machinery.kinds import POD
-from tests.conftest import ROOT, start_cluster, stop_cluster
+from tests.harness.cluster import ROOT, start_cluster, stop_cluster
 from tests.helpers import eventually, make_pod
 
 pytestmark = [pytest.mark.chaos, pytest.mark.integration]

@@ -35,7 +35,7 @@ import time
 import pytest
 
 from machinery.api import core_pb2
-from tests.conftest import cluster_fixture
+from tests.harness.cluster import cluster_fixture
 from tests.helpers import ensure_priority_classes, eventually, make_pod
 from tests.nodes import (
     FAST_KUBELET,

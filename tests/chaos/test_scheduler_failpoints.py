@@ -30,7 +30,7 @@ import pytest
 
 from machinery.api import core_pb2
 from machinery.resources import pod_requests
-from tests.conftest import start_cluster, stop_cluster
+from tests.harness.cluster import start_cluster, stop_cluster
 from tests.helpers import ensure_priority_classes, eventually, make_pod
 from tests.nodes import (
     FAST_KUBELET,

@@ -25,7 +25,7 @@ import pytest
 from cli import cluster
 from machinery import errors, timeutil
 from machinery.api import coordination_pb2, core_pb2
-from tests.conftest import cluster_fixture
+from tests.harness.cluster import cluster_fixture
 from tests.helpers import eventually, make_pod, make_priority_class
 from tests.nodes import FAST_KUBELET, delete_all_pods, failpoint, kill, start, wait_running
 

@@ -38,7 +38,7 @@ import pytest
 from cli import cluster
 from machinery import errors
 from machinery.api import cri_pb2
-from tests.conftest import cluster_fixture
+from tests.harness.cluster import cluster_fixture
 from tests.helpers import ensure_priority_classes, eventually, make_pod
 from tests.nodes import FAST_KUBELET, failpoint, metric, resize, runtime, wait_paused, wait_running
 

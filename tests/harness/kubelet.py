@@ -12,7 +12,7 @@ step, deterministically.
 
     h = KubeletHarness(tmp_path, cpu="4")
     await h.start()
-    h.add(make_pod("web", cpu="1"))
+    h.add(MakePod().name("web").req(cpu="1").obj())
     await h.sync("web")
     assert h.api.pod("web").status.phase == "Running"
 """

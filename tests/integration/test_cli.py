@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import ROOT, cluster_fixture
+from tests.harness.cluster import ROOT, cluster_fixture
 
 pytestmark = pytest.mark.integration
 

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import ROOT
+from tests.harness.cluster import ROOT
 
 pytestmark = pytest.mark.integration
 

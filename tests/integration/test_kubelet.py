@@ -10,7 +10,7 @@ import pytest
 
 from machinery import errors
 from machinery.api import core_pb2
-from tests.conftest import cluster_fixture, start_cluster, stop_cluster
+from tests.harness.cluster import cluster_fixture, start_cluster, stop_cluster
 from tests.helpers import eventually, make_pod
 from tests.nodes import FAST_KUBELET, delete_all_pods, metric
 

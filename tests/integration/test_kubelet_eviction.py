@@ -17,7 +17,7 @@ import pytest
 from kubelet.runtime.client import RuntimeClient
 from machinery import errors
 from machinery.api import core_pb2, cri_pb2
-from tests.conftest import cluster_fixture, start_cluster, stop_cluster
+from tests.harness.cluster import cluster_fixture, start_cluster, stop_cluster
 from tests.helpers import eventually, make_pod, make_priority_class
 
 pytestmark = pytest.mark.integration

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from machinery.api import cri_pb2
-from tests.conftest import cluster_fixture
+from tests.harness.cluster import cluster_fixture
 from tests.helpers import eventually, make_pod
 from tests.nodes import delete_all_pods, metric, runtime, wait_running
 

@@ -14,7 +14,7 @@ import pytest
 from kubelet.allocation.checkpoint import ALLOCATED_FILE
 from machinery.api import core_pb2, cri_pb2
 from machinery.quantity import Quantity
-from tests.conftest import cluster_fixture
+from tests.harness.cluster import cluster_fixture
 from tests.helpers import eventually, make_pod
 from tests.nodes import FAST_KUBELET, checkpoint_dir, delete_all_pods, kill, resize, runtime, start, wait_running
 

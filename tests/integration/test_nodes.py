@@ -12,7 +12,7 @@ import pytest
 
 from cli import cluster
 from machinery.api import core_pb2
-from tests.conftest import ROOT, cluster_fixture
+from tests.harness.cluster import ROOT, cluster_fixture
 from tests.helpers import eventually, make_pod
 from tests.nodes import delete_all_pods, metric, resize, wait_running
 

@@ -25,7 +25,7 @@ from grpc_reflection.v1alpha.proto_reflection_descriptor_database import ProtoRe
 
 from machinery.api import core_pb2
 from machinery.quantity import Quantity
-from tests.conftest import ROOT, cluster_fixture
+from tests.harness.cluster import ROOT, cluster_fixture
 from tests.helpers import make_pod
 from tests.nodes import FAST_KUBELET, delete_all_pods, wait_running
 

@@ -26,7 +26,7 @@ import pytest
 
 from machinery import timeutil
 from machinery.api import core_pb2
-from tests.conftest import cluster_fixture
+from tests.harness.cluster import cluster_fixture
 from tests.helpers import eventually, make_pdb, make_pod, make_priority_class
 from tests.nodes import FAST_KUBELET, condition, delete_all_pods, wait_deleted
 

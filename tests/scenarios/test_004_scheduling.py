@@ -38,7 +38,7 @@ import yaml
 
 from machinery import errors, jsonconv
 from machinery.api import core_pb2
-from tests.conftest import start_cluster, stop_cluster
+from tests.harness.cluster import start_cluster, stop_cluster
 from tests.helpers import eventually
 from tests.nodes import (
     FAST_KUBELET,

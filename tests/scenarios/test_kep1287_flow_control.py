@@ -19,7 +19,7 @@ import pytest
 from kubelet.allocation.checkpoint import ACTUATED_FILE
 from machinery.api import core_pb2
 from machinery.quantity import Quantity
-from tests.conftest import cluster_fixture
+from tests.harness.cluster import cluster_fixture
 from tests.helpers import eventually, make_pod
 from tests.nodes import (
     FAST_KUBELET,

@@ -22,7 +22,7 @@ import pytest
 from machinery import errors
 from machinery.api import core_pb2
 from machinery.quantity import Quantity
-from tests.conftest import cluster_fixture
+from tests.harness.cluster import cluster_fixture
 from tests.helpers import eventually, make_pod, make_priority_class
 from tests.nodes import condition, delete_all_pods, pod_history, resize, wait_running
 

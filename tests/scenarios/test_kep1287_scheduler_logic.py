@@ -26,7 +26,7 @@ import pytest
 from machinery import errors
 from machinery.api import core_pb2
 from machinery.quantity import Quantity
-from tests.conftest import cluster_fixture
+from tests.harness.cluster import cluster_fixture
 from tests.helpers import eventually, make_pod
 from tests.nodes import FAST_KUBELET, condition, metric, requeued_by, wait_bound, wait_running, wait_unschedulable
 

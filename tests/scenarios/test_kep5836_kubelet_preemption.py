@@ -18,7 +18,7 @@ import pytest
 
 from machinery.api import core_pb2
 from machinery.quantity import Quantity
-from tests.conftest import cluster_fixture, start_cluster, stop_cluster
+from tests.harness.cluster import cluster_fixture, start_cluster, stop_cluster
 from tests.helpers import eventually, make_pod
 from tests.nodes import FAST_KUBELET, condition, delete_all_pods, resize, wait_running
 

@@ -28,7 +28,7 @@ import pytest
 from cli import check
 from machinery.api import core_pb2
 from machinery.quantity import Quantity
-from tests.conftest import cluster_fixture
+from tests.harness.cluster import cluster_fixture
 from tests.helpers import ensure_priority_classes, eventually, make_pod
 from tests.nodes import metric, requeued_by, resize
 

@@ -26,7 +26,7 @@ import urllib.request
 
 import pytest
 
-from tests.conftest import cluster_fixture
+from tests.harness.cluster import cluster_fixture
 from tests.helpers import eventually, make_pdb
 from tests.nodes import FAST_KUBELET, failpoint, metric, resize, wait_running
 from tests.resize_preemption import (

@@ -124,9 +124,9 @@ def test_admission_rejects_with_out_of_cpu_and_counts_other_pods_at_max_of_alloc
 
 def test_out_of_pods(tmp_path):
     m = _manager(tmp_path, pods=1)
-    one = MakePod().name("one").uid("uid-one").generation(1).priority(0).req(cpu="10m")
-    assert m.add_pod(one.obj(), []).ok
-    r = m.add_pod(MakePod().name("two").uid("uid-two").generation(1).priority(0).req(cpu="10m").obj(), [one.obj()])
+    assert m.add_pod(MakePod().name("one").uid("uid-one").generation(1).priority(0).req(cpu="10m").obj(), []).ok
+    two = MakePod().name("two").uid("uid-two").generation(1).priority(0).req(cpu="10m").obj()
+    r = m.add_pod(two, [MakePod().name("one").uid("uid-one").generation(1).priority(0).req(cpu="10m").obj()])
     assert r.reason == "OutOfpods" and r.message.startswith("Node didn't have enough resource: pods")
 
 

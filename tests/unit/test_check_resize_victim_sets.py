@@ -19,8 +19,9 @@ import pytest
 
 from cli import check
 from machinery.api import core_pb2
-from tests.history import pod_entry as _pe
-from tests.history import preempted_event
+from tests.harness.builders import MakePod
+from tests.harness.history import pod_entry as _pe
+from tests.harness.history import preempted_event
 
 RULE = check.OneVictimSetPerResize
 NAME = "one-victim-set-per-resize"
@@ -31,30 +32,27 @@ def _preempted(rev: int, victim: str, preemptor: str = "a", count: int = 1) -> c
     return preempted_event(rev, victim, preemptor, count)
 
 
-def _pod(name: str, *, node: str = "n1", priority: int = 0, generation: int = 1, deferred: bool = False,
-         nominated: str = "", marked: str = "", deleting: bool = False) -> core_pb2.Pod:
-    p = core_pb2.Pod()
-    p.metadata.name, p.metadata.namespace, p.metadata.uid = name, "default", f"uid-{name}"
-    p.metadata.generation = generation
-    p.spec.node_name, p.spec.priority = node, priority
-    p.status.nominated_node_name = nominated
+def _revision(name: str, *, node: str = "n1", priority: int = 0, generation: int = 1, deferred: bool = False,
+              nominated: str = "", marked: str = "", deleting: bool = False) -> core_pb2.Pod:
+    """Pod ``name`` (uid ``uid-<name>``) as one revision of the history has it: on ``node`` with
+    ``priority`` at ``generation``, its resize Deferred, nominated, marked DisruptionTarget at
+    ``marked``, being deleted."""
+    p = MakePod().name(name).uid(f"uid-{name}").generation(generation).node(node).priority(priority)
+    p.nominated(nominated)
     if deferred:  # the kubelet's verdict on the resize that set ``generation``
-        p.status.conditions.add(type="PodResizePending", status="True", reason="Deferred",
-                                observed_generation=generation,
-                                message="Node didn't have enough resource: cpu, requested: 3000, used: 3000, "
-                                        "capacity: 4000")
+        p.condition("PodResizePending", "True", "Deferred", observed_generation=generation,
+                    message="Node didn't have enough resource: cpu, requested: 3000, used: 3000, capacity: 4000")
     if marked:  # the DisruptionTarget condition, written at ``marked`` (its lastTransitionTime)
-        p.status.conditions.add(type="DisruptionTarget", status="True", reason="PreemptionByScheduler",
-                                message="default-scheduler: preempting to accommodate a higher priority pod",
-                                last_transition_time=marked)
+        p.condition("DisruptionTarget", "True", "PreemptionByScheduler", last_transition_time=marked,
+                    message="default-scheduler: preempting to accommodate a higher priority pod")
     if deleting:
-        p.metadata.deletion_timestamp = "2026-01-01T00:01:00Z"
-    return p
+        p.deletion_timestamp("2026-01-01T00:01:00Z")
+    return p.obj()
 
 
 def _resizing(generation: int = 2, *, deferred: bool = True, node: str = "n1") -> core_pb2.Pod:
     """The preemptor ``a``: bound, priority 100, its resize to ``generation`` Deferred."""
-    return _pod("a", node=node, priority=100, generation=generation, deferred=deferred)
+    return _revision("a", node=node, priority=100, generation=generation, deferred=deferred)
 
 
 
@@ -62,15 +60,15 @@ def _resizing(generation: int = 2, *, deferred: bool = True, node: str = "n1") -
 
 def _victim_goes(rev: int, name: str, marked: str, **kw) -> list[check.Entry]:
     """The scheduler marks ``name`` (rev) and deletes it gracefully (rev + 1): it is going."""
-    return [_pe(rev, "MODIFIED", _pod(name, marked=marked, **kw)),
-            _pe(rev + 1, "MODIFIED", _pod(name, marked=marked, deleting=True, **kw))]
+    return [_pe(rev, "MODIFIED", _revision(name, marked=marked, **kw)),
+            _pe(rev + 1, "MODIFIED", _revision(name, marked=marked, deleting=True, **kw))]
 
 
 def _cluster() -> list[check.Entry]:
     """v0, v1, v2 and a on n1; a's resize to generation 2 (rev 10) is Deferred by the kubelet (11)."""
     return [
-        _pe(1, "ADDED", _pod("v0")), _pe(2, "ADDED", _pod("v1")), _pe(3, "ADDED", _pod("v2")),
-        _pe(4, "ADDED", _pod("a", priority=100)),
+        _pe(1, "ADDED", _revision("v0")), _pe(2, "ADDED", _revision("v1")), _pe(3, "ADDED", _revision("v2")),
+        _pe(4, "ADDED", _revision("a", priority=100)),
         _pe(10, "MODIFIED", _resizing(deferred=False)), _pe(11, "MODIFIED", _resizing()),
     ]
 
@@ -106,12 +104,12 @@ def test_kep5836_new_victim_is_reported_once_when_named_again():
 
 def test_kep5836_earlier_victim_deleted_before_the_new_mark_is_valid():
     """v0 is gone (rev 35) before v1 is marked (40): the first preemption was over."""
-    entries = (_first_preemption() + [_pe(35, "DELETED", _pod("v0", marked=T1, deleting=True))]
+    entries = (_first_preemption() + [_pe(35, "DELETED", _revision("v0", marked=T1, deleting=True))]
                + _second_preemption())
     assert check.check_entries(entries, [RULE()]) == []
     # Deleted only after v1's mark: it was still going.
     entries = (_first_preemption() + _second_preemption()
-               + [_pe(45, "DELETED", _pod("v0", marked=T1, deleting=True))])
+               + [_pe(45, "DELETED", _revision("v0", marked=T1, deleting=True))])
     assert check.check_entries(entries, [RULE()]) == [_violation("marked at rev 31, named at rev 33")]
 
 
@@ -119,7 +117,7 @@ def test_kep5836_earlier_victim_finished_before_the_new_mark_is_valid():
     """v0's containers exited (Succeeded, rev 36) before v1 is marked (40), its deletion landing
     later (45): a finished pod holds nothing on its node — the scheduler no longer lists it, the
     kubelet no longer counts it — so the first preemption was over (Option 4 waits for exactly that)."""
-    finished = _pod("v0", marked=T1, deleting=True)
+    finished = _revision("v0", marked=T1, deleting=True)
     finished.status.phase = "Succeeded"
     entries = (_first_preemption() + [_pe(36, "MODIFIED", finished)] + _second_preemption()
                + [_pe(45, "DELETED", finished)])
@@ -148,7 +146,8 @@ def test_kep5836_a_mark_the_resize_could_not_have_made_is_no_orphan(v0, mark_rev
     a's resize preempts v1: it was no victim of uid-a/2 — marked before a's resize was Deferred
     (rev 11), on another node than a's, or of higher priority than a."""
     entries = [
-        _pe(1, "ADDED", _pod("v0", **v0)), _pe(2, "ADDED", _pod("v1")), _pe(4, "ADDED", _pod("a", priority=100)),
+        _pe(1, "ADDED", _revision("v0", **v0)),
+        _pe(2, "ADDED", _revision("v1")), _pe(4, "ADDED", _revision("a", priority=100)),
         _pe(10, "MODIFIED", _resizing(deferred=False)), _pe(11, "MODIFIED", _resizing()),
     ] + _victim_goes(mark_rev, "v0", T1, **v0) + _second_preemption()
     assert check.check_entries(sorted(entries, key=lambda e: e.rev), [RULE()]) == []
@@ -167,7 +166,7 @@ def test_kep5836_a_new_resize_request_may_preempt_while_the_last_ones_victims_go
 
 def test_kep5836_another_preemptors_victims_do_not_count():
     """b (priority 100, Deferred too on n1) preempted v0; a's preemption of v1 is a's first."""
-    b = _pod("b", priority=100, generation=2, deferred=True)
+    b = _revision("b", priority=100, generation=2, deferred=True)
     entries = (_cluster() + [_pe(12, "ADDED", b)] + _victim_goes(31, "v0", T1) + [_preempted(33, "v0", "b")]
                + _second_preemption())
     assert check.check_entries(entries, [RULE()]) == []
@@ -191,8 +190,8 @@ def test_kep5836_unbound_preemptors_are_not_this_rules():
     """p, pending and nominated to n1, preempts v0 then v1 while v0 is going: the scheduler's
     ordinary preemption, no-preemption-while-victims-going's to report, not this rule's."""
     entries = [
-        _pe(1, "ADDED", _pod("v0")), _pe(2, "ADDED", _pod("v1")),
-        _pe(4, "ADDED", _pod("p", node="", priority=100, generation=2, deferred=True, nominated="n1")),
+        _pe(1, "ADDED", _revision("v0")), _pe(2, "ADDED", _revision("v1")),
+        _pe(4, "ADDED", _revision("p", node="", priority=100, generation=2, deferred=True, nominated="n1")),
     ] + _victim_goes(31, "v0", T1) + [_preempted(33, "v0", "p")] + _victim_goes(40, "v1", T2) + [
         _preempted(42, "v1", "p")]
     assert [v.rule for v in check.check_entries(entries)] == ["no-preemption-while-victims-going"]
@@ -202,7 +201,7 @@ def test_kep5836_unbound_preemptors_are_not_this_rules():
 def test_kep5836_the_same_victim_named_by_two_decisions_is_not_a_new_victim():
     """A second decision for uid-a/2 picks v0 again (its mark rewritten at 40, the event's count
     bumped at 42): v0 is the only victim, the scheduler skips deleting it again."""
-    entries = _first_preemption() + [_pe(40, "MODIFIED", _pod("v0", marked=T3, deleting=True)),
+    entries = _first_preemption() + [_pe(40, "MODIFIED", _revision("v0", marked=T3, deleting=True)),
                                      _preempted(42, "v0", count=2)]
     assert check.check_entries(entries, [RULE()]) == []
 

@@ -9,7 +9,8 @@ import yaml
 from cli import apply, check, printers, topology
 from cli.main import build_parser
 from machinery.api import core_pb2
-from tests.conftest import ROOT
+from tests.harness.builders import MakePod
+from tests.harness.cluster import ROOT
 
 
 def test_compose_yaml_is_current_with_the_topology():
@@ -98,23 +99,12 @@ def _entry(rev: int, type_: str, pod: core_pb2.Pod) -> check.Entry:
     return check.Entry(rev, type_, "Pod", pod.metadata.namespace, pod.metadata.name, pod)
 
 
-def _p(name: str, node: str = "", uid: str = "u1", alloc: str = "", actual: str = "") -> core_pb2.Pod:
-    p = core_pb2.Pod()
-    p.metadata.name, p.metadata.namespace, p.metadata.uid = name, "default", uid
-    p.spec.node_name = node
-    if alloc or actual:
-        cs = p.status.container_statuses.add(name="c")
-        if alloc:
-            cs.allocated_resources["cpu"] = alloc
-        if actual:
-            cs.resources.requests["cpu"] = actual
-    return p
-
-
 def test_check_bound_at_most_once():
-    entries = [_entry(1, "ADDED", _p("a")), _entry(2, "MODIFIED", _p("a", "n1")), _entry(3, "MODIFIED", _p("a", "n1"))]
+    entries = [_entry(1, "ADDED", MakePod().name("a").uid("u1").obj()),
+               _entry(2, "MODIFIED", MakePod().name("a").uid("u1").node("n1").obj()),
+               _entry(3, "MODIFIED", MakePod().name("a").uid("u1").node("n1").obj())]
     assert check.check_entries(entries, [check.BoundAtMostOnce()]) == []
-    entries.append(_entry(4, "MODIFIED", _p("a", "n2")))
+    entries.append(_entry(4, "MODIFIED", MakePod().name("a").uid("u1").node("n2").obj()))
     [v] = check.check_entries(entries, [check.BoundAtMostOnce()])
     assert v.rev == 4 and "bound to n1 at rev 2 and to n2 at rev 4" in v.message
 
@@ -124,35 +114,32 @@ def test_check_allocated_within_allocatable():
     node.metadata.name = "n1"
     node.status.allocatable["cpu"] = "2"
     entries = [check.Entry(1, "ADDED", "Node", "", "n1", node),
-               _entry(2, "MODIFIED", _p("a", "n1", "u1", alloc="1500m")),
-               _entry(3, "MODIFIED", _p("b", "n1", "u2", alloc="500m"))]
+               _entry(2, "MODIFIED", MakePod().name("a").uid("u1").node("n1").container("c")
+                                     .allocated(cpu="1500m").obj()),
+               _entry(3, "MODIFIED", MakePod().name("b").uid("u2").node("n1").container("c")
+                                     .allocated(cpu="500m").obj())]
     assert check.check_entries(entries, [check.AllocatedWithinAllocatable()]) == []
-    entries.append(_entry(4, "MODIFIED", _p("b", "n1", "u2", alloc="600m")))
+    entries.append(_entry(4, "MODIFIED", MakePod().name("b").uid("u2").node("n1").container("c")
+                                         .allocated(cpu="600m").obj()))
     [v] = check.check_entries(entries, [check.AllocatedWithinAllocatable()])
     assert v.rev == 4 and "cpu 2100 > 2000" in v.message
-    entries.append(_entry(5, "DELETED", _p("a", "n1", "u1", alloc="1500m")))
+    entries.append(_entry(5, "DELETED", MakePod().name("a").uid("u1").node("n1").container("c")
+                                        .allocated(cpu="1500m").obj()))
     assert [v.rev for v in check.check_entries(entries, [check.AllocatedWithinAllocatable()])] == [4]
 
 
 def test_check_actuated_within_allocated():
-    ok = [_entry(1, "MODIFIED", _p("a", "n", alloc="1", actual="1")),
-          _entry(2, "MODIFIED", _p("a", "n", alloc="1500m", actual="1")),
-          _entry(3, "MODIFIED", _p("a", "n", alloc="1500m", actual="1500m"))]
+    ok = [_entry(1, "MODIFIED", MakePod().name("a").uid("u1").node("n").container("c").allocated(cpu="1")
+                                .actual(cpu="1").obj()),
+          _entry(2, "MODIFIED", MakePod().name("a").uid("u1").node("n").container("c").allocated(cpu="1500m")
+                                .actual(cpu="1").obj()),
+          _entry(3, "MODIFIED", MakePod().name("a").uid("u1").node("n").container("c").allocated(cpu="1500m")
+                                .actual(cpu="1500m").obj())]
     assert check.check_entries(ok, [check.ActuatedWithinAllocated()]) == []
-    bad = ok + [_entry(4, "MODIFIED", _p("a", "n", alloc="1500m", actual="2"))]
+    bad = ok + [_entry(4, "MODIFIED", MakePod().name("a").uid("u1").node("n").container("c").allocated(cpu="1500m")
+                                      .actual(cpu="2").obj())]
     [v] = check.check_entries(bad, [check.ActuatedWithinAllocated()])
     assert v.rev == 4 and "actual cpu 2000 was never allocated" in v.message
-
-
-def _bound(name: str, node: str, cpu: str, uid: str = "", alloc: str = "", phase: str = "") -> core_pb2.Pod:
-    p = core_pb2.Pod()
-    p.metadata.name, p.metadata.namespace, p.metadata.uid = name, "default", uid or name
-    p.spec.node_name = node
-    p.spec.containers.add(name="c").resources.requests["cpu"] = cpu
-    if alloc:
-        p.status.container_statuses.add(name="c").allocated_resources["cpu"] = alloc
-    p.status.phase = phase
-    return p
 
 
 def test_check_bound_requests_within_allocatable():
@@ -163,32 +150,40 @@ def test_check_bound_requests_within_allocatable():
     entries = [check.Entry(1, "ADDED", "Node", "", "n1", node)]
     # Created unbound, then bound: 1500m + 500m fill the node exactly.
     for rev, (name, cpu) in enumerate((("a", "1500m"), ("b", "500m")), start=2):
-        entries += [_entry(rev * 10, "ADDED", _bound(name, "", cpu)),
-                    _entry(rev * 10 + 1, "MODIFIED", _bound(name, "n1", cpu))]
+        entries += [_entry(rev * 10, "ADDED", MakePod().name(name).uid(name).container("c", cpu=cpu).obj()),
+                    _entry(rev * 10 + 1, "MODIFIED", MakePod().name(name).uid(name).node("n1")
+                                                     .container("c", cpu=cpu).obj())]
     assert check.check_entries(entries, [rule()]) == []
-    over = entries + [_entry(40, "ADDED", _bound("c", "", "100m")), _entry(41, "MODIFIED", _bound("c", "n1", "100m"))]
+    over = entries + [_entry(40, "ADDED", MakePod().name("c").uid("c").container("c", cpu="100m").obj()),
+                      _entry(41, "MODIFIED", MakePod().name("c").uid("c").node("n1").container("c", cpu="100m").obj())]
     [v] = check.check_entries(over, [rule()])
     assert v.rev == 41 and "pod default/c bound to node n1" in v.message and "cpu 2100 > 2000" in v.message
     # A finished pod no longer holds room; a deleted one neither.
-    freed = entries + [_entry(32, "MODIFIED", _bound("a", "n1", "1500m", phase="Failed")),
-                       _entry(40, "ADDED", _bound("c", "", "1500m")),
-                       _entry(41, "MODIFIED", _bound("c", "n1", "1500m"))]
+    freed = entries + [_entry(32, "MODIFIED", MakePod().name("a").uid("a").node("n1").container("c", cpu="1500m")
+                                              .phase("Failed").obj()),
+                       _entry(40, "ADDED", MakePod().name("c").uid("c").container("c", cpu="1500m").obj()),
+                       _entry(41, "MODIFIED", MakePod().name("c").uid("c").node("n1")
+                                              .container("c", cpu="1500m").obj())]
     assert check.check_entries(freed, [rule()]) == []
     # A pod created with spec.nodeName (the kubelet's to admit) is not a binding, but it counts.
-    direct = entries + [_entry(32, "ADDED", _bound("critical", "n1", "1")),
-                        _entry(40, "ADDED", _bound("c", "", "100m")), _entry(41, "MODIFIED", _bound("c", "n1", "100m"))]
+    direct = entries + [_entry(32, "ADDED", MakePod().name("critical").uid("critical").node("n1")
+                                            .container("c", cpu="1").obj()),
+                        _entry(40, "ADDED", MakePod().name("c").uid("c").container("c", cpu="100m").obj()),
+                        _entry(41, "MODIFIED", MakePod().name("c").uid("c").node("n1")
+                                               .container("c", cpu="100m").obj())]
     assert [v.rev for v in check.check_entries(direct, [rule()])] == [41]
     # The kubelet's allocation, not a Deferred resize's desired requests, is what a pod holds.
-    deferred = entries[:-1] + [_entry(31, "MODIFIED", _bound("b", "n1", "1", alloc="500m"))]
+    deferred = entries[:-1] + [_entry(31, "MODIFIED", MakePod().name("b").uid("b").node("n1").container("c", cpu="1")
+                                                      .allocated(cpu="500m").obj())]
     assert check.check_entries(deferred, [rule()]) == []
-    deferred.append(_entry(40, "ADDED", _bound("c", "", "100m")))
-    deferred.append(_entry(41, "MODIFIED", _bound("c", "n1", "100m")))
+    deferred.append(_entry(40, "ADDED", MakePod().name("c").uid("c").container("c", cpu="100m").obj()))
+    deferred.append(_entry(41, "MODIFIED", MakePod().name("c").uid("c").node("n1").container("c", cpu="100m").obj()))
     [v] = check.check_entries(deferred, [rule()])
     assert v.rev == 41 and "cpu 2100 > 2000" in v.message
 
 
 def test_pod_table_columns():
-    p = _p("web", "node-1")
+    p = MakePod().name("web").uid("u1").node("node-1").obj()
     p.metadata.creation_timestamp = "2020-01-01T00:00:00Z"
     p.status.phase = "Running"
     p.spec.containers.add(name="c")

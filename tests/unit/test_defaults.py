@@ -12,7 +12,7 @@ from machinery import jsonconv
 from machinery.api import core_pb2, policy_pb2, resource_pb2, scheduling_pb2
 
 
-def pod(spec: dict[str, Any] | None = None) -> core_pb2.Pod:
+def decoded_pod(spec: dict[str, Any] | None = None) -> core_pb2.Pod:
     doc_spec: dict[str, Any] = {"containers": [{"name": "c", "image": "nginx:1.27"}]}
     doc_spec.update(spec or {})
     p = jsonconv.from_dict(core_pb2.Pod, {"metadata": {"name": "web", "namespace": "default"}, "spec": doc_spec})
@@ -21,7 +21,7 @@ def pod(spec: dict[str, Any] | None = None) -> core_pb2.Pod:
 
 
 def test_pod_spec_defaults() -> None:
-    spec = pod().spec
+    spec = decoded_pod().spec
     assert spec.restart_policy == "Always"
     assert spec.HasField("termination_grace_period_seconds") and spec.termination_grace_period_seconds == 30
     assert spec.dns_policy == "ClusterFirst"
@@ -37,11 +37,11 @@ def test_pod_spec_defaults() -> None:
     ("enable_service_links", "enableServiceLinks", False),
 ])
 def test_pod_spec_values_are_kept(field: str, json: str, value: Any) -> None:
-    assert getattr(pod({json: value}).spec, field) == value
+    assert getattr(decoded_pod({json: value}).spec, field) == value
 
 
 def test_pod_defaults_leave_security_context_priority_preemption_and_status_alone() -> None:
-    p = pod()
+    p = decoded_pod()
     assert not p.spec.HasField("security_context")
     assert not p.spec.HasField("preemption_policy")
     assert not p.spec.HasField("priority")
@@ -58,16 +58,16 @@ def test_pod_defaults_leave_security_context_priority_preemption_and_status_alon
     ("nginx:latest@sha256:0123456789abcdef", "Always"),
 ])
 def test_image_pull_policy(image: str, policy: str) -> None:
-    assert pod({"containers": [{"name": "c", "image": image}]}).spec.containers[0].image_pull_policy == policy
+    assert decoded_pod({"containers": [{"name": "c", "image": image}]}).spec.containers[0].image_pull_policy == policy
 
 
 def test_explicit_image_pull_policy_is_kept() -> None:
-    c = pod({"containers": [{"name": "c", "image": "nginx", "imagePullPolicy": "Never"}]}).spec.containers[0]
+    c = decoded_pod({"containers": [{"name": "c", "image": "nginx", "imagePullPolicy": "Never"}]}).spec.containers[0]
     assert c.image_pull_policy == "Never"
 
 
 def test_container_defaults() -> None:
-    p = pod({"initContainers": [{"name": "init", "image": "busybox",
+    p = decoded_pod({"initContainers": [{"name": "init", "image": "busybox",
                                  "ports": [{"containerPort": 53, "protocol": "UDP"}]}],
              "containers": [{"name": "c", "image": "nginx:1.27", "ports": [{"containerPort": 80}]}]})
     for c in (p.spec.containers[0], p.spec.init_containers[0]):
@@ -79,7 +79,8 @@ def test_container_defaults() -> None:
 
 
 def test_host_network_defaults_host_ports() -> None:
-    p = pod({"hostNetwork": True, "containers": [{"name": "c", "image": "nginx:1", "ports": [{"containerPort": 80}]}]})
+    p = decoded_pod({"hostNetwork": True,
+                     "containers": [{"name": "c", "image": "nginx:1", "ports": [{"containerPort": 80}]}]})
     assert p.spec.containers[0].ports[0].host_port == 80
 
 
@@ -91,7 +92,7 @@ def test_host_network_defaults_host_ports() -> None:
     ({}, {}),
 ])
 def test_requests_default_to_limits(resources: dict[str, Any], requests: dict[str, str]) -> None:
-    p = pod({"containers": [{"name": "c", "image": "nginx:1", "resources": resources}],
+    p = decoded_pod({"containers": [{"name": "c", "image": "nginx:1", "resources": resources}],
              "initContainers": [{"name": "i", "image": "busybox", "resources": resources}]})
     assert dict(p.spec.containers[0].resources.requests) == requests
     assert dict(p.spec.init_containers[0].resources.requests) == requests
@@ -107,30 +108,30 @@ def test_requests_default_to_limits(resources: dict[str, Any], requests: dict[st
     ("lots", "lots"),      # malformed: left for validation
 ])
 def test_quantities_are_rounded_and_canonical(given: str, stored: str) -> None:
-    p = pod({"containers": [{"name": "c", "image": "nginx:1", "resources": {"requests": {"cpu": given}}}],
+    p = decoded_pod({"containers": [{"name": "c", "image": "nginx:1", "resources": {"requests": {"cpu": given}}}],
              "overhead": {"memory": given}})
     assert p.spec.containers[0].resources.requests["cpu"] == stored
     assert p.spec.overhead["memory"] == stored
 
 
 def test_resize_policy_is_not_defaulted() -> None:
-    assert len(pod().spec.containers[0].resize_policy) == 0
+    assert len(decoded_pod().spec.containers[0].resize_policy) == 0
 
 
 def test_pod_level_requests_default_to_pod_level_limits() -> None:
-    p = pod({"resources": {"limits": {"cpu": "1", "memory": "1Gi"}}})
+    p = decoded_pod({"resources": {"limits": {"cpu": "1", "memory": "1Gi"}}})
     assert dict(p.spec.resources.requests) == {"cpu": "1", "memory": "1Gi"}
 
 
 def test_pod_level_requests_default_to_container_requests() -> None:
-    p = pod({"resources": {"limits": {"cpu": "1"}},
+    p = decoded_pod({"resources": {"limits": {"cpu": "1"}},
              "containers": [{"name": "a", "image": "x:1", "resources": {"requests": {"cpu": "100m"}}},
                             {"name": "b", "image": "x:1", "resources": {"requests": {"cpu": "200m"}}}]})
     assert dict(p.spec.resources.requests) == {"cpu": "300m"}
 
 
 def test_default_tolerations_added() -> None:
-    tolerations = [(t.key, t.operator, t.effect, t.toleration_seconds) for t in pod().spec.tolerations]
+    tolerations = [(t.key, t.operator, t.effect, t.toleration_seconds) for t in decoded_pod().spec.tolerations]
     assert tolerations == [("node.kubernetes.io/not-ready", "Exists", "NoExecute", 300),
                            ("node.kubernetes.io/unreachable", "Exists", "NoExecute", 300)]
 
@@ -145,11 +146,11 @@ def test_default_tolerations_added() -> None:
      ["node.kubernetes.io/not-ready", "node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable"]),
 ])
 def test_default_tolerations_respect_existing_ones(toleration: dict[str, Any], keys: list[str]) -> None:
-    assert [t.key for t in pod({"tolerations": [toleration]}).spec.tolerations] == keys
+    assert [t.key for t in decoded_pod({"tolerations": [toleration]}).spec.tolerations] == keys
 
 
 def test_pod_defaults_are_idempotent() -> None:
-    p = pod({"containers": [{"name": "c", "image": "nginx", "resources": {"limits": {"cpu": "1"}}}]})
+    p = decoded_pod({"containers": [{"name": "c", "image": "nginx", "resources": {"limits": {"cpu": "1"}}}]})
     again = core_pb2.Pod()
     again.CopyFrom(p)
     defaults.default_pod(again)

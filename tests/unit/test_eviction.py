@@ -27,7 +27,7 @@ from kubelet.eviction.thresholds import (
 from kubelet.node import Conditions, pressure_taints
 from machinery.api import core_pb2, cri_pb2
 from machinery.quantity import parse_quantity
-from tests.helpers import make_pod
+from tests.harness.builders import MakePod
 
 Mi = 1 << 20
 Gi = 1 << 30
@@ -174,14 +174,6 @@ def test_memory_available_never_goes_below_zero_and_unlabelled_containers_do_not
 # ------------------------------------------------------------------ ranking (the documentation's order)
 
 
-def _pod(name: str, priority: int, request: str | None = None, limit: str | None = None) -> core_pb2.Pod:
-    pod = make_pod(name, memory=request, limit_memory=limit, cpu="100m" if limit else None,
-                   limit_cpu="100m" if limit else None)
-    pod.metadata.uid = f"uid-{name}"
-    pod.spec.priority = priority
-    return pod
-
-
 def _stats_of(usage: dict[str, int]):
     return lambda pod: (PodStats(pod.metadata.uid, {"c1": usage[pod.metadata.name]})
                         if pod.metadata.name in usage else None)
@@ -189,12 +181,20 @@ def _stats_of(usage: dict[str, int]):
 
 def test_ranking_follows_the_documentation_exceeding_requests_then_priority_then_usage_above_request():
     pods = [
-        _pod("guaranteed-low", 100, "200Mi", "200Mi"),    # under its request, lowest priority of all
-        _pod("burstable-under", 500, "500Mi"),            # under its request
-        _pod("besteffort-high", 2000),                    # exceeds (requests nothing), high priority
-        _pod("burstable-over-mid", 1000, "100Mi"),        # exceeds by 50Mi
-        _pod("besteffort-mid", 1000),                     # exceeds by 10Mi, same priority
-        _pod("burstable-over-mid-big", 1000, "100Mi"),    # exceeds by 400Mi, same priority
+        # under its request, lowest priority of all
+        MakePod().name("guaranteed-low").uid("uid-guaranteed-low").priority(100).req(cpu="100m", memory="200Mi")
+        .lim(cpu="100m", memory="200Mi").obj(),
+        # under its request
+        MakePod().name("burstable-under").uid("uid-burstable-under").priority(500).req(memory="500Mi").obj(),
+        # exceeds (requests nothing), high priority
+        MakePod().name("besteffort-high").uid("uid-besteffort-high").priority(2000).obj(),
+        # exceeds by 50Mi
+        MakePod().name("burstable-over-mid").uid("uid-burstable-over-mid").priority(1000).req(memory="100Mi").obj(),
+        # exceeds by 10Mi, same priority
+        MakePod().name("besteffort-mid").uid("uid-besteffort-mid").priority(1000).obj(),
+        # exceeds by 400Mi, same priority
+        MakePod().name("burstable-over-mid-big").uid("uid-burstable-over-mid-big").priority(1000)
+        .req(memory="100Mi").obj(),
     ]
     usage = {"guaranteed-low": 150 * Mi, "burstable-under": 100 * Mi, "besteffort-high": 700 * Mi,
              "burstable-over-mid": 150 * Mi, "besteffort-mid": 10 * Mi, "burstable-over-mid-big": 500 * Mi}
@@ -208,14 +208,15 @@ def test_ranking_follows_the_documentation_exceeding_requests_then_priority_then
 
 
 def test_a_pod_without_stats_is_ranked_first_as_kubernetes_does():
-    pods = [_pod("a", 0), _pod("nostats", 1000, "1Gi")]
+    pods = [MakePod().name("a").uid("uid-a").priority(0).obj(),
+            MakePod().name("nostats").uid("uid-nostats").priority(1000).req(memory="1Gi").obj()]
     order = [p.metadata.name for p in rank_memory_pressure(pods, _stats_of({"a": 100 * Mi}))]
     assert order == ["nostats", "a"]
 
 
 def test_memory_request_counts_init_containers_as_a_maximum_and_overhead():
-    pod = make_pod("init", containers=[("c1", {"memory": "100Mi"}, {}), ("c2", {"memory": "50Mi"}, {})],
-                   init_containers=[("i1", {"memory": "200Mi"}, {}, None)])
+    pod = (MakePod().name("init").container("c1", memory="100Mi").container("c2", memory="50Mi")
+           .init_container("i1", memory="200Mi").obj())
     pod.spec.overhead["memory"] = "10Mi"
     from kubelet.eviction.pods import memory_request
     assert memory_request(pod) == 210 * Mi
@@ -303,18 +304,19 @@ def test_no_decision_twice_on_the_same_stats_sample():
 
 
 def test_the_eviction_message_is_kubernetes_text():
-    pod = _pod("burst", 0, "100Mi")
+    pod = MakePod().name("burst").uid("uid-burst").priority(0).req(memory="100Mi").obj()
     msg = eviction_message("memory", pod, PodStats("uid-burst", {"c1": 500 * Mi}), parse_quantity("100Mi"), 60 * Mi)
     assert msg.text == ("The node was low on resource: memory. Threshold quantity: 100Mi, available: 60Mi. "
                         "Container c1 was using 500Mi, request is 100Mi, has larger consumption of memory.")
     assert msg.offending == {"offending_containers": "c1", "offending_containers_usage": "500Mi",
                              "starved_resource": "memory"}
-    be = _pod("be", 0)
+    be = MakePod().name("be").uid("uid-be").priority(0).obj()
     assert eviction_message("memory", be, PodStats("uid-be", {"c1": 150 * Mi + 1}), parse_quantity("200Mi"),
                             0).text == ("The node was low on resource: memory. Threshold quantity: 200Mi, "
                                         "available: 0. Container c1 was using 157286401, request is 0, "
                                         "has larger consumption of memory.")
-    under = _pod("g", 0, "200Mi", "200Mi")
+    under = (MakePod().name("g").uid("uid-g").priority(0).req(cpu="100m", memory="200Mi")
+             .lim(cpu="100m", memory="200Mi").obj())
     assert eviction_message("memory", under, PodStats("uid-g", {"c1": 150 * Mi}), parse_quantity("200Mi"),
                             24 * Mi).text == "The node was low on resource: memory. Threshold quantity: 200Mi, " \
                                             "available: 24Mi."
@@ -322,31 +324,34 @@ def test_the_eviction_message_is_kubernetes_text():
 
 def test_under_memory_pressure_best_effort_pods_are_refused_others_admitted():
     pressure = ["MemoryPressure"]
-    be = _pod("be", 0)
+    be = MakePod().name("be").uid("uid-be").priority(0).obj()
     verdict = admit(be, pressure)
     assert (verdict.admit, verdict.reason, verdict.message) == (False, "Evicted",
                                                                 "The node had condition: [MemoryPressure].")
     assert admit(be, []).admit
-    assert admit(_pod("burst", 0, "100Mi"), pressure).admit
-    assert admit(_pod("guaranteed", 0, "100Mi", "100Mi"), pressure).admit
-    assert admit(_pod("critical", 2_000_001_000), pressure).admit  # system-node-critical
+    assert admit(MakePod().name("burst").uid("uid-burst").priority(0).req(memory="100Mi").obj(), pressure).admit
+    assert admit(MakePod().name("guaranteed").uid("uid-guaranteed").priority(0).req(cpu="100m", memory="100Mi")
+                 .lim(cpu="100m", memory="100Mi").obj(), pressure).admit
+    critical = MakePod().name("critical").uid("uid-critical").priority(2_000_001_000).obj()  # system-node-critical
+    assert admit(critical, pressure).admit
 
 
 def test_a_best_effort_pod_tolerating_the_memory_pressure_taint_is_admitted():
     pressure = ["MemoryPressure"]
-    tolerant = _pod("t", 0)
+    tolerant = MakePod().name("t").uid("uid-t").priority(0).obj()
     tolerant.spec.tolerations.add(key="node.kubernetes.io/memory-pressure", operator="Exists", effect="NoSchedule")
     assert admit(tolerant, pressure).admit
-    everything = _pod("all", 0)
+    everything = MakePod().name("all").uid("uid-all").priority(0).obj()
     everything.spec.tolerations.add(operator="Exists")
     assert admit(everything, pressure).admit
-    wrong_effect = _pod("w", 0)
+    wrong_effect = MakePod().name("w").uid("uid-w").priority(0).obj()
     wrong_effect.spec.tolerations.add(key="node.kubernetes.io/memory-pressure", operator="Exists", effect="NoExecute")
     assert not admit(wrong_effect, pressure).admit
 
 
 def test_other_pressure_refuses_all_but_critical_pods():
-    verdict = admit(_pod("burst", 0, "100Mi"), ["MemoryPressure", "DiskPressure"])
+    burst = MakePod().name("burst").uid("uid-burst").priority(0).req(memory="100Mi").obj()
+    verdict = admit(burst, ["MemoryPressure", "DiskPressure"])
     assert not verdict.admit and verdict.message == "The node had condition: [MemoryPressure DiskPressure]."
     assert node_condition_message(["DiskPressure"]) == "The node had condition: [DiskPressure]."
 
@@ -428,7 +433,10 @@ def _sample(name: str, signal: str = MEMORY_AVAILABLE) -> float | None:
 
 async def test_the_manager_evicts_one_pod_per_round_in_ranking_order_until_the_pressure_is_gone():
     # 1Gi node, hard memory.available<200Mi; 1000Mi used: 24Mi available.
-    pods = [_pod("guaranteed", 100, "200Mi", "200Mi"), _pod("burstable", 1000, "100Mi"), _pod("besteffort", 2000)]
+    pods = [MakePod().name("guaranteed").uid("uid-guaranteed").priority(100).req(cpu="100m", memory="200Mi")
+            .lim(cpu="100m", memory="200Mi").obj(),
+            MakePod().name("burstable").uid("uid-burstable").priority(1000).req(memory="100Mi").obj(),
+            MakePod().name("besteffort").uid("uid-besteffort").priority(2000).obj()]
     node = _Node(pods, {"guaranteed": 150 * Mi, "burstable": 150 * Mi, "besteffort": 700 * Mi})
     clock = _FakeClock()
     m = node.manager(parse_config(hard="memory.available<200Mi", pressure_transition_period="30s"), clock)
@@ -463,7 +471,9 @@ async def test_the_manager_evicts_one_pod_per_round_in_ranking_order_until_the_p
 
 
 async def test_critical_pods_are_never_evicted():
-    pods = [_pod("critical", 2_000_000_000), _pod("small", 0, "100Mi", "100Mi")]
+    pods = [MakePod().name("critical").uid("uid-critical").priority(2_000_000_000).obj(),
+            MakePod().name("small").uid("uid-small").priority(0).req(cpu="100m", memory="100Mi")
+            .lim(cpu="100m", memory="100Mi").obj()]
     node = _Node(pods, {"critical": 950 * Mi, "small": 10 * Mi})
     m = node.manager(parse_config(hard="memory.available<200Mi"), _FakeClock())
     # The critical pod ranks first (it exceeds its request) but is skipped; the next one goes.
@@ -474,14 +484,18 @@ async def test_critical_pods_are_never_evicted():
 
 async def test_system_daemons_over_their_reservation_evict_pods_under_their_requests_by_priority():
     # The documentation's case: only Guaranteed / Burstable pods within requests are left.
-    pods = [_pod("g-high", 1000, "200Mi", "200Mi"), _pod("b-low", 10, "300Mi"), _pod("g-low", 100, "200Mi", "200Mi")]
+    pods = [MakePod().name("g-high").uid("uid-g-high").priority(1000).req(cpu="100m", memory="200Mi")
+            .lim(cpu="100m", memory="200Mi").obj(),
+            MakePod().name("b-low").uid("uid-b-low").priority(10).req(memory="300Mi").obj(),
+            MakePod().name("g-low").uid("uid-g-low").priority(100).req(cpu="100m", memory="200Mi")
+            .lim(cpu="100m", memory="200Mi").obj()]
     node = _Node(pods, {"g-high": 100 * Mi, "b-low": 100 * Mi, "g-low": 100 * Mi}, system=700 * Mi)
     m = node.manager(parse_config(hard="memory.available<200Mi"), _FakeClock())
     assert (await m.synchronize()).metadata.name == "b-low"
 
 
 async def test_soft_eviction_waits_for_the_grace_period_and_caps_the_pods_grace_period():
-    pods = [_pod("be", 0)]
+    pods = [MakePod().name("be").uid("uid-be").priority(0).obj()]
     pods[0].spec.termination_grace_period_seconds = 30
     node = _Node(pods, {"be": 800 * Mi})
     clock = _FakeClock()
@@ -497,7 +511,7 @@ async def test_soft_eviction_waits_for_the_grace_period_and_caps_the_pods_grace_
 
 
 def test_soft_eviction_without_a_max_pod_grace_period_kills_at_once_and_a_shorter_pod_grace_wins():
-    pod = _pod("p", 0)
+    pod = MakePod().name("p").uid("uid-p").priority(0).obj()
     pod.spec.termination_grace_period_seconds = 3
     flags = dict(soft="memory.available<300Mi", soft_grace_period="memory.available=1s")
     no_max = _Node([pod], {"p": 0}).manager(parse_config(**flags), _FakeClock())
@@ -509,7 +523,7 @@ def test_soft_eviction_without_a_max_pod_grace_period_kills_at_once_and_a_shorte
 
 
 async def test_nothing_happens_without_thresholds_or_when_stats_fail():
-    node = _Node([_pod("a", 0)], {"a": 2 * Gi})
+    node = _Node([MakePod().name("a").uid("uid-a").priority(0).obj()], {"a": 2 * Gi})
     m = node.manager(parse_config(hard=""), _FakeClock())
     assert await m.synchronize() is None and m.conditions == [] and node.conditions == []
     from kubelet.runtime.errors import RuntimeUnavailable

@@ -18,7 +18,7 @@ from kubelet.status import (
     shares_to_milli,
     to_linux,
 )
-from tests.helpers import make_pod
+from tests.harness.builders import MakePod
 
 
 def test_cri_unit_conversions_match_kubernetes():
@@ -43,7 +43,7 @@ def test_actual_resources_show_what_the_runtime_really_applied():
 
 
 def _flow_pod(cpu: str):
-    pod = make_pod("flow", cpu=cpu)
+    pod = MakePod().name("flow").req(cpu=cpu).obj()
     pod.metadata.generation = 3
     pod.status.qos_class = "Burstable"
     pod.status.conditions.add(type="PodScheduled", status="True", last_transition_time="2020-01-01T00:00:00Z")
@@ -71,7 +71,7 @@ def test_kep1287_flow_control_step_8_status_shows_allocated_and_actual_separatel
 
 
 def test_a_container_that_is_not_running_reports_its_allocated_resources_and_empty_means_supported():
-    pod = make_pod("p", containers=[("c1", {}, {})])
+    pod = MakePod().name("p").container("c1").obj()
     st = compute_status(pod, PodView(), {"c1": Resources()}, {})
     cs = st.container_statuses[0]
     assert cs.HasField("resources") and not cs.resources.requests  # {}: this kubelet supports resize
@@ -80,7 +80,7 @@ def test_a_container_that_is_not_running_reports_its_allocated_resources_and_emp
 
 def test_an_old_kubelet_reports_no_status_resources():
     """KEP-1287 Version Skew Strategy: without in-place resize, resources stay unset."""
-    pod = make_pod("p", cpu="1")
+    pod = MakePod().name("p").req(cpu="1").obj()
     view = PodView(sandbox_ready=True, containers={"c1": ContainerView("c1", "x", "running",
                                                                        applied=LinuxResources(cpu_shares=1024))})
     cs = compute_status(pod, view, None, {}, report_resources=False).container_statuses[0]
@@ -97,7 +97,10 @@ def test_an_old_kubelet_reports_no_status_resources():
     ("Never", [("exited", 0, False), ("running", 0, False)], "Running"),
 ])
 def test_phase_follows_kubernetes_get_phase(policy, states, expected):
-    pod = make_pod("p", containers=[(f"c{i}", {}, {}) for i in range(len(states))])
+    builder = MakePod().name("p")
+    for i in range(len(states)):
+        builder.container(f"c{i}")
+    pod = builder.obj()
     pod.spec.restart_policy = policy
     view = PodView(sandbox_ready=True)
     for i, (state, code, crashed_before) in enumerate(states):
@@ -108,7 +111,7 @@ def test_phase_follows_kubernetes_get_phase(policy, states, expected):
 
 
 def test_restart_count_and_last_state_after_a_restart_container_resize():
-    pod = make_pod("p", cpu="1")
+    pod = MakePod().name("p").req(cpu="1").obj()
     view = PodView(sandbox_ready=True, restarts={"c1": 1},
                    containers={"c1": ContainerView("c1", "new", "running", attempt=1, applied=to_linux(
                        Resources({"cpu": "1"})))},

@@ -17,7 +17,7 @@ from prometheus_client import REGISTRY
 from machinery import errors
 from machinery.api import coordination_pb2
 from machinery.leaderelection import LeaderElectionConfig, LeaderElector
-from tests.helpers import eventually
+from tests.harness.wait import eventually
 
 NS = "kube-system"
 _names = itertools.count()

@@ -12,6 +12,7 @@ from apiserver.watchcache import encode_frame
 from machinery import disruption, failpoints, jsonconv, kinds, selectors, timeutil
 from machinery.api import core_pb2, policy_pb2, resource_pb2
 from machinery.featuregates import FeatureGateError, FeatureGates
+from tests.harness.builders import MakePod, make_pdb
 
 # ---------------------------------------------------------------- jsonconv
 
@@ -215,33 +216,28 @@ def test_feature_gates_defaults_overrides_and_errors():
 # ---------------------------------------------------------------- PodDisruptionBudget arithmetic
 
 
-def _pod(name: str, ready: bool = True, deleting: bool = False) -> core_pb2.Pod:
-    p = core_pb2.Pod()
-    p.metadata.name, p.metadata.namespace = name, "default"
-    p.metadata.labels["app"] = "web"
-    p.status.phase = "Running"
-    p.status.conditions.add(type="Ready", status="True" if ready else "False")
+def _web(name: str, ready: bool = True, deleting: bool = False) -> core_pb2.Pod:
+    """A Running pod of the budget's app (``app=web``), Ready or not, being deleted or not."""
+    p = MakePod().name(name).label("app", "web").phase("Running").condition("Ready", "True" if ready else "False")
     if deleting:
-        p.metadata.deletion_timestamp = timeutil.rfc3339()
-    return p
+        p.deletion_timestamp(timeutil.rfc3339())
+    return p.obj()
 
 
-def _pdb(**spec) -> policy_pb2.PodDisruptionBudget:
-    b = policy_pb2.PodDisruptionBudget()
-    b.metadata.name, b.metadata.namespace, b.metadata.generation = "web", "default", 4
-    b.spec.selector.match_labels["app"] = "web"
-    for k, v in spec.items():
-        setattr(b.spec, k, v)
+def _pdb(**spec: str) -> policy_pb2.PodDisruptionBudget:
+    """The budget of app ``web`` at generation 4."""
+    b = make_pdb("web", {"app": "web"}, **spec)
+    b.metadata.generation = 4
     return b
 
 
 @pytest.mark.parametrize("spec,pods,want", [
-    ({"min_available": "2"}, [_pod("a"), _pod("b"), _pod("c")], (3, 3, 2, 1)),
-    ({"min_available": "50%"}, [_pod("a"), _pod("b"), _pod("c")], (3, 3, 2, 1)),  # 1.5 rounds up
-    ({"max_unavailable": "1"}, [_pod("a"), _pod("b"), _pod("c")], (3, 3, 2, 1)),
-    ({"max_unavailable": "34%"}, [_pod("a"), _pod("b"), _pod("c")], (3, 3, 1, 2)),  # ceil(1.02) = 2 unavailable
-    ({"min_available": "2"}, [_pod("a"), _pod("b", ready=False), _pod("c", deleting=True)], (3, 1, 2, 0)),
-    ({"min_available": "100%"}, [_pod("a")], (1, 1, 1, 0)),
+    ({"min_available": "2"}, [_web("a"), _web("b"), _web("c")], (3, 3, 2, 1)),
+    ({"min_available": "50%"}, [_web("a"), _web("b"), _web("c")], (3, 3, 2, 1)),  # 1.5 rounds up
+    ({"max_unavailable": "1"}, [_web("a"), _web("b"), _web("c")], (3, 3, 2, 1)),
+    ({"max_unavailable": "34%"}, [_web("a"), _web("b"), _web("c")], (3, 3, 1, 2)),  # ceil(1.02) = 2 unavailable
+    ({"min_available": "2"}, [_web("a"), _web("b", ready=False), _web("c", deleting=True)], (3, 1, 2, 0)),
+    ({"min_available": "100%"}, [_web("a")], (1, 1, 1, 0)),
 ])
 def test_pdb_status_counts_expected_healthy_desired_allowed(spec, pods, want):
     s = disruption.compute_status(_pdb(**spec), pods)
@@ -256,7 +252,7 @@ def test_pdb_disrupted_pods_count_until_deleted_or_expired():
     now = datetime(2026, 1, 1, tzinfo=timezone.utc)
     b.status.disrupted_pods["a"] = timeutil.rfc3339(now - timedelta(seconds=10))
     b.status.disrupted_pods["b"] = timeutil.rfc3339(now - timedelta(minutes=5))  # expired
-    s = disruption.compute_status(b, [_pod("a"), _pod("b"), _pod("c")], at=now)
+    s = disruption.compute_status(b, [_web("a"), _web("b"), _web("c")], at=now)
     assert dict(s.disrupted_pods) == {"a": b.status.disrupted_pods["a"]}
     assert s.current_healthy == 2 and s.disruptions_allowed == 1
 

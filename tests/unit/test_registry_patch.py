@@ -11,12 +11,12 @@ from apiserver.registry import patched
 from machinery import errors, jsonconv, patch
 from machinery.api import core_pb2
 from machinery.kinds import POD
-from tests.helpers import make_pod
+from tests.harness.builders import MakePod
 
 
 def _stored_pod() -> core_pb2.Pod:
-    p = make_pod("web", cpu="900m", memory="500Mi", limit_cpu="900m", limit_memory="500Mi", node="node-1",
-                 labels={"app": "web"})
+    p = (MakePod().name("web").label("app", "web").req(cpu="900m", memory="500Mi").lim(cpu="900m", memory="500Mi")
+         .node("node-1").obj())
     p.spec.containers[0].ports.add(container_port=80)
     default_pod(p)
     p.metadata.uid, p.metadata.resource_version = "uid-1", "42"

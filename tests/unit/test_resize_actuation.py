@@ -6,7 +6,7 @@ from __future__ import annotations
 from kubelet.allocation.checkpoint import Resources
 from kubelet.resize import ContainerResize, actuate, needs_restart
 from kubelet.status import LinuxResources
-from tests.helpers import make_pod
+from tests.harness.builders import MakePod
 
 
 class FakeRuntime:
@@ -83,7 +83,7 @@ async def test_memory_then_cpu_passes_update_only_that_resource():
 
 
 async def test_restart_container_policy_restarts_instead_of_updating():
-    pod = make_pod("p", cpu="1")
+    pod = MakePod().name("p").req(cpu="1").obj()
     pod.spec.containers[0].resize_policy.add(resource_name="memory", restart_policy="RestartContainer")
     assert needs_restart(pod.spec.containers[0], {"memory"}) and not needs_restart(pod.spec.containers[0], {"cpu"})
     rt = FakeRuntime()

@@ -80,7 +80,7 @@ def resize_pending(reason: str, status_: str = "True") -> core_pb2.PodCondition:
 INFEASIBLE = [resize_pending("Infeasible")]
 
 
-def make_pod(containers: list[core_pb2.Container] | None = None,
+def pod_with(containers: list[core_pb2.Container] | None = None,
              init: list[core_pb2.Container] | None = None,
              overhead: Q | None = None,
              pod_requests_: Q | None = None,
@@ -90,6 +90,8 @@ def make_pod(containers: list[core_pb2.Container] | None = None,
              init_statuses: list[core_pb2.ContainerStatus] | None = None,
              conditions: list[core_pb2.PodCondition] | None = None,
              qos: str = "") -> core_pb2.Pod:
+    """A pod put together from ready-made parts (Container and ContainerStatus messages, conditions), as
+    the tables of Kubernetes' resource helper tests give them."""
     pod = core_pb2.Pod()
     pod.metadata.name = "pod"
     pod.spec.containers.extend(containers or [])
@@ -122,7 +124,7 @@ def get_pod(cpu_request: str = "", cpu_limit: str = "", memory_request: str = ""
     requests = {k: v for k, v in (("cpu", cpu_request), ("memory", memory_request)) if v}
     limits = {k: v for k, v in (("cpu", cpu_limit), ("memory", memory_limit)) if v}
     overhead = {k: v for k, v in (("cpu", cpu_overhead), ("memory", memory_overhead)) if v}
-    return make_pod(containers=[ctr("foo", requests, limits)], init=[ctr("init-foo", requests, limits)],
+    return pod_with(containers=[ctr("foo", requests, limits)], init=[ctr("init-foo", requests, limits)],
                     overhead=overhead)
 
 
@@ -152,12 +154,12 @@ _TWO = [ctr("foobar", {"cpu": "1", "memory": "5"}, {"cpu": "2", "memory": "10"})
 
 
 @pytest.mark.parametrize("pod, want_requests, want_limits", [
-    pytest.param(make_pod(containers=_TWO), rl(cpu="5", memory="17"), rl(cpu="10", memory="34"),
+    pytest.param(pod_with(containers=_TWO), rl(cpu="5", memory="17"), rl(cpu="10", memory="34"),
                  id="two container no overhead - should just be sum of containers"),
-    pytest.param(make_pod(containers=_TWO, overhead={"cpu": "3", "memory": "8"}),
+    pytest.param(pod_with(containers=_TWO, overhead={"cpu": "3", "memory": "8"}),
                  rl(cpu="5", memory="17"), rl(cpu="10", memory="34"),
                  id="two container with overhead - shouldn't consider overhead"),
-    pytest.param(make_pod(containers=_TWO, overhead={"cpu": "3", "memory": "8"},
+    pytest.param(pod_with(containers=_TWO, overhead={"cpu": "3", "memory": "8"},
                           init=[ctr("small-init", {"cpu": "1", "memory": "5"}, {"cpu": "1", "memory": "5"}),
                                 ctr("big-init", {"cpu": "40", "memory": "120"}, {"cpu": "80", "memory": "240"})]),
                  rl(cpu="40", memory="120"), rl(cpu="80", memory="240"),
@@ -186,7 +188,7 @@ class ReqCase:
     exclude_overhead: bool = False
 
     def pod(self) -> core_pb2.Pod:
-        return make_pod(containers=self.containers, init=self.init, overhead=self.overhead,
+        return pod_with(containers=self.containers, init=self.init, overhead=self.overhead,
                         statuses=self.statuses, init_statuses=self.init_statuses,
                         conditions=self.conditions)
 
@@ -365,55 +367,55 @@ def test_pod_resource_limits(case: ReqCase) -> None:
 
 
 @pytest.mark.parametrize("pod, skip, want", [
-    pytest.param(make_pod(), False, {}, id="nil"),
-    pytest.param(make_pod(pod_requests_=_mem("2Mi")), True, {},
+    pytest.param(pod_with(), False, {}, id="nil"),
+    pytest.param(pod_with(pod_requests_=_mem("2Mi")), True, {},
                  id="pod level memory resource with SkipPodLevelResources true"),
-    pytest.param(make_pod(pod_requests_=_mem("2Mi")), False, rl(memory="2Mi"),
+    pytest.param(pod_with(pod_requests_=_mem("2Mi")), False, rl(memory="2Mi"),
                  id="pod level memory resource with SkipPodLevelResources false"),
-    pytest.param(make_pod(pod_requests_=_mem("2Mi"), containers=[ctr(requests=_cpu("2m"))]), False,
+    pytest.param(pod_with(pod_requests_=_mem("2Mi"), containers=[ctr(requests=_cpu("2m"))]), False,
                  rl(memory="2Mi", cpu="2m"), id="pod level memory and container level cpu"),
-    pytest.param(make_pod(pod_requests_={"storage": "2Mi"}, containers=[ctr(requests={"storage": "3Mi"})]), False,
+    pytest.param(pod_with(pod_requests_={"storage": "2Mi"}, containers=[ctr(requests={"storage": "3Mi"})]), False,
                  rl(storage="3Mi"), id="unsupported resources set at both pod-level and container-level"),
-    pytest.param(make_pod(pod_requests_={"storage": "2Mi"}, containers=[ctr(requests=_mem("3Mi"))]), False,
+    pytest.param(pod_with(pod_requests_={"storage": "2Mi"}, containers=[ctr(requests=_mem("3Mi"))]), False,
                  rl(memory="3Mi"), id="unsupported resources set at pod-level"),
-    pytest.param(make_pod(containers=[ctr(requests={"memory": "3Mi", "cpu": "2m"})]), False,
+    pytest.param(pod_with(containers=[ctr(requests={"memory": "3Mi", "cpu": "2m"})]), False,
                  rl(memory="3Mi", cpu="2m"), id="only container level resources set"),
-    pytest.param(make_pod(pod_requests_={"memory": "6Mi", "cpu": "8m"},
+    pytest.param(pod_with(pod_requests_={"memory": "6Mi", "cpu": "8m"},
                           containers=[ctr(requests={"memory": "3Mi", "cpu": "2m"})]), False,
                  rl(memory="6Mi", cpu="8m"), id="both container-level and pod-level resources set"),
-    pytest.param(make_pod(containers=[ctr(requests={"memory": "3Mi", "cpu": "2m"})],
+    pytest.param(pod_with(containers=[ctr(requests={"memory": "3Mi", "cpu": "2m"})],
                           init=[ctr(requests={"memory": "5Mi", "cpu": "4m"})]), True,
                  rl(memory="5Mi", cpu="4m"), id="container-level resources and init container"),
-    pytest.param(make_pod(containers=[ctr(requests={"memory": "3Mi", "cpu": "2m"})],
+    pytest.param(pod_with(containers=[ctr(requests={"memory": "3Mi", "cpu": "2m"})],
                           init=[ctr(requests={"memory": "5Mi", "cpu": "4m"}, sidecar=True)]), False,
                  rl(memory="8Mi", cpu="6m"), id="container-level resources and sidecar container"),
-    pytest.param(make_pod(containers=[ctr(requests={"memory": "3Mi", "cpu": "2m"})],
+    pytest.param(pod_with(containers=[ctr(requests={"memory": "3Mi", "cpu": "2m"})],
                           init=[ctr(requests={"memory": "5Mi", "cpu": "4m"}, sidecar=True),
                                 ctr(requests={"memory": "6Mi", "cpu": "8m"})]), False,
                  rl(memory="11Mi", cpu="12m"), id="container-level resources, init and sidecar container"),
-    pytest.param(make_pod(pod_requests_={"memory": "15Mi", "cpu": "18m"},
+    pytest.param(pod_with(pod_requests_={"memory": "15Mi", "cpu": "18m"},
                           containers=[ctr(requests={"memory": "3Mi", "cpu": "2m"})],
                           init=[ctr(requests={"memory": "5Mi", "cpu": "4m"}, sidecar=True),
                                 ctr(requests={"memory": "6Mi", "cpu": "8m"})]), False,
                  rl(memory="15Mi", cpu="18m"), id="pod-level resources, container-level, init and sidecar"),
-    pytest.param(make_pod(pod_limits_={"hugepages-2Mi": "2Mi"},
+    pytest.param(pod_with(pod_limits_={"hugepages-2Mi": "2Mi"},
                           pod_requests_={"memory": "10Mi", "hugepages-2Mi": "2Mi"}), False,
                  rl(memory="10Mi", hugepages_2Mi="2Mi"), id="pod-level hugepage single page size"),
-    pytest.param(make_pod(pod_limits_={"hugepages-2Mi": "2Mi", "hugepages-1Gi": "1Gi"},
+    pytest.param(pod_with(pod_limits_={"hugepages-2Mi": "2Mi", "hugepages-1Gi": "1Gi"},
                           pod_requests_={"cpu": "1", "hugepages-2Mi": "2Mi", "hugepages-1Gi": "1Gi"}), False,
                  to_resource_list({"cpu": "1", "hugepages-2Mi": "2Mi", "hugepages-1Gi": "1Gi"}),
                  id="pod-level hugepage multiple page sizes"),
-    pytest.param(make_pod(pod_limits_={"hugepages-2Mi": "10Mi"}, pod_requests_={"cpu": "1", "hugepages-2Mi": "10Mi"},
+    pytest.param(pod_with(pod_limits_={"hugepages-2Mi": "10Mi"}, pod_requests_={"cpu": "1", "hugepages-2Mi": "10Mi"},
                           containers=[ctr(requests={"hugepages-2Mi": "6Mi"}, limits={"hugepages-2Mi": "6Mi"})]),
                  False, to_resource_list({"cpu": "1", "hugepages-2Mi": "10Mi"}),
                  id="pod-level and container-level hugepage single page size"),
-    pytest.param(make_pod(pod_limits_={"hugepages-2Mi": "10Mi"}, pod_requests_={"cpu": "1", "hugepages-2Mi": "10Mi"},
+    pytest.param(pod_with(pod_limits_={"hugepages-2Mi": "10Mi"}, pod_requests_={"cpu": "1", "hugepages-2Mi": "10Mi"},
                           containers=[ctr(requests={"memory": "4Mi", "hugepages-1Gi": "1Gi"},
                                           limits={"hugepages-1Gi": "1Gi"})]),
                  False, to_resource_list({"cpu": "1", "memory": "4Mi", "hugepages-2Mi": "10Mi",
                                           "hugepages-1Gi": "1Gi"}),
                  id="hugepage page sizes split between pod-level and container-level"),
-    pytest.param(make_pod(pod_requests_={"cpu": "1"}, overhead={"cpu": "100m", "memory": "10Mi"},
+    pytest.param(pod_with(pod_requests_={"cpu": "1"}, overhead={"cpu": "100m", "memory": "10Mi"},
                           containers=[ctr(requests={"cpu": "500m", "memory": "1Gi"})]), False,
                  rl(cpu="1100m", memory="1034Mi"), id="overhead is added on top of pod-level requests"),
 ])
@@ -422,13 +424,13 @@ def test_pod_level_resource_requests(pod: core_pb2.Pod, skip: bool, want: dict) 
 
 
 @pytest.mark.parametrize("pod, skip, want", [
-    pytest.param(make_pod(pod_limits_={"cpu": "2"}, containers=[ctr(limits={"cpu": "1", "memory": "1Gi"})]),
+    pytest.param(pod_with(pod_limits_={"cpu": "2"}, containers=[ctr(limits={"cpu": "1", "memory": "1Gi"})]),
                  False, rl(cpu="2", memory="1Gi"), id="pod-level cpu limit overrides the aggregate"),
-    pytest.param(make_pod(pod_limits_={"cpu": "2"}, containers=[ctr(limits={"cpu": "1", "memory": "1Gi"})]),
+    pytest.param(pod_with(pod_limits_={"cpu": "2"}, containers=[ctr(limits={"cpu": "1", "memory": "1Gi"})]),
                  True, rl(cpu="1", memory="1Gi"), id="skip pod-level limits"),
-    pytest.param(make_pod(pod_requests_={"cpu": "2"}, containers=[ctr(limits={"cpu": "1"})]),
+    pytest.param(pod_with(pod_requests_={"cpu": "2"}, containers=[ctr(limits={"cpu": "1"})]),
                  False, rl(cpu="1"), id="pod-level requests only leave container limits"),
-    pytest.param(make_pod(pod_limits_={"cpu": "2", "memory": "1Gi"}, overhead={"cpu": "250m", "memory": "64Mi"}),
+    pytest.param(pod_with(pod_limits_={"cpu": "2", "memory": "1Gi"}, overhead={"cpu": "250m", "memory": "64Mi"}),
                  False, rl(cpu="2250m", memory="1088Mi"), id="overhead added to pod-level limits"),
 ])
 def test_pod_level_resource_limits(pod: core_pb2.Pod, skip: bool, want: dict) -> None:
@@ -448,7 +450,7 @@ def test_pod_level_resource_limits(pod: core_pb2.Pod, skip: bool, want: dict) ->
 ])
 def test_is_pod_level_resources_set(requests: dict | None, limits: dict | None, resources_set: bool,
                                     requests_set: bool) -> None:
-    pod = make_pod(pod_requests_=requests, pod_limits_=limits, pod_resources=requests is not None)
+    pod = pod_with(pod_requests_=requests, pod_limits_=limits, pod_resources=requests is not None)
     assert is_pod_level_resources_set(pod) is resources_set
     assert is_pod_level_requests_set(pod) is requests_set
 
@@ -465,15 +467,15 @@ def test_is_supported_pod_level_resource(name: str, want: bool) -> None:
 
 
 @pytest.mark.parametrize("pod, want, plain", [
-    pytest.param(make_pod(containers=[ctr("a"), ctr("b")]), rl(cpu="200m", memory="400Mi"), {},
+    pytest.param(pod_with(containers=[ctr("a"), ctr("b")]), rl(cpu="200m", memory="400Mi"), {},
                  id="best-effort containers get the defaults each"),
-    pytest.param(make_pod(containers=[ctr("a", {"cpu": "0"}), ctr("b", {"memory": "1Gi"})]),
+    pytest.param(pod_with(containers=[ctr("a", {"cpu": "0"}), ctr("b", {"memory": "1Gi"})]),
                  rl(cpu="100m", memory="1224Mi"), rl(cpu="0", memory="1Gi"), id="an explicit zero is kept"),
-    pytest.param(make_pod(containers=[ctr("a", {"cpu": "1"})], init=[ctr("i", {"cpu": "2"})]),
+    pytest.param(pod_with(containers=[ctr("a", {"cpu": "1"})], init=[ctr("i", {"cpu": "2"})]),
                  rl(cpu="2", memory="200Mi"), rl(cpu="2"), id="init containers get the defaults too"),
-    pytest.param(make_pod(containers=[ctr("a")], init=[ctr("s", sidecar=True)]),
+    pytest.param(pod_with(containers=[ctr("a")], init=[ctr("s", sidecar=True)]),
                  rl(cpu="200m", memory="400Mi"), {}, id="sidecar defaults add to the steady state"),
-    pytest.param(make_pod(containers=[ctr("a", {"nvidia.com/gpu": "1"})]),
+    pytest.param(pod_with(containers=[ctr("a", {"nvidia.com/gpu": "1"})]),
                  {"nvidia.com/gpu": 1, **rl(cpu="100m", memory="200Mi")}, {"nvidia.com/gpu": 1},
                  id="extended resources untouched"),
 ])
@@ -483,7 +485,7 @@ def test_pod_requests_non_missing(pod: core_pb2.Pod, want: dict, plain: dict) ->
 
 
 def test_non_missing_applies_after_status_resources() -> None:
-    pod = make_pod(containers=[ctr("c")], statuses=[status("c", {"cpu": "300m"})])
+    pod = pod_with(containers=[ctr("c")], statuses=[status("c", {"cpu": "300m"})])
     assert pod_requests(pod, non_missing=NON_ZERO_DEFAULTS) == rl(cpu="300m", memory="200Mi")
 
 
@@ -505,73 +507,73 @@ def qctr(name: str, requests: dict[str, str], limits: dict[str, str]) -> core_pb
 
 
 @pytest.mark.parametrize("pod, want", [
-    pytest.param(make_pod([qctr("guaranteed", rr("100m", "100Mi"), rr("100m", "100Mi"))]),
+    pytest.param(pod_with([qctr("guaranteed", rr("100m", "100Mi"), rr("100m", "100Mi"))]),
                  "Guaranteed", id="guaranteed"),
-    pytest.param(make_pod([qctr("guaranteed", rr("100m", "100Mi"), rr("100m", "100Mi")),
+    pytest.param(pod_with([qctr("guaranteed", rr("100m", "100Mi"), rr("100m", "100Mi")),
                            qctr("guaranteed", rr("100m", "100Mi"), rr("100m", "100Mi"))]),
                  "Guaranteed", id="guaranteed-guaranteed"),
-    pytest.param(make_pod([qctr("best-effort", rr(), rr()), qctr("best-effort", rr(), rr())]),
+    pytest.param(pod_with([qctr("best-effort", rr(), rr()), qctr("best-effort", rr(), rr())]),
                  "BestEffort", id="best-effort-best-effort"),
-    pytest.param(make_pod([qctr("best-effort", rr(), rr())]), "BestEffort", id="best-effort"),
-    pytest.param(make_pod([qctr("best-effort", rr(), rr()), qctr("burstable", rr("1"), rr("2"))]),
+    pytest.param(pod_with([qctr("best-effort", rr(), rr())]), "BestEffort", id="best-effort"),
+    pytest.param(pod_with([qctr("best-effort", rr(), rr()), qctr("burstable", rr("1"), rr("2"))]),
                  "Burstable", id="best-effort-burstable"),
-    pytest.param(make_pod([qctr("best-effort", rr(), rr()),
+    pytest.param(pod_with([qctr("best-effort", rr(), rr()),
                            qctr("guaranteed", rr("10m", "100Mi"), rr("10m", "100Mi"))]),
                  "Burstable", id="best-effort-guaranteed"),
-    pytest.param(make_pod([qctr("burstable", rr("", "100Mi"), rr("", "100Mi"))]),
+    pytest.param(pod_with([qctr("burstable", rr("", "100Mi"), rr("", "100Mi"))]),
                  "Burstable", id="burstable-cpu-guaranteed-memory"),
-    pytest.param(make_pod([qctr("burstable", rr("100m", "100Mi"), rr())]), "Burstable", id="burstable-no-limits"),
-    pytest.param(make_pod([qctr("burstable", rr("1", "100Mi"), rr("2", "100Mi")),
+    pytest.param(pod_with([qctr("burstable", rr("100m", "100Mi"), rr())]), "Burstable", id="burstable-no-limits"),
+    pytest.param(pod_with([qctr("burstable", rr("1", "100Mi"), rr("2", "100Mi")),
                            qctr("guaranteed", rr("100m", "100Mi"), rr("100m", "100Mi"))]),
                  "Burstable", id="burstable-guaranteed"),
-    pytest.param(make_pod([qctr("burstable", rr("100m", "100Mi"), rr("200m", "200Mi")),
+    pytest.param(pod_with([qctr("burstable", rr("100m", "100Mi"), rr("200m", "200Mi")),
                            qctr("burstable-unbounded", rr("100m", "100Mi"), rr())]),
                  "Burstable", id="burstable-unbounded-but-requests-match-limits"),
-    pytest.param(make_pod([qctr("burstable", rr("10m", "100Mi"), rr("100m", "200Mi"))]),
+    pytest.param(pod_with([qctr("burstable", rr("10m", "100Mi"), rr("100m", "200Mi"))]),
                  "Burstable", id="burstable-1"),
-    pytest.param(make_pod([qctr("burstable", rr("0", "0"), rr("100m", "200Mi"))]), "Burstable", id="burstable-2"),
-    pytest.param(make_pod([qctr("best-effort", {**rr("0", "0"), "hugepages-2Mi": "1Gi"},
+    pytest.param(pod_with([qctr("burstable", rr("0", "0"), rr("100m", "200Mi"))]), "Burstable", id="burstable-2"),
+    pytest.param(pod_with([qctr("best-effort", {**rr("0", "0"), "hugepages-2Mi": "1Gi"},
                                 {**rr("0", "0"), "hugepages-2Mi": "1Gi"})]),
                  "BestEffort", id="best-effort-hugepages"),
-    pytest.param(make_pod([qctr("best-effort", rr(), rr())],
+    pytest.param(pod_with([qctr("best-effort", rr(), rr())],
                           init=[qctr("burstable", rr("10m", "100Mi"), rr("100m", "200Mi"))]),
                  "Burstable", id="init-container"),
-    pytest.param(make_pod([qctr("best-effort", rr(), rr())],
+    pytest.param(pod_with([qctr("best-effort", rr(), rr())],
                           pod_requests_=rr("10m", "100Mi"), pod_limits_=rr("10m", "100Mi")),
                  "Guaranteed", id="guaranteed-with-pod-level-resources"),
-    pytest.param(make_pod([qctr("burstable", rr("3m", "10Mi"), rr("5m", "20Mi"))],
+    pytest.param(pod_with([qctr("burstable", rr("3m", "10Mi"), rr("5m", "20Mi"))],
                           pod_requests_=rr("10m", "100Mi"), pod_limits_=rr("10m", "100Mi")),
                  "Guaranteed", id="guaranteed-with-pod-and-container-level-resources"),
-    pytest.param(make_pod([qctr("best-effort", rr(), rr())],
+    pytest.param(pod_with([qctr("best-effort", rr(), rr())],
                           pod_requests_=rr("10m", "10Mi"), pod_limits_=rr("20m", "50Mi")),
                  "Burstable", id="burstable-with-pod-level-resources"),
-    pytest.param(make_pod([qctr("burstable", rr("5m", "10Mi"), rr("5m", "10Mi"))],
+    pytest.param(pod_with([qctr("burstable", rr("5m", "10Mi"), rr("5m", "10Mi"))],
                           pod_requests_=rr("10m", "10Mi"), pod_limits_=rr("20m", "50Mi")),
                  "Burstable", id="burstable-with-pod-and-container-level-resources"),
-    pytest.param(make_pod([qctr("burstable", rr("5m", "10Mi"), rr())], pod_requests_=rr("10m", "10Mi")),
+    pytest.param(pod_with([qctr("burstable", rr("5m", "10Mi"), rr())], pod_requests_=rr("10m", "10Mi")),
                  "Burstable", id="burstable-with-pod-and-container-level-requests"),
-    pytest.param(make_pod([qctr("burstable", rr("5m", "10Mi"), rr()),
+    pytest.param(pod_with([qctr("burstable", rr("5m", "10Mi"), rr()),
                            qctr("guaranteed", rr("5m", "10Mi"), rr("5m", "10Mi"))],
                           pod_requests_=rr("10m", "10Mi"), pod_limits_=rr("5m")),
                  "Burstable", id="burstable-with-pod-and-container-level-resources-2"),
     # Beyond qos_test.go: defaulting, sidecars, exact comparison, extended resources.
-    pytest.param(make_pod([qctr("limits-only", rr(), rr("1", "1Gi"))]),
+    pytest.param(pod_with([qctr("limits-only", rr(), rr("1", "1Gi"))]),
                  "Guaranteed", id="requests defaulted from limits"),
-    pytest.param(make_pod([qctr("partial", rr("500m"), rr("1", "1Gi"))]),
+    pytest.param(pod_with([qctr("partial", rr("500m"), rr("1", "1Gi"))]),
                  "Burstable", id="memory request defaulted, cpu request lower"),
-    pytest.param(make_pod([qctr("c", rr("1", "1Gi"), rr("1", "1Gi"))],
+    pytest.param(pod_with([qctr("c", rr("1", "1Gi"), rr("1", "1Gi"))],
                           init=[ctr("side", rr("100m", "64Mi"), rr("100m", "64Mi"), sidecar=True)]),
                  "Guaranteed", id="guaranteed with guaranteed sidecar"),
-    pytest.param(make_pod([qctr("c", rr("1", "1Gi"), rr("1", "1Gi"))],
+    pytest.param(pod_with([qctr("c", rr("1", "1Gi"), rr("1", "1Gi"))],
                           init=[ctr("side", rr("100m"), rr(), sidecar=True)]),
                  "Burstable", id="guaranteed with burstable sidecar"),
-    pytest.param(make_pod([qctr("c", rr("1000m", "1024Mi"), rr("1", "1Gi"))]),
+    pytest.param(pod_with([qctr("c", rr("1000m", "1024Mi"), rr("1", "1Gi"))]),
                  "Guaranteed", id="equal quantities in different notations"),
-    pytest.param(make_pod([qctr("c", rr("0.5m", "1Gi"), rr("1m", "1Gi"))]),
+    pytest.param(pod_with([qctr("c", rr("0.5m", "1Gi"), rr("1m", "1Gi"))]),
                  "Burstable", id="sub-millicore difference is exact"),
-    pytest.param(make_pod([qctr("gpu", {"nvidia.com/gpu": "1"}, {"nvidia.com/gpu": "1"})]),
+    pytest.param(pod_with([qctr("gpu", {"nvidia.com/gpu": "1"}, {"nvidia.com/gpu": "1"})]),
                  "BestEffort", id="extended resources do not count"),
-    pytest.param(make_pod([qctr("c", rr("1", "1Gi"), rr("1", "1Gi"))], pod_limits_=rr("2", "2Gi")),
+    pytest.param(pod_with([qctr("c", rr("1", "1Gi"), rr("1", "1Gi"))], pod_limits_=rr("2", "2Gi")),
                  "Guaranteed", id="pod-level requests defaulted from pod-level limits"),
 ])
 def test_compute_qos(pod: core_pb2.Pod, want: str) -> None:
@@ -580,14 +582,14 @@ def test_compute_qos(pod: core_pb2.Pod, want: str) -> None:
 
 
 def test_compute_qos_pod_level_gate_off() -> None:
-    pod = make_pod([qctr("best-effort", rr(), rr())], pod_requests_=rr("10m", "100Mi"),
+    pod = pod_with([qctr("best-effort", rr(), rr())], pod_requests_=rr("10m", "100Mi"),
                    pod_limits_=rr("10m", "100Mi"))
     assert compute_qos(pod, pod_level_resources=False) == "BestEffort"
     assert compute_qos(pod) == "Guaranteed"
 
 
 def test_qos_class_prefers_status() -> None:
-    pod = make_pod([qctr("c", rr("1", "1Gi"), rr("1", "1Gi"))], qos="Burstable")
+    pod = pod_with([qctr("c", rr("1", "1Gi"), rr("1", "1Gi"))], qos="Burstable")
     assert qos_class(pod) == "Burstable"
     assert compute_qos(pod) == "Guaranteed"
 
@@ -604,17 +606,17 @@ def test_qos_class_prefers_status() -> None:
                  id="other condition"),
 ])
 def test_resize_status(conditions: list, want_status: str | None, want_infeasible: bool) -> None:
-    pod = make_pod(conditions=conditions)
+    pod = pod_with(conditions=conditions)
     assert resize_status(pod) == want_status
     assert is_pod_resize_infeasible(pod) is want_infeasible
 
 
 def test_is_resize_in_progress() -> None:
-    assert not is_resize_in_progress(make_pod())
+    assert not is_resize_in_progress(pod_with())
     cond = core_pb2.PodCondition(type="PodResizeInProgress", status="True")
-    assert is_resize_in_progress(make_pod(conditions=[cond]))
+    assert is_resize_in_progress(pod_with(conditions=[cond]))
     cond_false = core_pb2.PodCondition(type="PodResizeInProgress", status="False")
-    assert not is_resize_in_progress(make_pod(conditions=[cond_false]))
+    assert not is_resize_in_progress(pod_with(conditions=[cond_false]))
 
 
 # ---------------------------------------------------------------- helpers
@@ -691,7 +693,7 @@ def test_fits(request_: dict, free: dict, want: list) -> None:
 
 
 def test_results_are_fresh_dicts() -> None:
-    pod = make_pod(containers=[ctr("c", {"cpu": "1"}, {"cpu": "1"})])
+    pod = pod_with(containers=[ctr("c", {"cpu": "1"}, {"cpu": "1"})])
     first = pod_requests(pod)
     first["cpu"] = 0
     assert pod_requests(pod) == {"cpu": 1000}
@@ -701,7 +703,7 @@ def test_results_are_fresh_dicts() -> None:
 
 
 def test_reading_does_not_mutate_the_pod() -> None:
-    pod = make_pod(containers=[ctr("c")])
+    pod = pod_with(containers=[ctr("c")])
     before = pod.SerializeToString(deterministic=True)
     pod_requests(pod, non_missing=NON_ZERO_DEFAULTS)
     pod_limits(pod)

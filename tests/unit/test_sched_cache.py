@@ -6,7 +6,7 @@ from __future__ import annotations
 from machinery.api import core_pb2
 from scheduler.cache.cache import Cache
 from scheduler.cache.snapshot import Snapshot
-from tests.helpers import make_pod
+from tests.harness.builders import MakeNode, MakePod
 
 
 class Clock:
@@ -17,29 +17,14 @@ class Clock:
         return self.t
 
 
-def node(name: str, cpu: str = "4", zone: str = "") -> core_pb2.Node:
-    n = core_pb2.Node()
-    n.metadata.name = name
-    n.status.allocatable.update({"cpu": cpu, "memory": "8Gi", "pods": "110"})
-    if zone:
-        n.metadata.labels["topology.kubernetes.io/zone"] = zone
-    return n
-
-
-def pod(name: str, node_name: str, cpu: str = "1") -> core_pb2.Pod:
-    p = make_pod(name, cpu=cpu, node=node_name)
-    p.metadata.uid = f"uid-{name}"
-    return p
-
-
 def cpu_used(c: Cache, name: str) -> int:
     return c.node_infos()[name].requested.milli_cpu
 
 
 def test_an_assumed_pod_counts_at_once_and_its_binding_event_confirms_it():
     c = Cache()
-    c.add_node(node("n1"))
-    p = pod("a", "n1")
+    c.add_node(MakeNode().name("n1").allocatable(cpu="4", memory="8Gi", pods="110").obj())
+    p = MakePod().name("a").uid("uid-a").req(cpu="1").node("n1").obj()
     c.assume_pod(p)
     assert cpu_used(c, "n1") == 1000 and c.is_assumed(p)
     c.finish_binding(p)
@@ -49,8 +34,8 @@ def test_an_assumed_pod_counts_at_once_and_its_binding_event_confirms_it():
 
 def test_a_failed_binding_forgets_the_assumed_pod():
     c = Cache()
-    c.add_node(node("n1"))
-    p = pod("a", "n1")
+    c.add_node(MakeNode().name("n1").allocatable(cpu="4", memory="8Gi", pods="110").obj())
+    p = MakePod().name("a").uid("uid-a").req(cpu="1").node("n1").obj()
     c.assume_pod(p)
     c.forget_pod(p)
     assert cpu_used(c, "n1") == 0 and c.pod_count() == 0
@@ -59,8 +44,8 @@ def test_a_failed_binding_forgets_the_assumed_pod():
 def test_an_assumption_whose_binding_never_shows_up_expires_after_the_ttl():
     clock = Clock()
     c = Cache(ttl=30, clock=clock)
-    c.add_node(node("n1"))
-    p = pod("a", "n1")
+    c.add_node(MakeNode().name("n1").allocatable(cpu="4", memory="8Gi", pods="110").obj())
+    p = MakePod().name("a").uid("uid-a").req(cpu="1").node("n1").obj()
     c.assume_pod(p)
     clock.t = 100
     assert c.cleanup_assumed_pods() == []  # binding not finished: never expires
@@ -74,8 +59,8 @@ def test_an_assumption_whose_binding_never_shows_up_expires_after_the_ttl():
 
 def test_a_resize_reported_by_the_kubelet_changes_what_the_pod_holds_kep1287():
     c = Cache()
-    c.add_node(node("n1"))
-    before = pod("a", "n1", cpu="2")
+    c.add_node(MakeNode().name("n1").allocatable(cpu="4", memory="8Gi", pods="110").obj())
+    before = MakePod().name("a").uid("uid-a").req(cpu="2").node("n1").obj()
     c.add_pod(before)
     after = core_pb2.Pod()
     after.CopyFrom(before)
@@ -96,19 +81,19 @@ def test_a_resize_reported_by_the_kubelet_changes_what_the_pod_holds_kep1287():
 def test_snapshots_copy_only_what_changed_and_keep_the_old_copies_intact():
     c = Cache()
     for n in ("n1", "n2"):
-        c.add_node(node(n))
+        c.add_node(MakeNode().name(n).allocatable(cpu="4", memory="8Gi", pods="110").obj())
     snap = Snapshot()
     c.update_snapshot(snap)
     n2_before = snap.get("n2")
-    c.add_pod(pod("a", "n1"))
+    c.add_pod(MakePod().name("a").uid("uid-a").req(cpu="1").node("n1").obj())
     c.update_snapshot(snap)
     assert snap.get("n2") is n2_before, "an unchanged node is not copied again"
     assert snap.get("n1").requested.milli_cpu == 1000
     old_n1 = snap.get("n1")
-    c.add_pod(pod("b", "n1"))
+    c.add_pod(MakePod().name("b").uid("uid-b").req(cpu="1").node("n1").obj())
     c.update_snapshot(snap)
     assert old_n1.requested.milli_cpu == 1000 and snap.get("n1").requested.milli_cpu == 2000
-    c.remove_node(node("n2"))
+    c.remove_node(MakeNode().name("n2").allocatable(cpu="4", memory="8Gi", pods="110").obj())
     c.update_snapshot(snap)
     assert [ni.name for ni in snap.node_infos()] == ["n1"] and snap.get("n2") is None
 
@@ -118,9 +103,11 @@ def test_nodes_are_walked_with_zones_interleaved():
     (Kubernetes docs: Scheduler Performance Tuning)."""
     c = Cache()
     for i in (1, 2, 3, 4):
-        c.add_node(node(f"node-{i}", zone="zone-1"))
+        c.add_node(MakeNode().name(f"node-{i}").allocatable(cpu="4", memory="8Gi", pods="110")
+                   .label("topology.kubernetes.io/zone", "zone-1").obj())
     for i in (5, 6):
-        c.add_node(node(f"node-{i}", zone="zone-2"))
+        c.add_node(MakeNode().name(f"node-{i}").allocatable(cpu="4", memory="8Gi", pods="110")
+                   .label("topology.kubernetes.io/zone", "zone-2").obj())
     snap = Snapshot()
     c.update_snapshot(snap)
     assert [ni.name for ni in snap.node_infos()] == ["node-1", "node-5", "node-2", "node-6", "node-3", "node-4"]
@@ -128,10 +115,10 @@ def test_nodes_are_walked_with_zones_interleaved():
 
 def test_pods_of_a_node_not_seen_yet_wait_for_it():
     c = Cache()
-    c.add_pod(pod("early", "late-node"))
+    c.add_pod(MakePod().name("early").uid("uid-early").req(cpu="1").node("late-node").obj())
     snap = Snapshot()
     c.update_snapshot(snap)
     assert snap.num_nodes() == 0
-    c.add_node(node("late-node"))
+    c.add_node(MakeNode().name("late-node").allocatable(cpu="4", memory="8Gi", pods="110").obj())
     c.update_snapshot(snap)
     assert snap.get("late-node").requested.milli_cpu == 1000

@@ -43,7 +43,7 @@ from scheduler.plugins import (
     pod_topology_spread,
     taint_toleration,
 )
-from tests.helpers import make_pod
+from tests.harness.builders import MakeNode, MakePod
 
 ON = Features(enable_scheduler_preemption_for_pod_resize=True)
 OFF = Features(enable_scheduler_preemption_for_pod_resize=False)
@@ -58,33 +58,16 @@ def running(name: str, node: str = "n1", *, desired: str = "1", allocated: str |
             actual: str | None = None, priority: int = 0) -> core_pb2.Pod:
     """A pod running on ``node`` with KEP-1287's three states of its one container's cpu: desired
     (the spec), allocated and actual (what its kubelet reports; both default to the one before)."""
-    p = make_pod(name, node=node, cpu=desired)
-    p.metadata.uid = f"uid-{name}"
-    p.metadata.generation = 1
-    p.spec.priority = priority
-    p.spec.scheduler_name = "default-scheduler"
-    p.status.phase = "Running"
-    cs = p.status.container_statuses.add(name="c1")
     allocated = allocated or desired
-    cs.allocated_resources["cpu"] = allocated
-    cs.resources.requests["cpu"] = actual or allocated
-    return p
+    return (MakePod().name(name).uid(f"uid-{name}").generation(1).priority(priority)
+            .scheduler_name("default-scheduler").node(node).req(cpu=desired).phase("Running")
+            .allocated(cpu=allocated).actual(cpu=actual or allocated).obj())
 
 
 def deferred(p: core_pb2.Pod) -> core_pb2.Pod:
     """What the kubelet reports when the resize does not fit the node now."""
     p.status.conditions.add(type="PodResizePending", status="True", reason="Deferred")
     return p
-
-
-def node(name: str = "n1", cpu: str = "4", pods: str = "110", kubelet: str = "v1.36.0",
-         disable: tuple[str, ...] = ()) -> core_pb2.Node:
-    n = core_pb2.Node(api_version="v1", kind="Node")
-    n.metadata.name = name
-    n.status.allocatable.update({"cpu": cpu, "memory": "8Gi", "pods": pods})
-    n.status.node_info.kubelet_version = kubelet
-    n.spec.pod_preemption_policy.disable_resize_preemption.extend(disable)
-    return n
 
 
 def node_info(n: core_pb2.Node, *pods: core_pb2.Pod) -> NodeInfo:
@@ -142,7 +125,7 @@ def test_an_unknown_name_still_fails():
 
 def test_a_deferred_resize_pod_is_bound_with_pod_resize_pending_true_deferred():
     assert dr.is_deferred_resize(deferred(running("a", desired="3", allocated="1")))
-    unbound = deferred(make_pod("pending", cpu="1"))
+    unbound = deferred(MakePod().name("pending").req(cpu="1").obj())
     assert not dr.is_deferred_resize(unbound)
     infeasible = running("b", desired="3", allocated="1")
     infeasible.status.conditions.add(type="PodResizePending", status="True", reason="Infeasible")
@@ -182,7 +165,9 @@ def test_pod_resize_preemption_disabled_condition():
     ("v1.35.0", (), False),  # an empty list disables nothing
 ])
 def test_version_skew_the_node_policy_counts_only_for_kubelets_before_1_36(kubelet, disable, disabled):
-    assert dr.node_disables_resize_preemption(node(kubelet=kubelet, disable=disable)) is disabled
+    assert dr.node_disables_resize_preemption(MakeNode().name("n1").allocatable(cpu="4", memory="8Gi", pods="110")
+                                              .kubelet_version(kubelet)
+                                              .disable_resize_preemption(*disable).obj()) is disabled
 
 
 def test_no_node_disables_nothing():
@@ -257,7 +242,7 @@ def test_node_name_pre_filter_keeps_only_the_node_the_pod_names():
     pl = node_name.new(None, Handle(features=ON))
     assert pl.pre_filter(CycleState(), deferred(running("a", "n1", desired="3", allocated="1")), []) == \
         (PreFilterResult(frozenset({"n1"})), None)
-    assert pl.pre_filter(CycleState(), make_pod("pending", cpu="1"), []) == (None, None)
+    assert pl.pre_filter(CycleState(), MakePod().name("pending").req(cpu="1").obj(), []) == (None, None)
 
 
 # ---------------------------------------------------------------- every other filter skips
@@ -285,7 +270,8 @@ SKIPPING = [node_unschedulable, taint_toleration, node_ports, node_affinity, int
 @pytest.mark.parametrize("module", SKIPPING, ids=lambda m: m.NAME)
 def test_every_filter_but_node_name_and_fit_skips_a_deferred_resize(module):
     pod = _with_everything_to_check()
-    ni = node_info(node(), pod)
+    ni = node_info(MakeNode().name("n1").allocatable(cpu="4", memory="8Gi", pods="110")
+                   .kubelet_version("v1.36.0").obj(), pod)
     plugin = module.new(None, Handle(features=ON))
     result, status = plugin.pre_filter(CycleState(), pod, [ni])
     assert result is None and status is not None and status.code == Code.SKIP
@@ -294,7 +280,8 @@ def test_every_filter_but_node_name_and_fit_skips_a_deferred_resize(module):
 @pytest.mark.parametrize("module", SKIPPING, ids=lambda m: m.NAME)
 def test_without_the_gate_the_same_pod_is_checked(module):
     pod = _with_everything_to_check()
-    ni = node_info(node(), pod)
+    ni = node_info(MakeNode().name("n1").allocatable(cpu="4", memory="8Gi", pods="110")
+                   .kubelet_version("v1.36.0").obj(), pod)
     plugin = module.new(None, Handle(features=OFF))
     _, status = plugin.pre_filter(CycleState(), pod, [ni])
     assert status is None or status.code != Code.SKIP
@@ -303,7 +290,8 @@ def test_without_the_gate_the_same_pod_is_checked(module):
 def test_the_gate_skips_only_deferred_pods():
     new_pod = _with_everything_to_check()
     new_pod.spec.node_name = ""  # the same pod, pending: every plugin has work
-    ni = node_info(node())
+    ni = node_info(MakeNode().name("n1").allocatable(cpu="4", memory="8Gi", pods="110")
+                   .kubelet_version("v1.36.0").obj())
     for module in SKIPPING:
         _, status = module.new(None, Handle(features=ON)).pre_filter(CycleState(), new_pod, [ni])
         assert status is None or status.code != Code.SKIP, module.NAME
@@ -315,15 +303,18 @@ def test_the_gate_skips_only_deferred_pods():
 def test_all_pods_at_max_a_node_already_over_committed_by_the_desired_request_is_insufficient():
     """The cache holds the pod at max(desired 3, allocated 1) = 3; beside 2 cpu of others, 3 + 2 > 4."""
     pod = deferred(running("a", desired="3", allocated="1"))
-    full = node_info(node(cpu="4"), pod, running("b", desired="2"))
+    full = node_info(MakeNode().name("n1").allocatable(cpu="4", memory="8Gi", pods="110")
+                     .kubelet_version("v1.36.0").obj(), pod, running("b", desired="2"))
     assert verdict(run_filter(fit(), pod, full)) == INSUFFICIENT_CPU
-    room = node_info(node(cpu="4"), pod, running("b", desired="1"))
+    room = node_info(MakeNode().name("n1").allocatable(cpu="4", memory="8Gi", pods="110")
+                     .kubelet_version("v1.36.0").obj(), pod, running("b", desired="1"))
     assert run_filter(fit(), pod, room) is None
 
 
 def test_the_queue_copy_asking_more_than_the_cache_copy_counts_for_the_more():
     cached = deferred(running("a", desired="3", allocated="1"))
-    ni = node_info(node(cpu="4"), cached, running("b", desired="1"))
+    ni = node_info(MakeNode().name("n1").allocatable(cpu="4", memory="8Gi", pods="110")
+                   .kubelet_version("v1.36.0").obj(), cached, running("b", desired="1"))
     assert run_filter(fit(), cached, ni) is None  # 3 + 1 fits 4
     resized_again = deferred(running("a", desired="4", allocated="1"))  # the queue saw it first
     assert verdict(run_filter(fit(), resized_again, ni)) == INSUFFICIENT_CPU  # 4 + 1 does not
@@ -331,29 +322,36 @@ def test_the_queue_copy_asking_more_than_the_cache_copy_counts_for_the_more():
 
 def test_the_queue_copy_asking_less_than_the_cache_copy_never_counts_for_less():
     cached = deferred(running("a", desired="3", allocated="1"))
-    ni = node_info(node(cpu="4"), cached, running("b", desired="2"))
+    ni = node_info(MakeNode().name("n1").allocatable(cpu="4", memory="8Gi", pods="110")
+                   .kubelet_version("v1.36.0").obj(), cached, running("b", desired="2"))
     reverted = deferred(running("a", desired="2", allocated="1"))
     assert verdict(run_filter(fit(), reverted, ni)) == INSUFFICIENT_CPU  # the cache's 3 + 2 > 4
-    assert run_filter(fit(), reverted, node_info(node(cpu="4"), reverted, running("b", desired="2"))) is None
+    n1 = MakeNode().name("n1").allocatable(cpu="4", memory="8Gi", pods="110").kubelet_version("v1.36.0").obj()
+    assert run_filter(fit(), reverted, node_info(n1, reverted, running("b", desired="2"))) is None
 
 
 def test_a_deferred_pod_the_node_info_lacks_counts_for_its_full_request():
     """Desired 3 against 2 free: not the 2 it asks beyond its allocation."""
     pod = deferred(running("a", desired="3", allocated="1"))
-    assert verdict(run_filter(fit(), pod, node_info(node(cpu="4"), running("b", desired="2")))) == INSUFFICIENT_CPU
-    assert run_filter(fit(), pod, node_info(node(cpu="4"), running("b", desired="1"))) is None
+    n1 = MakeNode().name("n1").allocatable(cpu="4", memory="8Gi", pods="110").kubelet_version("v1.36.0").obj()
+    assert verdict(run_filter(fit(), pod, node_info(n1, running("b", desired="2")))) == INSUFFICIENT_CPU
+    n1 = MakeNode().name("n1").allocatable(cpu="4", memory="8Gi", pods="110").kubelet_version("v1.36.0").obj()
+    assert run_filter(fit(), pod, node_info(n1, running("b", desired="1"))) is None
 
 
 def test_a_deferred_pod_is_on_its_node_already_so_a_full_pod_count_does_not_stop_it():
     pod = deferred(running("a", desired="2", allocated="1"))
-    ni = node_info(node(cpu="4", pods="2"), pod, running("b", desired="1"))
+    ni = node_info(MakeNode().name("n1").allocatable(cpu="4", memory="8Gi", pods="2")
+                   .kubelet_version("v1.36.0").obj(), pod, running("b", desired="1"))
     assert run_filter(fit(), pod, ni) is None
-    assert verdict(run_filter(fit(), make_pod("new", cpu="100m"), ni)) == (Code.UNSCHEDULABLE, ["Too many pods"])
+    new = MakePod().name("new").req(cpu="100m").obj()
+    assert verdict(run_filter(fit(), new, ni)) == (Code.UNSCHEDULABLE, ["Too many pods"])
 
 
 def test_a_resize_beyond_the_whole_node_is_unresolvable():
     pod = deferred(running("a", desired="5", allocated="1"))
-    status = run_filter(fit(), pod, node_info(node(cpu="4"), pod))
+    n1 = MakeNode().name("n1").allocatable(cpu="4", memory="8Gi", pods="110").kubelet_version("v1.36.0").obj()
+    status = run_filter(fit(), pod, node_info(n1, pod))
     assert verdict(status) == (Code.UNSCHEDULABLE_AND_UNRESOLVABLE, ["Insufficient cpu"])
 
 
@@ -364,7 +362,8 @@ def _kep_four_pods(with_pod4: bool = True) -> tuple[core_pb2.Pod, NodeInfo]:
     others = [deferred(running(f"pod{i}", desired="4", allocated="1")) for i in (2, 3, 4)]
     if not with_pod4:
         others = others[:2]
-    return pod1, node_info(node(cpu="4"), pod1, *others)
+    return pod1, node_info(MakeNode().name("n1").allocatable(cpu="4", memory="8Gi", pods="110")
+                           .kubelet_version("v1.36.0").obj(), pod1, *others)
 
 
 def test_kep5836_risk_of_additional_preemption_all_pods_at_max():
@@ -448,14 +447,23 @@ def test_hints_for_a_deferred_pods_own_updates():
 def test_hints_for_a_deferred_pod_look_at_more_room_on_its_node_only():
     pl, me = fit(), _on_n1()
     hint = pl.is_schedulable_after_node_change
-    assert hint(me, node("n2", cpu="4"), node("n2", cpu="8")) == QueueingHint.QUEUE_SKIP
-    assert hint(me, node("n1", cpu="4"), node("n1", cpu="8")) == QueueingHint.QUEUE
-    assert hint(me, node("n1", cpu="4"), node("n1", cpu="2")) == QueueingHint.QUEUE_SKIP
+    assert hint(me,
+                MakeNode().name("n2").allocatable(cpu="4", memory="8Gi", pods="110").kubelet_version("v1.36.0").obj(),
+                MakeNode().name("n2").allocatable(cpu="8", memory="8Gi", pods="110")
+                .kubelet_version("v1.36.0").obj()) == QueueingHint.QUEUE_SKIP
+    assert hint(me,
+                MakeNode().name("n1").allocatable(cpu="4", memory="8Gi", pods="110").kubelet_version("v1.36.0").obj(),
+                MakeNode().name("n1").allocatable(cpu="8", memory="8Gi", pods="110")
+                .kubelet_version("v1.36.0").obj()) == QueueingHint.QUEUE
+    assert hint(me,
+                MakeNode().name("n1").allocatable(cpu="4", memory="8Gi", pods="110").kubelet_version("v1.36.0").obj(),
+                MakeNode().name("n1").allocatable(cpu="2", memory="8Gi", pods="110")
+                .kubelet_version("v1.36.0").obj()) == QueueingHint.QUEUE_SKIP
 
 
 def test_a_pending_pod_still_ignores_another_pods_scale_up():
     pl = fit()
-    pending = make_pod("pending", cpu="2")
+    pending = MakePod().name("pending").req(cpu="2").obj()
     pending.metadata.uid = "uid-pending"
     other = running("b", "n1", desired="1")
     assert pl.is_schedulable_after_pod_event(pending, other, _changed(other, desired="2")) == QueueingHint.QUEUE_SKIP
@@ -493,7 +501,8 @@ def _preemption(nomination: str, features: Features = ON) -> tuple[default_preem
     victim.metadata.deletion_timestamp = timeutil.rfc3339()
     victim.status.conditions.add(type="DisruptionTarget", status="True", reason="PreemptionByScheduler")
     handle = Handle(features=features)
-    handle.snapshot = Snapshot.of([node_info(node("n1"), resizing, victim)])
+    handle.snapshot = Snapshot.of([node_info(MakeNode().name("n1").allocatable(cpu="4", memory="8Gi", pods="110")
+                                             .kubelet_version("v1.36.0").obj(), resizing, victim)])
     return default_preemption.new({"deferredResizeNomination": nomination}, handle), resizing
 
 

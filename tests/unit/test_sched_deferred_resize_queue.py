@@ -22,7 +22,7 @@ from scheduler.eventhandlers import EventHandlers
 from scheduler.framework.pod_info import QueuedPodInfo
 from scheduler.framework.types import Code, Status
 from scheduler.queue.scheduling_queue import ACTIVE_Q, BACKOFF_Q, GATED, UNSCHEDULABLE_Q, SchedulingQueue
-from tests.helpers import make_pod
+from tests.harness.builders import MakeNode, MakePod
 
 PROFILE = "default-scheduler"
 DISABLED = "PodResizePreemptionDisabled"
@@ -51,30 +51,11 @@ def handlers(*, gate: bool = True, pre_enqueue: Callable[[core_pb2.Pod], Status 
     return EventHandlers(SimpleNamespace(cache=Cache(), queue=q, frameworks={PROFILE: fw}, resize_preemption=gate))
 
 
-def node(name: str = "n1", kubelet: str = "v1.36.0", disable: tuple[str, ...] = ()) -> core_pb2.Node:
-    n = core_pb2.Node(api_version="v1", kind="Node")
-    n.metadata.name = name
-    n.metadata.resource_version = "1"
-    n.status.allocatable.update({"cpu": "4", "memory": "8Gi", "pods": "110"})
-    n.status.node_info.kubelet_version = kubelet
-    n.spec.pod_preemption_policy.disable_resize_preemption.extend(disable)
-    return n
-
-
 def deferred(name: str = "a", node_name: str = "n1", scheduler: str = PROFILE) -> core_pb2.Pod:
     """Running with 1 cpu allocated, asking for 3: the kubelet Deferred the resize."""
-    p = make_pod(name, node=node_name, cpu="3")
-    p.metadata.uid = f"uid-{name}"
-    p.metadata.generation = 2
-    p.metadata.resource_version = "1"
-    p.spec.priority = 100
-    p.spec.scheduler_name = scheduler
-    p.status.phase = "Running"
-    cs = p.status.container_statuses.add(name="c1")
-    cs.allocated_resources["cpu"] = "1"
-    cs.resources.requests["cpu"] = "1"
-    p.status.conditions.add(type="PodResizePending", status="True", reason="Deferred")
-    return p
+    return (MakePod().name(name).uid(f"uid-{name}").generation(2).resource_version("1").priority(100)
+            .scheduler_name(scheduler).node(node_name).req(cpu="3").phase("Running").allocated(cpu="1")
+            .actual(cpu="1").condition("PodResizePending", "True", "Deferred").obj())
 
 
 def update(h: EventHandlers, old: core_pb2.Pod, change: Callable[[core_pb2.Pod], None]) -> core_pb2.Pod:
@@ -112,7 +93,8 @@ def where(h: EventHandlers, pod: core_pb2.Pod) -> str:
 
 def test_a_bound_deferred_pod_is_queued_and_counted_as_a_resize_not_a_pending_pod():
     h = handlers()
-    h.on_node_add(node())
+    h.on_node_add(MakeNode().name("n1").resource_version("1").allocatable(cpu="4", memory="8Gi", pods="110")
+                  .kubelet_version("v1.36.0").obj())
     pod = deferred()
     h.on_pod_add(pod)
     assert where(h, pod) == ACTIVE_Q
@@ -123,7 +105,8 @@ def test_a_bound_deferred_pod_is_queued_and_counted_as_a_resize_not_a_pending_po
 
 def test_the_deferred_condition_going_takes_the_pod_out_and_coming_back_puts_it_in():
     h = handlers()
-    h.on_node_add(node())
+    h.on_node_add(MakeNode().name("n1").resource_version("1").allocatable(cpu="4", memory="8Gi", pods="110")
+                  .kubelet_version("v1.36.0").obj())
     pod = deferred()
     h.on_pod_add(pod)
     actuated = update(h, pod, drop_condition("PodResizePending"))
@@ -135,7 +118,8 @@ def test_the_deferred_condition_going_takes_the_pod_out_and_coming_back_puts_it_
 
 def test_pod_resize_preemption_disabled_keeps_the_pod_out_counted_once():
     h = handlers()
-    h.on_node_add(node())
+    h.on_node_add(MakeNode().name("n1").resource_version("1").allocatable(cpu="4", memory="8Gi", pods="110")
+                  .kubelet_version("v1.36.0").obj())
     pod = deferred()
     h.on_pod_add(pod)
     before = skipped(DISABLED)
@@ -153,14 +137,16 @@ def test_an_old_kubelets_node_policy_keeps_its_deferred_pod_out_until_cleared():
     """"Version Skew Strategy": a 1.35 kubelet does not set PodResizePreemptionDisabled, so the
     scheduler reads the Node's disableResizePreemption itself."""
     h = handlers()
-    old_node = node(kubelet="v1.35.0", disable=("example.com/batch",))
+    old_node = (MakeNode().name("n1").resource_version("1").allocatable(cpu="4", memory="8Gi", pods="110")
+                .kubelet_version("v1.35.0").disable_resize_preemption("example.com/batch").obj())
     h.on_node_add(old_node)
     before = skipped(NODE_POLICY)
     pod = deferred()
     h.on_pod_add(pod)
     assert where(h, pod) == ""
     assert skipped(NODE_POLICY) == before + 1
-    cleared = node(kubelet="v1.35.0")
+    cleared = (MakeNode().name("n1").resource_version("1").allocatable(cpu="4", memory="8Gi", pods="110")
+               .kubelet_version("v1.35.0").obj())
     cleared.metadata.resource_version = "2"
     h.on_node_update(old_node, cleared)
     assert where(h, pod) == ACTIVE_Q
@@ -170,7 +156,8 @@ def test_an_old_kubelets_node_policy_keeps_its_deferred_pod_out_until_cleared():
 
 def test_a_1_36_kubelets_node_policy_is_for_the_kubelet_to_report():
     h = handlers()
-    h.on_node_add(node(kubelet="v1.36.0", disable=("example.com/batch",)))
+    h.on_node_add(MakeNode().name("n1").resource_version("1").allocatable(cpu="4", memory="8Gi", pods="110")
+                  .kubelet_version("v1.36.0").disable_resize_preemption("example.com/batch").obj())
     pod = deferred()
     h.on_pod_add(pod)
     assert where(h, pod) == ACTIVE_Q
@@ -183,13 +170,15 @@ def test_cold_start_a_pod_listed_before_its_old_kubelets_node_is_taken_out_when_
     pod = deferred()
     h.on_pod_add(pod)
     assert where(h, pod) == ACTIVE_Q  # no node yet: nothing disables it
-    h.on_node_add(node(kubelet="v1.35.0", disable=("example.com/batch",)))
+    h.on_node_add(MakeNode().name("n1").resource_version("1").allocatable(cpu="4", memory="8Gi", pods="110")
+                  .kubelet_version("v1.35.0").disable_resize_preemption("example.com/batch").obj())
     assert where(h, pod) == ""
 
 
 def test_a_deleted_deferred_pod_leaves_the_queue():
     h = handlers()
-    h.on_node_add(node())
+    h.on_node_add(MakeNode().name("n1").resource_version("1").allocatable(cpu="4", memory="8Gi", pods="110")
+                  .kubelet_version("v1.36.0").obj())
     pod = deferred()
     h.on_pod_add(pod)
     h.on_pod_delete(pod)
@@ -199,7 +188,8 @@ def test_a_deleted_deferred_pod_leaves_the_queue():
 
 def test_another_schedulers_deferred_pod_is_never_queued():
     h = handlers()
-    h.on_node_add(node())
+    h.on_node_add(MakeNode().name("n1").resource_version("1").allocatable(cpu="4", memory="8Gi", pods="110")
+                  .kubelet_version("v1.36.0").obj())
     pod = deferred(scheduler="other-scheduler")
     h.on_pod_add(pod)
     assert where(h, pod) == ""
@@ -209,7 +199,8 @@ def test_another_schedulers_deferred_pod_is_never_queued():
 
 def test_without_the_gate_a_deferred_pod_is_never_queued():
     h = handlers(gate=False)
-    h.on_node_add(node())
+    h.on_node_add(MakeNode().name("n1").resource_version("1").allocatable(cpu="4", memory="8Gi", pods="110")
+                  .kubelet_version("v1.36.0").obj())
     pod = deferred()
     h.on_pod_add(pod)
     assert where(h, pod) == ""
@@ -229,13 +220,14 @@ def test_the_deferred_pod_counts_in_pending_resize_pods_not_pending_pods():
     # The gauges sum every live queue: earlier tests' queues must not be collected mid-test.
     gc.collect()
     h = handlers()
-    h.on_node_add(node())
+    h.on_node_add(MakeNode().name("n1").resource_version("1").allocatable(cpu="4", memory="8Gi", pods="110")
+                  .kubelet_version("v1.36.0").obj())
     resize_before = _gauge("scheduler_pending_resize_pods", ACTIVE_Q)
     pending_before = {q: _gauge("scheduler_pending_pods", q) for q in NOTHING}
     h.on_pod_add(deferred())
     assert _gauge("scheduler_pending_resize_pods", ACTIVE_Q) == resize_before + 1
     assert {q: _gauge("scheduler_pending_pods", q) for q in NOTHING} == pending_before
-    pending = make_pod("new", cpu="1")
+    pending = MakePod().name("new").req(cpu="1").obj()
     pending.metadata.uid, pending.spec.scheduler_name = "uid-new", PROFILE
     h.on_pod_add(pending)  # a pod to schedule: the other gauge
     assert _gauge("scheduler_pending_pods", ACTIVE_Q) == pending_before[ACTIVE_Q] + 1
@@ -248,7 +240,8 @@ def test_a_deferred_pod_held_at_pre_enqueue_is_still_only_a_pending_resize():
     h = handlers(pre_enqueue=lambda pod: Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE,
                                                 "waiting for the preemption for this pod to be finished",
                                                 plugin="DefaultPreemption"))
-    h.on_node_add(node())
+    h.on_node_add(MakeNode().name("n1").resource_version("1").allocatable(cpu="4", memory="8Gi", pods="110")
+                  .kubelet_version("v1.36.0").obj())
     pod = deferred()
     h.on_pod_add(pod)
     assert where(h, pod) == GATED

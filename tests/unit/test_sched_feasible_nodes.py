@@ -12,7 +12,7 @@ from machinery.api import core_pb2
 from scheduler.framework.node_info import NodeInfo
 from scheduler.framework.types import CycleState, Diagnosis
 from scheduler.schedule_one import Algorithm, num_feasible_nodes_to_find
-from tests.helpers import make_pod
+from tests.harness.builders import MakePod
 
 
 @pytest.mark.parametrize("percentage,nodes,wanted", [
@@ -62,7 +62,7 @@ def test_each_cycle_starts_where_the_last_one_stopped_and_wraps_around():
     fw = _AllFit(percentage=50)  # the profile's own setting wins over the scheduler's default
     found = []
     for _ in range(3):
-        feasible = algo.find_nodes_that_pass_filters(fw, CycleState(), make_pod("p"), Diagnosis(), nodes,
+        feasible = algo.find_nodes_that_pass_filters(fw, CycleState(), MakePod().name("p").obj(), Diagnosis(), nodes,
                                                      [("AllFit", None)], len(nodes))
         found.append([ni.name for ni in feasible])
     assert [len(f) for f in found] == [125, 125, 125]
@@ -75,6 +75,6 @@ def test_without_score_plugins_the_first_feasible_node_is_enough():
     nodes = _nodes(250)
     algo = Algorithm(SimpleNamespace(percentage_of_nodes_to_score=0, queue=SimpleNamespace(nominator=[])))
     fw = _AllFit(percentage=50, scores=False)
-    feasible = algo.find_nodes_that_pass_filters(fw, CycleState(), make_pod("p"), Diagnosis(), nodes,
+    feasible = algo.find_nodes_that_pass_filters(fw, CycleState(), MakePod().name("p").obj(), Diagnosis(), nodes,
                                                  [("AllFit", None)], len(nodes))
     assert [ni.name for ni in feasible] == ["node-0"] and fw.asked == ["node-0"]

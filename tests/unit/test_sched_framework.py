@@ -17,7 +17,7 @@ from scheduler.framework.interfaces import Handle
 from scheduler.framework.runtime import Framework, PluginSets
 from scheduler.framework.types import Code, CycleState, PreFilterResult, Status
 from scheduler.schedule_one import rejected_on
-from tests.helpers import make_pod
+from tests.harness.builders import MakePod
 
 
 class _Fifo:
@@ -60,27 +60,27 @@ class _PreFilter:
 def test_prefilter_goes_on_after_unschedulable_and_stops_at_unresolvable():
     after = _PreFilter()
     fw = _framework(A=_PreFilter(Status(Code.UNSCHEDULABLE, "not yet")), B=after)
-    _, s, _ = fw.run_pre_filter_plugins(CycleState(), make_pod("p"), [])
+    _, s, _ = fw.run_pre_filter_plugins(CycleState(), MakePod().name("p").obj(), [])
     assert (s.code, s.plugin, s.message()) == (Code.UNSCHEDULABLE, "A", "not yet") and after.ran
     after = _PreFilter()
     fw = _framework(A=_PreFilter(Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, "never")), B=after)
-    _, s, _ = fw.run_pre_filter_plugins(CycleState(), make_pod("p"), [])
+    _, s, _ = fw.run_pre_filter_plugins(CycleState(), MakePod().name("p").obj(), [])
     assert (s.code, s.plugin) == (Code.UNSCHEDULABLE_AND_UNRESOLVABLE, "A") and not after.ran
 
 
 def test_prefilter_results_narrowing_to_nothing_name_the_plugins_that_narrowed():
     fw = _framework(A=_PreFilter(nodes={"n1"}), B=_PreFilter(nodes={"n2"}), C=_PreFilter())
-    result, s, narrowing = fw.run_pre_filter_plugins(CycleState(), make_pod("p"), [])
+    result, s, narrowing = fw.run_pre_filter_plugins(CycleState(), MakePod().name("p").obj(), [])
     assert result.node_names == frozenset() and narrowing == {"A", "B"}
     assert s.code == Code.UNSCHEDULABLE_AND_UNRESOLVABLE
     assert s.message() == "node(s) didn't satisfy plugin(s) [A B] simultaneously"
     fw = _framework(A=_PreFilter(nodes=set()))
-    _, s, narrowing = fw.run_pre_filter_plugins(CycleState(), make_pod("p"), [])
+    _, s, narrowing = fw.run_pre_filter_plugins(CycleState(), MakePod().name("p").obj(), [])
     assert s.message() == "node(s) didn't satisfy plugin A" and narrowing == {"A"}
 
 
 def test_a_rejection_once_the_node_was_chosen_is_a_fit_error_over_that_node_with_its_plugin():
-    pod = make_pod("late")
+    pod = MakePod().name("late").obj()
     q = SimpleNamespace(pod=pod, unschedulable_plugins=set(), pending_plugins=set())
     s = rejected_on(q, "n1", Status(Code.UNSCHEDULABLE, "gang incomplete", plugin="Coscheduling"))
     assert s.code == Code.UNSCHEDULABLE and s.plugin == "Coscheduling"
@@ -92,14 +92,8 @@ def test_a_rejection_once_the_node_was_chosen_is_a_fit_error_over_that_node_with
     assert rejected_on(q, "n1", error) is error  # an error stays an error
 
 
-def _pod():
-    p = make_pod("waiting")
-    p.metadata.uid = "uid-waiting"
-    return p
-
-
 async def test_the_pod_goes_on_once_every_waiting_plugin_allows_it():
-    fw, pod = _framework(A=5, B=5), _pod()
+    fw, pod = _framework(A=5, B=5), MakePod().name("waiting").uid("uid-waiting").obj()
     assert fw.run_permit_plugins(CycleState(), pod, "n1").code == Code.WAIT
     wp = fw.handle.waiting_pods[pod.metadata.uid]
     waiter = asyncio.create_task(fw.wait_on_permit(pod))
@@ -112,7 +106,7 @@ async def test_the_pod_goes_on_once_every_waiting_plugin_allows_it():
 
 
 async def test_a_plugin_that_allowed_no_longer_times_the_pod_out_the_other_one_does():
-    fw, pod = _framework(Quick=0.05, Slow=0.2), _pod()
+    fw, pod = _framework(Quick=0.05, Slow=0.2), MakePod().name("waiting").uid("uid-waiting").obj()
     fw.run_permit_plugins(CycleState(), pod, "n1")
     fw.handle.waiting_pods[pod.metadata.uid].allow("Quick")
     s = await fw.wait_on_permit(pod)
@@ -121,12 +115,12 @@ async def test_a_plugin_that_allowed_no_longer_times_the_pod_out_the_other_one_d
 
 
 async def test_a_zero_timeout_rejects_at_once_and_a_rejection_ends_the_wait():
-    fw, pod = _framework(Now=0, Later=60), _pod()
+    fw, pod = _framework(Now=0, Later=60), MakePod().name("waiting").uid("uid-waiting").obj()
     fw.run_permit_plugins(CycleState(), pod, "n1")
     s = await asyncio.wait_for(fw.wait_on_permit(pod), 1)
     assert (s.code, s.plugin) == (Code.UNSCHEDULABLE, "Now")
 
-    fw, pod = _framework(Later=60), _pod()
+    fw, pod = _framework(Later=60), MakePod().name("waiting").uid("uid-waiting").obj()
     fw.run_permit_plugins(CycleState(), pod, "n1")
     fw.handle.waiting_pods[pod.metadata.uid].reject("Other", "no room in the gang")
     s = await asyncio.wait_for(fw.wait_on_permit(pod), 1)

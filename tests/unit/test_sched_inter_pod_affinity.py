@@ -19,6 +19,7 @@ from scheduler.framework.pod_info import PodInfo
 from scheduler.framework.runtime import Framework, PluginSets
 from scheduler.framework.types import NODE, POD, ActionType, ClusterEvent, Code, CycleState, QueueingHint
 from scheduler.plugins import inter_pod_affinity as ipa
+from tests.harness.builders import MakeNode, MakePod
 
 ZONE = "topology.kubernetes.io/zone"
 HOSTNAME = "kubernetes.io/hostname"
@@ -217,12 +218,6 @@ def pod_from(manifest: str, name: str, *, namespace: str = "default", labels: di
     return jsonconv.from_dict(core_pb2.Pod, {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": spec})
 
 
-def plain(name: str, labels: dict | None = None, *, namespace: str = "default", node: str = "") -> core_pb2.Pod:
-    """A pod without affinity."""
-    return pod_from("spec:\n  containers:\n  - name: c\n    image: registry.k8s.io/pause:3.10\n", name,
-                    namespace=namespace, labels=labels, node=node)
-
-
 def with_affinity(name: str, affinity: dict, labels: dict | None = None, *, namespace: str = "default",
                   node: str = "") -> core_pb2.Pod:
     manifest = yaml.safe_dump({"spec": {"affinity": affinity,
@@ -234,17 +229,8 @@ def term(topology_key: str, **match_labels) -> dict:
     return {"labelSelector": {"matchLabels": match_labels}, "topologyKey": topology_key}
 
 
-def node(name: str, **labels: str) -> core_pb2.Node:
-    n = core_pb2.Node(api_version="v1", kind="Node")
-    n.metadata.name = name
-    n.metadata.labels.update({HOSTNAME: name, **{k.replace("__", "/").replace("_", "-"): v
-                                                  for k, v in labels.items()}})
-    n.status.allocatable.update({"cpu": "4", "memory": "8Gi", "pods": "110"})
-    return n
-
-
 def zoned(name: str, zone: str) -> NodeInfo:
-    n = node(name)
+    n = MakeNode().name(name).label(HOSTNAME, name).allocatable(cpu="4", memory="8Gi", pods="110").obj()
     n.metadata.labels[ZONE] = zone
     return NodeInfo(n)
 
@@ -337,10 +323,13 @@ def schedule_one(nodes: list[NodeInfo], pod: core_pb2.Pod) -> str | None:
 def test_004_with_pod_affinity_goes_only_to_zones_that_have_a_security_s1_pod():
     """"the scheduler can assign the Pod to any node within Zone V, as long as there is at least
     one Pod within Zone V already labeled with security=S1" — and to no node of a zone without one."""
-    v1 = place(zoned("v1", "V"), plain("s1", {"security": "S1"}))
+    v1 = place(zoned("v1", "V"), MakePod().name("s1").uid("uid-default-s1").labels({"security": "S1"})
+                                 .container("c").obj())
     v2 = zoned("v2", "V")
-    w1 = place(zoned("w1", "W"), plain("s2", {"security": "S2"}))
-    unzoned = NodeInfo(node("bare"))
+    w1 = place(zoned("w1", "W"), MakePod().name("s2").uid("uid-default-s2").labels({"security": "S2"})
+                                 .container("c").obj())
+    unzoned = NodeInfo(MakeNode().name("bare").label(HOSTNAME, "bare")
+                       .allocatable(cpu="4", memory="8Gi", pods="110").obj())
     nodes = [v1, v2, w1, unzoned]
     result = filter_all(plugin(nodes), pod_from(WITH_POD_AFFINITY, "with-pod-affinity"), nodes)
     assert result["v1"] is None and result["v2"] is None
@@ -360,8 +349,11 @@ def test_004_with_pod_affinity_prefers_avoiding_zone_r_with_a_security_s2_pod():
     """"the scheduler should try to avoid scheduling the Pod on a node if that node belongs to
     [...] Zone R [...] as long as there is at least one Pod within Zone R already labeled with
     security=S2" (weight 100)."""
-    v1 = place(zoned("v1", "V"), plain("s1-v", {"security": "S1"}))
-    r1 = place(zoned("r1", "R"), plain("s1-r", {"security": "S1"}), plain("s2-r", {"security": "S2"}))
+    v1 = place(zoned("v1", "V"), MakePod().name("s1-v").uid("uid-default-s1-v").labels({"security": "S1"})
+                                 .container("c").obj())
+    r1 = place(zoned("r1", "R"),
+               MakePod().name("s1-r").uid("uid-default-s1-r").labels({"security": "S1"}).container("c").obj(),
+               MakePod().name("s2-r").uid("uid-default-s2-r").labels({"security": "S2"}).container("c").obj())
     r2 = zoned("r2", "R")
     nodes = [v1, r1, r2]
     pl = plugin(nodes)
@@ -374,8 +366,10 @@ def test_004_with_pod_affinity_prefers_avoiding_zone_r_with_a_security_s2_pod():
 def test_004_without_security_s2_pods_zone_r_is_not_avoided():
     """"the anti-affinity rule does not impact scheduling into Zone R if there are no Pods with
     security=S2 labels": nothing to score, PreScore skips."""
-    v1 = place(zoned("v1", "V"), plain("s1-v", {"security": "S1"}))
-    r1 = place(zoned("r1", "R"), plain("s1-r", {"security": "S1"}))
+    v1 = place(zoned("v1", "V"), MakePod().name("s1-v").uid("uid-default-s1-v").labels({"security": "S1"})
+                                 .container("c").obj())
+    r1 = place(zoned("r1", "R"), MakePod().name("s1-r").uid("uid-default-s1-r").labels({"security": "S1"})
+                                 .container("c").obj())
     nodes = [v1, r1]
     assert scores(plugin(nodes), pod_from(WITH_POD_AFFINITY, "with-pod-affinity"), nodes) is None
 
@@ -387,7 +381,8 @@ def test_004_first_pod_of_a_self_affine_group_goes_anywhere_the_topology_key_exi
     """"it is allowed to be scheduled if [...] no other pod in the cluster matches the namespace
     and selector of this pod, [...] the pod matches its own terms, and the chosen node matches
     all requested topologies"."""
-    nodes = [zoned("v1", "V"), zoned("r1", "R"), NodeInfo(node("bare"))]
+    nodes = [zoned("v1", "V"), zoned("r1", "R"), NodeInfo(MakeNode().name("bare").label(HOSTNAME, "bare")
+                                                          .allocatable(cpu="4", memory="8Gi", pods="110").obj())]
     pl = plugin(nodes)
     group = {"podAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [term(ZONE, app="group")]}}
     first = with_affinity("group-0", group, {"app": "group"})
@@ -411,9 +406,13 @@ def test_004_only_one_pod_must_satisfy_all_affinity_terms():
     and a tier=db pod on another does not satisfy {app=a} and {tier=db} both."""
     both = {"podAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
         term(ZONE, app="a"), term(HOSTNAME, tier="db")]}}
-    split = [place(zoned("v1", "V"), plain("a", {"app": "a"})), place(zoned("v2", "V"), plain("db", {"tier": "db"}))]
+    split = [place(zoned("v1", "V"), MakePod().name("a").uid("uid-default-a").labels({"app": "a"})
+                                     .container("c").obj()),
+             place(zoned("v2", "V"), MakePod().name("db").uid("uid-default-db").labels({"tier": "db"})
+                                     .container("c").obj())]
     assert feasible(plugin(split), with_affinity("p", both), split) == []
-    together = [place(zoned("v1", "V"), plain("a-db", {"app": "a", "tier": "db"})), zoned("v2", "V")]
+    together = [place(zoned("v1", "V"), MakePod().name("a-db").uid("uid-default-a-db")
+                                        .labels({"app": "a", "tier": "db"}).container("c").obj()), zoned("v2", "V")]
     assert feasible(plugin(together), with_affinity("p", both), together) == ["v1"]  # its host, in its zone
 
 
@@ -421,38 +420,49 @@ def test_004_only_one_pod_must_satisfy_all_affinity_terms():
 
 
 def test_the_pods_anti_affinity_keeps_it_out_of_domains_with_pods_it_repels():
-    nodes = [place(zoned("v1", "V"), plain("web-0", {"app": "web"})), zoned("v2", "V"), zoned("r1", "R")]
+    nodes = [place(zoned("v1", "V"), MakePod().name("web-0").uid("uid-default-web-0").labels({"app": "web"})
+                                     .container("c").obj()), zoned("v2", "V"), zoned("r1", "R")]
     pod = with_affinity("web-1", {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
         term(ZONE, app="web")]}}, {"app": "web"})
     result = filter_all(plugin(nodes), pod, nodes)
     assert result["v1"].code == Code.UNSCHEDULABLE and result["v1"].reasons == [ANTI_AFFINITY_RULES]
     assert result["v2"].reasons == [ANTI_AFFINITY_RULES]  # the whole zone
     assert result["r1"] is None
-    bare = [NodeInfo(node("bare"))]
+    bare = [NodeInfo(MakeNode().name("bare").label(HOSTNAME, "bare")
+                     .allocatable(cpu="4", memory="8Gi", pods="110").obj())]
     assert filter_all(plugin(bare), pod, bare)["bare"] is None  # a node outside every zone repels nothing
 
 
 def test_existing_pods_anti_affinity_blocks_a_pod_without_affinity_of_its_own():
     guard = with_affinity("guard", {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
         term(HOSTNAME, app="web")]}})
-    nodes = [place(NodeInfo(node("n1")), guard), NodeInfo(node("n2"))]
+    nodes = [place(NodeInfo(MakeNode().name("n1").label(HOSTNAME, "n1")
+                            .allocatable(cpu="4", memory="8Gi", pods="110").obj()), guard),
+             NodeInfo(MakeNode().name("n2").label(HOSTNAME, "n2").allocatable(cpu="4", memory="8Gi", pods="110").obj())]
     pl = plugin(nodes)
-    result = filter_all(pl, plain("web", {"app": "web"}), nodes)
+    result = filter_all(pl, MakePod().name("web").uid("uid-default-web").labels({"app": "web"})
+                            .container("c").obj(), nodes)
     assert result["n1"].code == Code.UNSCHEDULABLE and result["n1"].reasons == [EXISTING_ANTI_AFFINITY]
     assert result["n2"] is None
     # A pod the guard does not repel, with no terms of its own: nothing to check, Filter is skipped.
-    assert filter_all(pl, plain("db", {"app": "db"}), nodes)[""].code == Code.SKIP
+    assert filter_all(pl, MakePod().name("db").uid("uid-default-db").labels({"app": "db"})
+                          .container("c").obj(), nodes)[""].code == Code.SKIP
 
 
 def test_prefilter_over_the_whole_snapshot_reads_the_nodes_with_anti_affinity_pods_only_when_it_may():
     guard = with_affinity("guard", {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
         term(HOSTNAME, app="web")]}})
-    nodes = [place(NodeInfo(node("n1")), guard), place(NodeInfo(node("n2")), plain("db", {"app": "db"}))]
+    nodes = [place(NodeInfo(MakeNode().name("n1").label(HOSTNAME, "n1")
+                            .allocatable(cpu="4", memory="8Gi", pods="110").obj()), guard),
+             place(NodeInfo(MakeNode().name("n2").label(HOSTNAME, "n2")
+                            .allocatable(cpu="4", memory="8Gi", pods="110").obj()),
+                   MakePod().name("db").uid("uid-default-db").labels({"app": "db"}).container("c").obj())]
     pl = plugin(nodes)
     everything = pl.handle.snapshot.node_info_list
     assert pl.handle.snapshot.have_pods_with_required_anti_affinity == [nodes[0]]
     # No terms of its own: only existing pods' anti-affinity matters, found on n1.
-    result = filter_all(pl, plain("web", {"app": "web"}), everything)
+    result = filter_all(pl, MakePod().name("web").uid("uid-default-web").labels({"app": "web"})
+                            .container("c").obj(), everything)
     assert result["n1"].reasons == [EXISTING_ANTI_AFFINITY] and result["n2"] is None
     # Terms of its own: every node's pods count (the db pod is on n2, which has no anti-affinity pod).
     follower = with_affinity("follower", {"podAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
@@ -461,12 +471,16 @@ def test_prefilter_over_the_whole_snapshot_reads_the_nodes_with_anti_affinity_po
 
 
 def test_prefilter_skips_when_there_is_nothing_to_check():
-    nodes = [place(NodeInfo(node("n1")), plain("a", {"app": "a"}))]
-    status = filter_all(plugin(nodes), plain("b", {"app": "b"}), nodes)[""]
+    nodes = [place(NodeInfo(MakeNode().name("n1").label(HOSTNAME, "n1")
+                            .allocatable(cpu="4", memory="8Gi", pods="110").obj()),
+                   MakePod().name("a").uid("uid-default-a").labels({"app": "a"}).container("c").obj())]
+    status = filter_all(plugin(nodes), MakePod().name("b").uid("uid-default-b").labels({"app": "b"})
+                                       .container("c").obj(), nodes)[""]
     assert status.code == Code.SKIP
     fw = framework_for(nodes)
     state = CycleState()
-    assert fw.run_pre_filter_plugins(state, plain("b"), nodes) == (None, None, set())
+    assert fw.run_pre_filter_plugins(state, MakePod().name("b").uid("uid-default-b")
+                                            .container("c").obj(), nodes) == (None, None, set())
     assert ipa.NAME in state.skip_filter_plugins  # the runtime will not call Filter
 
 
@@ -474,21 +488,24 @@ def test_prefilter_skips_when_there_is_nothing_to_check():
 
 
 def test_004_terms_default_to_the_pods_own_namespace():
-    nodes = [place(zoned("v1", "V"), plain("db", {"app": "db"}, namespace="other")), zoned("r1", "R")]
+    nodes = [place(zoned("v1", "V"), MakePod().name("db").namespace("other").uid("uid-other-db").labels({"app": "db"})
+                                     .container("c").obj()), zoned("r1", "R")]
     pod = with_affinity("p", {"podAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
         term(ZONE, app="db")]}}, namespace="default")
     assert feasible(plugin(nodes), pod, nodes) == []  # the db pod is in another namespace
 
 
 def test_004_namespaces_list_names_where_the_selector_looks():
-    nodes = [place(zoned("v1", "V"), plain("db", {"app": "db"}, namespace="other")), zoned("r1", "R")]
+    nodes = [place(zoned("v1", "V"), MakePod().name("db").namespace("other").uid("uid-other-db").labels({"app": "db"})
+                                     .container("c").obj()), zoned("r1", "R")]
     pod = with_affinity("p", {"podAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
         {**term(ZONE, app="db"), "namespaces": ["other"]}]}})
     assert feasible(plugin(nodes), pod, nodes) == ["v1"]
 
 
 def test_004_an_empty_namespace_selector_matches_all_namespaces():
-    nodes = [place(zoned("v1", "V"), plain("db", {"app": "db"}, namespace="team-b")), zoned("r1", "R")]
+    nodes = [place(zoned("v1", "V"), MakePod().name("db").namespace("team-b").uid("uid-team-b-db").labels({"app": "db"})
+                                     .container("c").obj()), zoned("r1", "R")]
     pod = with_affinity("p", {"podAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
         {**term(ZONE, app="db"), "namespaceSelector": {}}]}})
     assert feasible(plugin(nodes), pod, nodes) == ["v1"]
@@ -497,9 +514,12 @@ def test_004_an_empty_namespace_selector_matches_all_namespaces():
 def test_004_namespace_selector_and_namespaces_are_united():
     """"The affinity term is applied to namespaces selected by both namespaceSelector and the
     namespaces field" — every namespace carries kubernetes.io/metadata.name=<name>."""
-    nodes = [place(zoned("a", "A"), plain("db", {"app": "db"}, namespace="team-a")),
-             place(zoned("b", "B"), plain("db", {"app": "db"}, namespace="team-b")),
-             place(zoned("c", "C"), plain("db", {"app": "db"}, namespace="team-c"))]
+    nodes = [place(zoned("a", "A"), MakePod().name("db").namespace("team-a").uid("uid-team-a-db").labels({"app": "db"})
+                                    .container("c").obj()),
+             place(zoned("b", "B"), MakePod().name("db").namespace("team-b").uid("uid-team-b-db").labels({"app": "db"})
+                                    .container("c").obj()),
+             place(zoned("c", "C"), MakePod().name("db").namespace("team-c").uid("uid-team-c-db").labels({"app": "db"})
+                                    .container("c").obj())]
     pod = with_affinity("p", {"podAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
         {**term(ZONE, app="db"), "namespaces": ["team-b"],
          "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "team-a"}}}]}})
@@ -511,10 +531,14 @@ def test_an_existing_pods_anti_affinity_namespace_selector_is_matched_against_th
         {**term(HOSTNAME, app="web"), "namespaceSelector": {"matchExpressions": [
             {"key": "kubernetes.io/metadata.name", "operator": "In", "values": ["prod"]}]}}]}},
         namespace="infra")
-    nodes = [place(NodeInfo(node("n1")), guard), NodeInfo(node("n2"))]
+    nodes = [place(NodeInfo(MakeNode().name("n1").label(HOSTNAME, "n1")
+                            .allocatable(cpu="4", memory="8Gi", pods="110").obj()), guard),
+             NodeInfo(MakeNode().name("n2").label(HOSTNAME, "n2").allocatable(cpu="4", memory="8Gi", pods="110").obj())]
     pl = plugin(nodes)
-    assert feasible(pl, plain("web", {"app": "web"}, namespace="prod"), nodes) == ["n2"]
-    assert feasible(pl, plain("web", {"app": "web"}, namespace="dev"), nodes) == ["n1", "n2"]
+    assert feasible(pl, MakePod().name("web").namespace("prod").uid("uid-prod-web").labels({"app": "web"})
+                        .container("c").obj(), nodes) == ["n2"]
+    assert feasible(pl, MakePod().name("web").namespace("dev").uid("uid-dev-web").labels({"app": "web"})
+                        .container("c").obj(), nodes) == ["n1", "n2"]
 
 
 # ---------------------- Kubernetes docs: Assigning Pods to Nodes, matchLabelKeys, mismatchLabelKeys
@@ -523,8 +547,10 @@ def test_an_existing_pods_anti_affinity_namespace_selector_is_matched_against_th
 def test_004_match_label_keys_only_pods_of_the_same_rollout_count():
     """application-server: affinity to app=database in the zone, "Only Pods from a given rollout
     are taken into consideration" (matchLabelKeys: pod-template-hash)."""
-    nodes = [place(zoned("v1", "V"), plain("db-old", {"app": "database", "pod-template-hash": "old"})),
-             place(zoned("r1", "R"), plain("db-new", {"app": "database", "pod-template-hash": "new"}))]
+    nodes = [place(zoned("v1", "V"), MakePod().name("db-old").uid("uid-default-db-old")
+                                     .labels({"app": "database", "pod-template-hash": "old"}).container("c").obj()),
+             place(zoned("r1", "R"), MakePod().name("db-new").uid("uid-default-db-new")
+                                     .labels({"app": "database", "pod-template-hash": "new"}).container("c").obj())]
     pl = plugin(nodes)
     new_replica = pod_from(APPLICATION_SERVER, "application-server-new-1", labels={"pod-template-hash": "new"})
     old_replica = pod_from(APPLICATION_SERVER, "application-server-old-1", labels={"pod-template-hash": "old"})
@@ -534,10 +560,16 @@ def test_004_match_label_keys_only_pods_of_the_same_rollout_count():
 
 def test_004_mismatch_label_keys_keep_tenants_in_their_own_node_pools():
     """tenant-a may join the pool where tenant-a runs, never a pool where another tenant runs."""
-    pool_a = place(NodeInfo(node("a1", node_pool="pool-a")), plain("a-0", {"tenant": "tenant-a"}))
-    pool_b = place(NodeInfo(node("b1", node_pool="pool-b")), plain("b-0", {"tenant": "tenant-b"}))
-    pool_b2 = NodeInfo(node("b2", node_pool="pool-b"))
-    pool_c = NodeInfo(node("c1", node_pool="pool-c"))
+    pool_a = place(NodeInfo(MakeNode().name("a1").label(HOSTNAME, "a1").label("node-pool", "pool-a")
+                            .allocatable(cpu="4", memory="8Gi", pods="110").obj()),
+                   MakePod().name("a-0").uid("uid-default-a-0").labels({"tenant": "tenant-a"}).container("c").obj())
+    pool_b = place(NodeInfo(MakeNode().name("b1").label(HOSTNAME, "b1").label("node-pool", "pool-b")
+                            .allocatable(cpu="4", memory="8Gi", pods="110").obj()),
+                   MakePod().name("b-0").uid("uid-default-b-0").labels({"tenant": "tenant-b"}).container("c").obj())
+    pool_b2 = NodeInfo(MakeNode().name("b2").label(HOSTNAME, "b2").label("node-pool", "pool-b")
+                       .allocatable(cpu="4", memory="8Gi", pods="110").obj())
+    pool_c = NodeInfo(MakeNode().name("c1").label(HOSTNAME, "c1").label("node-pool", "pool-c")
+                      .allocatable(cpu="4", memory="8Gi", pods="110").obj())
     nodes = [pool_a, pool_b, pool_b2, pool_c]
     result = filter_all(plugin(nodes), pod_from(TENANT_A, "tenant-a-1"), nodes)
     assert result["a1"] is None
@@ -562,7 +594,12 @@ def test_004_redis_cache_and_web_server_colocate_one_of_each_per_node():
         webserver-1  webserver-2  webserver-3
         cache-1      cache-2      cache-3
     """
-    nodes = [NodeInfo(node("node-1")), NodeInfo(node("node-2")), NodeInfo(node("node-3"))]
+    nodes = [NodeInfo(MakeNode().name("node-1").label(HOSTNAME, "node-1")
+                      .allocatable(cpu="4", memory="8Gi", pods="110").obj()),
+             NodeInfo(MakeNode().name("node-2").label(HOSTNAME, "node-2")
+                      .allocatable(cpu="4", memory="8Gi", pods="110").obj()),
+             NodeInfo(MakeNode().name("node-3").label(HOSTNAME, "node-3")
+                      .allocatable(cpu="4", memory="8Gi", pods="110").obj())]
     for i in (1, 2, 3):
         assert schedule_one(nodes, pod_from(REDIS_CACHE, f"cache-{i}")) == f"node-{i}"
     # A fourth cache replica has nowhere to go: each node already has an app=store pod.
@@ -576,7 +613,12 @@ def test_004_redis_cache_and_web_server_colocate_one_of_each_per_node():
 
 
 def test_004_web_servers_wait_for_a_cache_and_never_share_a_node():
-    nodes = [NodeInfo(node("node-1")), NodeInfo(node("node-2")), NodeInfo(node("node-3"))]
+    nodes = [NodeInfo(MakeNode().name("node-1").label(HOSTNAME, "node-1")
+                      .allocatable(cpu="4", memory="8Gi", pods="110").obj()),
+             NodeInfo(MakeNode().name("node-2").label(HOSTNAME, "node-2")
+                      .allocatable(cpu="4", memory="8Gi", pods="110").obj()),
+             NodeInfo(MakeNode().name("node-3").label(HOSTNAME, "node-3")
+                      .allocatable(cpu="4", memory="8Gi", pods="110").obj())]
     # No cache yet: the web server does not carry app=store, so it cannot be the first of a group.
     assert schedule_one(nodes, pod_from(WEB_SERVER, "webserver-1")) is None
     place(nodes[1], pod_from(REDIS_CACHE, "cache-1"))
@@ -595,16 +637,26 @@ def preferred(kind: str, weight: int, topology_key: str, **match_labels) -> dict
 
 
 def test_preferred_affinity_ranks_nodes_by_the_weight_of_matching_pods_in_their_domain():
-    nodes = [place(zoned("v1", "V"), plain("c1", {"app": "cache"}), plain("c2", {"app": "cache"})),
-             place(zoned("r1", "R"), plain("c3", {"app": "cache"})), zoned("w1", "W"), NodeInfo(node("bare"))]
+    nodes = [place(zoned("v1", "V"),
+                   MakePod().name("c1").uid("uid-default-c1").labels({"app": "cache"}).container("c").obj(),
+                   MakePod().name("c2").uid("uid-default-c2").labels({"app": "cache"}).container("c").obj()),
+             place(zoned("r1", "R"), MakePod().name("c3").uid("uid-default-c3").labels({"app": "cache"})
+                                     .container("c").obj()),
+             zoned("w1", "W"),
+             NodeInfo(MakeNode().name("bare").label(HOSTNAME, "bare")
+                      .allocatable(cpu="4", memory="8Gi", pods="110").obj())]
     pod = with_affinity("p", preferred("podAffinity", 10, ZONE, app="cache"))
     # Raw: V 20, R 10, W 0, no zone 0 -> 100, 50, 0, 0.
     assert scores(plugin(nodes), pod, nodes) == {"v1": 100, "r1": 50, "w1": 0, "bare": 0}
 
 
 def test_preferred_anti_affinity_and_affinity_combine():
-    nodes = [place(zoned("v1", "V"), plain("c", {"app": "cache"}), plain("n", {"app": "noisy"})),
-             place(zoned("r1", "R"), plain("c", {"app": "cache"})), zoned("w1", "W")]
+    nodes = [place(zoned("v1", "V"),
+                   MakePod().name("c").uid("uid-default-c").labels({"app": "cache"}).container("c").obj(),
+                   MakePod().name("n").uid("uid-default-n").labels({"app": "noisy"}).container("c").obj()),
+             place(zoned("r1", "R"), MakePod().name("c").uid("uid-default-c").labels({"app": "cache"})
+                                     .container("c").obj()),
+             zoned("w1", "W")]
     pod = with_affinity("p", {**preferred("podAffinity", 30, ZONE, app="cache"),
                               **preferred("podAntiAffinity", 50, ZONE, app="noisy")})
     # Raw: V 30-50 = -20, R 30, W 0 -> (x+20)*100/50: 0, 100, 40.
@@ -617,7 +669,7 @@ def test_existing_pods_required_affinity_counts_with_hard_pod_affinity_weight():
     fan = with_affinity("fan", {"podAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
         term(ZONE, app="star")]}})
     nodes = [place(zoned("v1", "V"), fan), zoned("r1", "R")]
-    star = plain("star", {"app": "star"})
+    star = MakePod().name("star").uid("uid-default-star").labels({"app": "star"}).container("c").obj()
     assert scores(plugin(nodes), star, nodes) == {"v1": 100, "r1": 0}
     assert scores(plugin(nodes, {"hardPodAffinityWeight": 0}), star, nodes) is None
     # The weight is what the domain scores (normalization hides it unless other terms compete).
@@ -631,7 +683,7 @@ def test_existing_pods_preferred_terms_attract_and_repel_unless_ignored():
     likes = with_affinity("likes", preferred("podAffinity", 40, ZONE, app="web"))
     hates = with_affinity("hates", preferred("podAntiAffinity", 20, ZONE, app="web"))
     nodes = [place(zoned("v1", "V"), likes), place(zoned("r1", "R"), hates), zoned("w1", "W")]
-    web = plain("web", {"app": "web"})
+    web = MakePod().name("web").uid("uid-default-web").labels({"app": "web"}).container("c").obj()
     # Raw: V 40, R -20, W 0 -> 100, 0, 33.
     assert scores(plugin(nodes), web, nodes) == {"v1": 100, "r1": 0, "w1": 33}
     ignoring = plugin(nodes, {"ignorePreferredTermsOfExistingPods": True})
@@ -642,7 +694,8 @@ def test_existing_pods_preferred_terms_attract_and_repel_unless_ignored():
 
 
 def test_scores_through_the_framework_stay_in_range():
-    nodes = [place(zoned("v1", "V"), plain("c", {"app": "cache"})), zoned("r1", "R")]
+    nodes = [place(zoned("v1", "V"), MakePod().name("c").uid("uid-default-c").labels({"app": "cache"})
+                                     .container("c").obj()), zoned("r1", "R")]
     fw = framework_for(nodes)
     pod = with_affinity("p", preferred("podAntiAffinity", 100, ZONE, app="cache"))
     state = CycleState()
@@ -660,8 +713,9 @@ def prefiltered(pl, pod, nodes) -> CycleState:
 
 
 def test_remove_pod_lifts_anti_affinity_and_the_clone_keeps_the_original():
-    victim = plain("victim", {"app": "web"})
-    n1 = place(NodeInfo(node("n1")), victim)
+    victim = MakePod().name("victim").uid("uid-default-victim").labels({"app": "web"}).container("c").obj()
+    n1 = place(NodeInfo(MakeNode().name("n1").label(HOSTNAME, "n1")
+                        .allocatable(cpu="4", memory="8Gi", pods="110").obj()), victim)
     nodes = [n1]
     pl = plugin(nodes)
     pod = with_affinity("p", {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
@@ -676,7 +730,8 @@ def test_remove_pod_lifts_anti_affinity_and_the_clone_keeps_the_original():
 
 
 def test_add_pod_counts_a_nominated_pods_anti_affinity_against_the_pod():
-    nodes = [NodeInfo(node("n1")), NodeInfo(node("n2"))]
+    nodes = [NodeInfo(MakeNode().name("n1").label(HOSTNAME, "n1").allocatable(cpu="4", memory="8Gi", pods="110").obj()),
+             NodeInfo(MakeNode().name("n2").label(HOSTNAME, "n2").allocatable(cpu="4", memory="8Gi", pods="110").obj())]
     pl = plugin(nodes)
     pod = with_affinity("p", {"podAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
         term(ZONE, app="x")]}}, {"app": "x"})  # something to check, so PreFilter does not skip
@@ -693,13 +748,15 @@ def test_add_pod_counts_a_nominated_pods_anti_affinity_against_the_pod():
 
 
 def test_add_pod_of_a_peer_satisfies_affinity():
-    nodes = [zoned("v1", "V"), place(zoned("r1", "R"), plain("db-r", {"app": "db"}))]
+    nodes = [zoned("v1", "V"), place(zoned("r1", "R"), MakePod().name("db-r").uid("uid-default-db-r")
+                                                       .labels({"app": "db"}).container("c").obj())]
     pl = plugin(nodes)
     pod = with_affinity("p", {"podAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
         term(ZONE, app="db")]}})
     state = prefiltered(pl, pod, nodes)
     assert pl.filter(state, pod, nodes[0]).reasons == [AFFINITY_RULES]
-    assert pl.add_pod(state, pod, PodInfo(plain("db-v", {"app": "db"})), nodes[0]) is None
+    assert pl.add_pod(state, pod, PodInfo(MakePod().name("db-v").uid("uid-default-db-v").labels({"app": "db"})
+                                          .container("c").obj()), nodes[0]) is None
     assert pl.filter(state, pod, nodes[0]) is None
 
 
@@ -707,9 +764,10 @@ def test_004_s11_affinity_to_a_lower_priority_pod_cannot_survive_its_preemption(
     """Kubernetes docs: Pod Priority and Preemption, "Inter-Pod affinity on lower-priority Pods":
     removing the pods the pending pod has affinity to leaves the affinity unsatisfied on that
     node."""
-    low = plain("low", {"app": "db"})
+    low = MakePod().name("low").uid("uid-default-low").labels({"app": "db"}).container("c").obj()
     n1 = place(zoned("n1", "V"), low)
-    n2 = place(zoned("n2", "R"), plain("db-r", {"app": "db"}))
+    n2 = place(zoned("n2", "R"), MakePod().name("db-r").uid("uid-default-db-r").labels({"app": "db"})
+                                 .container("c").obj())
     nodes = [n1, n2]
     pl = plugin(nodes)
     pod = with_affinity("p", {"podAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
@@ -726,8 +784,9 @@ def test_004_s11_no_cross_node_preemption_a_zone_wide_anti_affinity_peer_elsewhe
     """Kubernetes docs: Pod Priority and Preemption, "Cross node preemption": P has zone
     anti-affinity with Q on another node of N's zone; removing N's own pods does not help, only
     removing Q would."""
-    q = plain("q", {"app": "q"})
-    n = place(zoned("N", "Z"), plain("local", {"app": "local"}))
+    q = MakePod().name("q").uid("uid-default-q").labels({"app": "q"}).container("c").obj()
+    n = place(zoned("N", "Z"), MakePod().name("local").uid("uid-default-local").labels({"app": "local"})
+                               .container("c").obj())
     other = place(zoned("M", "Z"), q)
     nodes = [n, other]
     pl = plugin(nodes)
@@ -742,19 +801,28 @@ def test_004_s11_no_cross_node_preemption_a_zone_wide_anti_affinity_peer_elsewhe
 
 
 def test_extensions_without_prefilter_state_are_errors():
-    pl = plugin([NodeInfo(node("n1"))])
-    ni = NodeInfo(node("n1"))
-    assert pl.add_pod(CycleState(), plain("p"), PodInfo(plain("q")), ni).code == Code.ERROR
-    assert pl.remove_pod(CycleState(), plain("p"), PodInfo(plain("q")), ni).code == Code.ERROR
+    pl = plugin([NodeInfo(MakeNode().name("n1").label(HOSTNAME, "n1")
+                          .allocatable(cpu="4", memory="8Gi", pods="110").obj())])
+    ni = NodeInfo(MakeNode().name("n1").label(HOSTNAME, "n1").allocatable(cpu="4", memory="8Gi", pods="110").obj())
+    assert pl.add_pod(CycleState(),
+                      MakePod().name("p").uid("uid-default-p").container("c").obj(),
+                      PodInfo(MakePod().name("q").uid("uid-default-q").container("c").obj()),
+                      ni).code == Code.ERROR
+    assert pl.remove_pod(CycleState(),
+                         MakePod().name("p").uid("uid-default-p").container("c").obj(),
+                         PodInfo(MakePod().name("q").uid("uid-default-q").container("c").obj()),
+                         ni).code == Code.ERROR
 
 
 def test_filter_without_prefilter_counts_once_from_the_snapshot():
     guard = with_affinity("guard", {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
         term(HOSTNAME, app="web")]}})
-    nodes = [place(NodeInfo(node("n1")), guard), NodeInfo(node("n2"))]
+    nodes = [place(NodeInfo(MakeNode().name("n1").label(HOSTNAME, "n1")
+                            .allocatable(cpu="4", memory="8Gi", pods="110").obj()), guard),
+             NodeInfo(MakeNode().name("n2").label(HOSTNAME, "n2").allocatable(cpu="4", memory="8Gi", pods="110").obj())]
     pl = plugin(nodes)
     state = CycleState()
-    web = plain("web", {"app": "web"})
+    web = MakePod().name("web").uid("uid-default-web").labels({"app": "web"}).container("c").obj()
     assert pl.filter(state, web, nodes[0]).reasons == [EXISTING_ANTI_AFFINITY]
     assert pl.filter(state, web, nodes[1]) is None
     assert pl.filter(state, web, NodeInfo()).code == Code.ERROR  # a NodeInfo whose Node is gone
@@ -785,34 +853,48 @@ DB_AFFINITY = {"podAffinity": {"requiredDuringSchedulingIgnoredDuringExecution":
 def test_hint_an_assigned_peer_added_queues_anything_else_skips():
     pl = _hints_plugin()
     pending = with_affinity("p", DB_AFFINITY)
-    assert pl.is_schedulable_after_pod_change(pending, None, plain("db", {"app": "db"}, node="n1")) == QUEUE
-    assert pl.is_schedulable_after_pod_change(pending, None, plain("x", {"app": "x"}, node="n1")) == SKIP
+    assert pl.is_schedulable_after_pod_change(pending, None, MakePod().name("db").uid("uid-default-db")
+                                                             .labels({"app": "db"}).container("c")
+                                                             .node("n1").obj()) == QUEUE
+    assert pl.is_schedulable_after_pod_change(pending, None, MakePod().name("x").uid("uid-default-x")
+                                                             .labels({"app": "x"}).container("c")
+                                                             .node("n1").obj()) == SKIP
     # Unscheduled pods are in no topology domain.
-    assert pl.is_schedulable_after_pod_change(pending, None, plain("db", {"app": "db"})) == SKIP
+    assert pl.is_schedulable_after_pod_change(pending, None, MakePod().name("db").uid("uid-default-db")
+                                                             .labels({"app": "db"}).container("c").obj()) == SKIP
 
 
 def test_hint_a_relabelled_pod_queues_when_it_becomes_a_peer_or_stops_being_repelled():
     pl = _hints_plugin()
     pending = with_affinity("p", {**DB_AFFINITY, **WEB_ANTI})
-    before, after = plain("q", {"app": "x"}, node="n1"), plain("q", {"app": "db"}, node="n1")
+    before = MakePod().name("q").uid("uid-default-q").labels({"app": "x"}).container("c").node("n1").obj()
+    after = MakePod().name("q").uid("uid-default-q").labels({"app": "db"}).container("c").node("n1").obj()
     assert pl.is_schedulable_after_pod_change(pending, before, after) == QUEUE
-    web, no_longer = plain("w", {"app": "web"}, node="n1"), plain("w", {"app": "api"}, node="n1")
+    web = MakePod().name("w").uid("uid-default-w").labels({"app": "web"}).container("c").node("n1").obj()
+    no_longer = MakePod().name("w").uid("uid-default-w").labels({"app": "api"}).container("c").node("n1").obj()
     assert pl.is_schedulable_after_pod_change(pending, web, no_longer) == QUEUE
     assert pl.is_schedulable_after_pod_change(pending, no_longer, web) == SKIP
-    assert pl.is_schedulable_after_pod_change(pending, plain("q", {"app": "x"}, node="n1"),
-                                              plain("q", {"app": "y"}, node="n1")) == SKIP
+    assert pl.is_schedulable_after_pod_change(pending,
+                                              MakePod().name("q").uid("uid-default-q").labels({"app": "x"})
+                                              .container("c").node("n1").obj(),
+                                              MakePod().name("q").uid("uid-default-q").labels({"app": "y"})
+                                              .container("c").node("n1").obj()) == SKIP
 
 
 def test_hint_a_deleted_pod_queues_when_it_was_an_anti_affinity_obstacle_either_way():
     pl = _hints_plugin()
     pending = with_affinity("p", WEB_ANTI, {"app": "api"})
-    assert pl.is_schedulable_after_pod_change(pending, plain("w", {"app": "web"}, node="n1"), None) == QUEUE
-    assert pl.is_schedulable_after_pod_change(pending, plain("x", {"app": "x"}, node="n1"), None) == SKIP
+    assert pl.is_schedulable_after_pod_change(pending, MakePod().name("w").uid("uid-default-w").labels({"app": "web"})
+                                                       .container("c").node("n1").obj(), None) == QUEUE
+    assert pl.is_schedulable_after_pod_change(pending, MakePod().name("x").uid("uid-default-x").labels({"app": "x"})
+                                                       .container("c").node("n1").obj(), None) == SKIP
     # The deleted pod's own anti-affinity repelled the pending pod (kubernetes#134393).
     guard = with_affinity("guard", {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
         term(HOSTNAME, app="web")]}}, node="n1")
-    assert pl.is_schedulable_after_pod_change(plain("web", {"app": "web"}), guard, None) == QUEUE
-    assert pl.is_schedulable_after_pod_change(plain("db", {"app": "db"}), guard, None) == SKIP
+    assert pl.is_schedulable_after_pod_change(MakePod().name("web").uid("uid-default-web").labels({"app": "web"})
+                                              .container("c").obj(), guard, None) == QUEUE
+    assert pl.is_schedulable_after_pod_change(MakePod().name("db").uid("uid-default-db").labels({"app": "db"})
+                                              .container("c").obj(), guard, None) == SKIP
 
 
 def test_hint_a_deleted_peer_queues_a_pod_the_first_pod_rule_may_now_admit():
@@ -820,12 +902,13 @@ def test_hint_a_deleted_peer_queues_a_pod_the_first_pod_rule_may_now_admit():
     no peer is left and it may go anywhere (kubernetes#141354)."""
     pl = _hints_plugin()
     self_affine = with_affinity("p", DB_AFFINITY, {"app": "db"})
-    peer = plain("db-0", {"app": "db"}, node="n1")
+    peer = MakePod().name("db-0").uid("uid-default-db-0").labels({"app": "db"}).container("c").node("n1").obj()
     assert pl.is_schedulable_after_pod_change(self_affine, peer, None) == QUEUE
     not_self = with_affinity("p", DB_AFFINITY, {"app": "web"})
     assert pl.is_schedulable_after_pod_change(not_self, peer, None) == SKIP
     # A peer relabelled away is gone as a peer just the same.
-    relabelled = plain("db-0", {"app": "db-legacy"}, node="n1")
+    relabelled = (MakePod().name("db-0").uid("uid-default-db-0").labels({"app": "db-legacy"}).container("c")
+                  .node("n1").obj())
     assert pl.is_schedulable_after_pod_change(self_affine, peer, relabelled) == QUEUE
     assert pl.is_schedulable_after_pod_change(not_self, peer, relabelled) == SKIP
 
@@ -833,15 +916,17 @@ def test_hint_a_deleted_peer_queues_a_pod_the_first_pod_rule_may_now_admit():
 def test_hint_node_added_or_relabelled_with_an_affinity_topology_key():
     pl = _hints_plugin()
     pending = with_affinity("p", DB_AFFINITY)
-    zoned_node, bare = node("n9"), node("n9")
+    zoned_node = MakeNode().name("n9").label(HOSTNAME, "n9").allocatable(cpu="4", memory="8Gi", pods="110").obj()
+    bare = MakeNode().name("n9").label(HOSTNAME, "n9").allocatable(cpu="4", memory="8Gi", pods="110").obj()
     zoned_node.metadata.labels[ZONE] = "V"
     assert pl.is_schedulable_after_node_change(pending, None, zoned_node) == QUEUE
     assert pl.is_schedulable_after_node_change(pending, None, bare) == SKIP
     assert pl.is_schedulable_after_node_change(pending, bare, zoned_node) == QUEUE  # key gained
-    moved = node("n9")
+    moved = MakeNode().name("n9").label(HOSTNAME, "n9").allocatable(cpu="4", memory="8Gi", pods="110").obj()
     moved.metadata.labels[ZONE] = "R"
     assert pl.is_schedulable_after_node_change(pending, zoned_node, moved) == QUEUE  # domain changed
-    relabelled = node("n9", team="x")
+    relabelled = (MakeNode().name("n9").label(HOSTNAME, "n9").label("team", "x")
+                  .allocatable(cpu="4", memory="8Gi", pods="110").obj())
     relabelled.metadata.labels[ZONE] = "V"
     assert pl.is_schedulable_after_node_change(pending, zoned_node, relabelled) == SKIP
     assert pl.is_schedulable_after_node_change(pending, zoned_node, bare) == SKIP  # key lost
@@ -851,7 +936,9 @@ def test_hint_node_changes_for_anti_affinity_and_for_existing_pods_anti_affinity
     pl = _hints_plugin()
     repelling = with_affinity("p", {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
         term(ZONE, app="web")]}})
-    in_v, in_r, bare = node("n1"), node("n1"), node("n1")
+    in_v = MakeNode().name("n1").label(HOSTNAME, "n1").allocatable(cpu="4", memory="8Gi", pods="110").obj()
+    in_r = MakeNode().name("n1").label(HOSTNAME, "n1").allocatable(cpu="4", memory="8Gi", pods="110").obj()
+    bare = MakeNode().name("n1").label(HOSTNAME, "n1").allocatable(cpu="4", memory="8Gi", pods="110").obj()
     in_v.metadata.labels[ZONE] = "V"
     in_r.metadata.labels[ZONE] = "R"
     assert pl.is_schedulable_after_node_change(repelling, None, in_v) == QUEUE  # a new node
@@ -859,7 +946,8 @@ def test_hint_node_changes_for_anti_affinity_and_for_existing_pods_anti_affinity
     assert pl.is_schedulable_after_node_change(repelling, in_v, bare) == QUEUE  # left every zone
     assert pl.is_schedulable_after_node_change(repelling, bare, in_v) == SKIP  # joined one
     # Rejected only by existing pods' anti-affinity: any node event may open a free domain.
-    assert pl.is_schedulable_after_node_change(plain("web", {"app": "web"}), None, bare) == QUEUE
+    assert pl.is_schedulable_after_node_change(MakePod().name("web").uid("uid-default-web").labels({"app": "web"})
+                                               .container("c").obj(), None, bare) == QUEUE
 
 
 # ---------------------------------------------------------------- args

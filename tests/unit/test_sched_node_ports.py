@@ -7,20 +7,13 @@ from machinery.api import core_pb2
 from scheduler.framework.node_info import NodeInfo
 from scheduler.framework.types import NODE, POD, ActionType, ClusterEvent, Code, CycleState, QueueingHint
 from scheduler.plugins import node_ports as np_
-from tests.helpers import make_pod
-
-
-def node(name: str = "n1") -> core_pb2.Node:
-    n = core_pb2.Node(api_version="v1", kind="Node")
-    n.metadata.name = name
-    n.status.allocatable.update({"cpu": "4", "memory": "8Gi", "pods": "110"})
-    return n
+from tests.harness.builders import MakeNode, MakePod
 
 
 def with_ports(name: str, *ports: tuple, node_name: str = "", sidecar: tuple | None = None,
                init: tuple | None = None) -> core_pb2.Pod:
     """Ports as (hostPort,) or (hostPort, protocol) or (hostPort, protocol, hostIP)."""
-    p = make_pod(name, node=node_name)
+    p = MakePod().name(name).node(node_name).obj()
     p.metadata.uid = f"uid-{name}"
     for spec in ports:
         host_port, protocol, host_ip = (list(spec) + ["", ""])[:3]
@@ -35,7 +28,7 @@ def with_ports(name: str, *ports: tuple, node_name: str = "", sidecar: tuple | N
 
 
 def node_with(*pods: core_pb2.Pod) -> NodeInfo:
-    ni = NodeInfo(node())
+    ni = NodeInfo(MakeNode().name("n1").allocatable(cpu="4", memory="8Gi", pods="110").obj())
     for p in pods:
         ni.add_pod(p)
     return ni
@@ -96,8 +89,8 @@ def test_sidecars_hold_ports_but_plain_init_containers_do_not():
 
 def test_prefilter_skips_a_pod_without_host_ports():
     pl = np_.new({}, None)
-    assert run_filter(pl, make_pod("plain"), node_with()) == "skip"
-    container_port_only = make_pod("cp")
+    assert run_filter(pl, MakePod().name("plain").obj(), node_with()) == "skip"
+    container_port_only = MakePod().name("cp").obj()
     container_port_only.spec.containers[0].ports.add(container_port=80)
     assert run_filter(pl, container_port_only, node_with()) == "skip"
 
@@ -135,4 +128,4 @@ def test_hint_skips_deletions_that_free_nothing_the_pod_wants():
     assert pl.is_schedulable_after_pod_deleted(p, with_ports("a", (9090,), node_name="n1"), None) == skip
     assert pl.is_schedulable_after_pod_deleted(p, with_ports("b", (8080, "UDP"), node_name="n1"), None) == skip
     assert pl.is_schedulable_after_pod_deleted(p, with_ports("c", (8080,)), None) == skip  # never on a node
-    assert pl.is_schedulable_after_pod_deleted(p, make_pod("d", node="n1"), None) == skip  # no host ports
+    assert pl.is_schedulable_after_pod_deleted(p, MakePod().name("d").node("n1").obj(), None) == skip  # no host ports

@@ -14,7 +14,7 @@ from scheduler.framework.pod_info import PodInfo
 from scheduler.framework.runtime import Framework, PluginSets
 from scheduler.framework.types import NODE, POD, ActionType, Code, CycleState, QueueingHint
 from scheduler.plugins import pod_topology_spread as pts
-from tests.helpers import make_pod
+from tests.harness.builders import MakeNode, MakePod
 
 NOT_MATCH = "node(s) didn't match pod topology spread constraints"
 MISSING_LABEL = "node(s) didn't match pod topology spread constraints (missing required label)"
@@ -22,28 +22,6 @@ FOO_BAR = {"foo": "bar"}
 
 
 # ---------------------------------------------------------------- builders
-
-
-def node(name: str, labels: dict | None = None, taints: tuple[tuple[str, str, str], ...] = ()) -> core_pb2.Node:
-    n = core_pb2.Node(api_version="v1", kind="Node")
-    n.metadata.name = name
-    n.metadata.labels.update(labels or {})
-    n.status.allocatable.update({"cpu": "4", "memory": "8Gi", "pods": "110"})
-    for key, value, effect in taints:
-        n.spec.taints.add(key=key, value=value, effect=effect)
-    return n
-
-
-def zone_node(name: str, zone: str, **labels: str) -> core_pb2.Node:
-    """Nodes as in Kubernetes docs: Pod Topology Spread Constraints:
-    ``node=<name>,zone=<zone>``."""
-    return node(name, {"node": name, "zone": zone, **labels})
-
-
-def bound(name: str, node_name: str, labels: dict | None = None, namespace: str = "default") -> core_pb2.Pod:
-    p = make_pod(name, node=node_name, labels=labels, namespace=namespace)
-    p.metadata.uid = f"uid-{namespace}-{name}"
-    return p
 
 
 def spread(pod: core_pb2.Pod, key: str = "zone", max_skew: int = 1, when: str = "DoNotSchedule",
@@ -55,12 +33,6 @@ def spread(pod: core_pb2.Pod, key: str = "zone", max_skew: int = 1, when: str = 
         c.label_selector.SetInParent()
         c.label_selector.match_labels.update(match_labels)
     return c
-
-
-def mypod(labels: dict | None = FOO_BAR, name: str = "mypod") -> core_pb2.Pod:
-    p = make_pod(name, labels=labels)
-    p.metadata.uid = f"uid-{name}"
-    return p
 
 
 def not_in_zone_c(pod: core_pb2.Pod) -> None:
@@ -124,9 +96,17 @@ def scores(pl, snap: Snapshot, pod: core_pb2.Pod, nodes: list[NodeInfo] | None =
 def four_node_cluster(extra_pods: list[core_pb2.Pod] = ()) -> Snapshot:
     """Kubernetes docs: Pod Topology Spread Constraints — node1..node4 in zoneA, zoneA, zoneB,
     zoneB; a foo=bar pod on node1, node2, node3."""
-    nodes = [zone_node("node1", "zoneA"), zone_node("node2", "zoneA"), zone_node("node3", "zoneB"),
-             zone_node("node4", "zoneB")]
-    pods = [bound("p1", "node1", FOO_BAR), bound("p2", "node2", FOO_BAR), bound("p3", "node3", FOO_BAR)]
+    nodes = [MakeNode().name("node1").label("node", "node1").label("zone", "zoneA")
+             .allocatable(cpu="4", memory="8Gi", pods="110").obj(),
+             MakeNode().name("node2").label("node", "node2").label("zone", "zoneA")
+             .allocatable(cpu="4", memory="8Gi", pods="110").obj(),
+             MakeNode().name("node3").label("node", "node3").label("zone", "zoneB")
+             .allocatable(cpu="4", memory="8Gi", pods="110").obj(),
+             MakeNode().name("node4").label("node", "node4").label("zone", "zoneB")
+             .allocatable(cpu="4", memory="8Gi", pods="110").obj()]
+    pods = [MakePod().name("p1").uid("uid-default-p1").labels(FOO_BAR).node("node1").obj(),
+            MakePod().name("p2").uid("uid-default-p2").labels(FOO_BAR).node("node2").obj(),
+            MakePod().name("p3").uid("uid-default-p3").labels(FOO_BAR).node("node3").obj()]
     return cluster(nodes, pods + list(extra_pods))
 
 
@@ -136,7 +116,7 @@ def four_node_cluster(extra_pods: list[core_pb2.Pod] = ()) -> Snapshot:
 def test_004_one_topology_spread_constraint_the_incoming_pod_can_only_go_to_zone_b():
     """Zone A would become [3, 1]: skew 2 > maxSkew 1. node3 or node4 both keep it at 1."""
     snap = four_node_cluster()
-    pod = mypod()
+    pod = MakePod().name("mypod").uid("uid-mypod").labels(FOO_BAR).obj()
     spread(pod)
     results = filter_all(plugin(snap), snap, pod)
     assert passing(results) == ["node3", "node4"]
@@ -145,14 +125,14 @@ def test_004_one_topology_spread_constraint_the_incoming_pod_can_only_go_to_zone
 
 def test_004_one_constraint_max_skew_2_lets_the_pod_into_zone_a_as_well():
     snap = four_node_cluster()
-    pod = mypod()
+    pod = MakePod().name("mypod").uid("uid-mypod").labels(FOO_BAR).obj()
     spread(pod, max_skew=2)
     assert passing(filter_all(plugin(snap), snap, pod)) == ["node1", "node2", "node3", "node4"]
 
 
 def test_004_one_constraint_topology_key_node_leaves_only_node4():
     snap = four_node_cluster()
-    pod = mypod()
+    pod = MakePod().name("mypod").uid("uid-mypod").labels(FOO_BAR).obj()
     spread(pod, key="node")
     results = filter_all(plugin(snap), snap, pod)
     assert passing(results) == ["node4"]
@@ -164,7 +144,7 @@ def test_004_one_constraint_schedule_anyway_is_always_schedulable_but_prefers_zo
     Two zones weigh ln(2 + 2) = 1.386 per pod: zone A 2 pods -> 3, zone B 1 pod -> 1; normalized
     100 * (3 + 1 - s) / 3."""
     snap = four_node_cluster()
-    pod = mypod()
+    pod = MakePod().name("mypod").uid("uid-mypod").labels(FOO_BAR).obj()
     spread(pod, when="ScheduleAnyway")
     pl = plugin(snap)
     _, status = pl.pre_filter(CycleState(), pod, snap.node_info_list)
@@ -177,7 +157,7 @@ def test_004_one_constraint_schedule_anyway_is_always_schedulable_but_prefers_zo
 def test_004_multiple_topology_spread_constraints_only_node4():
     """Zone: zone B only; node: node4 only; both must hold, so node4."""
     snap = four_node_cluster()
-    pod = mypod()
+    pod = MakePod().name("mypod").uid("uid-mypod").labels(FOO_BAR).obj()
     spread(pod, key="zone")
     spread(pod, key="node")
     results = filter_all(plugin(snap), snap, pod)
@@ -188,11 +168,21 @@ def test_004_multiple_topology_spread_constraints_only_node4():
 def test_004_conflicting_topology_spread_constraints_leave_the_pod_pending():
     """3 nodes: node1 (zone A) 2 pods, node2 (zone A) 1 pod, node3 (zone B) 2 pods. The zone
     constraint allows only zone B, the node constraint only node2: no node is left."""
-    nodes = [zone_node("node1", "zoneA"), zone_node("node2", "zoneA"), zone_node("node3", "zoneB")]
-    pods = [bound("p1", "node1", FOO_BAR), bound("p2", "node1", FOO_BAR), bound("p3", "node2", FOO_BAR),
-            bound("p4", "node3", FOO_BAR), bound("p5", "node3", FOO_BAR)]
+    nodes = [MakeNode().name("node1").label("node", "node1").label("zone", "zoneA")
+             .allocatable(cpu="4", memory="8Gi", pods="110").obj(),
+             MakeNode().name("node2").label("node", "node2").label("zone", "zoneA")
+             .allocatable(cpu="4", memory="8Gi", pods="110").obj(),
+             MakeNode().name("node3").label("node", "node3").label("zone", "zoneB")
+             .allocatable(cpu="4", memory="8Gi", pods="110").obj()]
+    pods = [MakePod().name("p1").uid("uid-default-p1").labels(FOO_BAR).node("node1").obj(),
+            MakePod().name("p2").uid("uid-default-p2").labels(FOO_BAR).node("node1").obj(),
+            MakePod().name("p3").uid("uid-default-p3").labels(FOO_BAR).node("node2").obj(),
+            MakePod().name("p4").uid("uid-default-p4").labels(FOO_BAR).node("node3").obj(),
+            MakePod().name("p5").uid("uid-default-p5").labels(FOO_BAR).node("node3").obj()]
     snap = cluster(nodes, pods)
-    zone_only, node_only, both = mypod(), mypod(), mypod()
+    zone_only = MakePod().name("mypod").uid("uid-mypod").labels(FOO_BAR).obj()
+    node_only = MakePod().name("mypod").uid("uid-mypod").labels(FOO_BAR).obj()
+    both = MakePod().name("mypod").uid("uid-mypod").labels(FOO_BAR).obj()
     spread(zone_only, key="zone")
     spread(node_only, key="node")
     spread(both, key="zone")
@@ -208,41 +198,59 @@ def test_004_conflicting_topology_spread_constraints_leave_the_pod_pending():
 def five_node_cluster() -> list[core_pb2.Node]:
     """Kubernetes docs: Pod Topology Spread Constraints, "topology spread constraints with node
     affinity": zones A (node1, node2), B (node3, node4) and C (node5)."""
-    return [zone_node("node1", "zoneA"), zone_node("node2", "zoneA"), zone_node("node3", "zoneB"),
-            zone_node("node4", "zoneB"), zone_node("node5", "zoneC")]
+    return [MakeNode().name("node1").label("node", "node1").label("zone", "zoneA")
+            .allocatable(cpu="4", memory="8Gi", pods="110").obj(),
+            MakeNode().name("node2").label("node", "node2").label("zone", "zoneA")
+            .allocatable(cpu="4", memory="8Gi", pods="110").obj(),
+            MakeNode().name("node3").label("node", "node3").label("zone", "zoneB")
+            .allocatable(cpu="4", memory="8Gi", pods="110").obj(),
+            MakeNode().name("node4").label("node", "node4").label("zone", "zoneB")
+            .allocatable(cpu="4", memory="8Gi", pods="110").obj(),
+            MakeNode().name("node5").label("node", "node5").label("zone", "zoneC")
+            .allocatable(cpu="4", memory="8Gi", pods="110").obj()]
 
 
 def test_004_node_affinity_excludes_zone_c_from_the_skew_so_the_pod_goes_to_zone_b():
     """Without the affinity, empty zone C is the global minimum (0) and only node5 passes; with
     ``zone NotIn [zoneC]`` zone C is skipped, the minimum is zone B's 1, and zone B passes. node5
     still passes this filter: NodeAffinity is what keeps the pod out of zone C."""
-    snap = cluster(five_node_cluster(), [bound("p1", "node1", FOO_BAR), bound("p2", "node2", FOO_BAR),
-                                         bound("p3", "node3", FOO_BAR)])
+    snap = cluster(five_node_cluster(), [MakePod().name("p1").uid("uid-default-p1").labels(FOO_BAR).node("node1").obj(),
+                                         MakePod().name("p2").uid("uid-default-p2").labels(FOO_BAR).node("node2").obj(),
+                                         MakePod().name("p3").uid("uid-default-p3").labels(FOO_BAR)
+                                         .node("node3").obj()])
     pl = plugin(snap)
-    plain = mypod()
+    plain = MakePod().name("mypod").uid("uid-mypod").labels(FOO_BAR).obj()
     spread(plain)
     assert passing(filter_all(pl, snap, plain)) == ["node5"]
 
-    pod = mypod()
+    pod = MakePod().name("mypod").uid("uid-mypod").labels(FOO_BAR).obj()
     spread(pod)
     not_in_zone_c(pod)
     results = filter_all(pl, snap, pod)
     assert passing(results) == ["node3", "node4", "node5"]
     assert_rejected(results, ["node1", "node2"])
 
-    ignoring = mypod()
+    ignoring = MakePod().name("mypod").uid("uid-mypod").labels(FOO_BAR).obj()
     spread(ignoring, node_affinity_policy="Ignore")  # the affinity no longer narrows the domains
     not_in_zone_c(ignoring)
     assert passing(filter_all(pl, snap, ignoring)) == ["node5"]
 
 
 def test_004_node_selector_is_respected_as_node_affinity_is():
-    nodes = [zone_node("node1", "zoneA", disk="ssd"), zone_node("node2", "zoneA", disk="ssd"),
-             zone_node("node3", "zoneB", disk="ssd"), zone_node("node4", "zoneB", disk="ssd"),
-             zone_node("node5", "zoneC", disk="hdd")]
-    snap = cluster(nodes, [bound("p1", "node1", FOO_BAR), bound("p2", "node2", FOO_BAR),
-                           bound("p3", "node3", FOO_BAR)])
-    pod = mypod()
+    nodes = [MakeNode().name("node1").label("node", "node1").label("zone", "zoneA").label("disk", "ssd")
+             .allocatable(cpu="4", memory="8Gi", pods="110").obj(),
+             MakeNode().name("node2").label("node", "node2").label("zone", "zoneA").label("disk", "ssd")
+             .allocatable(cpu="4", memory="8Gi", pods="110").obj(),
+             MakeNode().name("node3").label("node", "node3").label("zone", "zoneB").label("disk", "ssd")
+             .allocatable(cpu="4", memory="8Gi", pods="110").obj(),
+             MakeNode().name("node4").label("node", "node4").label("zone", "zoneB").label("disk", "ssd")
+             .allocatable(cpu="4", memory="8Gi", pods="110").obj(),
+             MakeNode().name("node5").label("node", "node5").label("zone", "zoneC").label("disk", "hdd")
+             .allocatable(cpu="4", memory="8Gi", pods="110").obj()]
+    snap = cluster(nodes, [MakePod().name("p1").uid("uid-default-p1").labels(FOO_BAR).node("node1").obj(),
+                           MakePod().name("p2").uid("uid-default-p2").labels(FOO_BAR).node("node2").obj(),
+                           MakePod().name("p3").uid("uid-default-p3").labels(FOO_BAR).node("node3").obj()])
+    pod = MakePod().name("mypod").uid("uid-mypod").labels(FOO_BAR).obj()
     spread(pod)
     pod.spec.node_selector["disk"] = "ssd"
     results = filter_all(plugin(snap), snap, pod)
@@ -251,9 +259,11 @@ def test_004_node_selector_is_respected_as_node_affinity_is():
 
 
 def test_004_implicit_only_pods_of_the_incoming_pods_namespace_are_candidates():
-    snap = four_node_cluster([bound("o1", "node4", FOO_BAR, namespace="other"),
-                              bound("o2", "node4", FOO_BAR, namespace="other")])
-    pod = mypod()
+    snap = four_node_cluster([MakePod().name("o1").namespace("other").uid("uid-other-o1").labels(FOO_BAR)
+                              .node("node4").obj(),
+                              MakePod().name("o2").namespace("other").uid("uid-other-o2").labels(FOO_BAR)
+                              .node("node4").obj()])
+    pod = MakePod().name("mypod").uid("uid-mypod").labels(FOO_BAR).obj()
     spread(pod)
     assert passing(filter_all(plugin(snap), snap, pod)) == ["node3", "node4"]
 
@@ -262,11 +272,19 @@ def test_004_implicit_nodes_missing_a_topology_key_are_bypassed():
     """node1 without a zone label: its 2 pods are disregarded, so zone A (node2, no pods) is the
     minimum and the pod goes to zone A; node1 itself and node5 (mistyped ``zone-typo: zoneC``)
     can never take it."""
-    nodes = [node("node1", {"node": "node1"}), zone_node("node2", "zoneA"), zone_node("node3", "zoneB"),
-             zone_node("node4", "zoneB"), node("node5", {"node": "node5", "zone-typo": "zoneC"})]
-    snap = cluster(nodes, [bound("p1", "node1", FOO_BAR), bound("p2", "node1", FOO_BAR),
-                           bound("p3", "node3", FOO_BAR)])
-    pod = mypod()
+    nodes = [MakeNode().name("node1").labels({"node": "node1"}).allocatable(cpu="4", memory="8Gi", pods="110").obj(),
+             MakeNode().name("node2").label("node", "node2").label("zone", "zoneA")
+             .allocatable(cpu="4", memory="8Gi", pods="110").obj(),
+             MakeNode().name("node3").label("node", "node3").label("zone", "zoneB")
+             .allocatable(cpu="4", memory="8Gi", pods="110").obj(),
+             MakeNode().name("node4").label("node", "node4").label("zone", "zoneB")
+             .allocatable(cpu="4", memory="8Gi", pods="110").obj(),
+             MakeNode().name("node5").labels({"node": "node5", "zone-typo": "zoneC"})
+             .allocatable(cpu="4", memory="8Gi", pods="110").obj()]
+    snap = cluster(nodes, [MakePod().name("p1").uid("uid-default-p1").labels(FOO_BAR).node("node1").obj(),
+                           MakePod().name("p2").uid("uid-default-p2").labels(FOO_BAR).node("node1").obj(),
+                           MakePod().name("p3").uid("uid-default-p3").labels(FOO_BAR).node("node3").obj()])
+    pod = MakePod().name("mypod").uid("uid-mypod").labels(FOO_BAR).obj()
     spread(pod)
     results = filter_all(plugin(snap), snap, pod)
     assert passing(results) == ["node2"]
@@ -277,24 +295,28 @@ def test_004_implicit_nodes_missing_a_topology_key_are_bypassed():
 def test_004_implicit_a_pod_its_selector_does_not_match_leaves_the_imbalance_unchanged():
     """The affinity example with the incoming pod's labels removed: it still fits zone B (and,
     adding nothing to its own count, zone A too), and once placed zone A still has 2, zone B 1."""
-    snap = cluster(five_node_cluster(), [bound("p1", "node1", FOO_BAR), bound("p2", "node2", FOO_BAR),
-                                         bound("p3", "node3", FOO_BAR)])
-    pod = mypod(labels={})
+    snap = cluster(five_node_cluster(), [MakePod().name("p1").uid("uid-default-p1").labels(FOO_BAR).node("node1").obj(),
+                                         MakePod().name("p2").uid("uid-default-p2").labels(FOO_BAR).node("node2").obj(),
+                                         MakePod().name("p3").uid("uid-default-p3").labels(FOO_BAR)
+                                         .node("node3").obj()])
+    pod = MakePod().name("mypod").uid("uid-mypod").labels({}).obj()
     spread(pod)
     not_in_zone_c(pod)
     pl = plugin(snap)
     state = pre_filter(pl, snap, pod)
     before = filter_all(pl, snap, pod, state)
     assert {"node3", "node4"} <= set(passing(before))
-    placed = bound("mypod", "node4", {})
+    placed = MakePod().name("mypod").uid("uid-default-mypod").labels({}).node("node4").obj()
     assert pl.add_pod(state, pod, PodInfo(placed), snap.get("node4")) is None
     assert state.read("PreFilterPodTopologySpread").counts == [{"zoneA": 2, "zoneB": 1}]
     assert filter_all(pl, snap, pod, state) == before
 
 
 def three_zones(counts: dict[str, int]) -> Snapshot:
-    nodes = [zone_node(f"{z}-1", z) for z in counts]
-    pods = [bound(f"{z}-p{i}", f"{z}-1", FOO_BAR) for z, n in counts.items() for i in range(n)]
+    nodes = [MakeNode().name(f"{z}-1").label("node", f"{z}-1").label("zone", z)
+             .allocatable(cpu="4", memory="8Gi", pods="110").obj() for z in counts]
+    pods = [MakePod().name(f"{z}-p{i}").uid(f"uid-default-{z}-p{i}").labels(FOO_BAR)
+            .node(f"{z}-1").obj() for z, n in counts.items() for i in range(n)]
     return cluster(nodes, pods)
 
 
@@ -303,7 +325,7 @@ def test_004_min_domains_global_minimum_of_3_zones_with_2_2_and_1_pods_is_1():
     zone with 1 takes the pod. minDomains 3 (= the eligible domains) changes nothing."""
     snap = three_zones({"zoneA": 2, "zoneB": 2, "zoneC": 1})
     for min_domains in (None, 1, 3):
-        pod = mypod()
+        pod = MakePod().name("mypod").uid("uid-mypod").labels(FOO_BAR).obj()
         c = spread(pod)
         if min_domains is not None:
             c.min_domains = min_domains
@@ -317,17 +339,17 @@ def test_004_min_domains_above_the_eligible_domains_makes_the_global_minimum_0()
     1 + 1 - 0 = 2 > 1 and the pod stays pending (the API's example: 2, 2, 2 with maxSkew 2 and
     minDomains 5 cannot take a pod either)."""
     snap = three_zones({"zoneA": 2, "zoneB": 2, "zoneC": 1})
-    pod = mypod()
+    pod = MakePod().name("mypod").uid("uid-mypod").labels(FOO_BAR).obj()
     spread(pod, min_domains=4)
     results = filter_all(plugin(snap), snap, pod)
     assert passing(results) == []
     assert_rejected(results, ["zoneA-1", "zoneB-1", "zoneC-1"])
 
     snap2 = three_zones({"zoneA": 2, "zoneB": 2, "zoneC": 2})
-    pod2 = mypod()
+    pod2 = MakePod().name("mypod").uid("uid-mypod").labels(FOO_BAR).obj()
     spread(pod2, max_skew=2, min_domains=5)
     assert passing(filter_all(plugin(snap2), snap2, pod2)) == []
-    pod3 = mypod()
+    pod3 = MakePod().name("mypod").uid("uid-mypod").labels(FOO_BAR).obj()
     spread(pod3, max_skew=2)
     assert len(passing(filter_all(plugin(snap2), snap2, pod3))) == 3
 
@@ -335,7 +357,7 @@ def test_004_min_domains_above_the_eligible_domains_makes_the_global_minimum_0()
 def test_004_min_domains_counts_only_eligible_domains():
     """Excluding zone C by node affinity leaves 2 eligible domains: minDomains 3 then forces 0."""
     snap = three_zones({"zoneA": 1, "zoneB": 1, "zoneC": 0})
-    pod = mypod()
+    pod = MakePod().name("mypod").uid("uid-mypod").labels(FOO_BAR).obj()
     spread(pod, min_domains=3)
     not_in_zone_c(pod)
     results = filter_all(plugin(snap), snap, pod)
@@ -344,9 +366,12 @@ def test_004_min_domains_counts_only_eligible_domains():
 
 def revision_cluster(new_on_n3: int = 0) -> Snapshot:
     """Three nodes by hostname; the old revision (pod-template-hash=v1) has 2 pods on n1 and n2."""
-    nodes = [node(f"n{i}", {"kubernetes.io/hostname": f"n{i}"}) for i in (1, 2, 3)]
-    pods = [bound(f"old-{n}-{i}", n, {"app": "foo", "pod-template-hash": "v1"}) for n in ("n1", "n2") for i in (1, 2)]
-    pods += [bound(f"new-n3-{i}", "n3", {"app": "foo", "pod-template-hash": "v2"}) for i in range(new_on_n3)]
+    nodes = [MakeNode().name(f"n{i}").labels({"kubernetes.io/hostname": f"n{i}"})
+             .allocatable(cpu="4", memory="8Gi", pods="110").obj() for i in (1, 2, 3)]
+    pods = [MakePod().name(f"old-{n}-{i}").uid(f"uid-default-old-{n}-{i}")
+            .labels({"app": "foo", "pod-template-hash": "v1"}).node(n).obj() for n in ("n1", "n2") for i in (1, 2)]
+    pods += [MakePod().name(f"new-n3-{i}").uid(f"uid-default-new-n3-{i}")
+             .labels({"app": "foo", "pod-template-hash": "v2"}).node("n3").obj() for i in range(new_on_n3)]
     return cluster(nodes, pods)
 
 
@@ -355,7 +380,8 @@ def test_004_match_label_keys_spread_each_revision_on_its_own():
     the selector: the old revision's pods are not counted."""
     snap = revision_cluster()
     labels = {"app": "foo", "pod-template-hash": "v2"}
-    plain, keyed = mypod(labels), mypod(labels)
+    plain = MakePod().name("mypod").uid("uid-mypod").labels(labels).obj()
+    keyed = MakePod().name("mypod").uid("uid-mypod").labels(labels).obj()
     spread(plain, key="kubernetes.io/hostname", match_labels={"app": "foo"})
     spread(keyed, key="kubernetes.io/hostname", match_labels={"app": "foo"}, match_label_keys=["pod-template-hash"])
     pl = plugin(snap)
@@ -370,14 +396,16 @@ def test_004_match_label_keys_spread_each_revision_on_its_own():
 
 def test_match_label_keys_the_pod_lacks_are_ignored():
     snap = revision_cluster()
-    pod = mypod({"app": "foo"})
+    pod = MakePod().name("mypod").uid("uid-mypod").labels({"app": "foo"}).obj()
     spread(pod, key="kubernetes.io/hostname", match_labels={"app": "foo"}, match_label_keys=["pod-template-hash"])
     assert passing(filter_all(plugin(snap), snap, pod)) == ["n3"]  # labelSelector alone
 
 
 def test_label_selector_absent_matches_no_pod_and_empty_matches_every_pod():
-    snap = four_node_cluster([bound("other", "node1", {"app": "x"})])
-    absent, empty = mypod(), mypod()
+    snap = four_node_cluster([MakePod().name("other").uid("uid-default-other").labels({"app": "x"})
+                              .node("node1").obj()])
+    absent = MakePod().name("mypod").uid("uid-mypod").labels(FOO_BAR).obj()
+    empty = MakePod().name("mypod").uid("uid-mypod").labels(FOO_BAR).obj()
     spread(absent, match_labels=None)
     spread(empty, match_labels={})
     pl = plugin(snap)
@@ -390,13 +418,19 @@ def test_node_taints_policy_honor_leaves_out_nodes_whose_taints_the_pod_does_not
     """Zone A's nodes tainted: with Ignore (the default) their pods count, and zone B is the only
     choice; with Honor they do not count, so the minimum is zone B's 1 and zone B still fits
     while zone A is 0 + 1 - 1; a pod tolerating the taint counts them again."""
-    taint = (("dedicated", "gpu", "NoSchedule"),)
-    nodes = [node("node1", {"zone": "zoneA"}, taint), node("node2", {"zone": "zoneA"}, taint),
-             node("node3", {"zone": "zoneB"}), node("node4", {"zone": "zoneB"})]
-    snap = cluster(nodes, [bound("p1", "node1", FOO_BAR), bound("p2", "node2", FOO_BAR),
-                           bound("p3", "node3", FOO_BAR)])
+    nodes = [MakeNode().name("node1").labels({"zone": "zoneA"}).allocatable(cpu="4", memory="8Gi", pods="110")
+             .taint("dedicated", "gpu", "NoSchedule").obj(),
+             MakeNode().name("node2").labels({"zone": "zoneA"}).allocatable(cpu="4", memory="8Gi", pods="110")
+             .taint("dedicated", "gpu", "NoSchedule").obj(),
+             MakeNode().name("node3").labels({"zone": "zoneB"}).allocatable(cpu="4", memory="8Gi", pods="110").obj(),
+             MakeNode().name("node4").labels({"zone": "zoneB"}).allocatable(cpu="4", memory="8Gi", pods="110").obj()]
+    snap = cluster(nodes, [MakePod().name("p1").uid("uid-default-p1").labels(FOO_BAR).node("node1").obj(),
+                           MakePod().name("p2").uid("uid-default-p2").labels(FOO_BAR).node("node2").obj(),
+                           MakePod().name("p3").uid("uid-default-p3").labels(FOO_BAR).node("node3").obj()])
     pl = plugin(snap)
-    ignore, honor, tolerating = mypod(), mypod(), mypod()
+    ignore = MakePod().name("mypod").uid("uid-mypod").labels(FOO_BAR).obj()
+    honor = MakePod().name("mypod").uid("uid-mypod").labels(FOO_BAR).obj()
+    tolerating = MakePod().name("mypod").uid("uid-mypod").labels(FOO_BAR).obj()
     spread(ignore)
     spread(honor, node_taints_policy="Honor")
     spread(tolerating, node_taints_policy="Honor")
@@ -408,10 +442,10 @@ def test_node_taints_policy_honor_leaves_out_nodes_whose_taints_the_pod_does_not
 
 
 def test_terminating_pods_do_not_count():
-    leaving = bound("leaving", "node3", FOO_BAR)
+    leaving = MakePod().name("leaving").uid("uid-default-leaving").labels(FOO_BAR).node("node3").obj()
     leaving.metadata.deletion_timestamp = "2026-01-01T00:00:00Z"
     snap = four_node_cluster([leaving])
-    pod = mypod()
+    pod = MakePod().name("mypod").uid("uid-mypod").labels(FOO_BAR).obj()
     spread(pod)
     assert pre_filter(plugin(snap), snap, pod).read("PreFilterPodTopologySpread").counts == [
         {"zoneA": 2, "zoneB": 1}]
@@ -420,16 +454,17 @@ def test_terminating_pods_do_not_count():
 def test_a_pod_without_hard_constraints_is_skipped_and_filter_without_pre_filter_is_an_error():
     snap = four_node_cluster()
     pl = plugin(snap)
-    _, status = pl.pre_filter(CycleState(), mypod(), snap.node_info_list)
+    _, status = pl.pre_filter(CycleState(), MakePod().name("mypod").uid("uid-mypod")
+                                            .labels(FOO_BAR).obj(), snap.node_info_list)
     assert status.code == Code.SKIP
-    pod = mypod()
+    pod = MakePod().name("mypod").uid("uid-mypod").labels(FOO_BAR).obj()
     spread(pod)
     assert pl.filter(CycleState(), pod, snap.get("node1")).code == Code.ERROR
 
 
 def test_a_selector_that_cannot_be_parsed_is_an_error():
     snap = four_node_cluster()
-    pod = mypod()
+    pod = MakePod().name("mypod").uid("uid-mypod").labels(FOO_BAR).obj()
     spread(pod).label_selector.match_expressions.add(key="foo", operator="Like", values=["b"])
     _, status = plugin(snap).pre_filter(CycleState(), pod, snap.node_info_list)
     assert status.code == Code.ERROR and "hard topology spread constraints" in status.message()
@@ -439,10 +474,10 @@ def test_counts_follow_pods_added_to_a_node_between_cycles():
     """Per-node counts are remembered by NodeInfo generation; a node whose pods changed is recounted."""
     snap = four_node_cluster()
     pl = plugin(snap)
-    pod = mypod()
+    pod = MakePod().name("mypod").uid("uid-mypod").labels(FOO_BAR).obj()
     spread(pod)
     assert passing(filter_all(pl, snap, pod)) == ["node3", "node4"]
-    snap.get("node4").add_pod(bound("p4", "node4", FOO_BAR))
+    snap.get("node4").add_pod(MakePod().name("p4").uid("uid-default-p4").labels(FOO_BAR).node("node4").obj())
     assert passing(filter_all(pl, snap, pod)) == ["node1", "node2", "node3", "node4"]
 
 
@@ -452,7 +487,7 @@ def test_counts_follow_pods_added_to_a_node_between_cycles():
 def test_remove_pod_and_add_pod_change_only_the_clone():
     snap = four_node_cluster()
     pl = plugin(snap)
-    pod = mypod()
+    pod = MakePod().name("mypod").uid("uid-mypod").labels(FOO_BAR).obj()
     spread(pod)
     state = pre_filter(pl, snap, pod)
 
@@ -463,12 +498,14 @@ def test_remove_pod_and_add_pod_change_only_the_clone():
     assert passing(filter_all(pl, snap, pod, state)) == ["node3", "node4"]  # the original is untouched
 
     nominated = state.clone()
-    assert pl.add_pod(nominated, pod, PodInfo(bound("n1", "node4", FOO_BAR)), snap.get("node4")) is None
+    assert pl.add_pod(nominated, pod, PodInfo(MakePod().name("n1").uid("uid-default-n1").labels(FOO_BAR)
+                                              .node("node4").obj()), snap.get("node4")) is None
     assert nominated.read("PreFilterPodTopologySpread").counts == [{"zoneA": 2, "zoneB": 2}]
     assert passing(filter_all(pl, snap, pod, nominated)) == ["node1", "node2", "node3", "node4"]
 
     unrelated = state.clone()
-    for other in (bound("x", "node4", FOO_BAR, namespace="other"), bound("y", "node4", {"foo": "baz"})):
+    for other in (MakePod().name("x").namespace("other").uid("uid-other-x").labels(FOO_BAR).node("node4").obj(),
+                  MakePod().name("y").uid("uid-default-y").labels({"foo": "baz"}).node("node4").obj()):
         assert pl.add_pod(unrelated, pod, PodInfo(other), snap.get("node4")) is None
     assert unrelated.read("PreFilterPodTopologySpread").counts == [{"zoneA": 2, "zoneB": 1}]
 
@@ -477,7 +514,7 @@ def test_the_minimum_stays_right_as_pods_leave_and_come_back_on_one_node():
     """Preemption removes the victims of one node, then reprieves them one by one."""
     snap = three_zones({"zoneA": 3, "zoneB": 2, "zoneC": 2})
     pl = plugin(snap)
-    pod = mypod()
+    pod = MakePod().name("mypod").uid("uid-mypod").labels(FOO_BAR).obj()
     spread(pod)
     state = pre_filter(pl, snap, pod).clone()
     ni = snap.get("zoneA-1")
@@ -494,10 +531,17 @@ def test_the_minimum_stays_right_as_pods_leave_and_come_back_on_one_node():
 def test_nominated_pods_count_through_the_framework():
     """The framework's two-pass filter adds the pods nominated to a node with add_pod on a clone
     of the state. Per node: node1 1, node2 1, node3 0, node4 0 (+1 nominated)."""
-    nodes = [zone_node("node1", "zoneA"), zone_node("node2", "zoneA"), zone_node("node3", "zoneB"),
-             zone_node("node4", "zoneB")]
-    snap = cluster(nodes, [bound("p1", "node1", FOO_BAR), bound("p2", "node2", FOO_BAR)])
-    nominated = PodInfo(bound("nominated", "node4", FOO_BAR))
+    nodes = [MakeNode().name("node1").label("node", "node1").label("zone", "zoneA")
+             .allocatable(cpu="4", memory="8Gi", pods="110").obj(),
+             MakeNode().name("node2").label("node", "node2").label("zone", "zoneA")
+             .allocatable(cpu="4", memory="8Gi", pods="110").obj(),
+             MakeNode().name("node3").label("node", "node3").label("zone", "zoneB")
+             .allocatable(cpu="4", memory="8Gi", pods="110").obj(),
+             MakeNode().name("node4").label("node", "node4").label("zone", "zoneB")
+             .allocatable(cpu="4", memory="8Gi", pods="110").obj()]
+    snap = cluster(nodes, [MakePod().name("p1").uid("uid-default-p1").labels(FOO_BAR).node("node1").obj(),
+                           MakePod().name("p2").uid("uid-default-p2").labels(FOO_BAR).node("node2").obj()])
+    nominated = PodInfo(MakePod().name("nominated").uid("uid-default-nominated").labels(FOO_BAR).node("node4").obj())
 
     class Nominator:
         def nominated_pods_for_node(self, name):
@@ -514,7 +558,7 @@ def test_nominated_pods_count_through_the_framework():
     handle.snapshot = snap
     sets = PluginSets(points={"queueSort": ["Stub"], "bind": ["Stub"], "preFilter": [pts.NAME], "filter": [pts.NAME]})
     fw = Framework("test", sets, {"Stub": lambda args, h: SortAndBind(), pts.NAME: pts.new}, handle)
-    pod = mypod()
+    pod = MakePod().name("mypod").uid("uid-mypod").labels(FOO_BAR).obj()
     spread(pod, key="node")
     state = CycleState()
     assert fw.run_pre_filter_plugins(state, pod, snap.node_info_list) == (None, None, set())
@@ -531,7 +575,7 @@ def test_nominated_pods_count_through_the_framework():
 def test_score_counts_pods_on_nodes_that_did_not_pass_filter():
     """PreScore counts domains over all nodes: node1 (filtered out) still adds its pod to zone A."""
     snap = four_node_cluster()
-    pod = mypod()
+    pod = MakePod().name("mypod").uid("uid-mypod").labels(FOO_BAR).obj()
     spread(pod, when="ScheduleAnyway")
     raw, normalized = scores(plugin(snap), snap, pod, [snap.get("node2"), snap.get("node3"), snap.get("node4")])
     # Domains of the filtered nodes: zoneA, zoneB -> weight ln 4; zoneA 2 pods, zoneB 1.
@@ -540,9 +584,13 @@ def test_score_counts_pods_on_nodes_that_did_not_pass_filter():
 
 
 def test_score_nodes_missing_a_topology_key_get_zero():
-    nodes = [zone_node("node1", "zoneA"), zone_node("node2", "zoneB"), node("node3", {"node": "node3"})]
-    snap = cluster(nodes, [bound("p1", "node1", FOO_BAR)])
-    pod = mypod()
+    nodes = [MakeNode().name("node1").label("node", "node1").label("zone", "zoneA")
+             .allocatable(cpu="4", memory="8Gi", pods="110").obj(),
+             MakeNode().name("node2").label("node", "node2").label("zone", "zoneB")
+             .allocatable(cpu="4", memory="8Gi", pods="110").obj(),
+             MakeNode().name("node3").labels({"node": "node3"}).allocatable(cpu="4", memory="8Gi", pods="110").obj()]
+    snap = cluster(nodes, [MakePod().name("p1").uid("uid-default-p1").labels(FOO_BAR).node("node1").obj()])
+    pod = MakePod().name("mypod").uid("uid-mypod").labels(FOO_BAR).obj()
     spread(pod, when="ScheduleAnyway")
     raw, normalized = scores(plugin(snap), snap, pod)
     assert raw["node3"] == 0
@@ -551,14 +599,17 @@ def test_score_nodes_missing_a_topology_key_get_zero():
 
 def test_score_hostname_spreading_ranks_the_emptier_node_first_and_max_skew_softens_it():
     """Per node: pods * ln(3 nodes + 2) + maxSkew - 1. Pods 2, 1, 0 -> 3, 2, 0 with maxSkew 1."""
-    nodes = [node(f"n{i}", {"kubernetes.io/hostname": f"n{i}"}) for i in (1, 2, 3)]
-    snap = cluster(nodes, [bound("a", "n1", FOO_BAR), bound("b", "n1", FOO_BAR), bound("c", "n2", FOO_BAR)])
-    pod = mypod()
+    nodes = [MakeNode().name(f"n{i}").labels({"kubernetes.io/hostname": f"n{i}"})
+             .allocatable(cpu="4", memory="8Gi", pods="110").obj() for i in (1, 2, 3)]
+    snap = cluster(nodes, [MakePod().name("a").uid("uid-default-a").labels(FOO_BAR).node("n1").obj(),
+                           MakePod().name("b").uid("uid-default-b").labels(FOO_BAR).node("n1").obj(),
+                           MakePod().name("c").uid("uid-default-c").labels(FOO_BAR).node("n2").obj()])
+    pod = MakePod().name("mypod").uid("uid-mypod").labels(FOO_BAR).obj()
     spread(pod, key="kubernetes.io/hostname", when="ScheduleAnyway")
     raw, normalized = scores(plugin(snap), snap, pod)
     assert raw == {"n1": 3, "n2": 2, "n3": 0}
     assert normalized == {"n1": 0, "n2": 33, "n3": 100}
-    soft = mypod()
+    soft = MakePod().name("mypod").uid("uid-mypod").labels(FOO_BAR).obj()
     spread(soft, key="kubernetes.io/hostname", when="ScheduleAnyway", max_skew=5)
     raw5, normalized5 = scores(plugin(snap), snap, soft)
     assert raw5 == {"n1": 7, "n2": 6, "n3": 4}
@@ -566,19 +617,22 @@ def test_score_hostname_spreading_ranks_the_emptier_node_first_and_max_skew_soft
 
 
 def test_score_all_empty_domains_score_the_maximum():
-    nodes = [zone_node("node1", "zoneA"), zone_node("node2", "zoneB")]
+    nodes = [MakeNode().name("node1").label("node", "node1").label("zone", "zoneA")
+             .allocatable(cpu="4", memory="8Gi", pods="110").obj(),
+             MakeNode().name("node2").label("node", "node2").label("zone", "zoneB")
+             .allocatable(cpu="4", memory="8Gi", pods="110").obj()]
     snap = cluster(nodes, [])
-    pod = mypod()
+    pod = MakePod().name("mypod").uid("uid-mypod").labels(FOO_BAR).obj()
     spread(pod, when="ScheduleAnyway")
     assert scores(plugin(snap), snap, pod) == ({"node1": 0, "node2": 0}, {"node1": 100, "node2": 100})
 
 
 def test_pre_score_skips_without_soft_constraints_or_nodes():
     snap = four_node_cluster()
-    hard = mypod()
+    hard = MakePod().name("mypod").uid("uid-mypod").labels(FOO_BAR).obj()
     spread(hard)
     assert plugin(snap).pre_score(CycleState(), hard, snap.node_info_list).code == Code.SKIP
-    soft = mypod()
+    soft = MakePod().name("mypod").uid("uid-mypod").labels(FOO_BAR).obj()
     spread(soft, when="ScheduleAnyway")
     assert plugin(Snapshot.of([])).pre_score(CycleState(), soft, []).code == Code.SKIP
     assert plugin(snap).score(CycleState(), soft, snap.get("node1"))[1].code == Code.ERROR
@@ -595,7 +649,7 @@ def test_system_defaults_apply_to_no_pod_in_kplane():
     assert pl.system_defaulted
     assert [(c.topology_key, c.max_skew, c.when_unsatisfiable) for c in pl.default_constraints] == [
         ("kubernetes.io/hostname", 3, "ScheduleAnyway"), ("topology.kubernetes.io/zone", 5, "ScheduleAnyway")]
-    pod = mypod()
+    pod = MakePod().name("mypod").uid("uid-mypod").labels(FOO_BAR).obj()
     assert pl.pre_filter(CycleState(), pod, snap.node_info_list)[1].code == Code.SKIP
     assert pl.pre_score(CycleState(), pod, snap.node_info_list).code == Code.SKIP
 
@@ -653,7 +707,7 @@ def test_events_to_register_pods_and_nodes_each_with_a_hint():
 
 
 def pending() -> core_pb2.Pod:
-    pod = mypod(name="pending")
+    pod = MakePod().name("pending").uid("uid-pending").labels(FOO_BAR).obj()
     spread(pod)
     return pod
 
@@ -661,17 +715,19 @@ def pending() -> core_pb2.Pod:
 def test_pod_hint_an_assigned_matching_pod_added_or_deleted_queues():
     pl = pts.new({}, Handle())
     pod = pending()
-    match = bound("a", "node1", FOO_BAR)
+    match = MakePod().name("a").uid("uid-default-a").labels(FOO_BAR).node("node1").obj()
     assert pl.is_schedulable_after_pod_change(pod, None, match) == QueueingHint.QUEUE
     assert pl.is_schedulable_after_pod_change(pod, match, None) == QueueingHint.QUEUE
 
 
 @pytest.mark.parametrize("old,new", [
-    (None, bound("a", "node1", {"foo": "baz"})),  # does not match the selector
-    (bound("a", "node1", {"foo": "baz"}), None),
-    (None, mypod(FOO_BAR, name="unassigned")),  # not assigned: counts nowhere
-    (None, bound("a", "node1", FOO_BAR, namespace="other")),  # another namespace
-    (bound("a", "node1", FOO_BAR, namespace="other"), None),
+    (None, MakePod().name("a").uid("uid-default-a").labels({"foo": "baz"})
+           .node("node1").obj()),  # does not match the selector
+    (MakePod().name("a").uid("uid-default-a").labels({"foo": "baz"}).node("node1").obj(), None),
+    (None, MakePod().name("unassigned").uid("uid-unassigned").labels(FOO_BAR).obj()),  # not assigned: counts nowhere
+    (None, MakePod().name("a").namespace("other").uid("uid-other-a").labels(FOO_BAR)
+           .node("node1").obj()),  # another namespace
+    (MakePod().name("a").namespace("other").uid("uid-other-a").labels(FOO_BAR).node("node1").obj(), None),
 ])
 def test_pod_hint_unrelated_pods_skip(old, new):
     assert pts.new({}, Handle()).is_schedulable_after_pod_change(pending(), old, new) == QueueingHint.QUEUE_SKIP
@@ -680,18 +736,22 @@ def test_pod_hint_unrelated_pods_skip(old, new):
 def test_pod_hint_label_updates_queue_only_when_a_selector_starts_or_stops_matching():
     pl = pts.new({}, Handle())
     pod = pending()
-    matching = bound("a", "node1", {"foo": "bar", "v": "1"})
-    assert pl.is_schedulable_after_pod_change(pod, matching, bound("a", "node1", {"foo": "baz"})) == QueueingHint.QUEUE
-    assert pl.is_schedulable_after_pod_change(pod, bound("a", "node1", {}), matching) == QueueingHint.QUEUE
-    relabelled = bound("a", "node1", {"foo": "bar", "v": "2"})
+    matching = MakePod().name("a").uid("uid-default-a").labels({"foo": "bar", "v": "1"}).node("node1").obj()
+    assert pl.is_schedulable_after_pod_change(pod, matching, MakePod().name("a").uid("uid-default-a")
+                                                             .labels({"foo": "baz"})
+                                                             .node("node1").obj()) == QueueingHint.QUEUE
+    assert pl.is_schedulable_after_pod_change(pod, MakePod().name("a").uid("uid-default-a").labels({})
+                                                   .node("node1").obj(), matching) == QueueingHint.QUEUE
+    relabelled = MakePod().name("a").uid("uid-default-a").labels({"foo": "bar", "v": "2"}).node("node1").obj()
     assert pl.is_schedulable_after_pod_change(pod, matching, relabelled) == QueueingHint.QUEUE_SKIP
-    assert pl.is_schedulable_after_pod_change(pod, matching, bound("a", "node1", {"foo": "bar", "v": "1"})) \
+    assert pl.is_schedulable_after_pod_change(pod, matching, MakePod().name("a").uid("uid-default-a")
+                                                             .labels({"foo": "bar", "v": "1"}).node("node1").obj()) \
         == QueueingHint.QUEUE_SKIP
 
 
 def test_pod_hint_the_pod_gaining_a_toleration_queues_only_when_a_constraint_honors_taints():
     pl = pts.new({}, Handle())
-    honoring = mypod(name="pending")
+    honoring = MakePod().name("pending").uid("uid-pending").labels(FOO_BAR).obj()
     spread(honoring, node_taints_policy="Honor")
     tolerating = core_pb2.Pod()
     tolerating.CopyFrom(honoring)
@@ -707,10 +767,18 @@ def test_pod_hint_the_pod_gaining_a_toleration_queues_only_when_a_constraint_hon
 def test_node_hint_add_and_delete_queue_only_for_nodes_with_every_topology_key():
     pl = pts.new({}, Handle())
     pod = pending()
-    assert pl.is_schedulable_after_node_change(pod, None, zone_node("n", "zoneC")) == QueueingHint.QUEUE
-    assert pl.is_schedulable_after_node_change(pod, zone_node("n", "zoneC"), None) == QueueingHint.QUEUE
-    assert pl.is_schedulable_after_node_change(pod, None, node("n", {"zone-typo": "zoneC"})) == QueueingHint.QUEUE_SKIP
-    assert pl.is_schedulable_after_node_change(pod, node("n", {"zone-typo": "zoneC"}), None) == QueueingHint.QUEUE_SKIP
+    assert pl.is_schedulable_after_node_change(pod, None, MakeNode().name("n").label("node", "n").label("zone", "zoneC")
+                                                          .allocatable(cpu="4", memory="8Gi", pods="110")
+                                                          .obj()) == QueueingHint.QUEUE
+    assert pl.is_schedulable_after_node_change(pod, MakeNode().name("n").label("node", "n").label("zone", "zoneC")
+                                                    .allocatable(cpu="4", memory="8Gi", pods="110")
+                                                    .obj(), None) == QueueingHint.QUEUE
+    assert pl.is_schedulable_after_node_change(pod, None, MakeNode().name("n").labels({"zone-typo": "zoneC"})
+                                                          .allocatable(cpu="4", memory="8Gi", pods="110")
+                                                          .obj()) == QueueingHint.QUEUE_SKIP
+    assert pl.is_schedulable_after_node_change(pod, MakeNode().name("n").labels({"zone-typo": "zoneC"})
+                                                    .allocatable(cpu="4", memory="8Gi", pods="110")
+                                                    .obj(), None) == QueueingHint.QUEUE_SKIP
 
 
 def test_node_hint_a_node_the_pod_cannot_use_and_no_constraint_counts_skips():
@@ -719,25 +787,42 @@ def test_node_hint_a_node_the_pod_cannot_use_and_no_constraint_counts_skips():
     pl = pts.new({}, Handle())
     honor = pending()
     not_in_zone_c(honor)
-    assert pl.is_schedulable_after_node_change(honor, None, zone_node("n", "zoneC")) == QueueingHint.QUEUE_SKIP
-    assert pl.is_schedulable_after_node_change(honor, None, zone_node("n", "zoneB")) == QueueingHint.QUEUE
-    ignore = mypod(name="pending")
+    assert pl.is_schedulable_after_node_change(honor, None, MakeNode().name("n").label("node", "n")
+                                                            .label("zone", "zoneC")
+                                                            .allocatable(cpu="4", memory="8Gi", pods="110")
+                                                            .obj()) == QueueingHint.QUEUE_SKIP
+    assert pl.is_schedulable_after_node_change(honor, None, MakeNode().name("n").label("node", "n")
+                                                            .label("zone", "zoneB")
+                                                            .allocatable(cpu="4", memory="8Gi", pods="110")
+                                                            .obj()) == QueueingHint.QUEUE
+    ignore = MakePod().name("pending").uid("uid-pending").labels(FOO_BAR).obj()
     spread(ignore, node_affinity_policy="Ignore", min_domains=3)
     not_in_zone_c(ignore)
-    assert pl.is_schedulable_after_node_change(ignore, None, zone_node("n", "zoneC")) == QueueingHint.QUEUE
+    assert pl.is_schedulable_after_node_change(ignore, None, MakeNode().name("n").label("node", "n")
+                                                             .label("zone", "zoneC")
+                                                             .allocatable(cpu="4", memory="8Gi", pods="110")
+                                                             .obj()) == QueueingHint.QUEUE
 
 
 def test_node_hint_updates_queue_when_the_domain_or_taints_change():
     pl = pts.new({}, Handle())
     pod = pending()
-    a = zone_node("n", "zoneA")
+    a = (MakeNode().name("n").label("node", "n").label("zone", "zoneA")
+         .allocatable(cpu="4", memory="8Gi", pods="110").obj())
     cases = [
-        (a, zone_node("n", "zoneB"), QueueingHint.QUEUE),  # moved to another domain
-        (node("n", {"node": "n"}), a, QueueingHint.QUEUE),  # gained the topology key
-        (a, node("n", {"node": "n"}), QueueingHint.QUEUE),  # lost it
-        (a, node("n", {"node": "n", "zone": "zoneA"}, (("k", "v", "NoSchedule"),)), QueueingHint.QUEUE),  # taints
-        (a, zone_node("n", "zoneA", disk="ssd"), QueueingHint.QUEUE_SKIP),  # an unrelated label
-        (node("n", {"node": "n"}), node("n", {"node": "n", "disk": "ssd"}), QueueingHint.QUEUE_SKIP),  # no key
+        (a, MakeNode().name("n").label("node", "n").label("zone", "zoneB")
+            .allocatable(cpu="4", memory="8Gi", pods="110").obj(), QueueingHint.QUEUE),  # moved to another domain
+        (MakeNode().name("n").labels({"node": "n"})
+         .allocatable(cpu="4", memory="8Gi", pods="110").obj(), a, QueueingHint.QUEUE),  # gained the topology key
+        (a, MakeNode().name("n").labels({"node": "n"})
+            .allocatable(cpu="4", memory="8Gi", pods="110").obj(), QueueingHint.QUEUE),  # lost it
+        (a, MakeNode().name("n").labels({"node": "n", "zone": "zoneA"}).allocatable(cpu="4", memory="8Gi", pods="110")
+            .taint("k", "v", "NoSchedule").obj(), QueueingHint.QUEUE),  # taints
+        (a, MakeNode().name("n").label("node", "n").label("zone", "zoneA").label("disk", "ssd")
+            .allocatable(cpu="4", memory="8Gi", pods="110").obj(), QueueingHint.QUEUE_SKIP),  # an unrelated label
+        (MakeNode().name("n").labels({"node": "n"}).allocatable(cpu="4", memory="8Gi", pods="110").obj(),
+         MakeNode().name("n").labels({"node": "n", "disk": "ssd"}).allocatable(cpu="4", memory="8Gi", pods="110").obj(),
+         QueueingHint.QUEUE_SKIP),  # no key
     ]
     for old, new, hint in cases:
         assert pl.is_schedulable_after_node_change(pod, old, new) == hint, (dict(old.metadata.labels),
@@ -748,5 +833,10 @@ def test_node_hint_a_label_making_the_node_match_the_pods_affinity_queues():
     pl = pts.new({}, Handle())
     pod = pending()
     pod.spec.node_selector["disk"] = "ssd"
-    assert pl.is_schedulable_after_node_change(pod, zone_node("n", "zoneA"), zone_node("n", "zoneA", disk="ssd")) \
+    assert pl.is_schedulable_after_node_change(pod,
+                                               MakeNode().name("n").label("node", "n").label("zone", "zoneA")
+                                               .allocatable(cpu="4", memory="8Gi", pods="110").obj(),
+                                               MakeNode().name("n").label("node", "n").label("zone", "zoneA")
+                                               .label("disk", "ssd")
+                                               .allocatable(cpu="4", memory="8Gi", pods="110").obj()) \
         == QueueingHint.QUEUE

@@ -20,7 +20,7 @@ from scheduler.plugins import default_binder, default_preemption, node_resources
 from scheduler.preemption.evaluator import Candidate, pick_one_node
 from scheduler.queue.nominator import Nominator
 from scheduler.status_writer import StatusWriter
-from tests.helpers import make_pod
+from tests.harness.builders import MakeNode, MakePod, make_pdb
 
 
 class _Sort:
@@ -35,28 +35,8 @@ REGISTRY = {"PrioritySort": lambda args, h: _Sort(), "NodeResourcesFit": node_re
                 args or default_preemption.DefaultPreemptionArgs(), h, Features(enable_async_preemption=False),
                 rand=random.Random(1)),
             "DefaultBinder": default_binder.new}
-
-
-def node(name: str, cpu: str = "10") -> core_pb2.Node:
-    n = core_pb2.Node()
-    n.metadata.name = name
-    n.status.allocatable.update({"cpu": cpu, "memory": "100Gi", "pods": "110"})
-    return n
-
-
-def pod(name: str, priority: int, cpu: str | None, node_name: str = "", started: str = "2026-01-01T00:00:00Z",
-        labels: dict | None = None, never: bool = False) -> core_pb2.Pod:
-    p = make_pod(name, cpu=cpu, node=node_name, labels=labels)
-    p.metadata.uid = f"uid-{name}"
-    p.spec.priority = priority
-    p.spec.scheduler_name = "default-scheduler"
-    if never:
-        p.spec.preemption_policy = "Never"
-    if node_name:
-        p.status.start_time = started
-        p.status.phase = "Running"
-        p.status.conditions.add(type="Ready", status="True")
-    return p
+# When the running pods of these tests started (their status.startTime), unless a test says otherwise.
+STARTED = "2026-01-01T00:00:00Z"
 
 
 class FakePods:
@@ -123,21 +103,37 @@ def test_001_preemption_order_example_only_the_priority_2_pod_is_preempted():
     """The preemption design: "if node capacity is 10, and pending pod is priority 10 and requires 5
     units of resource, and the running pods are {priority 0 request 3, priority 1 request 1,
     priority 2 request 5, priority 3 request 1}, scheduler will preempt the priority 2 pod only"."""
-    env = Env([node("n1")], [pod("p0", 0, "3", "n1"), pod("p1", 1, "1", "n1"), pod("p2", 2, "5", "n1"),
-                             pod("p3", 3, "1", "n1")])
-    assert env.victims(pod("preemptor", 10, "5"), "n1") == ["p2"]
+    env = Env([MakeNode().name("n1").allocatable(cpu="10", memory="100Gi", pods="110").obj()],
+              [MakePod().name("p0").uid("uid-p0").priority(0).scheduler_name("default-scheduler").req(cpu="3")
+               .node("n1").start_time(STARTED).phase("Running").condition("Ready").obj(),
+               MakePod().name("p1").uid("uid-p1").priority(1).scheduler_name("default-scheduler").req(cpu="1")
+               .node("n1").start_time(STARTED).phase("Running").condition("Ready").obj(),
+               MakePod().name("p2").uid("uid-p2").priority(2).scheduler_name("default-scheduler").req(cpu="5")
+               .node("n1").start_time(STARTED).phase("Running").condition("Ready").obj(),
+               MakePod().name("p3").uid("uid-p3").priority(3).scheduler_name("default-scheduler").req(cpu="1")
+               .node("n1").start_time(STARTED).phase("Running").condition("Ready").obj()])
+    assert env.victims(MakePod().name("preemptor").uid("uid-preemptor").priority(10).scheduler_name("default-scheduler")
+                       .req(cpu="5").obj(), "n1") == ["p2"]
 
 
 def test_a_best_effort_pod_is_never_a_victim_for_resources():
     """The preemption design: "scheduler will never preempt a Best Effort pod to make more resources
     available"."""
-    env = Env([node("n1", cpu="2")], [pod("burstable", 0, "2", "n1"), pod("besteffort", 0, None, "n1")])
-    assert env.victims(pod("preemptor", 10, "1"), "n1") == ["burstable"]
+    env = Env([MakeNode().name("n1").allocatable(cpu="2", memory="100Gi", pods="110").obj()],
+              [MakePod().name("burstable").uid("uid-burstable").priority(0).scheduler_name("default-scheduler")
+               .req(cpu="2").node("n1").start_time(STARTED).phase("Running").condition("Ready").obj(),
+               MakePod().name("besteffort").uid("uid-besteffort").priority(0).scheduler_name("default-scheduler")
+               .node("n1").start_time(STARTED).phase("Running").condition("Ready").obj()])
+    assert env.victims(MakePod().name("preemptor").uid("uid-preemptor").priority(10).scheduler_name("default-scheduler")
+                       .req(cpu="1").obj(), "n1") == ["burstable"]
 
 
 async def test_a_node_with_no_lower_priority_pods_cannot_help():
-    env = Env([node("n1", cpu="2")], [pod("same", 10, "2", "n1")])
-    result, status = await env.preempt(pod("preemptor", 10, "1"))
+    env = Env([MakeNode().name("n1").allocatable(cpu="2", memory="100Gi", pods="110").obj()],
+              [MakePod().name("same").uid("uid-same").priority(10).scheduler_name("default-scheduler").req(cpu="2")
+               .node("n1").start_time(STARTED).phase("Running").condition("Ready").obj()])
+    result, status = await env.preempt(MakePod().name("preemptor").uid("uid-preemptor").priority(10)
+                                       .scheduler_name("default-scheduler").req(cpu="1").obj())
     assert status.code == Code.UNSCHEDULABLE
     assert status.message() == ("preemption: 0/1 nodes are available: 1 No preemption victims found for incoming "
                                 "pod.")
@@ -145,9 +141,14 @@ async def test_a_node_with_no_lower_priority_pods_cannot_help():
 
 
 async def test_preemption_picks_the_node_evicts_the_victims_and_nominates():
-    env = Env([node("n1", cpu="4"), node("n2", cpu="4")],
-              [pod("low", 1, "4", "n1"), pod("lower", 0, "4", "n2")])
-    result, status = await env.preempt(pod("preemptor", 10, "2"))
+    env = Env([MakeNode().name("n1").allocatable(cpu="4", memory="100Gi", pods="110").obj(),
+               MakeNode().name("n2").allocatable(cpu="4", memory="100Gi", pods="110").obj()],
+              [MakePod().name("low").uid("uid-low").priority(1).scheduler_name("default-scheduler").req(cpu="4")
+               .node("n1").start_time(STARTED).phase("Running").condition("Ready").obj(),
+               MakePod().name("lower").uid("uid-lower").priority(0).scheduler_name("default-scheduler").req(cpu="4")
+               .node("n2").start_time(STARTED).phase("Running").condition("Ready").obj()])
+    result, status = await env.preempt(MakePod().name("preemptor").uid("uid-preemptor").priority(10)
+                                       .scheduler_name("default-scheduler").req(cpu="2").obj())
     assert status is None
     # The lowest highest-victim priority wins: n2's victim has priority 0.
     assert result.nominating_info.node_name == "n2"
@@ -161,39 +162,47 @@ async def test_preemption_picks_the_node_evicts_the_victims_and_nominates():
 async def test_preemption_policy_never_is_not_eligible():
     """Pods with preemptionPolicy Never "cannot preempt other pods" (Kubernetes docs: Pod Priority
     and Preemption)."""
-    env = Env([node("n1", cpu="1")], [pod("low", 0, "1", "n1")])
-    result, status = await env.preempt(pod("polite", 10, "1", never=True))
+    env = Env([MakeNode().name("n1").allocatable(cpu="1", memory="100Gi", pods="110").obj()],
+              [MakePod().name("low").uid("uid-low").priority(0).scheduler_name("default-scheduler").req(cpu="1")
+               .node("n1").start_time(STARTED).phase("Running").condition("Ready").obj()])
+    result, status = await env.preempt(MakePod().name("polite").uid("uid-polite").priority(10)
+                                       .scheduler_name("default-scheduler").req(cpu="1")
+                                       .preemption_policy("Never").obj())
     assert result is None and status.message() == "preemption: not eligible due to preemptionPolicy=Never."
     assert env.client.pods.deleted == []
 
 
 async def test_no_new_preemption_while_the_victims_on_the_nominated_node_terminate():
-    victim = pod("victim", 0, "1", "n1")
+    victim = (MakePod().name("victim").uid("uid-victim").priority(0).scheduler_name("default-scheduler").req(cpu="1")
+              .node("n1").start_time(STARTED).phase("Running").condition("Ready").obj())
     victim.metadata.deletion_timestamp = timeutil.rfc3339()
     victim.status.conditions.add(type="DisruptionTarget", status="True", reason="PreemptionByScheduler")
-    env = Env([node("n1", cpu="1"), node("n2", cpu="1")], [victim, pod("other", 0, "1", "n2")])
-    preemptor = pod("preemptor", 10, "1")
+    env = Env([MakeNode().name("n1").allocatable(cpu="1", memory="100Gi", pods="110").obj(),
+               MakeNode().name("n2").allocatable(cpu="1", memory="100Gi", pods="110").obj()],
+              [victim, MakePod().name("other").uid("uid-other").priority(0).scheduler_name("default-scheduler")
+                       .req(cpu="1").node("n2").start_time(STARTED).phase("Running").condition("Ready").obj()])
+    preemptor = (MakePod().name("preemptor").uid("uid-preemptor").priority(10).scheduler_name("default-scheduler")
+                 .req(cpu="1").obj())
     preemptor.status.nominated_node_name = "n1"
     result, status = await env.preempt(preemptor)
     assert status.message() == "preemption: not eligible due to a terminating pod on the nominated node."
     assert env.client.pods.deleted == []
 
 
-def pdb(name: str, labels: dict, min_available: str) -> policy_pb2.PodDisruptionBudget:
-    b = policy_pb2.PodDisruptionBudget()
-    b.metadata.name, b.metadata.namespace = name, "default"
-    b.spec.min_available = min_available
-    b.spec.selector.match_labels.update(labels)
-    return b
-
-
 async def test_pdb_best_effort_a_protected_victim_is_avoided_when_another_node_works():
     """The preemption design, "Supporting PodDisruptionBudget": fewest PDB violations is the first
     criterion."""
-    protected = pod("protected", 0, "2", "n1", labels={"app": "db"})
-    plain = pod("plain", 1, "2", "n2")
-    env = Env([node("n1", cpu="2"), node("n2", cpu="2")], [protected, plain], [pdb("db", {"app": "db"}, "1")])
-    result, status = await env.preempt(pod("preemptor", 10, "2"))
+    protected = (MakePod().name("protected").uid("uid-protected").priority(0).scheduler_name("default-scheduler")
+                 .labels({"app": "db"}).req(cpu="2").node("n1").start_time(STARTED).phase("Running")
+                 .condition("Ready").obj())
+    plain = (MakePod().name("plain").uid("uid-plain").priority(1).scheduler_name("default-scheduler").req(cpu="2")
+             .node("n2").start_time(STARTED).phase("Running").condition("Ready").obj())
+    env = Env([MakeNode().name("n1").allocatable(cpu="2", memory="100Gi", pods="110").obj(),
+               MakeNode().name("n2")
+               .allocatable(cpu="2", memory="100Gi", pods="110")
+               .obj()], [protected, plain], [make_pdb("db", {"app": "db"}, min_available="1")])
+    result, status = await env.preempt(MakePod().name("preemptor").uid("uid-preemptor").priority(10)
+                                       .scheduler_name("default-scheduler").req(cpu="2").obj())
     assert status is None and result.nominating_info.node_name == "n2"
     assert env.client.pods.deleted == ["plain"]
 
@@ -201,16 +210,23 @@ async def test_pdb_best_effort_a_protected_victim_is_avoided_when_another_node_w
 async def test_pdb_best_effort_a_protected_victim_is_preempted_when_nothing_else_works():
     """The preemption design: "if it doesn't find any lower priority pod to preempt without violating
     PDB, it goes ahead and preempts victims despite violating PDB"."""
-    protected = pod("protected", 0, "2", "n1", labels={"app": "db"})
-    env = Env([node("n1", cpu="2")], [protected], [pdb("db", {"app": "db"}, "1")])
-    result, status = await env.preempt(pod("preemptor", 10, "2"))
+    protected = (MakePod().name("protected").uid("uid-protected").priority(0).scheduler_name("default-scheduler")
+                 .labels({"app": "db"}).req(cpu="2").node("n1").start_time(STARTED).phase("Running")
+                 .condition("Ready").obj())
+    env = Env([MakeNode().name("n1")
+               .allocatable(cpu="2", memory="100Gi", pods="110")
+               .obj()], [protected], [make_pdb("db", {"app": "db"}, min_available="1")])
+    result, status = await env.preempt(MakePod().name("preemptor").uid("uid-preemptor").priority(10)
+                                       .scheduler_name("default-scheduler").req(cpu="2").obj())
     assert status is None and result.nominating_info.node_name == "n1"
     assert env.client.pods.deleted == ["protected"]
 
 
 def test_node_choice_criteria_in_kubernetes_order():
     def c(node_name, priorities, violations=0, started="2026-01-01T00:00:00Z"):
-        return Candidate(node_name, [pod(f"{node_name}-{i}", pr, "1", node_name, started=started)
+        return Candidate(node_name, [MakePod().name(f"{node_name}-{i}").uid(f"uid-{node_name}-{i}").priority(pr)
+                                     .scheduler_name("default-scheduler").req(cpu="1").node(node_name)
+                                     .start_time(started).phase("Running").condition("Ready").obj()
                                      for i, pr in enumerate(priorities)], violations)
 
     assert pick_one_node([c("a", [5], 1), c("b", [9], 0)]).node == "b"  # fewest PDB violations
@@ -232,15 +248,22 @@ def test_bad_args_are_refused():
 
 
 def test_status_types_carry_unresolvable_for_nodes_preemption_cannot_help():
-    env = Env([node("n1", cpu="1")], [])
-    state, d = env.diagnosis(pod("huge", 10, "5"))
+    env = Env([MakeNode().name("n1").allocatable(cpu="1", memory="100Gi", pods="110").obj()], [])
+    state, d = env.diagnosis(MakePod().name("huge").uid("uid-huge").priority(10).scheduler_name("default-scheduler")
+                             .req(cpu="5").obj())
     assert d.node_to_status["n1"].code == Code.UNSCHEDULABLE_AND_UNRESOLVABLE
     assert isinstance(d.node_to_status["n1"], Status)
 
 
 async def test_async_preemption_nominates_at_once_and_gates_the_pod_until_the_victims_were_asked_to_go():
     """KEP-4832: the victims go in the background; meanwhile PreEnqueue keeps the preemptor out."""
-    env = Env([node("n1", cpu="3")], [pod("v1", 0, "1", "n1"), pod("v2", 1, "1", "n1"), pod("v3", 2, "1", "n1")])
+    env = Env([MakeNode().name("n1").allocatable(cpu="3", memory="100Gi", pods="110").obj()],
+              [MakePod().name("v1").uid("uid-v1").priority(0).scheduler_name("default-scheduler").req(cpu="1")
+               .node("n1").start_time(STARTED).phase("Running").condition("Ready").obj(),
+               MakePod().name("v2").uid("uid-v2").priority(1).scheduler_name("default-scheduler").req(cpu="1")
+               .node("n1").start_time(STARTED).phase("Running").condition("Ready").obj(),
+               MakePod().name("v3").uid("uid-v3").priority(2).scheduler_name("default-scheduler").req(cpu="1")
+               .node("n1").start_time(STARTED).phase("Running").condition("Ready").obj()])
     plugin = default_preemption.DefaultPreemption(default_preemption.DefaultPreemptionArgs(), env.handle,
                                                   rand=random.Random(1))
     gate = asyncio.Event()
@@ -252,7 +275,8 @@ async def test_async_preemption_nominates_at_once_and_gates_the_pod_until_the_vi
         env.pods[name].metadata.deletion_timestamp = timeutil.rfc3339()
 
     env.client.pods.delete = slow_delete
-    preemptor = pod("preemptor", 10, "3")
+    preemptor = (MakePod().name("preemptor").uid("uid-preemptor").priority(10).scheduler_name("default-scheduler")
+                 .req(cpu="3").obj())
     env.pods["preemptor"] = preemptor
     state, d = env.diagnosis(preemptor)
     result, status = await plugin.post_filter(state, preemptor, d)
@@ -274,7 +298,9 @@ async def test_async_preemption_with_one_victim_is_done_once_that_victim_is_bein
     the victim's delete event would find the pod still gated and leave it in the pool)."""
     import asyncio
 
-    env = Env([node("n1", cpu="1")], [pod("only", 0, "1", "n1")])
+    env = Env([MakeNode().name("n1").allocatable(cpu="1", memory="100Gi", pods="110").obj()],
+              [MakePod().name("only").uid("uid-only").priority(0).scheduler_name("default-scheduler").req(cpu="1")
+               .node("n1").start_time(STARTED).phase("Running").condition("Ready").obj()])
     plugin = default_preemption.DefaultPreemption(default_preemption.DefaultPreemptionArgs(), env.handle,
                                                   rand=random.Random(1))
     hold = asyncio.Event()
@@ -284,7 +310,8 @@ async def test_async_preemption_with_one_victim_is_done_once_that_victim_is_bein
         await hold.wait()  # ... but the answer is slow to come back
 
     env.client.pods.delete = delete_then_hang
-    preemptor = pod("preemptor", 10, "1")
+    preemptor = (MakePod().name("preemptor").uid("uid-preemptor").priority(10).scheduler_name("default-scheduler")
+                 .req(cpu="1").obj())
     env.pods["preemptor"] = preemptor
     state, d = env.diagnosis(preemptor)
     _, status = await plugin.post_filter(state, preemptor, d)
@@ -300,14 +327,17 @@ async def test_async_preemption_with_one_victim_is_done_once_that_victim_is_bein
 
 
 async def test_a_failing_dry_run_is_an_error_that_keeps_the_nomination_not_a_not_helpful():
-    env = Env([node("n1", cpu="1")], [pod("low", 0, "1", "n1")])
+    env = Env([MakeNode().name("n1").allocatable(cpu="1", memory="100Gi", pods="110").obj()],
+              [MakePod().name("low").uid("uid-low").priority(0).scheduler_name("default-scheduler").req(cpu="1")
+               .node("n1").start_time(STARTED).phase("Running").condition("Ready").obj()])
     plugin = env.plugin
 
     def broken(state, p, ni, pdbs):
         return [], 0, Status(Code.ERROR, "simulation broke")
 
     plugin.select_victims_on_node = broken
-    result, status = await env.preempt(pod("preemptor", 10, "1"))
+    result, status = await env.preempt(MakePod().name("preemptor").uid("uid-preemptor").priority(10)
+                                       .scheduler_name("default-scheduler").req(cpu="1").obj())
     assert result is None  # no Override to "": a nomination the pod has stays
     assert status.code == Code.ERROR and "simulation broke" in status.message()
 
@@ -316,13 +346,17 @@ async def test_lower_priority_nominations_on_the_chosen_node_are_cleared_written
     """The preemption design: the preemptor's node no longer has room for lower-priority pods
     nominated there; the scheduler clears their nominations — its own decisions too, even if not
     written yet."""
-    env = Env([node("n1", cpu="2")], [pod("low", 0, "2", "n1")])
+    env = Env([MakeNode().name("n1").allocatable(cpu="2", memory="100Gi", pods="110").obj()],
+              [MakePod().name("low").uid("uid-low").priority(0).scheduler_name("default-scheduler").req(cpu="2")
+               .node("n1").start_time(STARTED).phase("Running").condition("Ready").obj()])
     nominator = Nominator()
-    lower = pod("lower", 5, "2")  # nominated by an earlier cycle; the write has not landed
+    # nominated by an earlier cycle; the write has not landed
+    lower = MakePod().name("lower").uid("uid-lower").priority(5).scheduler_name("default-scheduler").req(cpu="2").obj()
     nominator.add(PodInfo(lower), NominatingInfo("n1", NominatingMode.OVERRIDE))
     env.handle.nominator = nominator
     env.handle.status_writer = StatusWriter()
-    result, status = await env.preempt(pod("preemptor", 10, "2"))
+    result, status = await env.preempt(MakePod().name("preemptor").uid("uid-preemptor").priority(10)
+                                       .scheduler_name("default-scheduler").req(cpu="2").obj())
     assert status is None and result.nominating_info.node_name == "n1"
     await env.handle.status_writer.flush(lower.metadata.uid)
     assert ("lower", {"status": {"nominatedNodeName": ""}}) in env.client.pods.patched

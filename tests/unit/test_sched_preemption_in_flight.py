@@ -21,7 +21,8 @@ from scheduler.cache.snapshot import Snapshot
 from scheduler.framework.node_info import NodeInfo
 from scheduler.framework.types import Code
 from scheduler.plugins import default_preemption
-from tests.unit.test_sched_preemption import Env, node, pod
+from tests.harness.builders import MakeNode, MakePod
+from tests.unit.test_sched_preemption import STARTED, Env
 
 NOT_ELIGIBLE = "preemption: not eligible due to a terminating pod on the nominated node."
 
@@ -38,8 +39,11 @@ def _async_plugin(env: Env) -> default_preemption.DefaultPreemption:
 
 def _two_full_nodes() -> Env:
     """n1 and n2 of 3 cpu, each full with three 1-cpu pods of priority 0."""
-    return Env([node("n1", cpu="3"), node("n2", cpu="3")],
-               [pod(f"{n}-{i}", 0, "1", n, started=f"2026-01-01T00:00:0{i}Z") for n in ("n1", "n2") for i in range(3)])
+    return Env([MakeNode().name("n1").allocatable(cpu="3", memory="100Gi", pods="110").obj(),
+                MakeNode().name("n2").allocatable(cpu="3", memory="100Gi", pods="110").obj()],
+               [MakePod().name(f"{n}-{i}").uid(f"uid-{n}-{i}").priority(0).scheduler_name("default-scheduler")
+                .req(cpu="1").node(n).start_time(f"2026-01-01T00:00:0{i}Z").phase("Running")
+                .condition("Ready").obj() for n in ("n1", "n2") for i in range(3)])
 
 
 async def _preempt(env: Env, plugin, preemptor: core_pb2.Pod):
@@ -52,7 +56,8 @@ async def test_async_a_second_attempt_while_the_informer_still_shows_the_victims
     env = _two_full_nodes()
     plugin = _async_plugin(env)
     before = _victim_sets()
-    preemptor = pod("preemptor", 10, "3")
+    preemptor = (MakePod().name("preemptor").uid("uid-preemptor").priority(10).scheduler_name("default-scheduler")
+                 .req(cpu="3").obj())
     result, status = await _preempt(env, plugin, preemptor)
     assert status is None
     nominated = result.nominating_info.node_name
@@ -72,7 +77,8 @@ async def test_async_a_second_attempt_while_the_informer_still_shows_the_victims
 async def test_sync_a_second_attempt_while_the_informer_still_shows_the_victims_does_not_preempt():
     env = _two_full_nodes()  # Env's plugin runs without SchedulerAsyncPreemption
     before = _victim_sets()
-    preemptor = pod("preemptor", 10, "3")
+    preemptor = (MakePod().name("preemptor").uid("uid-preemptor").priority(10).scheduler_name("default-scheduler")
+                 .req(cpu="3").obj())
     result, status = await _preempt(env, env.plugin, preemptor)
     assert status is None
     preemptor.status.nominated_node_name = result.nominating_info.node_name
@@ -83,13 +89,16 @@ async def test_sync_a_second_attempt_while_the_informer_still_shows_the_victims_
 
 async def test_a_victim_whose_eviction_failed_is_not_in_flight():
     """Its delete was refused: it is not going, so it does not hold the preemptor back."""
-    env = Env([node("n1", cpu="1")], [pod("low", 0, "1", "n1")])
+    env = Env([MakeNode().name("n1").allocatable(cpu="1", memory="100Gi", pods="110").obj()],
+              [MakePod().name("low").uid("uid-low").priority(0).scheduler_name("default-scheduler").req(cpu="1")
+               .node("n1").start_time(STARTED).phase("Running").condition("Ready").obj()])
 
     async def refuse(name, namespace="", **kw):
         raise errors.InternalError("etcd is down")
 
     env.client.pods.delete = refuse
-    preemptor = pod("preemptor", 10, "1")
+    preemptor = (MakePod().name("preemptor").uid("uid-preemptor").priority(10).scheduler_name("default-scheduler")
+                 .req(cpu="1").obj())
     result, status = await _preempt(env, env.plugin, preemptor)
     assert status.code == Code.ERROR and "etcd is down" in status.message()
     assert not env.plugin.evaluator.is_victim_in_flight(env.pods["low"])
@@ -101,16 +110,22 @@ async def test_a_victim_whose_eviction_failed_is_not_in_flight():
 
 async def test_once_the_informer_shows_the_victims_deleted_the_pod_may_preempt_again():
     """The victims went; new pods filled the node meanwhile: the pod may preempt them."""
-    env = Env([node("n1", cpu="2")], [pod("a", 0, "1", "n1"), pod("b", 0, "1", "n1")])
-    preemptor = pod("preemptor", 10, "2")
+    env = Env([MakeNode().name("n1").allocatable(cpu="2", memory="100Gi", pods="110").obj()],
+              [MakePod().name("a").uid("uid-a").priority(0).scheduler_name("default-scheduler").req(cpu="1").node("n1")
+               .start_time(STARTED).phase("Running").condition("Ready").obj(),
+               MakePod().name("b").uid("uid-b").priority(0).scheduler_name("default-scheduler").req(cpu="1").node("n1")
+               .start_time(STARTED).phase("Running").condition("Ready").obj()])
+    preemptor = (MakePod().name("preemptor").uid("uid-preemptor").priority(10).scheduler_name("default-scheduler")
+                 .req(cpu="2").obj())
     result, status = await _preempt(env, env.plugin, preemptor)
     assert status is None and sorted(env.client.pods.deleted) == ["a", "b"]
     # The informer shows a and b deleted; c and d took their room.
     for name in ("a", "b"):
         del env.pods[name]
-    ni = NodeInfo(node("n1", cpu="2"))
+    ni = NodeInfo(MakeNode().name("n1").allocatable(cpu="2", memory="100Gi", pods="110").obj())
     for name in ("c", "d"):
-        env.pods[name] = p = pod(name, 0, "1", "n1")
+        env.pods[name] = p = (MakePod().name(name).uid(f"uid-{name}").priority(0).scheduler_name("default-scheduler")
+                              .req(cpu="1").node("n1").start_time(STARTED).phase("Running").condition("Ready").obj())
         ni.add_pod(p)
     env.handle.snapshot = Snapshot.of([ni])
     preemptor.status.nominated_node_name = "n1"
@@ -129,7 +144,9 @@ class _Recorder:
 async def test_the_preempted_events_come_after_every_victim_was_asked_to_go():
     """So that in the history all marks of one preemption precede its events (kplane check's
     no-preemption-while-victims-going tells one preemption from the next by that)."""
-    env = Env([node("n1", cpu="3")], [pod(f"v{i}", 0, "1", "n1", started=f"2026-01-01T00:00:0{i}Z")
+    env = Env([MakeNode().name("n1").allocatable(cpu="3", memory="100Gi", pods="110").obj()],
+              [MakePod().name(f"v{i}").uid(f"uid-v{i}").priority(0).scheduler_name("default-scheduler").req(cpu="1")
+               .node("n1").start_time(f"2026-01-01T00:00:0{i}Z").phase("Running").condition("Ready").obj()
                                       for i in range(3)])
     log: list[str] = []
     env.handle.recorder = _Recorder(log)
@@ -142,7 +159,8 @@ async def test_the_preempted_events_come_after_every_victim_was_asked_to_go():
 
     env.client.pods.patch, env.client.pods.delete = patch, delete
     plugin = _async_plugin(env)
-    _, status = await _preempt(env, plugin, pod("preemptor", 10, "3"))
+    _, status = await _preempt(env, plugin, MakePod().name("preemptor").uid("uid-preemptor").priority(10)
+                                            .scheduler_name("default-scheduler").req(cpu="3").obj())
     assert status is None
     await plugin.close()
     events = [i for i, entry in enumerate(log) if entry.startswith("event")]

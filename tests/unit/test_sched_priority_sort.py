@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from scheduler.framework.pod_info import PodInfo, QueuedPodInfo
 from scheduler.plugins import priority_sort
-from tests.helpers import make_pod
+from tests.harness.builders import MakePod
 
 
 def queued(name: str, priority: int | None, timestamp: float) -> QueuedPodInfo:
-    pod = make_pod(name)
+    pod = MakePod().name(name).obj()
     if priority is not None:
         pod.spec.priority = priority
     return QueuedPodInfo(PodInfo(pod), timestamp)

@@ -28,7 +28,7 @@ from scheduler.framework.types import (
     Status,
 )
 from scheduler.queue.scheduling_queue import ACTIVE_Q, BACKOFF_Q, GATED, UNSCHEDULABLE_Q, SchedulingQueue
-from tests.helpers import make_pod
+from tests.harness.builders import MakeNode, MakePod
 
 
 class Clock:
@@ -42,21 +42,6 @@ class Clock:
 def less(a: QueuedPodInfo, b: QueuedPodInfo) -> bool:
     pa, pb = a.pod.spec.priority, b.pod.spec.priority
     return pa > pb if pa != pb else a.timestamp < b.timestamp
-
-
-def pod(name: str, priority: int = 0, **kw) -> core_pb2.Pod:
-    p = make_pod(name, **kw)
-    p.metadata.uid = f"uid-{name}"
-    p.spec.priority = priority
-    p.spec.scheduler_name = "default-scheduler"
-    return p
-
-
-def node(name: str, cpu: str = "4") -> core_pb2.Node:
-    n = core_pb2.Node()
-    n.metadata.name = name
-    n.status.allocatable["cpu"] = cpu
-    return n
 
 
 def queue(clock: Clock, *, hints=None, gates=None) -> SchedulingQueue:
@@ -89,29 +74,31 @@ AFFINITY_HINTS = {"Affinity": [ClusterEventWithHint(ClusterEvent(NODE, ActionTyp
 async def test_active_queue_pops_by_priority_then_arrival():
     clock = Clock()
     q = queue(clock)
-    q.add(pod("low", 1))
+    q.add(MakePod().name("low").uid("uid-low").priority(1).scheduler_name("default-scheduler").obj())
     clock.t += 1
-    q.add(pod("high", 10))
+    q.add(MakePod().name("high").uid("uid-high").priority(10).scheduler_name("default-scheduler").obj())
     clock.t += 1
-    q.add(pod("low-later", 1))
+    q.add(MakePod().name("low-later").uid("uid-low-later").priority(1).scheduler_name("default-scheduler").obj())
     assert [(await pop(q)).pod.metadata.name for _ in range(3)] == ["high", "low", "low-later"]
 
 
 async def test_an_unschedulable_pod_waits_until_a_hint_of_its_rejector_says_queue():
     clock = Clock()
     q = queue(clock, hints={**FIT_HINTS, **AFFINITY_HINTS})
-    q.add(pod("p"))
+    q.add(MakePod().name("p").uid("uid-p").priority(0).scheduler_name("default-scheduler").obj())
     p = await pop(q)
     reject(q, p, "Fit")
     assert q.where(p.pod) == UNSCHEDULABLE_Q
     # A node-label change interests only Affinity, which did not reject the pod: it stays.
-    q.move_all_to_active_or_backoff(ClusterEvent(NODE, ActionType.UPDATE_NODE_LABEL), node("n"), node("n"))
+    q.move_all_to_active_or_backoff(ClusterEvent(NODE, ActionType.UPDATE_NODE_LABEL),
+                                    MakeNode().name("n").allocatable(cpu="4").obj(),
+                                    MakeNode().name("n").allocatable(cpu="4").obj())
     assert q.where(p.pod) == UNSCHEDULABLE_Q
     # Fit's hint says skip for a 1-cpu node...
-    q.move_all_to_active_or_backoff(EVENT_NODE_ADD, None, node("small", cpu="1"))
+    q.move_all_to_active_or_backoff(EVENT_NODE_ADD, None, MakeNode().name("small").allocatable(cpu="1").obj())
     assert q.where(p.pod) == UNSCHEDULABLE_Q
     # ... and queue for a 4-cpu node: the pod backs off first (1 s after its failure).
-    q.move_all_to_active_or_backoff(EVENT_NODE_ADD, None, node("big"))
+    q.move_all_to_active_or_backoff(EVENT_NODE_ADD, None, MakeNode().name("big").allocatable(cpu="4").obj())
     assert q.where(p.pod) == BACKOFF_Q
     clock.t += 1.01
     q.flush_backoff_completed()
@@ -121,7 +108,7 @@ async def test_an_unschedulable_pod_waits_until_a_hint_of_its_rejector_says_queu
 async def test_backoff_doubles_per_failure_up_to_the_maximum():
     clock = Clock()
     q = queue(clock)
-    q.add(pod("p"))
+    q.add(MakePod().name("p").uid("uid-p").priority(0).scheduler_name("default-scheduler").obj())
     p = await pop(q)
     durations = []
     for _ in range(6):
@@ -137,9 +124,11 @@ async def test_backoff_doubles_per_failure_up_to_the_maximum():
 async def test_an_event_during_the_attempt_is_not_lost():
     clock = Clock()
     q = queue(clock, hints=FIT_HINTS)
-    q.add(pod("p"))
+    q.add(MakePod().name("p").uid("uid-p").priority(0).scheduler_name("default-scheduler").obj())
     p = await pop(q)  # in flight
-    q.move_all_to_active_or_backoff(EVENT_ASSIGNED_POD_DELETE, pod("gone", node="n1"), None)
+    q.move_all_to_active_or_backoff(EVENT_ASSIGNED_POD_DELETE, MakePod().name("gone").uid("uid-gone").priority(0)
+                                                               .scheduler_name("default-scheduler")
+                                                               .node("n1").obj(), None)
     reject(q, p, "Fit")
     assert q.where(p.pod) == BACKOFF_Q, "the deletion during its attempt must requeue it"
     assert q.in_flight_count() == 0 and q.in_flight_events_count() == 0
@@ -148,9 +137,11 @@ async def test_an_event_during_the_attempt_is_not_lost():
 async def test_an_event_during_the_attempt_that_no_rejector_cares_about_is_skipped():
     clock = Clock()
     q = queue(clock, hints={**FIT_HINTS, **AFFINITY_HINTS})
-    q.add(pod("p"))
+    q.add(MakePod().name("p").uid("uid-p").priority(0).scheduler_name("default-scheduler").obj())
     p = await pop(q)
-    q.move_all_to_active_or_backoff(ClusterEvent(NODE, ActionType.UPDATE_NODE_LABEL), node("n"), node("n"))
+    q.move_all_to_active_or_backoff(ClusterEvent(NODE, ActionType.UPDATE_NODE_LABEL),
+                                    MakeNode().name("n").allocatable(cpu="4").obj(),
+                                    MakeNode().name("n").allocatable(cpu="4").obj())
     reject(q, p, "Fit")
     assert q.where(p.pod) == UNSCHEDULABLE_Q
 
@@ -158,7 +149,7 @@ async def test_an_event_during_the_attempt_that_no_rejector_cares_about_is_skipp
 async def test_a_pod_failing_with_an_error_not_a_rejection_is_retried_after_backoff():
     clock = Clock()
     q = queue(clock, hints=FIT_HINTS)
-    q.add(pod("p"))
+    q.add(MakePod().name("p").uid("uid-p").priority(0).scheduler_name("default-scheduler").obj())
     p = await pop(q)
     q.add_unschedulable_if_not_present(p)  # no rejecting plugin
     assert q.where(p.pod) == BACKOFF_Q and p.consecutive_errors_count == 1
@@ -178,15 +169,15 @@ async def test_scheduling_gates_keep_a_pod_gated_until_its_update_removes_them()
     hints = {"SchedulingGates": [ClusterEventWithHint(
         ClusterEvent(UNSCHEDULED_POD, ActionType.UPDATE_POD_SCHEDULING_GATES_ELIMINATED), gates_gone)], **FIT_HINTS}
     q = queue(clock, hints=hints, gates=gates)
-    gated = pod("gated")
+    gated = MakePod().name("gated").uid("uid-gated").priority(0).scheduler_name("default-scheduler").obj()
     gated.spec.scheduling_gates.add(name="example.com/foo")
     q.add(gated)
     assert q.where(gated) == GATED
     assert q.counts()[GATED] == 1
     # Cluster events that only other plugins care about never move a gated pod.
-    q.move_all_to_active_or_backoff(EVENT_NODE_ADD, None, node("big"))
+    q.move_all_to_active_or_backoff(EVENT_NODE_ADD, None, MakeNode().name("big").allocatable(cpu="4").obj())
     assert q.where(gated) == GATED
-    open_ = pod("gated")
+    open_ = MakePod().name("gated").uid("uid-gated").priority(0).scheduler_name("default-scheduler").obj()
     q.update(gated, open_)
     assert q.where(open_) == ACTIVE_Q
 
@@ -195,7 +186,7 @@ async def test_pods_left_unschedulable_too_long_are_flushed_and_marked():
     clock = Clock()
     q = queue(clock, hints=FIT_HINTS)
     q.max_in_unschedulable = 300
-    q.add(pod("p"))
+    q.add(MakePod().name("p").uid("uid-p").priority(0).scheduler_name("default-scheduler").obj())
     p = await pop(q)
     reject(q, p, "Fit")
     clock.t += 200
@@ -209,7 +200,7 @@ async def test_pods_left_unschedulable_too_long_are_flushed_and_marked():
 async def test_nominations_are_kept_and_cleared():
     clock = Clock()
     q = queue(clock)
-    nominated = pod("preemptor", 10)
+    nominated = MakePod().name("preemptor").uid("uid-preemptor").priority(10).scheduler_name("default-scheduler").obj()
     nominated.status.nominated_node_name = "n1"
     q.add(nominated)
     assert [pi.pod.metadata.name for pi in q.nominated_pods_for_node("n1")] == ["preemptor"]
@@ -225,7 +216,7 @@ async def test_pop_waits_for_a_pod_and_close_ends_it():
     waiter = asyncio.create_task(q.pop())
     await asyncio.sleep(0.01)
     assert not waiter.done()
-    q.add(pod("late"))
+    q.add(MakePod().name("late").uid("uid-late").priority(0).scheduler_name("default-scheduler").obj())
     assert (await asyncio.wait_for(waiter, 1.0)).pod.metadata.name == "late"
     waiter = asyncio.create_task(q.pop())
     await asyncio.sleep(0.01)
@@ -238,11 +229,11 @@ async def test_pop_waits_for_a_pod_and_close_ends_it():
 async def test_only_events_some_plugin_registered_are_considered(event, moves):
     clock = Clock()
     q = queue(clock, hints=FIT_HINTS)
-    q.add(pod("p"))
+    q.add(MakePod().name("p").uid("uid-p").priority(0).scheduler_name("default-scheduler").obj())
     p = await pop(q)
     reject(q, p, "Fit")
     clock.t += 5
-    q.move_all_to_active_or_backoff(event, None, node("big"))
+    q.move_all_to_active_or_backoff(event, None, MakeNode().name("big").allocatable(cpu="4").obj())
     assert (q.where(p.pod) == ACTIVE_Q) is moves
 
 
@@ -251,14 +242,15 @@ async def test_the_nominator_refuses_a_pod_gone_or_bound_meanwhile():
     while its cycle ran must not hold room on the node for good."""
     live: dict[str, core_pb2.Pod] = {}
     q = SchedulingQueue(less, clock=Clock(), get_pod=lambda ns, name: live.get(name))
-    gone = pod("gone", 10)
+    gone = MakePod().name("gone").uid("uid-gone").priority(10).scheduler_name("default-scheduler").obj()
     q.add_nominated_pod(PodInfo(gone), NominatingInfo("n1", NominatingMode.OVERRIDE))
     assert q.nominated_pods_for_node("n1") == []
-    bound = pod("bound", 10)
-    live["bound"] = pod("bound", 10, node="n2")
+    bound = MakePod().name("bound").uid("uid-bound").priority(10).scheduler_name("default-scheduler").obj()
+    live["bound"] = (MakePod().name("bound").uid("uid-bound").priority(10).scheduler_name("default-scheduler")
+                     .node("n2").obj())
     q.add_nominated_pod(PodInfo(bound), NominatingInfo("n1", NominatingMode.OVERRIDE))
     assert q.nominated_pods_for_node("n1") == []
-    pending = pod("pending", 10)
+    pending = MakePod().name("pending").uid("uid-pending").priority(10).scheduler_name("default-scheduler").obj()
     live["pending"] = pending
     q.add_nominated_pod(PodInfo(pending), NominatingInfo("n1", NominatingMode.OVERRIDE))
     assert [pi.pod.metadata.name for pi in q.nominated_pods_for_node("n1")] == ["pending"]
@@ -287,26 +279,34 @@ async def test_a_nomination_that_moves_or_goes_frees_its_room_for_pods_of_lower_
     q = queue(clock, hints=FIT_HINTS)
     h = _handlers(q)
     for name, prio in (("lower", 5), ("equal", 10), ("higher", 20)):
-        q.add(pod(name, prio))
+        q.add(MakePod().name(name).uid(f"uid-{name}").priority(prio).scheduler_name("default-scheduler").obj())
         reject(q, await pop(q), "Fit")
     clock.t += 20  # past every backoff
-    nominated = pod("nominated", 10)
+    nominated = MakePod().name("nominated").uid("uid-nominated").priority(10).scheduler_name("default-scheduler").obj()
     nominated.status.nominated_node_name = "n1"
-    moved = pod("nominated", 10)
+    moved = MakePod().name("nominated").uid("uid-nominated").priority(10).scheduler_name("default-scheduler").obj()
     moved.status.nominated_node_name = "n2"
     moved.metadata.resource_version = "2"
     h.on_pod_update(nominated, moved)
-    assert [q.where(pod(n)) for n in ("lower", "equal", "higher")] == [ACTIVE_Q, ACTIVE_Q, UNSCHEDULABLE_Q]
+    assert [q.where(MakePod().name(n).uid(f"uid-{n}").priority(0)
+                    .scheduler_name("default-scheduler")
+                    .obj()) for n in ("lower", "equal", "higher")] == [ACTIVE_Q, ACTIVE_Q, UNSCHEDULABLE_Q]
     reject(q, await pop(q), "Fit")
     reject(q, await pop(q), "Fit")
     clock.t += 20
     h.on_pod_delete(moved)  # deleted while nominated
-    assert [q.where(pod(n)) for n in ("lower", "equal", "higher")] == [ACTIVE_Q, ACTIVE_Q, UNSCHEDULABLE_Q]
+    assert [q.where(MakePod().name(n).uid(f"uid-{n}").priority(0)
+                    .scheduler_name("default-scheduler")
+                    .obj()) for n in ("lower", "equal", "higher")] == [ACTIVE_Q, ACTIVE_Q, UNSCHEDULABLE_Q]
     reject(q, await pop(q), "Fit")
     reject(q, await pop(q), "Fit")
     clock.t += 20
-    h.on_pod_delete(pod("never-nominated", 10))  # nothing held: nothing moves
-    assert [q.where(pod(n)) for n in ("lower", "equal", "higher")] == [UNSCHEDULABLE_Q] * 3
+    # nothing held: nothing moves
+    h.on_pod_delete(MakePod().name("never-nominated").uid("uid-never-nominated").priority(10)
+                    .scheduler_name("default-scheduler").obj())
+    assert [q.where(MakePod().name(n).uid(f"uid-{n}").priority(0)
+                    .scheduler_name("default-scheduler")
+                    .obj()) for n in ("lower", "equal", "higher")] == [UNSCHEDULABLE_Q] * 3
 
 
 async def test_a_bound_pods_label_change_is_offered_to_every_pod_through_its_rejectors_hints():
@@ -321,11 +321,14 @@ async def test_a_bound_pods_label_change_is_offered_to_every_pod_through_its_rej
     hints = {"InterPodAffinity": [ClusterEventWithHint(ClusterEvent(POD, ActionType.UPDATE_POD_LABEL), relabel_hint)]}
     clock = Clock()
     q = queue(clock, hints=hints)
-    q.add(pod("shy", 0))  # anti-affinity to app=web: no required *affinity* term at all
+    # anti-affinity to app=web: no required *affinity* term at all
+    q.add(MakePod().name("shy").uid("uid-shy").priority(0).scheduler_name("default-scheduler").obj())
     reject(q, await pop(q), "InterPodAffinity")
     clock.t += 20
-    old = pod("web", 0, node="n1", labels={"app": "web"})
-    new = pod("web", 0, node="n1", labels={"app": "db"})
+    old = (MakePod().name("web").uid("uid-web").priority(0).scheduler_name("default-scheduler").label("app", "web")
+           .node("n1").obj())
+    new = (MakePod().name("web").uid("uid-web").priority(0).scheduler_name("default-scheduler").label("app", "db")
+           .node("n1").obj())
     new.metadata.resource_version = "2"
     _handlers(q).on_pod_update(old, new)
     assert seen == ["shy"] and (await pop(q)).pod.metadata.name == "shy"

@@ -125,8 +125,8 @@ def test_validate_object_meta_update(old_extra: dict[str, Any], new_extra: dict[
 # ---------------------------------------------------------------- nodes
 
 
-def node(spec: dict[str, Any] | None = None, status: dict[str, Any] | None = None,
-         name: str = "node-1") -> core_pb2.Node:
+def node_from_json(spec: dict[str, Any] | None = None, status: dict[str, Any] | None = None,
+                   name: str = "node-1") -> core_pb2.Node:
     n = obj(core_pb2.Node, {"metadata": {"name": name}, "spec": spec or {}, "status": status or {}})
     defaults.default_node(n)
     return n
@@ -178,11 +178,11 @@ NODE_CASES: list[tuple[str, dict[str, Any], dict[str, Any], list[str]]] = [
 
 @pytest.mark.parametrize("spec,status,want", [c[1:] for c in NODE_CASES], ids=[c[0] for c in NODE_CASES])
 def test_validate_node(spec: dict[str, Any], status: dict[str, Any], want: list[str]) -> None:
-    assert messages(validate_node(node(spec, status))) == want
+    assert messages(validate_node(node_from_json(spec, status))) == want
 
 
 def test_node_name() -> None:
-    assert messages(validate_create("no", node(name="Node_1"))) == [
+    assert messages(validate_create("no", node_from_json(name="Node_1"))) == [
         f'metadata.name: Invalid value: "Node_1": {DNS_SUBDOMAIN_REGEX_ERR}']
 
 
@@ -205,7 +205,7 @@ NODE_UPDATE_CASES: list[tuple[str, dict[str, Any], Any, list[str]]] = [
 
 @pytest.mark.parametrize("spec,change,want", [c[1:] for c in NODE_UPDATE_CASES], ids=[c[0] for c in NODE_UPDATE_CASES])
 def test_validate_node_update(spec: dict[str, Any], change: Any, want: list[str]) -> None:
-    old = node(spec)
+    old = node_from_json(spec)
     new = copy_of(old)
     change(new)
     assert messages(validate_node_update(new, old)) == want

@@ -38,8 +38,8 @@ QUANTITY_ERR = "quantities must match the regular expression '^([+-]?[0-9.]+)([e
 AFFINITY = "spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms"
 
 
-def make_pod(spec: dict[str, Any] | None = None, metadata: dict[str, Any] | None = None,
-             default: bool = True) -> core_pb2.Pod:
+def pod_from_json(spec: dict[str, Any] | None = None, metadata: dict[str, Any] | None = None,
+                  default: bool = True) -> core_pb2.Pod:
     """A pod from Kubernetes JSON (one container "c" running nginx unless ``spec`` says otherwise),
     defaulted as the apiserver defaults it."""
     doc_spec = {"containers": [{"name": "c", "image": "nginx"}]}
@@ -323,23 +323,23 @@ CREATE_CASES: list[tuple[str, dict[str, Any], dict[str, Any] | None, list[str]]]
 
 @pytest.mark.parametrize("spec,metadata,want", [c[1:] for c in CREATE_CASES], ids=[c[0] for c in CREATE_CASES])
 def test_validate_pod_create(spec: dict[str, Any], metadata: dict[str, Any] | None, want: list[str]) -> None:
-    assert messages(validate_pod_create(make_pod(spec, metadata))) == want
+    assert messages(validate_pod_create(pod_from_json(spec, metadata))) == want
 
 
 def test_create_requires_terminationGracePeriodSeconds_when_not_defaulted() -> None:
-    pod = make_pod(default=False)
+    pod = pod_from_json(default=False)
     defaults.default_pod(pod)
     pod.spec.ClearField("termination_grace_period_seconds")
     assert messages(validate_pod_create(pod)) == ["spec.terminationGracePeriodSeconds: Required value"]
 
 
 def test_create_rejects_ephemeral_containers() -> None:
-    pod = make_pod({"ephemeralContainers": [{"name": "debug", "image": "busybox"}]})
+    pod = pod_from_json({"ephemeralContainers": [{"name": "debug", "image": "busybox"}]})
     assert messages(validate_pod_create(pod)) == ["spec.ephemeralContainers: Forbidden: cannot be set on create"]
 
 
 def test_undefaulted_container_fields_are_required() -> None:
-    pod = make_pod(default=False)
+    pod = pod_from_json(default=False)
     assert messages(validate_pod_create(pod)) == [
         "spec.terminationGracePeriodSeconds: Required value",
         "spec.containers[0].terminationMessagePolicy: Required value",
@@ -350,7 +350,7 @@ def test_undefaulted_container_fields_are_required() -> None:
 
 
 def test_invalid_message_as_the_apiserver_returns_it() -> None:
-    pod = make_pod({"containers": [ctr(resources=res({"cpu": "2"}, {"cpu": "1"}))]})
+    pod = pod_from_json({"containers": [ctr(resources=res({"cpu": "2"}, {"cpu": "1"}))]})
     exc = errors.Invalid.of("Pod", "web", validate_create("Pod", pod))
     assert exc.message == ('Pod "web" is invalid: spec.containers[0].resources.requests: Invalid value: "2": '
                            "must be less than or equal to cpu limit of 1")
@@ -426,7 +426,7 @@ UPDATE_CASES: list[tuple[str, dict[str, Any], Any, list[str]]] = [
 
 @pytest.mark.parametrize("spec,change,want", [c[1:] for c in UPDATE_CASES], ids=[c[0] for c in UPDATE_CASES])
 def test_validate_pod_update(spec: dict[str, Any], change: Any, want: list[str]) -> None:
-    old = make_pod(spec)
+    old = pod_from_json(spec)
     assert messages(validate_pod_update(updated(old, change), old)) == want
 
 
@@ -437,7 +437,7 @@ def test_validate_pod_update(spec: dict[str, Any], change: Any, want: list[str])
     ("nodeSelector", lambda p: p.spec.node_selector.__setitem__("zone", "a")),
 ])
 def test_pod_update_may_not_change_other_fields(field: str, change: Any) -> None:
-    old = make_pod()
+    old = pod_from_json()
     errs = validate_update("Pod", updated(old, change), old)
     assert len(errs) == 1
     text = str(errs[0])
@@ -456,7 +456,7 @@ def test_pod_update_forbidden_message_is_kubernetes_text() -> None:
 
 
 def running_pod(**spec: Any) -> core_pb2.Pod:
-    pod = make_pod({"nodeName": "node-1", **spec})
+    pod = pod_from_json({"nodeName": "node-1", **spec})
     pod.status.phase = "Running"
     pod.status.qos_class = resources.compute_qos(pod)
     cs = pod.status.container_statuses.add(name="c")
@@ -548,7 +548,7 @@ def resizable_pod(containers: list[tuple[str, dict[str, Any]]], init: list[tuple
     if init:
         spec["initContainers"] = [ctr(n, resources=r, **({"restartPolicy": "Always"} if sidecar else {}))
                                   for n, r, sidecar in init]
-    pod = make_pod(spec, meta or None)
+    pod = pod_from_json(spec, meta or None)
     pod.metadata.resource_version = "7"
     pod.status.qos_class = resources.compute_qos(pod)
     pod.status.phase = "Running" if running else "Pending"

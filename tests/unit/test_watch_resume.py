@@ -16,13 +16,7 @@ from machinery.api import core_pb2
 from machinery.client import WatchEvent
 from machinery.informer import Reflector
 from machinery.kinds import POD
-
-
-def _pod(name: str, rv: int, phase: str = "Pending") -> core_pb2.Pod:
-    pod = core_pb2.Pod()
-    pod.metadata.name, pod.metadata.namespace, pod.metadata.resource_version = name, "default", str(rv)
-    pod.status.phase = phase
-    return pod
+from tests.harness.builders import MakePod
 
 
 def _bookmark(rv: int) -> WatchEvent:
@@ -80,9 +74,11 @@ async def _follow(pods: _ScriptedPods, shown: list[core_pb2.Pod], rv: int) -> tu
 
 async def test_a_broken_stream_resumes_from_the_last_version_seen_printing_nothing_twice():
     pods = _ScriptedPods([
-        ([WatchEvent("ADDED", _pod("a", 11)), _bookmark(12)], errors.Unavailable("Stream removed")),
+        ([WatchEvent("ADDED", MakePod().name("a").resource_version("11")
+                              .phase("Pending").obj()), _bookmark(12)], errors.Unavailable("Stream removed")),
         ([], errors.Unavailable("failed to connect to all addresses")),  # the apiserver is still down
-        ([WatchEvent("ADDED", _pod("b", 13)), WatchEvent("MODIFIED", _pod("a", 14, "Running"))], None),
+        ([WatchEvent("ADDED", MakePod().name("b").resource_version("13").phase("Pending").obj()),
+          WatchEvent("MODIFIED", MakePod().name("a").resource_version("14").phase("Running").obj())], None),
     ], lists=[])
     printed, notes = await _follow(pods, [], 10)
     assert pods.watched_from == ["10", "12", "12", "14"]
@@ -92,11 +88,16 @@ async def test_a_broken_stream_resumes_from_the_last_version_seen_printing_nothi
 
 
 async def test_gone_relists_and_prints_only_what_changed():
-    shown = [_pod("keep", 5), _pod("change", 6), _pod("gone", 7)]
+    shown = [MakePod().name("keep").resource_version("5").phase("Pending").obj(),
+             MakePod().name("change").resource_version("6").phase("Pending").obj(),
+             MakePod().name("gone").resource_version("7").phase("Pending").obj()]
     pods = _ScriptedPods([
         ([], errors.Gone("too old resource version: 8 (40)")),
-        ([WatchEvent("ADDED", _pod("later", 51))], None),
-    ], lists=[([_pod("keep", 5), _pod("change", 30), _pod("new", 31)], 50)])
+        ([WatchEvent("ADDED", MakePod().name("later").resource_version("51").phase("Pending").obj())], None),
+    ],
+                         lists=[([MakePod().name("keep").resource_version("5").phase("Pending").obj(),
+                                  MakePod().name("change").resource_version("30").phase("Pending").obj(),
+                                  MakePod().name("new").resource_version("31").phase("Pending").obj()], 50)])
     printed, notes = await _follow(pods, shown, 8)
     assert pods.watched_from == ["8", "50", "51"]
     assert printed == [("DELETED", "gone", "7"), ("MODIFIED", "change", "30"), ("ADDED", "new", "31"),
@@ -117,8 +118,10 @@ async def test_reflector_lists_first_without_a_version_and_reports_failures_in_a
     pods = _ScriptedPods([
         ([], errors.Unavailable("down")),
         ([], errors.Unavailable("down")),
-        ([WatchEvent("ADDED", _pod("x", 21))], errors.Unavailable("down")),
-    ], lists=[([_pod("w", 19)], 20)])
+        ([WatchEvent("ADDED", MakePod().name("x").resource_version("21")
+                              .phase("Pending").obj())], errors.Unavailable("down")),
+    ],
+                         lists=[([MakePod().name("w").resource_version("19").phase("Pending").obj()], 20)])
     reflector = Reflector(pods, on_list=lambda items, rv: seen.append(("list", rv)),  # type: ignore[arg-type]
                           on_event=lambda t, o: seen.append((t, o.metadata.name)),
                           on_error=lambda exc, n: failures.append(n))

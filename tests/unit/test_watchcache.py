@@ -11,14 +11,7 @@ from machinery import errors
 from machinery.api import core_pb2
 from machinery.kinds import POD
 from machinery.selectors import EVERY_FIELD, EVERYTHING, parse_field_selector, parse_label_selector
-
-
-def _pod(name: str, rev: int, labels: dict | None = None, node: str = "") -> core_pb2.Pod:
-    p = core_pb2.Pod()
-    p.metadata.name, p.metadata.namespace, p.metadata.resource_version = name, "default", str(rev)
-    p.metadata.labels.update(labels or {})
-    p.spec.node_name = node
-    return p
+from tests.harness.builders import MakePod
 
 
 class Feed:
@@ -57,11 +50,12 @@ def _labels(text: str):
 async def test_label_transitions_become_added_and_deleted_for_a_selecting_watcher():
     f = Feed()
     w = f.pods.watch("default", _labels("team=x"), EVERY_FIELD, "1", False, False, 1000)
-    f.put(_pod("a", 2, {"team": "x"}))
-    f.put(_pod("a", 3, {"team": "x", "more": "1"}))
-    f.put(_pod("a", 4, {"team": "y"}))  # leaves the selector: DELETED with the old state, at rev 4
-    f.put(_pod("b", 5, {"team": "y"}))  # never matched: nothing
-    f.put(_pod("a", 6, {"team": "x"}))  # comes back: ADDED
+    f.put(MakePod().name("a").resource_version("2").labels({"team": "x"}).obj())
+    f.put(MakePod().name("a").resource_version("3").labels({"team": "x", "more": "1"}).obj())
+    # leaves the selector: DELETED with the old state, at rev 4
+    f.put(MakePod().name("a").resource_version("4").labels({"team": "y"}).obj())
+    f.put(MakePod().name("b").resource_version("5").labels({"team": "y"}).obj())  # never matched: nothing
+    f.put(MakePod().name("a").resource_version("6").labels({"team": "x"}).obj())  # comes back: ADDED
     assert await _drain(w) == [("ADDED", "a", "2"), ("MODIFIED", "a", "3"), ("DELETED", "a", "4"), ("ADDED", "a", "6")]
 
 
@@ -70,7 +64,7 @@ async def test_watchers_with_the_same_filter_share_a_group_and_all_get_every_eve
     ws = [f.pods.watch("default", _labels("app=web"), EVERY_FIELD, "1", False, False, 1000) for _ in range(5)]
     other = f.pods.watch("default", EVERYTHING, EVERY_FIELD, "1", False, False, 1000)
     assert len(f.pods._groups) == 2
-    f.put(_pod("w", 2, {"app": "web"}))
+    f.put(MakePod().name("w").resource_version("2").labels({"app": "web"}).obj())
     for w in ws:
         assert await _drain(w) == [("ADDED", "w", "2")]
     assert await _drain(other) == [("ADDED", "w", "2")]
@@ -85,9 +79,9 @@ async def test_node_pinned_watchers_only_see_their_nodes_pods_and_binding_is_an_
     d = core_pb2.Pod.DESCRIPTOR
     n1 = f.pods.watch("", EVERYTHING, parse_field_selector("spec.nodeName=n1", "Pod", d), "1", False, False, 100)
     unbound = f.pods.watch("", EVERYTHING, parse_field_selector("spec.nodeName=", "Pod", d), "1", False, False, 100)
-    f.put(_pod("p", 2))
-    f.put(_pod("p", 3, node="n1"))  # bound: leaves "unbound", enters "n1"
-    f.put(_pod("q", 4, node="n2"))
+    f.put(MakePod().name("p").resource_version("2").obj())
+    f.put(MakePod().name("p").resource_version("3").node("n1").obj())  # bound: leaves "unbound", enters "n1"
+    f.put(MakePod().name("q").resource_version("4").node("n2").obj())
     assert await _drain(n1) == [("ADDED", "p", "3")]
     assert await _drain(unbound) == [("ADDED", "p", "2"), ("DELETED", "p", "3")]
     assert set(f.pods._by_node) == {"n1", ""}
@@ -96,7 +90,7 @@ async def test_node_pinned_watchers_only_see_their_nodes_pods_and_binding_is_an_
 async def test_watch_from_a_version_replays_the_ring_and_too_old_is_gone():
     f = Feed(capacity=3)
     for rev in range(2, 7):
-        f.put(_pod(f"p{rev}", rev))
+        f.put(MakePod().name(f"p{rev}").resource_version(str(rev)).obj())
     assert f.pods.start_rev == 3  # the ring holds 4, 5, 6
     w = f.pods.watch("default", EVERYTHING, EVERY_FIELD, "4", False, False, 100)
     assert await _drain(w) == [("ADDED", "p5", "5"), ("ADDED", "p6", "6")]
@@ -106,9 +100,9 @@ async def test_watch_from_a_version_replays_the_ring_and_too_old_is_gone():
 
 async def test_initial_events_then_bookmark_then_live():
     f = Feed()
-    f.put(_pod("a", 2))
+    f.put(MakePod().name("a").resource_version("2").obj())
     w = f.pods.watch("default", EVERYTHING, EVERY_FIELD, "", True, True, 100)
-    f.put(_pod("b", 3))
+    f.put(MakePod().name("b").resource_version("3").obj())
     events = await _drain(w)
     assert events[0] == ("ADDED", "a", "2")
     assert events[1][0] == "BOOKMARK" and events[1][2] == "2"
@@ -119,7 +113,7 @@ async def test_initial_events_then_bookmark_then_live():
 
 async def test_delete_event_carries_the_deletion_revision():
     f = Feed()
-    f.put(_pod("a", 2))
+    f.put(MakePod().name("a").resource_version("2").obj())
     w = f.pods.watch("default", EVERYTHING, EVERY_FIELD, "2", False, False, 100)
     f.delete("a", 3)
     assert await _drain(w) == [("DELETED", "a", "3")]
@@ -129,7 +123,7 @@ async def test_a_watcher_that_falls_too_far_behind_is_cut_off():
     f = Feed()
     w = f.pods.watch("default", EVERYTHING, EVERY_FIELD, "1", False, False, max_pending=3)
     for rev in range(2, 7):
-        f.put(_pod(f"p{rev}", rev))
+        f.put(MakePod().name(f"p{rev}").resource_version(str(rev)).obj())
     assert w.closed and w.overflowed
     assert await w.next_batch() is None
 
@@ -138,13 +132,13 @@ async def test_a_busy_watcher_gets_many_events_per_message():
     f = Feed()
     f.cache.watch_batch_interval = 0.05
     w = f.pods.watch("default", EVERYTHING, EVERY_FIELD, "1", False, False, 1000)
-    f.put(_pod("a", 2))
+    f.put(MakePod().name("a").resource_version("2").obj())
     assert len(await _drain(w)) == 1  # quiet before: goes out at once
 
     async def later():
         for rev in range(3, 8):
             await asyncio.sleep(0.005)
-            f.put(_pod(f"p{rev}", rev))
+            f.put(MakePod().name(f"p{rev}").resource_version(str(rev)).obj())
 
     task = asyncio.create_task(later())
     assert len(await _drain(w)) == 5  # within the interval: one message

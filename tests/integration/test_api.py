@@ -12,7 +12,8 @@ from machinery.api import core_pb2
 from machinery.client import Client
 from machinery.informer import Informer
 from machinery.kinds import POD
-from tests.helpers import eventually, make_pdb, make_pod, make_priority_class, mark_running_and_ready
+from tests.harness.builders import MakePod, make_pdb, make_priority_class, mark_running_and_ready
+from tests.harness.wait import eventually
 
 pytestmark = pytest.mark.integration
 
@@ -28,7 +29,7 @@ async def _bind_and_run(client: Client, kubelet: Client, pod: core_pb2.Pod, node
 
 
 async def test_create_sets_system_fields_and_kubernetes_defaults(client):
-    created = await client.pods.create(make_pod("defaults", cpu="100m", memory="64Mi"))
+    created = await client.pods.create(MakePod().name("defaults").req(cpu="100m", memory="64Mi").obj())
     assert created.metadata.uid and created.metadata.creation_timestamp.endswith("Z")
     assert int(created.metadata.resource_version) > 0
     assert created.metadata.generation == 1
@@ -43,14 +44,14 @@ async def test_create_sets_system_fields_and_kubernetes_defaults(client):
 
 async def test_priority_class_name_resolves_to_priority_and_policy(client):
     await client.priority_classes.create(make_priority_class("api-high", 1000, preemption_policy="Never"))
-    pod = await client.pods.create(make_pod("prio", priority_class="api-high"))
+    pod = await client.pods.create(MakePod().name("prio").priority_class("api-high").obj())
     assert pod.spec.priority == 1000
     assert pod.spec.preemption_policy == "Never"
 
 
 async def test_unknown_priority_class_is_rejected(client):
     with pytest.raises(errors.Forbidden, match="no PriorityClass with name nope was found"):
-        await client.pods.create(make_pod("noprio", priority_class="nope"))
+        await client.pods.create(MakePod().name("noprio").priority_class("nope").obj())
 
 
 async def test_system_priority_classes_are_built_in(client):
@@ -59,14 +60,14 @@ async def test_system_priority_classes_are_built_in(client):
 
 
 async def test_create_of_existing_object_fails_with_already_exists(client):
-    await client.pods.create(make_pod("twice"))
+    await client.pods.create(MakePod().name("twice").obj())
     with pytest.raises(errors.AlreadyExists, match='pods "twice" already exists'):
-        await client.pods.create(make_pod("twice"))
+        await client.pods.create(MakePod().name("twice").obj())
 
 
 async def test_list_filters_by_label_and_field_selector(client):
-    await client.pods.create(make_pod("sel-a", labels={"app": "sel", "tier": "a"}))
-    await client.pods.create(make_pod("sel-b", labels={"app": "sel", "tier": "b"}))
+    await client.pods.create(MakePod().name("sel-a").labels({"app": "sel", "tier": "a"}).obj())
+    await client.pods.create(MakePod().name("sel-b").labels({"app": "sel", "tier": "b"}).obj())
     lst = await client.pods.list("default", label_selector="app=sel,tier in (b)")
     assert [p.metadata.name for p in lst.items] == ["sel-b"]
     lst = await client.pods.list("default", field_selector="metadata.name=sel-a")
@@ -77,7 +78,7 @@ async def test_list_filters_by_label_and_field_selector(client):
 
 async def test_list_pages_with_limit_and_continue(client):
     for i in range(5):
-        await client.pods.create(make_pod(f"page-{i}", labels={"paged": "yes"}))
+        await client.pods.create(MakePod().name(f"page-{i}").label("paged", "yes").obj())
     seen, token = [], ""
     while True:
         page = await client.pods.list("default", label_selector="paged=yes", limit=2, continue_token=token)
@@ -92,7 +93,7 @@ async def test_list_pages_with_limit_and_continue(client):
 
 
 async def test_update_with_stale_resource_version_conflicts(client):
-    pod = await client.pods.create(make_pod("stale"))
+    pod = await client.pods.create(MakePod().name("stale").obj())
     fresh = core_pb2.Pod()
     fresh.CopyFrom(pod)
     fresh.metadata.labels["x"] = "1"
@@ -103,13 +104,13 @@ async def test_update_with_stale_resource_version_conflicts(client):
 
 
 async def test_noop_update_writes_nothing(client):
-    pod = await client.pods.create(make_pod("noop"))
+    pod = await client.pods.create(MakePod().name("noop").obj())
     again = await client.pods.update(pod)
     assert again.metadata.resource_version == pod.metadata.resource_version
 
 
 async def test_update_cannot_change_resources_or_status(client):
-    pod = await client.pods.create(make_pod("immutable", cpu="100m"))
+    pod = await client.pods.create(MakePod().name("immutable").req(cpu="100m").obj())
     pod.spec.containers[0].resources.requests["cpu"] = "200m"
     with pytest.raises(errors.Invalid, match="pod updates may not change fields"):
         await client.pods.update(pod)
@@ -122,7 +123,7 @@ async def test_update_cannot_change_resources_or_status(client):
 
 
 async def test_strategic_merge_patch_merges_labels_and_json_patch(client):
-    await client.pods.create(make_pod("patchme", labels={"a": "1"}))
+    await client.pods.create(MakePod().name("patchme").label("a", "1").obj())
     out = await client.pods.patch("patchme", {"metadata": {"labels": {"b": "2"}}})
     assert dict(out.metadata.labels) == {"a": "1", "b": "2"}
     out = await client.pods.patch("patchme", [{"op": "remove", "path": "/metadata/labels/a"}], patch_type="json")
@@ -132,7 +133,7 @@ async def test_strategic_merge_patch_merges_labels_and_json_patch(client):
 
 
 async def test_dry_run_validates_but_writes_nothing(client):
-    out = await client.pods.create(make_pod("dry"), dry_run=True)
+    out = await client.pods.create(MakePod().name("dry").obj(), dry_run=True)
     assert out.metadata.uid
     with pytest.raises(errors.NotFound):
         await client.pods.get("dry")
@@ -155,7 +156,7 @@ async def test_kubelet_may_only_write_status_of_its_own_pods(kcluster, client):
     kubelet = kcluster.client("system:node:node-1")
     try:
         await client.nodes.create(core_pb2.Node(api_version="v1", kind="Node", metadata={"name": "node-2"}))
-        pod = await client.pods.create(make_pod("on-node-2"))
+        pod = await client.pods.create(MakePod().name("on-node-2").obj())
         await client.pods.bind("on-node-2", "node-2")
         pod = await kubelet.pods.get("on-node-2")  # reads are allowed
         pod.status.phase = "Running"
@@ -163,7 +164,7 @@ async def test_kubelet_may_only_write_status_of_its_own_pods(kcluster, client):
                            match="can only update pod status for pods with spec.nodeName set to itself"):
             await kubelet.pods.update_status(pod)
         with pytest.raises(errors.Forbidden, match="can only create mirror pods"):
-            await kubelet.pods.create(make_pod("from-kubelet"))
+            await kubelet.pods.create(MakePod().name("from-kubelet").obj())
         with pytest.raises(errors.Forbidden, match='is not allowed to modify node "node-2"'):
             node = await kubelet.nodes.get("node-2")
             node.metadata.labels["x"] = "y"
@@ -177,7 +178,7 @@ async def test_kubelet_may_only_write_status_of_its_own_pods(kcluster, client):
 async def test_only_kubelets_may_write_allocated_resources(kcluster, client):
     kubelet = kcluster.client("system:node:node-1")
     try:
-        pod = await client.pods.create(make_pod("alloc", cpu="100m"))
+        pod = await client.pods.create(MakePod().name("alloc").req(cpu="100m").obj())
         await client.pods.bind("alloc", "node-1")
         pod = await client.pods.get("alloc")
         running = mark_running_and_ready(pod)
@@ -193,7 +194,7 @@ async def test_only_kubelets_may_write_allocated_resources(kcluster, client):
 
 
 async def test_binding_sets_node_once_and_the_pod_scheduled_condition(client):
-    await client.pods.create(make_pod("bindme"))
+    await client.pods.create(MakePod().name("bindme").obj())
     pod = await client.pods.bind("bindme", "node-1")
     assert pod.spec.node_name == "node-1"
     assert any(c.type == "PodScheduled" and c.status == "True" for c in pod.status.conditions)
@@ -202,12 +203,12 @@ async def test_binding_sets_node_once_and_the_pod_scheduled_condition(client):
 
 
 async def test_delete_is_graceful_for_bound_pods(kcluster, client):
-    await client.pods.create(make_pod("unbound-delete"))
+    await client.pods.create(MakePod().name("unbound-delete").obj())
     await client.pods.delete("unbound-delete")
     with pytest.raises(errors.NotFound):
         await client.pods.get("unbound-delete")
 
-    await client.pods.create(make_pod("bound-delete", grace=45))
+    await client.pods.create(MakePod().name("bound-delete").grace(45).obj())
     await client.pods.bind("bound-delete", "node-1")
     marked = await client.pods.delete("bound-delete")
     assert marked.metadata.deletion_timestamp and marked.metadata.deletion_grace_period_seconds == 45
@@ -223,7 +224,7 @@ async def test_delete_is_graceful_for_bound_pods(kcluster, client):
 
 
 async def test_finalizers_hold_deletion_until_removed(client):
-    pod = make_pod("finalized")
+    pod = MakePod().name("finalized").obj()
     pod.metadata.finalizers.append("example.com/hold")
     await client.pods.create(pod)
     marked = await client.pods.delete("finalized")
@@ -237,7 +238,7 @@ async def test_finalizers_hold_deletion_until_removed(client):
 
 
 async def test_resize_changes_only_resources_and_bumps_generation(kcluster, client):
-    pod = await client.pods.create(make_pod("rs", cpu="1", memory="64Mi", limit_cpu="2", limit_memory="128Mi"))
+    pod = await client.pods.create(MakePod().name("rs").req(cpu="1", memory="64Mi").lim(cpu="2", memory="128Mi").obj())
     patch = {"spec": {"containers": [{"name": "c1", "resources": {"requests": {"cpu": "1.5"}}}]}}
     out = await client.pods.patch("rs", patch, subresource="resize")
     assert out.spec.containers[0].resources.requests["cpu"] == "1500m"
@@ -251,9 +252,11 @@ async def test_resize_is_rejected_for_a_running_pod_whose_kubelet_does_not_repor
     """KEP-1287 Version Skew Strategy: an old kubelet leaves status.containerStatuses[].resources unset."""
     kubelet = kcluster.client("system:node:node-1")
     try:
-        old = await _bind_and_run(client, kubelet, await client.pods.create(make_pod("skew-old", cpu="100m")),
+        old = await _bind_and_run(client, kubelet,
+                                  await client.pods.create(MakePod().name("skew-old").req(cpu="100m").obj()),
                                   "node-1", with_status_resources=False)
-        new = await _bind_and_run(client, kubelet, await client.pods.create(make_pod("skew-new", cpu="100m")),
+        new = await _bind_and_run(client, kubelet,
+                                  await client.pods.create(MakePod().name("skew-new").req(cpu="100m").obj()),
                                   "node-1", with_status_resources=True)
     finally:
         await kubelet.close()
@@ -265,7 +268,7 @@ async def test_resize_is_rejected_for_a_running_pod_whose_kubelet_does_not_repor
 
 
 async def test_resize_of_ephemeral_storage_is_rejected(client):
-    await client.pods.create(make_pod("rs-eph", containers=[("c1", {"cpu": "20m", "ephemeral-storage": "1"}, {})]))
+    await client.pods.create(MakePod().name("rs-eph").req({"cpu": "20m", "ephemeral-storage": "1"}).obj())
     with pytest.raises(errors.Invalid, match="only cpu and memory resources are mutable"):
         await client.pods.patch("rs-eph", {"spec": {"containers": [{"name": "c1", "resources": {
             "requests": {"ephemeral-storage": "3"}}}]}}, subresource="resize")
@@ -280,7 +283,7 @@ async def test_eviction_honours_the_pod_disruption_budget(kcluster, client):
         await client.pod_disruption_budgets.create(make_pdb("web-pdb", {"app": "evict-web"}, min_available="2"))
         for i in range(3):
             await _bind_and_run(client, kubelet, await client.pods.create(
-                make_pod(f"evict-web-{i}", labels={"app": "evict-web"})), "node-1")
+                MakePod().name(f"evict-web-{i}").label("app", "evict-web").obj()), "node-1")
         # 3 healthy, 2 must stay: one eviction is allowed, the next is not.
         evicted = await client.pods.evict("evict-web-0")
         assert evicted.metadata.deletion_timestamp
@@ -290,7 +293,7 @@ async def test_eviction_honours_the_pod_disruption_budget(kcluster, client):
         assert "evict-web-0" in pdb.status.disrupted_pods
         assert pdb.status.disruptions_allowed == 0
         # A pod no budget selects is always evictable.
-        await _bind_and_run(client, kubelet, await client.pods.create(make_pod("evict-free")), "node-1")
+        await _bind_and_run(client, kubelet, await client.pods.create(MakePod().name("evict-free").obj()), "node-1")
         await client.pods.evict("evict-free")
     finally:
         await kubelet.close()
@@ -298,7 +301,7 @@ async def test_eviction_honours_the_pod_disruption_budget(kcluster, client):
 
 async def test_pending_pods_are_evicted_regardless_of_budget(client):
     await client.pod_disruption_budgets.create(make_pdb("pending-pdb", {"app": "pending"}, min_available="100%"))
-    await client.pods.create(make_pod("pending-0", labels={"app": "pending"}))
+    await client.pods.create(MakePod().name("pending-0").label("app", "pending").obj())
     await client.pods.evict("pending-0")
     with pytest.raises(errors.NotFound):
         await client.pods.get("pending-0")
@@ -319,7 +322,7 @@ async def test_watch_streams_changes_from_a_resource_version(client):
                 return
 
     task = asyncio.create_task(watch())
-    await client.pods.create(make_pod("w1", labels={"w": "1"}))
+    await client.pods.create(MakePod().name("w1").label("w", "1").obj())
     await client.pods.patch("w1", {"metadata": {"labels": {"extra": "x"}}})
     await client.pods.delete("w1")
     await asyncio.wait_for(task, 10)
@@ -327,7 +330,7 @@ async def test_watch_streams_changes_from_a_resource_version(client):
 
 
 async def test_watch_sends_deleted_when_an_object_leaves_the_selector(client):
-    await client.pods.create(make_pod("leaver", labels={"team": "x"}))
+    await client.pods.create(MakePod().name("leaver").label("team", "x").obj())
     lst = await client.pods.list("default", label_selector="team=x")
     events: list[str] = []
 
@@ -346,7 +349,7 @@ async def test_watch_sends_deleted_when_an_object_leaves_the_selector(client):
 
 async def test_watch_bookmarks_advance_an_idle_watcher(client):
     lst = await client.leases.list("default")
-    await client.pods.create(make_pod("bump-revision"))
+    await client.pods.create(MakePod().name("bump-revision").obj())
     async for ev in client.leases.watch("default", resource_version=lst.metadata.resource_version,
                                         allow_bookmarks=True):
         assert ev.type == "BOOKMARK"
@@ -355,7 +358,7 @@ async def test_watch_bookmarks_advance_an_idle_watcher(client):
 
 
 async def test_watch_with_initial_events_ends_them_with_a_bookmark(client):
-    await client.pods.create(make_pod("initial", labels={"init": "yes"}))
+    await client.pods.create(MakePod().name("initial").label("init", "yes").obj())
     types = []
     async for ev in client.pods.watch("default", label_selector="init=yes", send_initial_events=True):
         types.append(ev.type)
@@ -371,12 +374,12 @@ async def test_informer_lists_watches_indexes_and_dispatches(client):
     adds, updates, deletes = [], [], []
     inf.add_handler(lambda o: adds.append(o.metadata.name), lambda old, new: updates.append(new.metadata.name),
                     lambda o: deletes.append(o.metadata.name))
-    await client.pods.create(make_pod("inf-a", labels={"inf": "yes"}))
+    await client.pods.create(MakePod().name("inf-a").label("inf", "yes").obj())
     await inf.start()
     try:
         await inf.wait_for_sync(10)
         assert adds == ["inf-a"]
-        await client.pods.create(make_pod("inf-b", labels={"inf": "yes"}))
+        await client.pods.create(MakePod().name("inf-b").label("inf", "yes").obj())
         await client.pods.bind("inf-b", "node-7")
         await client.pods.delete("inf-a")
         await eventually(lambda: "inf-a" in deletes and "inf-b" in updates, what="informer events")
@@ -387,7 +390,7 @@ async def test_informer_lists_watches_indexes_and_dispatches(client):
 
 
 async def test_history_lists_revisions_in_order(client):
-    await client.pods.create(make_pod("hist"))
+    await client.pods.create(MakePod().name("hist").obj())
     await client.pods.delete("hist")
     entries = []
     async for resp in client.history(0):
@@ -400,7 +403,7 @@ async def test_history_lists_revisions_in_order(client):
 
 async def test_metrics_count_requests_by_verb_resource_subresource_and_code(kcluster, client):
     import urllib.request
-    await client.pods.create(make_pod("metrics"))
+    await client.pods.create(MakePod().name("metrics").obj())
     with pytest.raises(errors.NotFound):
         await client.pods.get("no-such-pod")
     admin = kcluster.process("apiserver").admin
@@ -427,7 +430,7 @@ async def test_a_20kb_label_value_is_invalid_at_once_with_a_short_message(kclust
     before = _request_count(kcluster, "CREATE", 422)
     start = asyncio.get_running_loop().time()
     with pytest.raises(errors.Invalid) as caught:
-        await client.pods.create(make_pod("label-20kb", labels={"app": "v" * 20_000}))
+        await client.pods.create(MakePod().name("label-20kb").label("app", "v" * 20_000).obj())
     elapsed = asyncio.get_running_loop().time() - start
     message = caught.value.message
     assert len(message) < 1024, message
@@ -439,7 +442,7 @@ async def test_a_20kb_label_value_is_invalid_at_once_with_a_short_message(kclust
 
 async def test_an_object_over_the_request_limit_is_request_entity_too_large_and_not_retried(kcluster, client):
     """Kubernetes' 413 "Request entity too large: limit is 3145728", on INVALID_ARGUMENT."""
-    pod = make_pod("over-3mib")
+    pod = MakePod().name("over-3mib").obj()
     pod.spec.containers[0].args.extend(["a" * 1024] * 4096)  # 4 MiB, otherwise a valid pod
     before = _request_count(kcluster, "CREATE", 413)
     with pytest.raises(errors.RequestEntityTooLarge) as caught:
@@ -455,7 +458,7 @@ async def test_an_object_over_the_request_limit_is_request_entity_too_large_and_
 async def test_an_object_over_etcds_limit_is_request_entity_too_large(client, kib, refusal):
     """Under the request limit but over etcd's 1.5 MiB (its gRPC server refuses from 2 MiB on):
     etcd's refusal is a 413, not "etcd unavailable"."""
-    pod = make_pod(f"over-etcd-{kib}")
+    pod = MakePod().name(f"over-etcd-{kib}").obj()
     pod.spec.containers[0].args.extend(["a" * 1024] * kib)
     with pytest.raises(errors.RequestEntityTooLarge, match=refusal):
         await client.pods.create(pod)

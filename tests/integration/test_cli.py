@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.harness.builders import MakePod
 from tests.harness.cluster import ROOT, cluster_fixture
 
 pytestmark = pytest.mark.integration
@@ -219,14 +220,14 @@ def test_request_without_a_valid_token_is_unauthenticated(kcluster):
 def test_eviction_blocked_by_a_pdb(kcluster, tmp_path):
     import asyncio
 
-    from tests.helpers import make_pdb, make_pod, mark_running_and_ready
+    from tests.harness.builders import make_pdb, mark_running_and_ready
 
     async def setup():
         c = kcluster.client()
         k = kcluster.client("system:node:node-1")
         try:
             await c.pod_disruption_budgets.create(make_pdb("guard", {"app": "guarded"}, min_available="1"))
-            await c.pods.create(make_pod("guarded-0", labels={"app": "guarded"}))
+            await c.pods.create(MakePod().name("guarded-0").label("app", "guarded").obj())
             pod = await c.pods.bind("guarded-0", "node-1")
             await k.pods.update_status(mark_running_and_ready(pod))
         finally:

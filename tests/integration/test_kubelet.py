@@ -10,9 +10,11 @@ import pytest
 
 from machinery import errors
 from machinery.api import core_pb2
-from tests.harness.cluster import cluster_fixture, start_cluster, stop_cluster
-from tests.helpers import eventually, make_pod
-from tests.nodes import FAST_KUBELET, delete_all_pods, metric
+from tests.harness.api import delete_all_pods
+from tests.harness.builders import MakePod
+from tests.harness.cluster import FAST_KUBELET, cluster_fixture, start_cluster, stop_cluster
+from tests.harness.metrics import metric
+from tests.harness.wait import eventually
 
 pytestmark = pytest.mark.integration
 
@@ -41,13 +43,6 @@ async def empty_node(node_cluster, request):
         await delete_all_pods(c)
     finally:
         await c.close()
-
-
-def _bound(name: str, cpu: str = "500m", memory: str = "64Mi", limit_cpu: str | None = None,
-           limit_memory: str | None = None, **kw) -> core_pb2.Pod:
-    pod = make_pod(name, cpu=cpu, memory=memory, limit_cpu=limit_cpu, limit_memory=limit_memory, node="node-1", **kw)
-    pod.spec.termination_grace_period_seconds = 5
-    return pod
 
 
 def _cs(pod: core_pb2.Pod, name: str = "c1") -> core_pb2.ContainerStatus:
@@ -82,7 +77,8 @@ async def _resize(api, name: str, container: str = "c1", **res) -> core_pb2.Pod:
 async def test_node_registers_ready_and_a_pod_runs_with_kep1287_status(api):
     node = await api.nodes.get("node-1")
     assert {c.type: c.status for c in node.status.conditions}["Ready"] == "True"
-    await api.pods.create(_bound("runs", cpu="500m", memory="64Mi", limit_cpu="1", limit_memory="128Mi"))
+    await api.pods.create(MakePod().name("runs").req(cpu="500m", memory="64Mi").lim(cpu="1", memory="128Mi")
+                          .node("node-1").grace(5).obj())
     pod = await _running(api, "runs")
     cs = _cs(pod)
     assert dict(cs.allocated_resources) == {"cpu": "500m", "memory": "64Mi"}
@@ -105,7 +101,8 @@ async def test_the_kubelets_successive_status_writes_do_not_conflict_with_each_o
     assert out.returncode == 0, out.stderr
     try:
         names = [f"burst-{i}" for i in range(6)]
-        await asyncio.gather(*(api.pods.create(_bound(n, cpu="100m")) for n in names))
+        await asyncio.gather(*(api.pods.create(MakePod().name(n).req(cpu="100m", memory="64Mi").node("node-1")
+                                               .grace(5).obj()) for n in names))
         for n in names:
             await _running(api, n)
     finally:
@@ -114,7 +111,7 @@ async def test_the_kubelets_successive_status_writes_do_not_conflict_with_each_o
 
 
 async def test_resize_goes_desired_allocated_actuated_actual(api):
-    await api.pods.create(_bound("rs", cpu="1", limit_cpu="2"))
+    await api.pods.create(MakePod().name("rs").req(cpu="1", memory="64Mi").lim(cpu="2").node("node-1").grace(5).obj())
     await _running(api, "rs")
     await _resize(api, "rs", req_cpu="1.5")
 
@@ -141,8 +138,8 @@ def _kubelet_metrics(tc) -> dict[str, float]:
 async def test_kep1287_atomic_resize_of_two_containers_in_one_patch(api, node_cluster):
     """KEP-1287 "Atomic Resizes": one strategic patch changes c1 up and c2 down; the kubelet takes
     it as one request — allocated and actuated together, one generation, one ResizeCompleted."""
-    pod = make_pod("duo", containers=[("c1", {"cpu": "500m"}, {"cpu": "1"}), ("c2", {"cpu": "1"}, {"cpu": "2"})],
-                   node="node-1", grace=0)
+    pod = (MakePod().name("duo").container("c1", cpu="500m").lim(cpu="1").container("c2", cpu="1").lim(cpu="2")
+           .node("node-1").grace(0).obj())
     await api.pods.create(pod)
     await _running(api, "duo")
     await api.pods.patch("duo", {"spec": {"containers": [
@@ -178,8 +175,9 @@ async def _has_event(api, name: str, reason: str) -> bool:
 
 
 async def test_infeasible_and_deferred_resizes_then_deferred_accepted_after_a_pod_leaves(api):
-    await api.pods.create(_bound("big", cpu="1"))
-    await api.pods.create(_bound("filler", cpu="3"))  # 1 + 3 of 4 cpus: the node is full
+    await api.pods.create(MakePod().name("big").req(cpu="1", memory="64Mi").node("node-1").grace(5).obj())
+    # 1 + 3 of 4 cpus: the node is full
+    await api.pods.create(MakePod().name("filler").req(cpu="3", memory="64Mi").node("node-1").grace(5).obj())
     await _running(api, "big")
     await _running(api, "filler")
     await _resize(api, "big", req_cpu="100")
@@ -208,7 +206,7 @@ async def test_infeasible_and_deferred_resizes_then_deferred_accepted_after_a_po
 
 
 async def test_memory_limit_decrease_below_usage_stays_in_progress_with_error(api):
-    pod = _bound("mem", cpu="100m", memory="100Mi", limit_memory="200Mi")
+    pod = MakePod().name("mem").req(cpu="100m", memory="100Mi").lim(memory="200Mi").node("node-1").grace(5).obj()
     pod.metadata.annotations["kplane.dev/memory-usage"] = "150Mi"
     await api.pods.create(pod)
     await _running(api, "mem")
@@ -226,7 +224,7 @@ async def test_memory_limit_decrease_below_usage_stays_in_progress_with_error(ap
 
 
 async def test_restart_container_resize_policy_bumps_restart_count(api):
-    pod = _bound("rst", cpu="100m", memory="64Mi", limit_memory="128Mi")
+    pod = MakePod().name("rst").req(cpu="100m", memory="64Mi").lim(memory="128Mi").node("node-1").grace(5).obj()
     pod.spec.containers[0].resize_policy.add(resource_name="memory", restart_policy="RestartContainer")
     pod.spec.containers[0].resize_policy.add(resource_name="cpu", restart_policy="NotRequired")
     await api.pods.create(pod)
@@ -242,7 +240,7 @@ async def test_restart_container_resize_policy_bumps_restart_count(api):
 
 
 async def test_graceful_delete_stops_containers_within_the_grace_period(api, node_cluster):
-    pod = _bound("grace")
+    pod = MakePod().name("grace").req(cpu="500m", memory="64Mi").node("node-1").grace(5).obj()
     pod.metadata.annotations["kplane.dev/shutdown-seconds"] = "1"
     await api.pods.create(pod)
     await _running(api, "grace")
@@ -269,7 +267,7 @@ async def test_graceful_delete_stops_containers_within_the_grace_period(api, nod
 
 
 async def test_admission_refuses_a_pod_that_does_not_fit_with_out_of_cpu(api):
-    await api.pods.create(_bound("too-big", cpu="5"))
+    await api.pods.create(MakePod().name("too-big").req(cpu="5", memory="64Mi").node("node-1").grace(5).obj())
 
     async def failed():
         return (await api.pods.get("too-big")).status.phase == "Failed"
@@ -281,7 +279,7 @@ async def test_admission_refuses_a_pod_that_does_not_fit_with_out_of_cpu(api):
 
 
 async def test_killing_the_kubelet_or_the_runtime_never_loses_a_running_pod(api, node_cluster):
-    await api.pods.create(_bound("survivor", cpu="100m"))
+    await api.pods.create(MakePod().name("survivor").req(cpu="100m", memory="64Mi").node("node-1").grace(5).obj())
     before = await _running(api, "survivor")
     cid = _cs(before).container_id
     for component in ("kubelet/node-1", "runtime/node-1"):
@@ -308,7 +306,7 @@ async def test_an_old_kubelet_reports_no_status_resources_and_its_pods_cannot_be
     try:
         node = await api.nodes.get("node-1")
         assert node.status.node_info.kubelet_version == "v1.30.0"
-        await api.pods.create(_bound("old", cpu="100m"))
+        await api.pods.create(MakePod().name("old").req(cpu="100m", memory="64Mi").node("node-1").grace(5).obj())
         pod = await _running(api, "old")
         assert not _cs(pod).HasField("resources") and not _cs(pod).allocated_resources
         with pytest.raises(errors.Invalid, match="Pod running on node without support for resize"):

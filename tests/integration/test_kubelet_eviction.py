@@ -17,8 +17,9 @@ import pytest
 from kubelet.runtime.client import RuntimeClient
 from machinery import errors
 from machinery.api import core_pb2, cri_pb2
+from tests.harness.builders import MakePod, make_priority_class
 from tests.harness.cluster import cluster_fixture, start_cluster, stop_cluster
-from tests.helpers import eventually, make_pod, make_priority_class
+from tests.harness.wait import eventually
 
 pytestmark = pytest.mark.integration
 
@@ -27,6 +28,10 @@ FAST = ["--sync-frequency=1", "--restart-backoff=0.2", "--node-status-interval=1
 HARD = ["--eviction-hard=memory.available<200Mi", "--eviction-monitoring-interval=0.5",
         "--eviction-pressure-transition-period=5s"]
 TAINT = "node.kubernetes.io/memory-pressure"
+MEMORY_USAGE = "kplane.dev/memory-usage"  # what the fake runtime reports the pod's container uses
+# How long a pod's container takes to exit after SIGTERM; the eviction tests' pods take 5 s. A
+# graceful stop would take 5 s and exit 0: a hard eviction's grace period 0 kills at once (137).
+SHUTDOWN_SECONDS = "kplane.dev/shutdown-seconds"
 
 
 pressure_cluster = cluster_fixture(nodes=1, node_cpu="4", node_memory="1Gi", kubelet_args=FAST + HARD)
@@ -71,17 +76,6 @@ async def _delete_all(c) -> None:
         return not (await c.pods.list("default")).items
 
     await eventually(empty, timeout=20, what="pods gone")
-
-
-def _pod(name: str, *, priority_class: str = "", memory: str | None = None, limit_memory: str | None = None,
-         usage: str = "0") -> core_pb2.Pod:
-    cpu = "100m" if memory or limit_memory else None
-    pod = make_pod(name, cpu=cpu, memory=memory, limit_cpu=cpu if limit_memory else None,
-                   limit_memory=limit_memory, priority_class=priority_class, node="node-1", grace=30)
-    pod.metadata.annotations["kplane.dev/memory-usage"] = usage
-    # A graceful stop would take 5 s and exit 0: a hard eviction's grace period 0 kills at once (137).
-    pod.metadata.annotations["kplane.dev/shutdown-seconds"] = "5"
-    return pod
 
 
 def _cond(obj, type_: str):
@@ -171,10 +165,14 @@ def _log_events(tc, event: str) -> list[dict]:
 async def test_hard_threshold_evicts_in_the_documented_order_then_the_pressure_clears(api, runtime, pressure_cluster):
     evictions_before = _metric(pressure_cluster, "kubelet_evictions_total", 'eviction_signal="memory.available"') or 0
     # 1Gi node, memory.available<200Mi. Usage 150 + 150 + 100 = 400Mi: 624Mi available.
-    await api.pods.create(_pod("guaranteed", priority_class="evict-low", memory="200Mi", limit_memory="200Mi",
-                               usage="150Mi"))
-    await api.pods.create(_pod("burstable", priority_class="evict-mid", memory="100Mi", usage="150Mi"))
-    await api.pods.create(_pod("besteffort", priority_class="evict-high", usage="100Mi"))
+    await api.pods.create(MakePod().name("guaranteed").req(cpu="100m", memory="200Mi").lim(cpu="100m", memory="200Mi")
+                          .priority_class("evict-low").node("node-1").grace(30).annotation(MEMORY_USAGE, "150Mi")
+                          .annotation(SHUTDOWN_SECONDS, "5").obj())
+    await api.pods.create(MakePod().name("burstable").req(cpu="100m", memory="100Mi").priority_class("evict-mid")
+                          .node("node-1").grace(30).annotation(MEMORY_USAGE, "150Mi")
+                          .annotation(SHUTDOWN_SECONDS, "5").obj())
+    await api.pods.create(MakePod().name("besteffort").priority_class("evict-high").node("node-1").grace(30)
+                          .annotation(MEMORY_USAGE, "100Mi").annotation(SHUTDOWN_SECONDS, "5").obj())
     pods = await _running(api, "guaranteed", "burstable", "besteffort")
     assert [pods[n].status.qos_class for n in ("guaranteed", "burstable", "besteffort")] == [
         "Guaranteed", "Burstable", "BestEffort"]
@@ -236,11 +234,13 @@ async def test_hard_threshold_evicts_in_the_documented_order_then_the_pressure_c
 
 async def test_under_pressure_critical_pods_are_spared_and_best_effort_pods_are_refused(api, runtime):
     # A system-node-critical pod uses 900Mi: 124Mi available, and nothing the kubelet may evict.
-    await api.pods.create(_pod("critical", priority_class="system-node-critical", usage="900Mi"))
+    await api.pods.create(MakePod().name("critical").priority_class("system-node-critical").node("node-1").grace(30)
+                          .annotation(MEMORY_USAGE, "900Mi").annotation(SHUTDOWN_SECONDS, "5").obj())
     critical = (await _running(api, "critical"))["critical"]
     await _node_pressure(api, True)
 
-    await api.pods.create(_pod("late-besteffort"))
+    await api.pods.create(MakePod().name("late-besteffort").node("node-1").grace(30).annotation(MEMORY_USAGE, "0")
+                          .annotation(SHUTDOWN_SECONDS, "5").obj())
     refused = await _failed(api, "late-besteffort")
     assert (refused.status.reason, refused.status.message) == ("Evicted", "The node had condition: [MemoryPressure].")
     assert not refused.status.container_statuses or not refused.status.container_statuses[0].state.HasField("running")
@@ -252,10 +252,12 @@ async def test_under_pressure_critical_pods_are_spared_and_best_effort_pods_are_
     await eventually(refused_event, what="the refusal's Evicted event")
 
     # A critical BestEffort pod is admitted, and runs.
-    await api.pods.create(_pod("late-critical", priority_class="system-cluster-critical"))
+    await api.pods.create(MakePod().name("late-critical").priority_class("system-cluster-critical").node("node-1")
+                          .grace(30).annotation(MEMORY_USAGE, "0").annotation(SHUTDOWN_SECONDS, "5").obj())
     await _running(api, "late-critical")
     # A Burstable pod is admitted — and, being the only pod the kubelet may evict, is then evicted.
-    await api.pods.create(_pod("late-burstable", memory="50Mi"))
+    await api.pods.create(MakePod().name("late-burstable").req(cpu="100m", memory="50Mi").node("node-1").grace(30)
+                          .annotation(MEMORY_USAGE, "0").annotation(SHUTDOWN_SECONDS, "5").obj())
     evicted = await _failed(api, "late-burstable")
     assert evicted.status.message == ("The node was low on resource: memory. Threshold quantity: 200Mi, "
                                       "available: 124Mi.")  # not refused: admitted, then evicted
@@ -268,7 +270,8 @@ async def test_under_pressure_critical_pods_are_spared_and_best_effort_pods_are_
     # condition and the taint.
     await _set_usage(runtime, critical, 100 * Mi)
     await _node_pressure(api, False, timeout=20)
-    await api.pods.create(_pod("after-besteffort"))
+    await api.pods.create(MakePod().name("after-besteffort").node("node-1").grace(30).annotation(MEMORY_USAGE, "0")
+                          .annotation(SHUTDOWN_SECONDS, "5").obj())
     await _running(api, "after-besteffort")
 
 
@@ -280,7 +283,8 @@ async def test_soft_threshold_waits_for_its_grace_period_and_caps_the_pods_grace
     api = tc.client()
     runtime = _runtime_of(tc)
     try:
-        pod = _pod("soft", usage="100Mi")
+        pod = (MakePod().name("soft").node("node-1").grace(30).annotation(MEMORY_USAGE, "100Mi")
+               .annotation(SHUTDOWN_SECONDS, "5").obj())
         pod.metadata.annotations["kplane.dev/shutdown-seconds"] = "1"
         await api.pods.create(pod)
         pod = (await _running(api, "soft"))["soft"]

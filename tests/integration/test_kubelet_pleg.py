@@ -7,9 +7,12 @@ from __future__ import annotations
 import pytest
 
 from machinery.api import cri_pb2
+from tests.harness.api import delete_all_pods
+from tests.harness.builders import MakePod
 from tests.harness.cluster import cluster_fixture
-from tests.helpers import eventually, make_pod
-from tests.nodes import delete_all_pods, metric, runtime, wait_running
+from tests.harness.metrics import metric
+from tests.harness.node_state import runtime
+from tests.harness.wait import eventually, wait_running
 
 pytestmark = pytest.mark.integration
 
@@ -31,7 +34,7 @@ async def api(pleg_cluster):
 
 async def test_a_crashed_container_is_restarted_after_the_pleg_sees_it_exit(pleg_cluster, api):
     tc = pleg_cluster
-    await api.pods.create(make_pod("crashy", cpu="100m", memory="32Mi", node=NODE, grace=0))
+    await api.pods.create(MakePod().name("crashy").req(cpu="100m", memory="32Mi").node(NODE).grace(0).obj())
     pod = (await wait_running(api, "crashy"))["crashy"]
     cid = pod.status.container_statuses[0].container_id.split("://", 1)[-1]
     relists = metric(tc, f"kubelet/{NODE}", "kubelet_pleg_relist_duration_seconds_count")

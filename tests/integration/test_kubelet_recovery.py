@@ -14,9 +14,11 @@ import pytest
 from kubelet.allocation.checkpoint import ALLOCATED_FILE
 from machinery.api import core_pb2, cri_pb2
 from machinery.quantity import Quantity
-from tests.harness.cluster import cluster_fixture
-from tests.helpers import eventually, make_pod
-from tests.nodes import FAST_KUBELET, checkpoint_dir, delete_all_pods, kill, resize, runtime, start, wait_running
+from tests.harness.api import delete_all_pods, resize
+from tests.harness.builders import MakePod
+from tests.harness.cluster import FAST_KUBELET, cluster_fixture, kill, start
+from tests.harness.node_state import checkpoint_dir, runtime
+from tests.harness.wait import eventually, wait_running
 
 pytestmark = pytest.mark.integration
 
@@ -36,12 +38,6 @@ async def api(recovery_cluster):
         start(recovery_cluster, KUBELET)
         await delete_all_pods(c)
         await c.close()
-
-
-def _pod(name: str, cpu: str = "500m") -> core_pb2.Pod:
-    pod = make_pod(name, cpu=cpu, memory="64Mi", node=NODE, grace=1)
-    pod.spec.containers[0].resize_policy.add(resource_name="cpu", restart_policy="NotRequired")
-    return pod
 
 
 async def _resized_to(api, name: str, cpu: str) -> None:
@@ -71,7 +67,8 @@ async def _runtime_containers(tc, uid: str) -> list[cri_pb2.Container]:
 
 async def test_a_lost_checkpoint_dir_is_rebuilt_from_the_runtime_and_the_api(recovery_cluster, api):
     tc = recovery_cluster
-    await api.pods.create(_pod("keeps"))
+    await api.pods.create(MakePod().name("keeps").req(cpu="500m", memory="64Mi").node(NODE).grace(1)
+                          .resize_policy("cpu", "NotRequired").obj())
     before = (await wait_running(api, "keeps"))["keeps"]
     kill(tc, KUBELET)
     shutil.rmtree(checkpoint_dir(tc, NODE))
@@ -84,7 +81,8 @@ async def test_a_lost_checkpoint_dir_is_rebuilt_from_the_runtime_and_the_api(rec
 
 async def test_a_corrupt_checkpoint_is_set_aside_logged_and_recovered(recovery_cluster, api):
     tc = recovery_cluster
-    await api.pods.create(_pod("survives"))
+    await api.pods.create(MakePod().name("survives").req(cpu="500m", memory="64Mi").node(NODE).grace(1)
+                          .resize_policy("cpu", "NotRequired").obj())
     before = (await wait_running(api, "survives"))["survives"]
     kill(tc, KUBELET)
     path = checkpoint_dir(tc, NODE) / ALLOCATED_FILE
@@ -102,7 +100,8 @@ async def test_a_corrupt_checkpoint_is_set_aside_logged_and_recovered(recovery_c
 
 async def test_an_unreachable_runtime_makes_the_node_not_ready_and_loses_nothing(recovery_cluster, api):
     tc = recovery_cluster
-    await api.pods.create(_pod("old"))
+    await api.pods.create(MakePod().name("old").req(cpu="500m", memory="64Mi").node(NODE).grace(1)
+                          .resize_policy("cpu", "NotRequired").obj())
     before = (await wait_running(api, "old"))["old"]
     kill(tc, RUNTIME)
 
@@ -112,7 +111,9 @@ async def test_an_unreachable_runtime_makes_the_node_not_ready_and_loses_nothing
         return c.status == want and (want == "True" or c.message == "container runtime is down")
 
     await eventually(lambda: ready("False"), timeout=20, what="node NotReady while the runtime is down")
-    await api.pods.create(_pod("new"))  # waits for the runtime, not refused
+    # waits for the runtime, not refused
+    await api.pods.create(MakePod().name("new").req(cpu="500m", memory="64Mi").node(NODE).grace(1)
+                          .resize_policy("cpu", "NotRequired").obj())
     await asyncio.sleep(1.5)
     assert (await api.pods.get("new")).status.phase in ("", "Pending")
     tc.reload()
@@ -125,8 +126,10 @@ async def test_an_unreachable_runtime_makes_the_node_not_ready_and_loses_nothing
 
 async def test_pods_deleted_while_the_kubelet_is_down_are_stopped_when_it_returns(recovery_cluster, api):
     tc = recovery_cluster
-    await api.pods.create(_pod("forced"))
-    await api.pods.create(_pod("graceful"))
+    await api.pods.create(MakePod().name("forced").req(cpu="500m", memory="64Mi").node(NODE).grace(1)
+                          .resize_policy("cpu", "NotRequired").obj())
+    await api.pods.create(MakePod().name("graceful").req(cpu="500m", memory="64Mi").node(NODE).grace(1)
+                          .resize_policy("cpu", "NotRequired").obj())
     pods = await wait_running(api, "forced", "graceful")
     kill(tc, KUBELET)
     await api.pods.delete("forced", grace_period_seconds=0)  # gone from the API at once

@@ -10,7 +10,7 @@ import asyncio
 import pytest
 
 from machinery.leaderelection import LeaderElectionConfig, LeaderElector
-from tests.helpers import eventually
+from tests.harness.wait import eventually
 
 pytestmark = pytest.mark.integration
 

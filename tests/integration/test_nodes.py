@@ -12,9 +12,11 @@ import pytest
 
 from cli import cluster
 from machinery.api import core_pb2
+from tests.harness.api import delete_all_pods, resize
+from tests.harness.builders import MakePod
 from tests.harness.cluster import ROOT, cluster_fixture
-from tests.helpers import eventually, make_pod
-from tests.nodes import delete_all_pods, metric, resize, wait_running
+from tests.harness.metrics import metric
+from tests.harness.wait import eventually, wait_running
 
 pytestmark = pytest.mark.integration
 
@@ -80,7 +82,7 @@ async def test_node_add_runs_a_node_of_its_own_size_then_remove_deregisters_it_a
     assert [(t.key, t.value, t.effect) for t in node.spec.taints] == [("dedicated", "infra", "NoSchedule")]
     assert next(c for c in node.status.conditions if c.type == "Ready").status == "True"
     # A pod bigger than the cluster's other nodes runs there.
-    pod = make_pod("wide", cpu="10", memory="1Gi", node="big-1", grace=0)
+    pod = MakePod().name("wide").req(cpu="10", memory="1Gi").node("big-1").grace(0).obj()
     pod.spec.tolerations.add(key="dedicated", operator="Equal", value="infra", effect="NoSchedule")
     await api.pods.create(pod)
     uid = (await wait_running(api, "wide"))["wide"].metadata.uid
@@ -159,7 +161,8 @@ async def test_hollow_nodes_register_and_run_pods_with_the_kubelets_own_code_pat
         assert nodes[name].status.node_info.kubelet_version == "v1.36.0"
         lease = await api.leases.get(name, "kube-node-lease")
         assert lease.spec.holder_identity == name
-    pods = [make_pod(f"h{i}", cpu="500m", memory="64Mi", node=f"hollow-node-{i}", grace=0) for i in range(1, 5)]
+    pods = [MakePod().name(f"h{i}").req(cpu="500m", memory="64Mi").node(f"hollow-node-{i}")
+            .grace(0).obj() for i in range(1, 5)]
     for p in pods:
         p.spec.containers[0].resize_policy.add(resource_name="cpu", restart_policy="NotRequired")
         await api.pods.create(p)
@@ -174,7 +177,7 @@ async def test_hollow_nodes_register_and_run_pods_with_the_kubelets_own_code_pat
 
     await eventually(resized, timeout=20, what="h3 resized on its hollow node")
     # A pod that does not fit is refused by that hollow node's admission.
-    await api.pods.create(make_pod("toobig", cpu="4", node="hollow-node-3", grace=0))
+    await api.pods.create(MakePod().name("toobig").req(cpu="4").node("hollow-node-3").grace(0).obj())
 
     async def refused():
         p = await api.pods.get("toobig")
@@ -188,7 +191,7 @@ async def test_hollow_nodes_register_and_run_pods_with_the_kubelets_own_code_pat
 
 async def test_killing_the_hollow_process_is_a_power_cut_its_kubelets_restart_their_pods(nodes_cluster, api):
     tc = nodes_cluster
-    await api.pods.create(make_pod("survivor", cpu="100m", node="hollow-node-2", grace=0))
+    await api.pods.create(MakePod().name("survivor").req(cpu="100m").node("hollow-node-2").grace(0).obj())
     before = (await wait_running(api, "survivor"))["survivor"]
     tc.reload()
     cluster.kill(tc.process("hollow-nodes"))

@@ -23,11 +23,11 @@ import pytest
 from google.protobuf.descriptor_pool import DescriptorPool
 from grpc_reflection.v1alpha.proto_reflection_descriptor_database import ProtoReflectionDescriptorDatabase
 
-from machinery.api import core_pb2
 from machinery.quantity import Quantity
-from tests.harness.cluster import ROOT, cluster_fixture
-from tests.helpers import make_pod
-from tests.nodes import FAST_KUBELET, delete_all_pods, wait_running
+from tests.harness.api import delete_all_pods
+from tests.harness.builders import MakePod
+from tests.harness.cluster import FAST_KUBELET, ROOT, cluster_fixture
+from tests.harness.wait import wait_running
 
 pytestmark = pytest.mark.integration
 
@@ -83,14 +83,10 @@ async def _resize_client(tc, *args: str, discover: bool = False) -> Result:
     return Result(proc.returncode, out.decode(), err.decode())
 
 
-def _pod(name: str, cpu: str, *, limit_cpu: str | None = None, limit_memory: str | None = None) -> core_pb2.Pod:
-    pod = make_pod(name, cpu=cpu, memory="256Mi", limit_cpu=limit_cpu, limit_memory=limit_memory, node=NODE, grace=1)
-    pod.spec.containers[0].resize_policy.add(resource_name="cpu", restart_policy="NotRequired")
-    return pod
-
-
 async def test_a_resize_that_fits_is_actuated_and_a_guaranteed_pods_limits_follow(api, resize_cluster):
-    await api.pods.create(_pod("web", "1", limit_cpu="1", limit_memory="256Mi"))  # Guaranteed
+    # Guaranteed
+    await api.pods.create(MakePod().name("web").req(cpu="1", memory="256Mi").lim(cpu="1", memory="256Mi").node(NODE)
+                          .grace(1).resize_policy("cpu", "NotRequired").obj())
     await wait_running(api, "web")
 
     r = await _resize_client(resize_cluster, "web", "--cpu", "2")
@@ -109,7 +105,8 @@ async def test_a_resize_that_fits_is_actuated_and_a_guaranteed_pods_limits_follo
 
 
 async def test_a_resize_beyond_the_nodes_capacity_is_infeasible(api, resize_cluster):
-    await api.pods.create(_pod("big", "1"))
+    await api.pods.create(MakePod().name("big").req(cpu="1", memory="256Mi").node(NODE).grace(1)
+                          .resize_policy("cpu", "NotRequired").obj())
     await wait_running(api, "big")
 
     r = await _resize_client(resize_cluster, "big", "--cpu", "64", "--json")
@@ -134,8 +131,10 @@ async def test_a_pod_that_does_not_exist_is_one_line_and_exit_1(api, resize_clus
 
 
 async def test_a_resize_deferred_on_a_full_node_times_out_with_exit_3(api, resize_cluster):
-    await api.pods.create(_pod("grow", "1"))
-    await api.pods.create(_pod("filler", "2500m"))
+    await api.pods.create(MakePod().name("grow").req(cpu="1", memory="256Mi").node(NODE).grace(1)
+                          .resize_policy("cpu", "NotRequired").obj())
+    await api.pods.create(MakePod().name("filler").req(cpu="2500m", memory="256Mi").node(NODE).grace(1)
+                          .resize_policy("cpu", "NotRequired").obj())
     await wait_running(api, "grow", "filler")
 
     r = await _resize_client(resize_cluster, "grow", "--cpu", "3", "--timeout", "3")  # 3 + 2.5 > 4

@@ -99,7 +99,7 @@ async def client(runtime):
         await c.close()
 
 
-async def _pod(client: RuntimeClient) -> tuple[str, str]:
+async def _start_sandbox_and_container(client: RuntimeClient) -> tuple[str, str]:
     sandbox = cri_pb2.PodSandboxConfig(metadata=cri_pb2.PodSandboxMetadata(name="web", uid="u1", namespace="default"))
     sid = (await client.run_pod_sandbox(cri_pb2.RunPodSandboxRequest(config=sandbox))).pod_sandbox_id
     config = cri_pb2.ContainerConfig(
@@ -122,7 +122,7 @@ async def test_running_container_survives_kill_9_of_the_runtime(runtime, client)
     with runtime.log_on_failure():
         version = await client.wait_ready(timeout=20)
         assert (version.runtime_name, version.runtime_api_version) == ("kplane-fake", "v1")
-        sid, cid = await _pod(client)
+        sid, cid = await _start_sandbox_and_container(client)
         before = await _status(client, cid)
         # Actual != asked: the quota 25000 is rounded up to 30000 (--cpu-quota-rounding-us 10000).
         assert before.state == cri_pb2.CONTAINER_RUNNING and before.resources.linux.cpu_quota == 30_000
@@ -149,7 +149,7 @@ async def test_failpoint_armed_through_admin_port_fails_update_container_resourc
     runtime.start()
     with runtime.log_on_failure():
         await client.wait_ready(timeout=20)
-        _, cid = await _pod(client)
+        _, cid = await _start_sandbox_and_container(client)
         declared = json.loads(runtime.http("GET", "/failpoints"))["declared"]
         assert "runtime/update-container-resources" in declared
 
@@ -177,7 +177,7 @@ async def test_failpoint_from_env_and_clean_exit_on_sigterm(runtime, client):
     with runtime.log_on_failure():
         await client.wait_ready(timeout=20)
         with pytest.raises(RuntimeCallError, match="failpoint runtime/run-pod-sandbox"):
-            await _pod(client)
+            await _start_sandbox_and_container(client)
     runtime.proc.send_signal(signal.SIGTERM)
     assert await asyncio.to_thread(runtime.proc.wait, 10) == 0
     assert not Path(runtime.socket[len("unix://"):]).exists()

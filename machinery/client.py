@@ -25,17 +25,32 @@ import grpc
 from google.protobuf.message import Message
 
 from machinery import errors
-from machinery.api import api_pb2, coordination_pb2, core_pb2, meta_pb2, policy_pb2, resource_pb2, scheduling_pb2
+from machinery.api import (
+    api_pb2,
+    apps_pb2,
+    autoscaling_pb2,
+    coordination_pb2,
+    core_pb2,
+    meta_pb2,
+    policy_pb2,
+    resource_pb2,
+    scheduling_pb2,
+)
 from machinery.kinds import (
+    DEPLOYMENT,
     DEVICE_CLASS,
     EVENT,
     LEASE,
+    LIMIT_RANGE,
+    NAMESPACE,
     NODE,
     POD,
     POD_DISRUPTION_BUDGET,
     PRIORITY_CLASS,
+    REPLICA_SET,
     RESOURCE_CLAIM,
     RESOURCE_CLAIM_TEMPLATE,
+    RESOURCE_QUOTA,
     RESOURCE_SLICE,
     Kind,
     L,
@@ -232,6 +247,51 @@ class PodClient(ResourceClient[core_pb2.Pod, core_pb2.PodList]):
         return await self._client.call(self._evict, ev, dry_run=dry_run, timeout=timeout)
 
 
+class ScalableClient(ResourceClient[M, L]):
+    """A kind with the scale subresource (ReplicaSets, Deployments): autoscaling/v1 Scale."""
+
+    def __init__(self, client: "Client", kind: Kind[M, L]):
+        super().__init__(client, kind)
+        ch, svc = client.channel, kind.service
+        self._get_scale: UnaryMethod[meta_pb2.GetRequest, autoscaling_pb2.Scale] = ch.unary_unary(
+            f"/{svc}/GetScale", _ser, autoscaling_pb2.Scale.FromString)
+        self._update_scale: UnaryMethod[autoscaling_pb2.Scale, autoscaling_pb2.Scale] = ch.unary_unary(
+            f"/{svc}/UpdateScale", _ser, autoscaling_pb2.Scale.FromString)
+
+    async def get_scale(self, name: str, namespace: str = "", *,
+                        timeout: float | None = None) -> autoscaling_pb2.Scale:
+        req = meta_pb2.GetRequest(namespace=self._ns(namespace), name=name)
+        return await self._client.call(self._get_scale, req, timeout=timeout, retry=True)
+
+    async def update_scale(self, scale: autoscaling_pb2.Scale, *, dry_run: bool = False,
+                           timeout: float | None = None) -> autoscaling_pb2.Scale:
+        """Set ``spec.replicas`` to ``scale.spec.replicas``; with ``scale.metadata.resource_version``
+        the object must still be at that version (``Conflict`` otherwise)."""
+        return await self._client.call(self._update_scale, scale, dry_run=dry_run, timeout=timeout)
+
+    async def scale(self, name: str, replicas: int, namespace: str = "", *, resource_version: str = "",
+                    dry_run: bool = False, timeout: float | None = None) -> autoscaling_pb2.Scale:
+        """``update_scale`` of the object ``name`` to ``replicas``."""
+        s = autoscaling_pb2.Scale(api_version="autoscaling/v1", kind="Scale")
+        s.metadata.name, s.metadata.namespace = name, self._ns(namespace)
+        s.metadata.resource_version = resource_version
+        s.spec.replicas = replicas
+        return await self.update_scale(s, dry_run=dry_run, timeout=timeout)
+
+
+class NamespaceClient(ResourceClient[core_pb2.Namespace, core_pb2.NamespaceList]):
+    def __init__(self, client: "Client"):
+        super().__init__(client, NAMESPACE)
+        self._finalize: UnaryMethod[core_pb2.Namespace, core_pb2.Namespace] = client.channel.unary_unary(
+            "/kplane.v1.Namespaces/Finalize", _ser, core_pb2.Namespace.FromString)
+
+    async def finalize(self, ns: core_pb2.Namespace, *, dry_run: bool = False,
+                       timeout: float | None = None) -> core_pb2.Namespace:
+        """The finalize subresource: store ``ns.spec.finalizers`` (nothing else). A Terminating
+        namespace left with no finalizer is removed (the answer is its last state)."""
+        return await self._client.call(self._finalize, ns, dry_run=dry_run, timeout=timeout)
+
+
 class Client:
     def __init__(self, target: str, token: str | None = None, *, namespace: str = "default",
                  timeout: float = DEFAULT_TIMEOUT, channel: grpc.aio.Channel | None = None):
@@ -298,7 +358,13 @@ class Client:
         return rc
 
     def _new_resource(self, kind: Kind[Any, Any]) -> ResourceClient[Any, Any]:
-        return PodClient(self) if kind is POD else ResourceClient(self, kind)
+        if kind is POD:
+            return PodClient(self)
+        if kind is NAMESPACE:
+            return NamespaceClient(self)
+        if "scale" in kind.subresources:
+            return ScalableClient(self, kind)
+        return ResourceClient(self, kind)
 
     @property
     def pods(self) -> PodClient:
@@ -343,6 +409,32 @@ class Client:
     @property
     def device_classes(self) -> ResourceClient[resource_pb2.DeviceClass, resource_pb2.DeviceClassList]:
         return self.resource(DEVICE_CLASS)
+
+    @property
+    def namespaces(self) -> NamespaceClient:
+        rc = self.resource(NAMESPACE)
+        assert isinstance(rc, NamespaceClient)  # resource() makes NAMESPACE's client a NamespaceClient
+        return rc
+
+    @property
+    def resource_quotas(self) -> ResourceClient[core_pb2.ResourceQuota, core_pb2.ResourceQuotaList]:
+        return self.resource(RESOURCE_QUOTA)
+
+    @property
+    def limit_ranges(self) -> ResourceClient[core_pb2.LimitRange, core_pb2.LimitRangeList]:
+        return self.resource(LIMIT_RANGE)
+
+    @property
+    def replica_sets(self) -> ScalableClient[apps_pb2.ReplicaSet, apps_pb2.ReplicaSetList]:
+        rc = self.resource(REPLICA_SET)
+        assert isinstance(rc, ScalableClient)  # resource() makes a kind with "scale" a ScalableClient
+        return rc
+
+    @property
+    def deployments(self) -> ScalableClient[apps_pb2.Deployment, apps_pb2.DeploymentList]:
+        rc = self.resource(DEPLOYMENT)
+        assert isinstance(rc, ScalableClient)
+        return rc
 
     async def history(self, since: int = 0, follow: bool = False) -> AsyncIterator[api_pb2.HistoryResponse]:
         call = self._history(api_pb2.HistoryRequest(since=since, follow=follow), metadata=self.metadata())

@@ -14,7 +14,7 @@ from typing import Generic, Protocol, TypeVar, cast
 
 from google.protobuf.message import Message
 
-from machinery.api import coordination_pb2, core_pb2, meta_pb2, policy_pb2, resource_pb2, scheduling_pb2
+from machinery.api import apps_pb2, coordination_pb2, core_pb2, meta_pb2, policy_pb2, resource_pb2, scheduling_pb2
 
 REGISTRY_PREFIX = "/registry/"
 
@@ -87,7 +87,8 @@ class Kind(Generic[M_co, L_co]):
     watch_response: type[Message]
     has_status: bool
     short_names: tuple[str, ...] = ()
-    # Subresources beyond status, e.g. ("binding", "resize", "eviction") for pods.
+    # Subresources beyond status, e.g. ("binding", "resize", "eviction") for pods, ("scale",) for
+    # the apps kinds, ("finalize",) for namespaces.
     subresources: tuple[str, ...] = field(default=())
 
     @property
@@ -155,17 +156,29 @@ RESOURCE_SLICE = _kind(resource_pb2, resource_pb2.ResourceSlice, resource_pb2.Re
                        "resourceslices", "resource.k8s.io/v1", False, False)
 DEVICE_CLASS = _kind(resource_pb2, resource_pb2.DeviceClass, resource_pb2.DeviceClassList, "deviceclasses",
                      "resource.k8s.io/v1", False, False)
+NAMESPACE = _kind(core_pb2, core_pb2.Namespace, core_pb2.NamespaceList, "namespaces", "v1", False, True, ("ns",),
+                  ("finalize",))
+RESOURCE_QUOTA = _kind(core_pb2, core_pb2.ResourceQuota, core_pb2.ResourceQuotaList, "resourcequotas", "v1", True,
+                       True, ("quota",))
+LIMIT_RANGE = _kind(core_pb2, core_pb2.LimitRange, core_pb2.LimitRangeList, "limitranges", "v1", True, False,
+                    ("limits",))
+REPLICA_SET = _kind(apps_pb2, apps_pb2.ReplicaSet, apps_pb2.ReplicaSetList, "replicasets", "apps/v1", True, True,
+                    ("rs",), ("scale",))
+DEPLOYMENT = _kind(apps_pb2, apps_pb2.Deployment, apps_pb2.DeploymentList, "deployments", "apps/v1", True, True,
+                   ("deploy",), ("scale",))
 
 KINDS: tuple[Kind[Message, Message], ...] = (
     POD, NODE, EVENT, PRIORITY_CLASS, POD_DISRUPTION_BUDGET, LEASE,
     RESOURCE_CLAIM, RESOURCE_CLAIM_TEMPLATE, RESOURCE_SLICE, DEVICE_CLASS,
+    NAMESPACE, RESOURCE_QUOTA, LIMIT_RANGE, REPLICA_SET, DEPLOYMENT,
 )
 
 _SERVICE_NAMES = {
     "Pod": "Pods", "Node": "Nodes", "Event": "Events", "PriorityClass": "PriorityClasses",
     "PodDisruptionBudget": "PodDisruptionBudgets", "Lease": "Leases", "ResourceClaim": "ResourceClaims",
     "ResourceClaimTemplate": "ResourceClaimTemplates", "ResourceSlice": "ResourceSlices",
-    "DeviceClass": "DeviceClasses",
+    "DeviceClass": "DeviceClasses", "Namespace": "Namespaces", "ResourceQuota": "ResourceQuotas",
+    "LimitRange": "LimitRanges", "ReplicaSet": "ReplicaSets", "Deployment": "Deployments",
 }
 
 _BY_NAME: dict[str, Kind[Message, Message]] = {}

@@ -116,6 +116,14 @@ def _pod_table() -> dict[str, ListStrategy]:
     return table
 
 
+def _workload_table() -> dict[str, ListStrategy]:
+    """apps/v1 ReplicaSet and Deployment: a pod template (an ObjectMeta and a PodSpec) at
+    spec.template; status conditions merged by type."""
+    template = {**_nest("metadata", _OBJECT_META),
+                **{path: strategy for path, strategy in _pod_table().items() if path.startswith("spec.")}}
+    return {**_nest("spec.template", template), "status.conditions": _m("type")}
+
+
 _KIND_TABLES: dict[str, dict[str, ListStrategy]] = {
     "Pod": _pod_table(),
     # core/v1 NodeSpec / NodeStatus. Atomic: spec.taints, status.images, status.volumesInUse,
@@ -136,6 +144,13 @@ _KIND_TABLES: dict[str, dict[str, ListStrategy]] = {
     "ResourceClaimTemplate": _nest("spec.metadata", _OBJECT_META),
     "ResourceSlice": {},
     "DeviceClass": {},
+    # core/v1 NamespaceStatus. Atomic: spec.finalizers.
+    "Namespace": {"status.conditions": _m("type")},
+    # core/v1 ResourceQuotaSpec and LimitRangeSpec: atomic lists (scopes, matchExpressions, limits).
+    "ResourceQuota": {},
+    "LimitRange": {},
+    "ReplicaSet": _workload_table(),
+    "Deployment": _workload_table(),
 }
 
 #: Kind -> JSON path of a list field -> its merge strategy. Paths are dotted Kubernetes JSON

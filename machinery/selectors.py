@@ -1,7 +1,9 @@
 """Label selectors and field selectors, with Kubernetes' syntax and semantics.
 
 - ``parse_label_selector("app=web,tier in (a,b),!canary")`` -> ``LabelSelector`` with ``matches(labels)``.
-- ``from_label_selector_message(msg)``: metav1.LabelSelector (matchLabels + matchExpressions).
+- ``from_label_selector_message(msg)``: metav1.LabelSelector (matchLabels + matchExpressions);
+  ``label_selector_as_selector`` also refuses the keys and values Kubernetes' conversion refuses,
+  and ``selector_string`` / ``format_label_selector`` print one as Kubernetes does.
 - ``parse_field_selector("spec.nodeName=node-1", kind)`` -> ``FieldSelector`` with ``matches(obj)``;
   only the fields Kubernetes supports for the kind are accepted, as the apiserver does.
 
@@ -253,6 +255,39 @@ def from_label_selector_message(msg: meta_pb2.LabelSelector | None, present: boo
     if msg is None or not present:
         return NOTHING
     return from_match(msg.match_labels, msg.match_expressions)
+
+
+def label_selector_as_selector(msg: meta_pb2.LabelSelector, present: bool = True) -> LabelSelector:
+    """metav1.LabelSelectorAsSelector: absent selects nothing, empty ({}) everything; a bad
+    operator, key or value raises SelectorError."""
+    if not present:
+        return NOTHING
+    for key, value in msg.match_labels.items():
+        reason = validate_label_key(key) or validate_label_value(value)
+        if reason:
+            raise SelectorError(reason)
+    for expr in msg.match_expressions:
+        reason = validate_label_key(expr.key)
+        for v in expr.values:
+            reason = reason or validate_label_value(v)
+        if reason:
+            raise SelectorError(reason)
+    return from_match(msg.match_labels, msg.match_expressions)
+
+
+def selector_string(selector: LabelSelector) -> str:
+    """labels.Selector's String(): the requirements sorted by key ("" for everything or nothing)."""
+    return ",".join(str(r) for r in sorted(selector.requirements, key=lambda r: r.key))
+
+
+def format_label_selector(msg: meta_pb2.LabelSelector, present: bool = True) -> str:
+    """metav1.FormatLabelSelector (kubectl's SELECTOR column): the selector's string, "<none>"
+    when that is empty, "<error>" when it does not convert."""
+    try:
+        text = selector_string(label_selector_as_selector(msg, present))
+    except SelectorError:
+        return "<error>"
+    return text or "<none>"
 
 
 # ---------------------------------------------------------------- field selectors

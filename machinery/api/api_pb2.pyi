@@ -1,4 +1,6 @@
 from google.protobuf import any_pb2 as _any_pb2
+from machinery.api import apps_pb2 as _apps_pb2
+from machinery.api import autoscaling_pb2 as _autoscaling_pb2
 from machinery.api import coordination_pb2 as _coordination_pb2
 from machinery.api import core_pb2 as _core_pb2
 from machinery.api import meta_pb2 as _meta_pb2

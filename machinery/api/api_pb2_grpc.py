@@ -4,6 +4,8 @@ import grpc
 import warnings
 
 from machinery.api import api_pb2 as kplane_dot_v1_dot_api__pb2
+from machinery.api import apps_pb2 as kplane_dot_v1_dot_apps__pb2
+from machinery.api import autoscaling_pb2 as kplane_dot_v1_dot_autoscaling__pb2
 from machinery.api import coordination_pb2 as kplane_dot_v1_dot_coordination__pb2
 from machinery.api import core_pb2 as kplane_dot_v1_dot_core__pb2
 from machinery.api import meta_pb2 as kplane_dot_v1_dot_meta__pb2
@@ -3648,6 +3650,2065 @@ class DeviceClasses:
             '/kplane.v1.DeviceClasses/Watch',
             kplane_dot_v1_dot_meta__pb2.WatchRequest.SerializeToString,
             kplane_dot_v1_dot_resource__pb2.DeviceClassWatchResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+
+class NamespacesStub:
+    """Missing associated documentation comment in .proto file."""
+
+    def __init__(self, channel):
+        """Constructor.
+
+        Args:
+            channel: A grpc.Channel.
+        """
+        self.Create = channel.unary_unary(
+                '/kplane.v1.Namespaces/Create',
+                request_serializer=kplane_dot_v1_dot_core__pb2.Namespace.SerializeToString,
+                response_deserializer=kplane_dot_v1_dot_core__pb2.Namespace.FromString,
+                _registered_method=True)
+        self.Get = channel.unary_unary(
+                '/kplane.v1.Namespaces/Get',
+                request_serializer=kplane_dot_v1_dot_meta__pb2.GetRequest.SerializeToString,
+                response_deserializer=kplane_dot_v1_dot_core__pb2.Namespace.FromString,
+                _registered_method=True)
+        self.List = channel.unary_unary(
+                '/kplane.v1.Namespaces/List',
+                request_serializer=kplane_dot_v1_dot_meta__pb2.ListRequest.SerializeToString,
+                response_deserializer=kplane_dot_v1_dot_core__pb2.NamespaceList.FromString,
+                _registered_method=True)
+        self.Update = channel.unary_unary(
+                '/kplane.v1.Namespaces/Update',
+                request_serializer=kplane_dot_v1_dot_core__pb2.Namespace.SerializeToString,
+                response_deserializer=kplane_dot_v1_dot_core__pb2.Namespace.FromString,
+                _registered_method=True)
+        self.UpdateStatus = channel.unary_unary(
+                '/kplane.v1.Namespaces/UpdateStatus',
+                request_serializer=kplane_dot_v1_dot_core__pb2.Namespace.SerializeToString,
+                response_deserializer=kplane_dot_v1_dot_core__pb2.Namespace.FromString,
+                _registered_method=True)
+        self.Patch = channel.unary_unary(
+                '/kplane.v1.Namespaces/Patch',
+                request_serializer=kplane_dot_v1_dot_meta__pb2.PatchRequest.SerializeToString,
+                response_deserializer=kplane_dot_v1_dot_core__pb2.Namespace.FromString,
+                _registered_method=True)
+        self.Delete = channel.unary_unary(
+                '/kplane.v1.Namespaces/Delete',
+                request_serializer=kplane_dot_v1_dot_meta__pb2.DeleteRequest.SerializeToString,
+                response_deserializer=kplane_dot_v1_dot_core__pb2.Namespace.FromString,
+                _registered_method=True)
+        self.Watch = channel.unary_stream(
+                '/kplane.v1.Namespaces/Watch',
+                request_serializer=kplane_dot_v1_dot_meta__pb2.WatchRequest.SerializeToString,
+                response_deserializer=kplane_dot_v1_dot_core__pb2.NamespaceWatchResponse.FromString,
+                _registered_method=True)
+        self.Finalize = channel.unary_unary(
+                '/kplane.v1.Namespaces/Finalize',
+                request_serializer=kplane_dot_v1_dot_core__pb2.Namespace.SerializeToString,
+                response_deserializer=kplane_dot_v1_dot_core__pb2.Namespace.FromString,
+                _registered_method=True)
+
+
+class NamespacesServicer:
+    """Missing associated documentation comment in .proto file."""
+
+    def Create(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def Get(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def List(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def Update(self, request, context):
+        """Replaces the object but spec.finalizers; a stale metadata.resource_version fails with ABORTED.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def UpdateStatus(self, request, context):
+        """The status subresource: only status changes are kept.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def Patch(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def Delete(self, request, context):
+        """Marks the namespace Terminating (deletionTimestamp, status.phase); it is removed once
+        spec.finalizers is empty. default, kube-system, kube-public and kube-node-lease may not be
+        deleted (PERMISSION_DENIED).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def Watch(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def Finalize(self, request, context):
+        """The finalize subresource: only spec.finalizers changes. A Terminating namespace whose
+        spec.finalizers (and metadata.finalizers) end up empty is removed.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+
+def add_NamespacesServicer_to_server(servicer, server):
+    rpc_method_handlers = {
+            'Create': grpc.unary_unary_rpc_method_handler(
+                    servicer.Create,
+                    request_deserializer=kplane_dot_v1_dot_core__pb2.Namespace.FromString,
+                    response_serializer=kplane_dot_v1_dot_core__pb2.Namespace.SerializeToString,
+            ),
+            'Get': grpc.unary_unary_rpc_method_handler(
+                    servicer.Get,
+                    request_deserializer=kplane_dot_v1_dot_meta__pb2.GetRequest.FromString,
+                    response_serializer=kplane_dot_v1_dot_core__pb2.Namespace.SerializeToString,
+            ),
+            'List': grpc.unary_unary_rpc_method_handler(
+                    servicer.List,
+                    request_deserializer=kplane_dot_v1_dot_meta__pb2.ListRequest.FromString,
+                    response_serializer=kplane_dot_v1_dot_core__pb2.NamespaceList.SerializeToString,
+            ),
+            'Update': grpc.unary_unary_rpc_method_handler(
+                    servicer.Update,
+                    request_deserializer=kplane_dot_v1_dot_core__pb2.Namespace.FromString,
+                    response_serializer=kplane_dot_v1_dot_core__pb2.Namespace.SerializeToString,
+            ),
+            'UpdateStatus': grpc.unary_unary_rpc_method_handler(
+                    servicer.UpdateStatus,
+                    request_deserializer=kplane_dot_v1_dot_core__pb2.Namespace.FromString,
+                    response_serializer=kplane_dot_v1_dot_core__pb2.Namespace.SerializeToString,
+            ),
+            'Patch': grpc.unary_unary_rpc_method_handler(
+                    servicer.Patch,
+                    request_deserializer=kplane_dot_v1_dot_meta__pb2.PatchRequest.FromString,
+                    response_serializer=kplane_dot_v1_dot_core__pb2.Namespace.SerializeToString,
+            ),
+            'Delete': grpc.unary_unary_rpc_method_handler(
+                    servicer.Delete,
+                    request_deserializer=kplane_dot_v1_dot_meta__pb2.DeleteRequest.FromString,
+                    response_serializer=kplane_dot_v1_dot_core__pb2.Namespace.SerializeToString,
+            ),
+            'Watch': grpc.unary_stream_rpc_method_handler(
+                    servicer.Watch,
+                    request_deserializer=kplane_dot_v1_dot_meta__pb2.WatchRequest.FromString,
+                    response_serializer=kplane_dot_v1_dot_core__pb2.NamespaceWatchResponse.SerializeToString,
+            ),
+            'Finalize': grpc.unary_unary_rpc_method_handler(
+                    servicer.Finalize,
+                    request_deserializer=kplane_dot_v1_dot_core__pb2.Namespace.FromString,
+                    response_serializer=kplane_dot_v1_dot_core__pb2.Namespace.SerializeToString,
+            ),
+    }
+    generic_handler = grpc.method_handlers_generic_handler(
+            'kplane.v1.Namespaces', rpc_method_handlers)
+    server.add_generic_rpc_handlers((generic_handler,))
+    server.add_registered_method_handlers('kplane.v1.Namespaces', rpc_method_handlers)
+
+
+ # This class is part of an EXPERIMENTAL API.
+class Namespaces:
+    """Missing associated documentation comment in .proto file."""
+
+    @staticmethod
+    def Create(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/kplane.v1.Namespaces/Create',
+            kplane_dot_v1_dot_core__pb2.Namespace.SerializeToString,
+            kplane_dot_v1_dot_core__pb2.Namespace.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Get(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/kplane.v1.Namespaces/Get',
+            kplane_dot_v1_dot_meta__pb2.GetRequest.SerializeToString,
+            kplane_dot_v1_dot_core__pb2.Namespace.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def List(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/kplane.v1.Namespaces/List',
+            kplane_dot_v1_dot_meta__pb2.ListRequest.SerializeToString,
+            kplane_dot_v1_dot_core__pb2.NamespaceList.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Update(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/kplane.v1.Namespaces/Update',
+            kplane_dot_v1_dot_core__pb2.Namespace.SerializeToString,
+            kplane_dot_v1_dot_core__pb2.Namespace.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def UpdateStatus(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/kplane.v1.Namespaces/UpdateStatus',
+            kplane_dot_v1_dot_core__pb2.Namespace.SerializeToString,
+            kplane_dot_v1_dot_core__pb2.Namespace.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Patch(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/kplane.v1.Namespaces/Patch',
+            kplane_dot_v1_dot_meta__pb2.PatchRequest.SerializeToString,
+            kplane_dot_v1_dot_core__pb2.Namespace.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Delete(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/kplane.v1.Namespaces/Delete',
+            kplane_dot_v1_dot_meta__pb2.DeleteRequest.SerializeToString,
+            kplane_dot_v1_dot_core__pb2.Namespace.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Watch(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_stream(
+            request,
+            target,
+            '/kplane.v1.Namespaces/Watch',
+            kplane_dot_v1_dot_meta__pb2.WatchRequest.SerializeToString,
+            kplane_dot_v1_dot_core__pb2.NamespaceWatchResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Finalize(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/kplane.v1.Namespaces/Finalize',
+            kplane_dot_v1_dot_core__pb2.Namespace.SerializeToString,
+            kplane_dot_v1_dot_core__pb2.Namespace.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+
+class ResourceQuotasStub:
+    """Missing associated documentation comment in .proto file."""
+
+    def __init__(self, channel):
+        """Constructor.
+
+        Args:
+            channel: A grpc.Channel.
+        """
+        self.Create = channel.unary_unary(
+                '/kplane.v1.ResourceQuotas/Create',
+                request_serializer=kplane_dot_v1_dot_core__pb2.ResourceQuota.SerializeToString,
+                response_deserializer=kplane_dot_v1_dot_core__pb2.ResourceQuota.FromString,
+                _registered_method=True)
+        self.Get = channel.unary_unary(
+                '/kplane.v1.ResourceQuotas/Get',
+                request_serializer=kplane_dot_v1_dot_meta__pb2.GetRequest.SerializeToString,
+                response_deserializer=kplane_dot_v1_dot_core__pb2.ResourceQuota.FromString,
+                _registered_method=True)
+        self.List = channel.unary_unary(
+                '/kplane.v1.ResourceQuotas/List',
+                request_serializer=kplane_dot_v1_dot_meta__pb2.ListRequest.SerializeToString,
+                response_deserializer=kplane_dot_v1_dot_core__pb2.ResourceQuotaList.FromString,
+                _registered_method=True)
+        self.Update = channel.unary_unary(
+                '/kplane.v1.ResourceQuotas/Update',
+                request_serializer=kplane_dot_v1_dot_core__pb2.ResourceQuota.SerializeToString,
+                response_deserializer=kplane_dot_v1_dot_core__pb2.ResourceQuota.FromString,
+                _registered_method=True)
+        self.UpdateStatus = channel.unary_unary(
+                '/kplane.v1.ResourceQuotas/UpdateStatus',
+                request_serializer=kplane_dot_v1_dot_core__pb2.ResourceQuota.SerializeToString,
+                response_deserializer=kplane_dot_v1_dot_core__pb2.ResourceQuota.FromString,
+                _registered_method=True)
+        self.Patch = channel.unary_unary(
+                '/kplane.v1.ResourceQuotas/Patch',
+                request_serializer=kplane_dot_v1_dot_meta__pb2.PatchRequest.SerializeToString,
+                response_deserializer=kplane_dot_v1_dot_core__pb2.ResourceQuota.FromString,
+                _registered_method=True)
+        self.Delete = channel.unary_unary(
+                '/kplane.v1.ResourceQuotas/Delete',
+                request_serializer=kplane_dot_v1_dot_meta__pb2.DeleteRequest.SerializeToString,
+                response_deserializer=kplane_dot_v1_dot_core__pb2.ResourceQuota.FromString,
+                _registered_method=True)
+        self.Watch = channel.unary_stream(
+                '/kplane.v1.ResourceQuotas/Watch',
+                request_serializer=kplane_dot_v1_dot_meta__pb2.WatchRequest.SerializeToString,
+                response_deserializer=kplane_dot_v1_dot_core__pb2.ResourceQuotaWatchResponse.FromString,
+                _registered_method=True)
+
+
+class ResourceQuotasServicer:
+    """Missing associated documentation comment in .proto file."""
+
+    def Create(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def Get(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def List(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def Update(self, request, context):
+        """Replaces the object; a stale metadata.resource_version fails with ABORTED.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def UpdateStatus(self, request, context):
+        """The status subresource: only status changes are kept.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def Patch(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def Delete(self, request, context):
+        """Returns the object as deleted, or as marked for graceful deletion.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def Watch(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+
+def add_ResourceQuotasServicer_to_server(servicer, server):
+    rpc_method_handlers = {
+            'Create': grpc.unary_unary_rpc_method_handler(
+                    servicer.Create,
+                    request_deserializer=kplane_dot_v1_dot_core__pb2.ResourceQuota.FromString,
+                    response_serializer=kplane_dot_v1_dot_core__pb2.ResourceQuota.SerializeToString,
+            ),
+            'Get': grpc.unary_unary_rpc_method_handler(
+                    servicer.Get,
+                    request_deserializer=kplane_dot_v1_dot_meta__pb2.GetRequest.FromString,
+                    response_serializer=kplane_dot_v1_dot_core__pb2.ResourceQuota.SerializeToString,
+            ),
+            'List': grpc.unary_unary_rpc_method_handler(
+                    servicer.List,
+                    request_deserializer=kplane_dot_v1_dot_meta__pb2.ListRequest.FromString,
+                    response_serializer=kplane_dot_v1_dot_core__pb2.ResourceQuotaList.SerializeToString,
+            ),
+            'Update': grpc.unary_unary_rpc_method_handler(
+                    servicer.Update,
+                    request_deserializer=kplane_dot_v1_dot_core__pb2.ResourceQuota.FromString,
+                    response_serializer=kplane_dot_v1_dot_core__pb2.ResourceQuota.SerializeToString,
+            ),
+            'UpdateStatus': grpc.unary_unary_rpc_method_handler(
+                    servicer.UpdateStatus,
+                    request_deserializer=kplane_dot_v1_dot_core__pb2.ResourceQuota.FromString,
+                    response_serializer=kplane_dot_v1_dot_core__pb2.ResourceQuota.SerializeToString,
+            ),
+            'Patch': grpc.unary_unary_rpc_method_handler(
+                    servicer.Patch,
+                    request_deserializer=kplane_dot_v1_dot_meta__pb2.PatchRequest.FromString,
+                    response_serializer=kplane_dot_v1_dot_core__pb2.ResourceQuota.SerializeToString,
+            ),
+            'Delete': grpc.unary_unary_rpc_method_handler(
+                    servicer.Delete,
+                    request_deserializer=kplane_dot_v1_dot_meta__pb2.DeleteRequest.FromString,
+                    response_serializer=kplane_dot_v1_dot_core__pb2.ResourceQuota.SerializeToString,
+            ),
+            'Watch': grpc.unary_stream_rpc_method_handler(
+                    servicer.Watch,
+                    request_deserializer=kplane_dot_v1_dot_meta__pb2.WatchRequest.FromString,
+                    response_serializer=kplane_dot_v1_dot_core__pb2.ResourceQuotaWatchResponse.SerializeToString,
+            ),
+    }
+    generic_handler = grpc.method_handlers_generic_handler(
+            'kplane.v1.ResourceQuotas', rpc_method_handlers)
+    server.add_generic_rpc_handlers((generic_handler,))
+    server.add_registered_method_handlers('kplane.v1.ResourceQuotas', rpc_method_handlers)
+
+
+ # This class is part of an EXPERIMENTAL API.
+class ResourceQuotas:
+    """Missing associated documentation comment in .proto file."""
+
+    @staticmethod
+    def Create(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/kplane.v1.ResourceQuotas/Create',
+            kplane_dot_v1_dot_core__pb2.ResourceQuota.SerializeToString,
+            kplane_dot_v1_dot_core__pb2.ResourceQuota.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Get(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/kplane.v1.ResourceQuotas/Get',
+            kplane_dot_v1_dot_meta__pb2.GetRequest.SerializeToString,
+            kplane_dot_v1_dot_core__pb2.ResourceQuota.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def List(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/kplane.v1.ResourceQuotas/List',
+            kplane_dot_v1_dot_meta__pb2.ListRequest.SerializeToString,
+            kplane_dot_v1_dot_core__pb2.ResourceQuotaList.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Update(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/kplane.v1.ResourceQuotas/Update',
+            kplane_dot_v1_dot_core__pb2.ResourceQuota.SerializeToString,
+            kplane_dot_v1_dot_core__pb2.ResourceQuota.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def UpdateStatus(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/kplane.v1.ResourceQuotas/UpdateStatus',
+            kplane_dot_v1_dot_core__pb2.ResourceQuota.SerializeToString,
+            kplane_dot_v1_dot_core__pb2.ResourceQuota.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Patch(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/kplane.v1.ResourceQuotas/Patch',
+            kplane_dot_v1_dot_meta__pb2.PatchRequest.SerializeToString,
+            kplane_dot_v1_dot_core__pb2.ResourceQuota.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Delete(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/kplane.v1.ResourceQuotas/Delete',
+            kplane_dot_v1_dot_meta__pb2.DeleteRequest.SerializeToString,
+            kplane_dot_v1_dot_core__pb2.ResourceQuota.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Watch(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_stream(
+            request,
+            target,
+            '/kplane.v1.ResourceQuotas/Watch',
+            kplane_dot_v1_dot_meta__pb2.WatchRequest.SerializeToString,
+            kplane_dot_v1_dot_core__pb2.ResourceQuotaWatchResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+
+class LimitRangesStub:
+    """Missing associated documentation comment in .proto file."""
+
+    def __init__(self, channel):
+        """Constructor.
+
+        Args:
+            channel: A grpc.Channel.
+        """
+        self.Create = channel.unary_unary(
+                '/kplane.v1.LimitRanges/Create',
+                request_serializer=kplane_dot_v1_dot_core__pb2.LimitRange.SerializeToString,
+                response_deserializer=kplane_dot_v1_dot_core__pb2.LimitRange.FromString,
+                _registered_method=True)
+        self.Get = channel.unary_unary(
+                '/kplane.v1.LimitRanges/Get',
+                request_serializer=kplane_dot_v1_dot_meta__pb2.GetRequest.SerializeToString,
+                response_deserializer=kplane_dot_v1_dot_core__pb2.LimitRange.FromString,
+                _registered_method=True)
+        self.List = channel.unary_unary(
+                '/kplane.v1.LimitRanges/List',
+                request_serializer=kplane_dot_v1_dot_meta__pb2.ListRequest.SerializeToString,
+                response_deserializer=kplane_dot_v1_dot_core__pb2.LimitRangeList.FromString,
+                _registered_method=True)
+        self.Update = channel.unary_unary(
+                '/kplane.v1.LimitRanges/Update',
+                request_serializer=kplane_dot_v1_dot_core__pb2.LimitRange.SerializeToString,
+                response_deserializer=kplane_dot_v1_dot_core__pb2.LimitRange.FromString,
+                _registered_method=True)
+        self.Patch = channel.unary_unary(
+                '/kplane.v1.LimitRanges/Patch',
+                request_serializer=kplane_dot_v1_dot_meta__pb2.PatchRequest.SerializeToString,
+                response_deserializer=kplane_dot_v1_dot_core__pb2.LimitRange.FromString,
+                _registered_method=True)
+        self.Delete = channel.unary_unary(
+                '/kplane.v1.LimitRanges/Delete',
+                request_serializer=kplane_dot_v1_dot_meta__pb2.DeleteRequest.SerializeToString,
+                response_deserializer=kplane_dot_v1_dot_core__pb2.LimitRange.FromString,
+                _registered_method=True)
+        self.Watch = channel.unary_stream(
+                '/kplane.v1.LimitRanges/Watch',
+                request_serializer=kplane_dot_v1_dot_meta__pb2.WatchRequest.SerializeToString,
+                response_deserializer=kplane_dot_v1_dot_core__pb2.LimitRangeWatchResponse.FromString,
+                _registered_method=True)
+
+
+class LimitRangesServicer:
+    """Missing associated documentation comment in .proto file."""
+
+    def Create(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def Get(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def List(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def Update(self, request, context):
+        """Replaces the object; a stale metadata.resource_version fails with ABORTED.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def Patch(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def Delete(self, request, context):
+        """Returns the object as deleted, or as marked for graceful deletion.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def Watch(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+
+def add_LimitRangesServicer_to_server(servicer, server):
+    rpc_method_handlers = {
+            'Create': grpc.unary_unary_rpc_method_handler(
+                    servicer.Create,
+                    request_deserializer=kplane_dot_v1_dot_core__pb2.LimitRange.FromString,
+                    response_serializer=kplane_dot_v1_dot_core__pb2.LimitRange.SerializeToString,
+            ),
+            'Get': grpc.unary_unary_rpc_method_handler(
+                    servicer.Get,
+                    request_deserializer=kplane_dot_v1_dot_meta__pb2.GetRequest.FromString,
+                    response_serializer=kplane_dot_v1_dot_core__pb2.LimitRange.SerializeToString,
+            ),
+            'List': grpc.unary_unary_rpc_method_handler(
+                    servicer.List,
+                    request_deserializer=kplane_dot_v1_dot_meta__pb2.ListRequest.FromString,
+                    response_serializer=kplane_dot_v1_dot_core__pb2.LimitRangeList.SerializeToString,
+            ),
+            'Update': grpc.unary_unary_rpc_method_handler(
+                    servicer.Update,
+                    request_deserializer=kplane_dot_v1_dot_core__pb2.LimitRange.FromString,
+                    response_serializer=kplane_dot_v1_dot_core__pb2.LimitRange.SerializeToString,
+            ),
+            'Patch': grpc.unary_unary_rpc_method_handler(
+                    servicer.Patch,
+                    request_deserializer=kplane_dot_v1_dot_meta__pb2.PatchRequest.FromString,
+                    response_serializer=kplane_dot_v1_dot_core__pb2.LimitRange.SerializeToString,
+            ),
+            'Delete': grpc.unary_unary_rpc_method_handler(
+                    servicer.Delete,
+                    request_deserializer=kplane_dot_v1_dot_meta__pb2.DeleteRequest.FromString,
+                    response_serializer=kplane_dot_v1_dot_core__pb2.LimitRange.SerializeToString,
+            ),
+            'Watch': grpc.unary_stream_rpc_method_handler(
+                    servicer.Watch,
+                    request_deserializer=kplane_dot_v1_dot_meta__pb2.WatchRequest.FromString,
+                    response_serializer=kplane_dot_v1_dot_core__pb2.LimitRangeWatchResponse.SerializeToString,
+            ),
+    }
+    generic_handler = grpc.method_handlers_generic_handler(
+            'kplane.v1.LimitRanges', rpc_method_handlers)
+    server.add_generic_rpc_handlers((generic_handler,))
+    server.add_registered_method_handlers('kplane.v1.LimitRanges', rpc_method_handlers)
+
+
+ # This class is part of an EXPERIMENTAL API.
+class LimitRanges:
+    """Missing associated documentation comment in .proto file."""
+
+    @staticmethod
+    def Create(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/kplane.v1.LimitRanges/Create',
+            kplane_dot_v1_dot_core__pb2.LimitRange.SerializeToString,
+            kplane_dot_v1_dot_core__pb2.LimitRange.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Get(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/kplane.v1.LimitRanges/Get',
+            kplane_dot_v1_dot_meta__pb2.GetRequest.SerializeToString,
+            kplane_dot_v1_dot_core__pb2.LimitRange.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def List(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/kplane.v1.LimitRanges/List',
+            kplane_dot_v1_dot_meta__pb2.ListRequest.SerializeToString,
+            kplane_dot_v1_dot_core__pb2.LimitRangeList.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Update(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/kplane.v1.LimitRanges/Update',
+            kplane_dot_v1_dot_core__pb2.LimitRange.SerializeToString,
+            kplane_dot_v1_dot_core__pb2.LimitRange.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Patch(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/kplane.v1.LimitRanges/Patch',
+            kplane_dot_v1_dot_meta__pb2.PatchRequest.SerializeToString,
+            kplane_dot_v1_dot_core__pb2.LimitRange.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Delete(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/kplane.v1.LimitRanges/Delete',
+            kplane_dot_v1_dot_meta__pb2.DeleteRequest.SerializeToString,
+            kplane_dot_v1_dot_core__pb2.LimitRange.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Watch(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_stream(
+            request,
+            target,
+            '/kplane.v1.LimitRanges/Watch',
+            kplane_dot_v1_dot_meta__pb2.WatchRequest.SerializeToString,
+            kplane_dot_v1_dot_core__pb2.LimitRangeWatchResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+
+class ReplicaSetsStub:
+    """Missing associated documentation comment in .proto file."""
+
+    def __init__(self, channel):
+        """Constructor.
+
+        Args:
+            channel: A grpc.Channel.
+        """
+        self.Create = channel.unary_unary(
+                '/kplane.v1.ReplicaSets/Create',
+                request_serializer=kplane_dot_v1_dot_apps__pb2.ReplicaSet.SerializeToString,
+                response_deserializer=kplane_dot_v1_dot_apps__pb2.ReplicaSet.FromString,
+                _registered_method=True)
+        self.Get = channel.unary_unary(
+                '/kplane.v1.ReplicaSets/Get',
+                request_serializer=kplane_dot_v1_dot_meta__pb2.GetRequest.SerializeToString,
+                response_deserializer=kplane_dot_v1_dot_apps__pb2.ReplicaSet.FromString,
+                _registered_method=True)
+        self.List = channel.unary_unary(
+                '/kplane.v1.ReplicaSets/List',
+                request_serializer=kplane_dot_v1_dot_meta__pb2.ListRequest.SerializeToString,
+                response_deserializer=kplane_dot_v1_dot_apps__pb2.ReplicaSetList.FromString,
+                _registered_method=True)
+        self.Update = channel.unary_unary(
+                '/kplane.v1.ReplicaSets/Update',
+                request_serializer=kplane_dot_v1_dot_apps__pb2.ReplicaSet.SerializeToString,
+                response_deserializer=kplane_dot_v1_dot_apps__pb2.ReplicaSet.FromString,
+                _registered_method=True)
+        self.UpdateStatus = channel.unary_unary(
+                '/kplane.v1.ReplicaSets/UpdateStatus',
+                request_serializer=kplane_dot_v1_dot_apps__pb2.ReplicaSet.SerializeToString,
+                response_deserializer=kplane_dot_v1_dot_apps__pb2.ReplicaSet.FromString,
+                _registered_method=True)
+        self.Patch = channel.unary_unary(
+                '/kplane.v1.ReplicaSets/Patch',
+                request_serializer=kplane_dot_v1_dot_meta__pb2.PatchRequest.SerializeToString,
+                response_deserializer=kplane_dot_v1_dot_apps__pb2.ReplicaSet.FromString,
+                _registered_method=True)
+        self.Delete = channel.unary_unary(
+                '/kplane.v1.ReplicaSets/Delete',
+                request_serializer=kplane_dot_v1_dot_meta__pb2.DeleteRequest.SerializeToString,
+                response_deserializer=kplane_dot_v1_dot_apps__pb2.ReplicaSet.FromString,
+                _registered_method=True)
+        self.Watch = channel.unary_stream(
+                '/kplane.v1.ReplicaSets/Watch',
+                request_serializer=kplane_dot_v1_dot_meta__pb2.WatchRequest.SerializeToString,
+                response_deserializer=kplane_dot_v1_dot_apps__pb2.ReplicaSetWatchResponse.FromString,
+                _registered_method=True)
+        self.GetScale = channel.unary_unary(
+                '/kplane.v1.ReplicaSets/GetScale',
+                request_serializer=kplane_dot_v1_dot_meta__pb2.GetRequest.SerializeToString,
+                response_deserializer=kplane_dot_v1_dot_autoscaling__pb2.Scale.FromString,
+                _registered_method=True)
+        self.UpdateScale = channel.unary_unary(
+                '/kplane.v1.ReplicaSets/UpdateScale',
+                request_serializer=kplane_dot_v1_dot_autoscaling__pb2.Scale.SerializeToString,
+                response_deserializer=kplane_dot_v1_dot_autoscaling__pb2.Scale.FromString,
+                _registered_method=True)
+
+
+class ReplicaSetsServicer:
+    """Missing associated documentation comment in .proto file."""
+
+    def Create(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def Get(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def List(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def Update(self, request, context):
+        """Replaces the object; a stale metadata.resource_version fails with ABORTED.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def UpdateStatus(self, request, context):
+        """The status subresource: only status changes are kept.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def Patch(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def Delete(self, request, context):
+        """Returns the object as deleted, or as marked for graceful deletion.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def Watch(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def GetScale(self, request, context):
+        """The scale subresource: spec.replicas, status.replicas and the selector as a string.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def UpdateScale(self, request, context):
+        """Sets spec.replicas only; a given metadata.resource_version must be current (ABORTED).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+
+def add_ReplicaSetsServicer_to_server(servicer, server):
+    rpc_method_handlers = {
+            'Create': grpc.unary_unary_rpc_method_handler(
+                    servicer.Create,
+                    request_deserializer=kplane_dot_v1_dot_apps__pb2.ReplicaSet.FromString,
+                    response_serializer=kplane_dot_v1_dot_apps__pb2.ReplicaSet.SerializeToString,
+            ),
+            'Get': grpc.unary_unary_rpc_method_handler(
+                    servicer.Get,
+                    request_deserializer=kplane_dot_v1_dot_meta__pb2.GetRequest.FromString,
+                    response_serializer=kplane_dot_v1_dot_apps__pb2.ReplicaSet.SerializeToString,
+            ),
+            'List': grpc.unary_unary_rpc_method_handler(
+                    servicer.List,
+                    request_deserializer=kplane_dot_v1_dot_meta__pb2.ListRequest.FromString,
+                    response_serializer=kplane_dot_v1_dot_apps__pb2.ReplicaSetList.SerializeToString,
+            ),
+            'Update': grpc.unary_unary_rpc_method_handler(
+                    servicer.Update,
+                    request_deserializer=kplane_dot_v1_dot_apps__pb2.ReplicaSet.FromString,
+                    response_serializer=kplane_dot_v1_dot_apps__pb2.ReplicaSet.SerializeToString,
+            ),
+            'UpdateStatus': grpc.unary_unary_rpc_method_handler(
+                    servicer.UpdateStatus,
+                    request_deserializer=kplane_dot_v1_dot_apps__pb2.ReplicaSet.FromString,
+                    response_serializer=kplane_dot_v1_dot_apps__pb2.ReplicaSet.SerializeToString,
+            ),
+            'Patch': grpc.unary_unary_rpc_method_handler(
+                    servicer.Patch,
+                    request_deserializer=kplane_dot_v1_dot_meta__pb2.PatchRequest.FromString,
+                    response_serializer=kplane_dot_v1_dot_apps__pb2.ReplicaSet.SerializeToString,
+            ),
+            'Delete': grpc.unary_unary_rpc_method_handler(
+                    servicer.Delete,
+                    request_deserializer=kplane_dot_v1_dot_meta__pb2.DeleteRequest.FromString,
+                    response_serializer=kplane_dot_v1_dot_apps__pb2.ReplicaSet.SerializeToString,
+            ),
+            'Watch': grpc.unary_stream_rpc_method_handler(
+                    servicer.Watch,
+                    request_deserializer=kplane_dot_v1_dot_meta__pb2.WatchRequest.FromString,
+                    response_serializer=kplane_dot_v1_dot_apps__pb2.ReplicaSetWatchResponse.SerializeToString,
+            ),
+            'GetScale': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetScale,
+                    request_deserializer=kplane_dot_v1_dot_meta__pb2.GetRequest.FromString,
+                    response_serializer=kplane_dot_v1_dot_autoscaling__pb2.Scale.SerializeToString,
+            ),
+            'UpdateScale': grpc.unary_unary_rpc_method_handler(
+                    servicer.UpdateScale,
+                    request_deserializer=kplane_dot_v1_dot_autoscaling__pb2.Scale.FromString,
+                    response_serializer=kplane_dot_v1_dot_autoscaling__pb2.Scale.SerializeToString,
+            ),
+    }
+    generic_handler = grpc.method_handlers_generic_handler(
+            'kplane.v1.ReplicaSets', rpc_method_handlers)
+    server.add_generic_rpc_handlers((generic_handler,))
+    server.add_registered_method_handlers('kplane.v1.ReplicaSets', rpc_method_handlers)
+
+
+ # This class is part of an EXPERIMENTAL API.
+class ReplicaSets:
+    """Missing associated documentation comment in .proto file."""
+
+    @staticmethod
+    def Create(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/kplane.v1.ReplicaSets/Create',
+            kplane_dot_v1_dot_apps__pb2.ReplicaSet.SerializeToString,
+            kplane_dot_v1_dot_apps__pb2.ReplicaSet.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Get(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/kplane.v1.ReplicaSets/Get',
+            kplane_dot_v1_dot_meta__pb2.GetRequest.SerializeToString,
+            kplane_dot_v1_dot_apps__pb2.ReplicaSet.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def List(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/kplane.v1.ReplicaSets/List',
+            kplane_dot_v1_dot_meta__pb2.ListRequest.SerializeToString,
+            kplane_dot_v1_dot_apps__pb2.ReplicaSetList.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Update(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/kplane.v1.ReplicaSets/Update',
+            kplane_dot_v1_dot_apps__pb2.ReplicaSet.SerializeToString,
+            kplane_dot_v1_dot_apps__pb2.ReplicaSet.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def UpdateStatus(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/kplane.v1.ReplicaSets/UpdateStatus',
+            kplane_dot_v1_dot_apps__pb2.ReplicaSet.SerializeToString,
+            kplane_dot_v1_dot_apps__pb2.ReplicaSet.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Patch(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/kplane.v1.ReplicaSets/Patch',
+            kplane_dot_v1_dot_meta__pb2.PatchRequest.SerializeToString,
+            kplane_dot_v1_dot_apps__pb2.ReplicaSet.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Delete(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/kplane.v1.ReplicaSets/Delete',
+            kplane_dot_v1_dot_meta__pb2.DeleteRequest.SerializeToString,
+            kplane_dot_v1_dot_apps__pb2.ReplicaSet.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Watch(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_stream(
+            request,
+            target,
+            '/kplane.v1.ReplicaSets/Watch',
+            kplane_dot_v1_dot_meta__pb2.WatchRequest.SerializeToString,
+            kplane_dot_v1_dot_apps__pb2.ReplicaSetWatchResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetScale(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/kplane.v1.ReplicaSets/GetScale',
+            kplane_dot_v1_dot_meta__pb2.GetRequest.SerializeToString,
+            kplane_dot_v1_dot_autoscaling__pb2.Scale.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def UpdateScale(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/kplane.v1.ReplicaSets/UpdateScale',
+            kplane_dot_v1_dot_autoscaling__pb2.Scale.SerializeToString,
+            kplane_dot_v1_dot_autoscaling__pb2.Scale.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+
+class DeploymentsStub:
+    """Missing associated documentation comment in .proto file."""
+
+    def __init__(self, channel):
+        """Constructor.
+
+        Args:
+            channel: A grpc.Channel.
+        """
+        self.Create = channel.unary_unary(
+                '/kplane.v1.Deployments/Create',
+                request_serializer=kplane_dot_v1_dot_apps__pb2.Deployment.SerializeToString,
+                response_deserializer=kplane_dot_v1_dot_apps__pb2.Deployment.FromString,
+                _registered_method=True)
+        self.Get = channel.unary_unary(
+                '/kplane.v1.Deployments/Get',
+                request_serializer=kplane_dot_v1_dot_meta__pb2.GetRequest.SerializeToString,
+                response_deserializer=kplane_dot_v1_dot_apps__pb2.Deployment.FromString,
+                _registered_method=True)
+        self.List = channel.unary_unary(
+                '/kplane.v1.Deployments/List',
+                request_serializer=kplane_dot_v1_dot_meta__pb2.ListRequest.SerializeToString,
+                response_deserializer=kplane_dot_v1_dot_apps__pb2.DeploymentList.FromString,
+                _registered_method=True)
+        self.Update = channel.unary_unary(
+                '/kplane.v1.Deployments/Update',
+                request_serializer=kplane_dot_v1_dot_apps__pb2.Deployment.SerializeToString,
+                response_deserializer=kplane_dot_v1_dot_apps__pb2.Deployment.FromString,
+                _registered_method=True)
+        self.UpdateStatus = channel.unary_unary(
+                '/kplane.v1.Deployments/UpdateStatus',
+                request_serializer=kplane_dot_v1_dot_apps__pb2.Deployment.SerializeToString,
+                response_deserializer=kplane_dot_v1_dot_apps__pb2.Deployment.FromString,
+                _registered_method=True)
+        self.Patch = channel.unary_unary(
+                '/kplane.v1.Deployments/Patch',
+                request_serializer=kplane_dot_v1_dot_meta__pb2.PatchRequest.SerializeToString,
+                response_deserializer=kplane_dot_v1_dot_apps__pb2.Deployment.FromString,
+                _registered_method=True)
+        self.Delete = channel.unary_unary(
+                '/kplane.v1.Deployments/Delete',
+                request_serializer=kplane_dot_v1_dot_meta__pb2.DeleteRequest.SerializeToString,
+                response_deserializer=kplane_dot_v1_dot_apps__pb2.Deployment.FromString,
+                _registered_method=True)
+        self.Watch = channel.unary_stream(
+                '/kplane.v1.Deployments/Watch',
+                request_serializer=kplane_dot_v1_dot_meta__pb2.WatchRequest.SerializeToString,
+                response_deserializer=kplane_dot_v1_dot_apps__pb2.DeploymentWatchResponse.FromString,
+                _registered_method=True)
+        self.GetScale = channel.unary_unary(
+                '/kplane.v1.Deployments/GetScale',
+                request_serializer=kplane_dot_v1_dot_meta__pb2.GetRequest.SerializeToString,
+                response_deserializer=kplane_dot_v1_dot_autoscaling__pb2.Scale.FromString,
+                _registered_method=True)
+        self.UpdateScale = channel.unary_unary(
+                '/kplane.v1.Deployments/UpdateScale',
+                request_serializer=kplane_dot_v1_dot_autoscaling__pb2.Scale.SerializeToString,
+                response_deserializer=kplane_dot_v1_dot_autoscaling__pb2.Scale.FromString,
+                _registered_method=True)
+
+
+class DeploymentsServicer:
+    """Missing associated documentation comment in .proto file."""
+
+    def Create(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def Get(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def List(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def Update(self, request, context):
+        """Replaces the object; a stale metadata.resource_version fails with ABORTED.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def UpdateStatus(self, request, context):
+        """The status subresource: only status changes are kept.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def Patch(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def Delete(self, request, context):
+        """Returns the object as deleted, or as marked for graceful deletion.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def Watch(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def GetScale(self, request, context):
+        """The scale subresource: spec.replicas, status.replicas and the selector as a string.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def UpdateScale(self, request, context):
+        """Sets spec.replicas only; a given metadata.resource_version must be current (ABORTED).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+
+def add_DeploymentsServicer_to_server(servicer, server):
+    rpc_method_handlers = {
+            'Create': grpc.unary_unary_rpc_method_handler(
+                    servicer.Create,
+                    request_deserializer=kplane_dot_v1_dot_apps__pb2.Deployment.FromString,
+                    response_serializer=kplane_dot_v1_dot_apps__pb2.Deployment.SerializeToString,
+            ),
+            'Get': grpc.unary_unary_rpc_method_handler(
+                    servicer.Get,
+                    request_deserializer=kplane_dot_v1_dot_meta__pb2.GetRequest.FromString,
+                    response_serializer=kplane_dot_v1_dot_apps__pb2.Deployment.SerializeToString,
+            ),
+            'List': grpc.unary_unary_rpc_method_handler(
+                    servicer.List,
+                    request_deserializer=kplane_dot_v1_dot_meta__pb2.ListRequest.FromString,
+                    response_serializer=kplane_dot_v1_dot_apps__pb2.DeploymentList.SerializeToString,
+            ),
+            'Update': grpc.unary_unary_rpc_method_handler(
+                    servicer.Update,
+                    request_deserializer=kplane_dot_v1_dot_apps__pb2.Deployment.FromString,
+                    response_serializer=kplane_dot_v1_dot_apps__pb2.Deployment.SerializeToString,
+            ),
+            'UpdateStatus': grpc.unary_unary_rpc_method_handler(
+                    servicer.UpdateStatus,
+                    request_deserializer=kplane_dot_v1_dot_apps__pb2.Deployment.FromString,
+                    response_serializer=kplane_dot_v1_dot_apps__pb2.Deployment.SerializeToString,
+            ),
+            'Patch': grpc.unary_unary_rpc_method_handler(
+                    servicer.Patch,
+                    request_deserializer=kplane_dot_v1_dot_meta__pb2.PatchRequest.FromString,
+                    response_serializer=kplane_dot_v1_dot_apps__pb2.Deployment.SerializeToString,
+            ),
+            'Delete': grpc.unary_unary_rpc_method_handler(
+                    servicer.Delete,
+                    request_deserializer=kplane_dot_v1_dot_meta__pb2.DeleteRequest.FromString,
+                    response_serializer=kplane_dot_v1_dot_apps__pb2.Deployment.SerializeToString,
+            ),
+            'Watch': grpc.unary_stream_rpc_method_handler(
+                    servicer.Watch,
+                    request_deserializer=kplane_dot_v1_dot_meta__pb2.WatchRequest.FromString,
+                    response_serializer=kplane_dot_v1_dot_apps__pb2.DeploymentWatchResponse.SerializeToString,
+            ),
+            'GetScale': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetScale,
+                    request_deserializer=kplane_dot_v1_dot_meta__pb2.GetRequest.FromString,
+                    response_serializer=kplane_dot_v1_dot_autoscaling__pb2.Scale.SerializeToString,
+            ),
+            'UpdateScale': grpc.unary_unary_rpc_method_handler(
+                    servicer.UpdateScale,
+                    request_deserializer=kplane_dot_v1_dot_autoscaling__pb2.Scale.FromString,
+                    response_serializer=kplane_dot_v1_dot_autoscaling__pb2.Scale.SerializeToString,
+            ),
+    }
+    generic_handler = grpc.method_handlers_generic_handler(
+            'kplane.v1.Deployments', rpc_method_handlers)
+    server.add_generic_rpc_handlers((generic_handler,))
+    server.add_registered_method_handlers('kplane.v1.Deployments', rpc_method_handlers)
+
+
+ # This class is part of an EXPERIMENTAL API.
+class Deployments:
+    """Missing associated documentation comment in .proto file."""
+
+    @staticmethod
+    def Create(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/kplane.v1.Deployments/Create',
+            kplane_dot_v1_dot_apps__pb2.Deployment.SerializeToString,
+            kplane_dot_v1_dot_apps__pb2.Deployment.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Get(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/kplane.v1.Deployments/Get',
+            kplane_dot_v1_dot_meta__pb2.GetRequest.SerializeToString,
+            kplane_dot_v1_dot_apps__pb2.Deployment.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def List(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/kplane.v1.Deployments/List',
+            kplane_dot_v1_dot_meta__pb2.ListRequest.SerializeToString,
+            kplane_dot_v1_dot_apps__pb2.DeploymentList.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Update(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/kplane.v1.Deployments/Update',
+            kplane_dot_v1_dot_apps__pb2.Deployment.SerializeToString,
+            kplane_dot_v1_dot_apps__pb2.Deployment.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def UpdateStatus(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/kplane.v1.Deployments/UpdateStatus',
+            kplane_dot_v1_dot_apps__pb2.Deployment.SerializeToString,
+            kplane_dot_v1_dot_apps__pb2.Deployment.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Patch(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/kplane.v1.Deployments/Patch',
+            kplane_dot_v1_dot_meta__pb2.PatchRequest.SerializeToString,
+            kplane_dot_v1_dot_apps__pb2.Deployment.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Delete(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/kplane.v1.Deployments/Delete',
+            kplane_dot_v1_dot_meta__pb2.DeleteRequest.SerializeToString,
+            kplane_dot_v1_dot_apps__pb2.Deployment.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Watch(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_stream(
+            request,
+            target,
+            '/kplane.v1.Deployments/Watch',
+            kplane_dot_v1_dot_meta__pb2.WatchRequest.SerializeToString,
+            kplane_dot_v1_dot_apps__pb2.DeploymentWatchResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetScale(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/kplane.v1.Deployments/GetScale',
+            kplane_dot_v1_dot_meta__pb2.GetRequest.SerializeToString,
+            kplane_dot_v1_dot_autoscaling__pb2.Scale.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def UpdateScale(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/kplane.v1.Deployments/UpdateScale',
+            kplane_dot_v1_dot_autoscaling__pb2.Scale.SerializeToString,
+            kplane_dot_v1_dot_autoscaling__pb2.Scale.FromString,
             options,
             channel_credentials,
             insecure,

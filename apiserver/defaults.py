@@ -1,6 +1,11 @@
 """Defaulting: what Kubernetes' API machinery fills in before validation (pkg/apis/*/v1
 ``SetDefaults_*``), plus the DefaultTolerationSeconds admission plugin's tolerations.
 
+A pod template (ReplicaSet, Deployment) gets what Kubernetes' defaulters give a template:
+SetDefaults_PodSpec and SetDefaults_Container, not SetDefaults_Pod (no requests copied from
+limits, no enableServiceLinks) and not DefaultTolerationSeconds (an admission step for pods); the
+pods made from it get those when they are created.
+
 Every function mutates the message in place and is idempotent, so it may run on updates too.
 Not done here, on purpose: a pod's ``status.phase`` (the registry sets ``Pending``),
 ``spec.priority``/``preemptionPolicy`` (the priority admission step), and ``resizePolicy``
@@ -14,7 +19,7 @@ from functools import lru_cache
 from typing import Any, Final
 
 from machinery import kinds, resources
-from machinery.api import core_pb2, policy_pb2, resource_pb2, scheduling_pb2
+from machinery.api import apps_pb2, core_pb2, policy_pb2, resource_pb2, scheduling_pb2
 from machinery.quantity import Quantity, QuantityError, parse_quantity
 
 DEFAULT_TERMINATION_GRACE_PERIOD_SECONDS: Final = 30
@@ -26,6 +31,14 @@ DEFAULT_NOT_READY_TOLERATION_SECONDS: Final = 300
 DEFAULT_UNREACHABLE_TOLERATION_SECONDS: Final = 300
 TAINT_NODE_NOT_READY: Final = "node.kubernetes.io/not-ready"
 TAINT_NODE_UNREACHABLE: Final = "node.kubernetes.io/unreachable"
+# SetDefaults_Deployment / SetDefaults_ReplicaSet (apps/v1).
+DEFAULT_REPLICAS: Final = 1
+DEFAULT_MAX_UNAVAILABLE: Final = "25%"
+DEFAULT_MAX_SURGE: Final = "25%"
+DEFAULT_REVISION_HISTORY_LIMIT: Final = 10
+DEFAULT_PROGRESS_DEADLINE_SECONDS: Final = 600
+# SetDefaults_Namespace: every namespace carries its name as this label.
+LABEL_METADATA_NAME: Final = "kubernetes.io/metadata.name"
 
 _NANOS_PER_MILLI: Final = 10**6
 
@@ -137,15 +150,9 @@ _CONTAINER_MERGES: dict[bytes, bytes] = {}
 _CONTAINER_MERGES_MAX: Final = 1024
 
 
-def _default_container(c: core_pb2.Container, host_network: bool) -> bytes | None:
-    """SetDefaults_Container. Returns the serialized defaults merged into the container when
-    that was all the defaulting did (see _CONTAINER_MERGES), else None."""
-    key = c.SerializeToString()
-    merge = _CONTAINER_MERGES.get(key)
-    if merge is not None:
-        if merge:
-            c.MergeFromString(merge)
-        return merge
+def _container_scalar_defaults(c: core_pb2.Container) -> bytes:
+    """The serialized Container of SetDefaults_Container's scalar defaults that ``c`` lacks
+    (b"": none)."""
     unset = 0
     always = False
     if not c.image_pull_policy:
@@ -155,16 +162,33 @@ def _default_container(c: core_pb2.Container, host_network: bool) -> bytes | Non
         unset |= _MESSAGE_PATH_UNSET
     if not c.termination_message_policy:
         unset |= _MESSAGE_POLICY_UNSET
-    merge = _container_defaults(unset, always) if unset else b""
+    return _container_defaults(unset, always) if unset else b""
+
+
+def _default_ports(ports: Any, host_network: bool) -> None:
+    """SetDefaults_ContainerPort (protocol TCP) and, with hostNetwork, hostPort = containerPort."""
+    for port in ports:
+        if not port.protocol:
+            port.protocol = "TCP"
+        if host_network and port.host_port == 0:
+            port.host_port = port.container_port
+
+
+def _default_container(c: core_pb2.Container, host_network: bool) -> bytes | None:
+    """SetDefaults_Container. Returns the serialized defaults merged into the container when
+    that was all the defaulting did (see _CONTAINER_MERGES), else None."""
+    key = c.SerializeToString()
+    merge = _CONTAINER_MERGES.get(key)
+    if merge is not None:
+        if merge:
+            c.MergeFromString(merge)
+        return merge
+    merge = _container_scalar_defaults(c)
     if merge:
         c.MergeFromString(merge)
     ports = c.ports
     if ports:
-        for port in ports:
-            if not port.protocol:
-                port.protocol = "TCP"
-            if host_network and port.host_port == 0:
-                port.host_port = port.container_port
+        _default_ports(ports, host_network)
     if c.HasField("resources") and _default_resources(c.resources):
         return None
     if ports:
@@ -217,6 +241,21 @@ def _pod_spec_defaults(unset: int) -> bytes:
     _default_tolerations_into(spec.tolerations, (1 if unset & _NOT_READY_MISSING else 0)
                               | (2 if unset & _UNREACHABLE_MISSING else 0))
     return spec.SerializeToString()
+
+
+def _pod_spec_unset(spec: core_pb2.PodSpec) -> int:
+    """SetDefaults_PodSpec's scalar fields the spec lacks (dnsPolicy, restartPolicy,
+    terminationGracePeriodSeconds, schedulerName), as ``_pod_spec_defaults`` bits."""
+    unset = 0
+    if not spec.dns_policy:
+        unset = _DNS_POLICY_UNSET
+    if not spec.restart_policy:
+        unset |= _RESTART_POLICY_UNSET
+    if not spec.HasField("termination_grace_period_seconds"):
+        unset |= _GRACE_PERIOD_UNSET
+    if not spec.scheduler_name:
+        unset |= _SCHEDULER_NAME_UNSET
+    return unset
 
 
 def _default_tolerations_into(tolerations: Any, missing: int) -> None:
@@ -307,15 +346,7 @@ def default_pod(pod: core_pb2.Pod) -> None:
         if spec_merge:
             spec.MergeFromString(spec_merge)
         return
-    unset = 0
-    if not spec.dns_policy:
-        unset = _DNS_POLICY_UNSET
-    if not spec.restart_policy:
-        unset |= _RESTART_POLICY_UNSET
-    if not spec.HasField("termination_grace_period_seconds"):
-        unset |= _GRACE_PERIOD_UNSET
-    if not spec.scheduler_name:
-        unset |= _SCHEDULER_NAME_UNSET
+    unset = _pod_spec_unset(spec)
     if not spec.HasField("enable_service_links"):
         unset |= _SERVICE_LINKS_UNSET
     host_network = spec.host_network
@@ -346,6 +377,94 @@ def default_pod(pod: core_pb2.Pod) -> None:
         if len(_POD_SPEC_MERGES) >= _POD_SPEC_MERGES_MAX:
             _POD_SPEC_MERGES.clear()
         _POD_SPEC_MERGES[key] = (spec_merge, merges, init_merges)
+
+
+def default_pod_template(template: core_pb2.PodTemplateSpec) -> None:
+    """SetDefaults_PodSpec and SetDefaults_Container (with SetDefaults_ResourceList) of a pod
+    template's spec: what the generated defaulters apply to a ReplicaSet's or Deployment's
+    template (see the module's docstring for what only pods get)."""
+    spec = template.spec
+    unset = _pod_spec_unset(spec)
+    if unset:
+        spec.MergeFromString(_pod_spec_defaults(unset))
+    for c in (*spec.init_containers, *spec.containers):
+        merge = _container_scalar_defaults(c)
+        if merge:
+            c.MergeFromString(merge)
+        # hostPort as for pods: validation wants it equal to containerPort under hostNetwork.
+        _default_ports(c.ports, spec.host_network)
+        if c.HasField("resources"):
+            _normalize_quantities(c.resources.limits)
+            _normalize_quantities(c.resources.requests)
+    _normalize_quantities(spec.overhead)
+    if spec.HasField("resources"):
+        _normalize_quantities(spec.resources.limits)
+        _normalize_quantities(spec.resources.requests)
+
+
+def default_replica_set(rs: apps_pb2.ReplicaSet) -> None:
+    """SetDefaults_ReplicaSet: replicas 1; the template as templates are."""
+    if not rs.spec.HasField("replicas"):
+        rs.spec.replicas = DEFAULT_REPLICAS
+    default_pod_template(rs.spec.template)
+
+
+def default_deployment(d: apps_pb2.Deployment) -> None:
+    """SetDefaults_Deployment: replicas 1, strategy RollingUpdate with maxUnavailable and maxSurge
+    25%, revisionHistoryLimit 10, progressDeadlineSeconds 600; the template as templates are."""
+    spec = d.spec
+    if not spec.HasField("replicas"):
+        spec.replicas = DEFAULT_REPLICAS
+    strategy = spec.strategy
+    if not strategy.type:
+        strategy.type = "RollingUpdate"
+    if strategy.type == "RollingUpdate":
+        rolling = strategy.rolling_update
+        if not rolling.HasField("max_unavailable"):
+            rolling.max_unavailable = DEFAULT_MAX_UNAVAILABLE
+        if not rolling.HasField("max_surge"):
+            rolling.max_surge = DEFAULT_MAX_SURGE
+    if not spec.HasField("revision_history_limit"):
+        spec.revision_history_limit = DEFAULT_REVISION_HISTORY_LIMIT
+    if not spec.HasField("progress_deadline_seconds"):
+        spec.progress_deadline_seconds = DEFAULT_PROGRESS_DEADLINE_SECONDS
+    default_pod_template(spec.template)
+
+
+def default_namespace(ns: core_pb2.Namespace) -> None:
+    """SetDefaults_Namespace (the kubernetes.io/metadata.name label, which the namespace strategy's
+    Canonicalize keeps equal to the name on every write) and SetDefaults_NamespaceStatus (phase
+    Active)."""
+    if ns.metadata.name:
+        ns.metadata.labels[LABEL_METADATA_NAME] = ns.metadata.name
+    if not ns.status.phase:
+        ns.status.phase = "Active"
+
+
+def default_resource_quota(quota: core_pb2.ResourceQuota) -> None:
+    """SetDefaults_ResourceList of spec.hard, status.hard and status.used."""
+    _normalize_quantities(quota.spec.hard)
+    _normalize_quantities(quota.status.hard)
+    _normalize_quantities(quota.status.used)
+
+
+def default_limit_range(lr: core_pb2.LimitRange) -> None:
+    """SetDefaults_LimitRangeItem: a Container item's default limit is its max, its default
+    request its default limit, else its min; then SetDefaults_ResourceList of every map."""
+    for item in lr.spec.limits:
+        for m in (item.max, item.min, item.default, item.default_request, item.max_limit_request_ratio):
+            _normalize_quantities(m)
+        if item.type != "Container":
+            continue
+        for name in item.max:
+            if name not in item.default:
+                item.default[name] = item.max[name]
+        for name in item.default:
+            if name not in item.default_request:
+                item.default_request[name] = item.default[name]
+        for name in item.min:
+            if name not in item.default_request:
+                item.default_request[name] = item.min[name]
 
 
 def default_node(node: core_pb2.Node) -> None:
@@ -401,6 +520,11 @@ _DEFAULTERS: Final[dict[str, Callable[[Any], None]]] = {
     "PodDisruptionBudget": default_pdb,
     "ResourceClaim": default_resource_claim,
     "ResourceClaimTemplate": default_resource_claim_template,
+    "ReplicaSet": default_replica_set,
+    "Deployment": default_deployment,
+    "Namespace": default_namespace,
+    "ResourceQuota": default_resource_quota,
+    "LimitRange": default_limit_range,
 }
 
 

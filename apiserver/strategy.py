@@ -1,10 +1,14 @@
 """Per-kind rules for create, update and status update (Kubernetes' REST strategies).
 
 - create: system metadata (uid, creationTimestamp, generation 1), the kind's status reset (a pod
-  starts Pending with its QoS class), defaulting, validation;
+  starts Pending with its QoS class, a namespace Active with the "kubernetes" finalizer),
+  defaulting, validation;
 - update: status is kept (only the status subresource changes it), system metadata is kept,
-  generation increments when the spec changes, update validation;
-- status update: only status changes are kept (spec and metadata come from the stored object).
+  generation increments when the spec changes (for a Deployment, its annotations too: they are
+  copied to its ReplicaSets), update validation; a namespace's spec.finalizers are kept (only the
+  finalize subresource changes them);
+- status update: only status changes are kept (spec and metadata come from the stored object);
+- finalize (namespaces): the status is kept, so what changes is spec.finalizers.
 """
 
 from __future__ import annotations
@@ -16,8 +20,26 @@ from google.protobuf.message import Message
 
 from apiserver import defaults, validation
 from machinery import errors, resources, timeutil
-from machinery.api import core_pb2
-from machinery.kinds import POD_DISRUPTION_BUDGET, RESOURCE_CLAIM, Kind, L, M, accessor, object_meta, spec_of
+from machinery.api import apps_pb2, core_pb2
+from machinery.kinds import (
+    DEPLOYMENT,
+    NAMESPACE,
+    POD_DISRUPTION_BUDGET,
+    REPLICA_SET,
+    RESOURCE_CLAIM,
+    RESOURCE_QUOTA,
+    Kind,
+    L,
+    M,
+    accessor,
+    object_meta,
+    spec_of,
+)
+
+# The namespace controller's finalizer, which every namespace gets on create: its content is
+# deleted before the namespace goes.
+FINALIZER_KUBERNETES = "kubernetes"
+_RESET_STATUS_ON_CREATE = (POD_DISRUPTION_BUDGET, RESOURCE_CLAIM, RESOURCE_QUOTA, REPLICA_SET, DEPLOYMENT)
 
 
 class _WithStatus(Protocol):
@@ -67,7 +89,12 @@ def prepare_for_create(kind: Kind[M, L], obj: M) -> None:
         obj.ClearField("status")
         obj.status.phase = "Pending"
         obj.status.qos_class = resources.compute_qos(obj)
-    elif kind in (POD_DISRUPTION_BUDGET, RESOURCE_CLAIM):
+    elif isinstance(obj, core_pb2.Namespace):  # kind is NAMESPACE
+        obj.ClearField("status")
+        obj.status.phase = "Active"
+        if FINALIZER_KUBERNETES not in obj.spec.finalizers:
+            obj.spec.finalizers.append(FINALIZER_KUBERNETES)
+    elif kind in _RESET_STATUS_ON_CREATE:
         obj.ClearField("status")
     _raise_invalid(kind, obj, validation.validate_create(kind.name, obj))
 
@@ -95,19 +122,42 @@ def prepare_for_update(kind: Kind[M, L], new: M, old: M) -> None:
     typed.api_version, typed.kind = kind.api_version, kind.name
     _keep_system_metadata(new, old)
     if kind.has_status:
-        cast(_WithStatus, new).status.CopyFrom(cast(_WithStatus, old).status)
+        if old.HasField("status"):
+            cast(_WithStatus, new).status.CopyFrom(cast(_WithStatus, old).status)
+        else:  # (CopyFrom would make an empty status present: a change, though nothing changed)
+            new.ClearField("status")
+    if isinstance(new, core_pb2.Namespace) and isinstance(old, core_pb2.Namespace):  # kind is NAMESPACE
+        new.spec.ClearField("finalizers")
+        new.spec.finalizers.extend(old.spec.finalizers)
     defaults.default_object(kind.name, new)
-    if spec_bytes(kind, new) != spec_bytes(kind, old):
+    if spec_bytes(kind, new) != spec_bytes(kind, old) or (
+            isinstance(new, apps_pb2.Deployment) and isinstance(old, apps_pb2.Deployment)
+            and new.metadata.annotations != old.metadata.annotations):
         typed.metadata.generation = object_meta(old).generation + 1
     _raise_invalid(kind, new, validation.validate_update(kind.name, new, old))
 
 
 def prepare_for_status_update(kind: Kind[M, L], new: M, old: M) -> M:
     """An update of the status subresource: the stored object with the new status."""
+    if isinstance(new, core_pb2.ResourceQuota) and not new.metadata.resource_version:  # kind is RESOURCE_QUOTA
+        # ValidateResourceQuotaStatusUpdate: quota usage is written against a known version.
+        _raise_invalid(kind, new, [errors.required("resourceVersion")])
     out = copy(old)
     cast(_WithStatus, out).status.CopyFrom(cast(_WithStatus, new).status)
     object_meta(out).resource_version = object_meta(old).resource_version
     if isinstance(out, core_pb2.Pod) and isinstance(old, core_pb2.Pod) and not out.status.qos_class:  # kind is POD
         out.status.qos_class = old.status.qos_class
     _raise_invalid(kind, out, validation.validate_status_update(kind.name, out, old))
+    return out
+
+
+def prepare_for_finalize(new: core_pb2.Namespace, old: core_pb2.Namespace) -> core_pb2.Namespace:
+    """An update of a namespace's finalize subresource: the new namespace with the stored status
+    (Kubernetes' namespace FinalizeStrategy), so spec.finalizers is what changes."""
+    out = copy(new)
+    out.api_version, out.kind = NAMESPACE.api_version, NAMESPACE.name
+    _keep_system_metadata(out, old)
+    out.status.CopyFrom(old.status)
+    defaults.default_object(NAMESPACE.name, out)
+    _raise_invalid(NAMESPACE, out, validation.validate_namespace_finalize_update(out, old))
     return out

@@ -9,7 +9,9 @@ Every function returns a list of ``machinery.errors.FieldError`` (empty = valid)
 - ``placement``: tolerations, taints, node selectors and affinity, topology spread, gates;
 - ``quantities``: resource names and quantities (requests, limits, overhead, capacity);
 - ``node``, ``scheduling`` (PriorityClass), ``policy`` (PodDisruptionBudget), ``coordination``
-  (Lease), ``events``, ``resource`` (DRA).
+  (Lease), ``events``, ``resource`` (DRA);
+- ``apps`` (ReplicaSet, Deployment and their Scale), ``namespace``, ``quota`` (ResourceQuota,
+  LimitRange).
 
 ``validate_create``/``validate_update``/``validate_status_update`` dispatch on the kind name
 (anything ``machinery.kinds.lookup`` accepts).
@@ -22,6 +24,15 @@ from typing import Any
 
 from google.protobuf.message import Message
 
+from apiserver.validation.apps import (
+    validate_deployment,
+    validate_deployment_status_update,
+    validate_deployment_update,
+    validate_replica_set,
+    validate_replica_set_status_update,
+    validate_replica_set_update,
+    validate_scale,
+)
 from apiserver.validation.coordination import validate_lease, validate_lease_update
 from apiserver.validation.events import validate_event, validate_event_update
 from apiserver.validation.meta import (
@@ -31,6 +42,12 @@ from apiserver.validation.meta import (
     validate_object_meta,
     validate_object_meta_update,
 )
+from apiserver.validation.namespace import (
+    validate_namespace,
+    validate_namespace_finalize_update,
+    validate_namespace_status_update,
+    validate_namespace_update,
+)
 from apiserver.validation.node import validate_node, validate_node_status_update, validate_node_update
 from apiserver.validation.pod import (
     validate_pod_create,
@@ -39,6 +56,13 @@ from apiserver.validation.pod import (
     validate_pod_update,
 )
 from apiserver.validation.policy import validate_pdb, validate_pdb_status_update, validate_pdb_update
+from apiserver.validation.quota import (
+    validate_limit_range,
+    validate_limit_range_update,
+    validate_resource_quota,
+    validate_resource_quota_status_update,
+    validate_resource_quota_update,
+)
 from apiserver.validation.resize import is_pod_resize_request_supported, validate_pod_resize
 from apiserver.validation.resource import (
     validate_device_class,
@@ -61,12 +85,21 @@ __all__ = [
     "name_is_dns_subdomain",
     "name_is_path_segment",
     "validate_create",
+    "validate_deployment",
+    "validate_deployment_status_update",
+    "validate_deployment_update",
     "validate_device_class",
     "validate_device_class_update",
     "validate_event",
     "validate_event_update",
     "validate_lease",
     "validate_lease_update",
+    "validate_limit_range",
+    "validate_limit_range_update",
+    "validate_namespace",
+    "validate_namespace_finalize_update",
+    "validate_namespace_status_update",
+    "validate_namespace_update",
     "validate_node",
     "validate_node_status_update",
     "validate_node_update",
@@ -82,13 +115,20 @@ __all__ = [
     "validate_pod_update",
     "validate_priority_class",
     "validate_priority_class_update",
+    "validate_replica_set",
+    "validate_replica_set_status_update",
+    "validate_replica_set_update",
     "validate_resource_claim",
     "validate_resource_claim_status_update",
     "validate_resource_claim_template",
     "validate_resource_claim_template_update",
     "validate_resource_claim_update",
+    "validate_resource_quota",
+    "validate_resource_quota_status_update",
+    "validate_resource_quota_update",
     "validate_resource_slice",
     "validate_resource_slice_update",
+    "validate_scale",
     "validate_status_update",
     "validate_update",
 ]
@@ -107,6 +147,11 @@ _CREATE: dict[str, _Create] = {
     "ResourceClaimTemplate": validate_resource_claim_template,
     "ResourceSlice": validate_resource_slice,
     "DeviceClass": validate_device_class,
+    "Namespace": validate_namespace,
+    "ResourceQuota": validate_resource_quota,
+    "LimitRange": validate_limit_range,
+    "ReplicaSet": validate_replica_set,
+    "Deployment": validate_deployment,
 }
 _UPDATE: dict[str, _Update] = {
     "Pod": validate_pod_update,
@@ -119,12 +164,21 @@ _UPDATE: dict[str, _Update] = {
     "ResourceClaimTemplate": validate_resource_claim_template_update,
     "ResourceSlice": validate_resource_slice_update,
     "DeviceClass": validate_device_class_update,
+    "Namespace": validate_namespace_update,
+    "ResourceQuota": validate_resource_quota_update,
+    "LimitRange": validate_limit_range_update,
+    "ReplicaSet": validate_replica_set_update,
+    "Deployment": validate_deployment_update,
 }
 _STATUS_UPDATE: dict[str, _Update] = {
     "Pod": validate_pod_status_update,
     "Node": validate_node_status_update,
     "PodDisruptionBudget": validate_pdb_status_update,
     "ResourceClaim": validate_resource_claim_status_update,
+    "Namespace": validate_namespace_status_update,
+    "ResourceQuota": validate_resource_quota_status_update,
+    "ReplicaSet": validate_replica_set_status_update,
+    "Deployment": validate_deployment_status_update,
 }
 
 

@@ -356,7 +356,8 @@ _INITIALISMS: Final = {"ip": "IP", "ips": "IPs", "id": "ID", "uid": "UID", "cidr
                        "cel": "CEL", "tcp": "TCP", "pid": "PID", "ipc": "IPC"}
 _GO_PACKAGES: Final = {"kplane/v1/core.proto": "core", "kplane/v1/meta.proto": "v1",
                        "kplane/v1/resource.proto": "resource", "kplane/v1/policy.proto": "policy",
-                       "kplane/v1/scheduling.proto": "scheduling", "kplane/v1/coordination.proto": "coordination"}
+                       "kplane/v1/scheduling.proto": "scheduling", "kplane/v1/coordination.proto": "coordination",
+                       "kplane/v1/apps.proto": "apps", "kplane/v1/autoscaling.proto": "autoscaling"}
 # string fields holding a time that Go declares as *metav1.Time.
 _GO_TIME_POINTERS: Final = frozenset({"time_added"})
 # proto names that differ from the Go type names.

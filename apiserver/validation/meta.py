@@ -29,7 +29,7 @@ from machinery.errors import FieldError, forbidden, invalid, required
 NameFn = Callable[[str, bool], Sequence[str]]
 
 TOTAL_ANNOTATION_SIZE_LIMIT: Final = 256 * 1024
-_STANDARD_FINALIZERS: Final = frozenset({"kubernetes", "orphan", "foregroundDeletion"})
+STANDARD_FINALIZERS: Final = frozenset({"kubernetes", "orphan", "foregroundDeletion"})
 
 
 def _mask_trailing_dash(name: str) -> str:
@@ -97,7 +97,7 @@ def _validate_finalizers(finalizers: Iterable[str], path: str, kube: bool) -> li
                             "finalizer orphan and foregroundDeletion cannot be both set"))
     if kube:
         for i, f in enumerate(finalizers):
-            if "/" not in f and f not in _STANDARD_FINALIZERS:
+            if "/" not in f and f not in STANDARD_FINALIZERS:
                 errs.append(invalid(f"{path}[{i}]", f,
                                     "name is neither a standard finalizer name nor is it fully qualified"))
     return errs
@@ -236,7 +236,7 @@ def validate_object_meta_update(new: meta_pb2.ObjectMeta, old: meta_pb2.ObjectMe
         finalizers = new.finalizers
         if finalizers:
             for i, f in enumerate(finalizers):
-                if "/" not in f and f not in _STANDARD_FINALIZERS:
+                if "/" not in f and f not in STANDARD_FINALIZERS:
                     errs.append(invalid(f"{path}.finalizers[{i}]", f,
                                         "name is neither a standard finalizer name nor is it fully qualified"))
     return errs

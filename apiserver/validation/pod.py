@@ -42,7 +42,12 @@ from apiserver.validation._common import (
     validate_nonnegative,
     validate_qualified_name,
 )
-from apiserver.validation.meta import name_is_dns_subdomain, validate_object_meta, validate_object_meta_update
+from apiserver.validation.meta import (
+    name_is_dns_subdomain,
+    validate_annotations,
+    validate_object_meta,
+    validate_object_meta_update,
+)
 from machinery import resources
 from machinery.api import core_pb2
 from machinery.errors import FieldError, duplicate, forbidden, invalid, not_supported, required
@@ -138,12 +143,13 @@ def _valid_deletion_cost(value: str) -> bool:
 # ---------------------------------------------------------------- annotations
 
 
-def _validate_pod_annotations(pod: core_pb2.Pod, opts: PodValidationOptions) -> list[FieldError]:
+def _validate_pod_annotations(pod: core_pb2.Pod, opts: PodValidationOptions,
+                              path: str = "metadata.annotations") -> list[FieldError]:
+    """ValidatePodSpecificAnnotations (the annotations of a pod, or of a pod template at ``path``)."""
     errs: list[FieldError] = []
     annotations = pod.metadata.annotations
     if not annotations:
         return errs
-    path = "metadata.annotations"
     if MIRROR_POD_ANNOTATION in annotations and not pod.spec.node_name:
         errs.append(invalid(f"{path}[{MIRROR_POD_ANNOTATION}]", annotations[MIRROR_POD_ANNOTATION],
                             "must set spec.nodeName if mirror pod annotation is set"))
@@ -678,6 +684,32 @@ def _validate_pod_metadata_and_spec(pod: core_pb2.Pod, opts: PodValidationOption
     errs.extend(_validate_pod_spec(pod, opts, "spec", scan))
     # Images with leading or trailing whitespace (found while validating the containers).
     errs.extend(scan.bad_images)
+    return errs
+
+
+def template_pod(template: core_pb2.PodTemplateSpec) -> core_pb2.Pod:
+    """A pod with the template's metadata and spec, for the checks written for pods."""
+    return core_pb2.Pod(metadata=template.metadata, spec=template.spec)
+
+
+def template_options_for_update(old: core_pb2.PodTemplateSpec) -> PodValidationOptions:
+    """GetValidationOptionsFromPodTemplate: what an update may keep because the old template had it."""
+    return options_for_update(template_pod(old))
+
+
+def validate_pod_template_spec(template: core_pb2.PodTemplateSpec, path: str,
+                               opts: PodValidationOptions = _CREATE_OPTIONS) -> list[FieldError]:
+    """Kubernetes' ValidatePodTemplateSpec: the template's labels and annotations (at
+    ``path.labels`` and ``path.annotations``, as Kubernetes words them), its pod spec under
+    ``path.spec``, and no ephemeral containers."""
+    pod = template_pod(template)
+    meta = pod.metadata
+    errs = validate_labels(meta.labels, f"{path}.labels")
+    errs.extend(validate_annotations(meta.annotations, f"{path}.annotations"))
+    errs.extend(_validate_pod_annotations(pod, opts, f"{path}.annotations"))
+    errs.extend(_validate_pod_spec(pod, opts, f"{path}.spec", None))
+    if pod.spec.ephemeral_containers:
+        errs.append(forbidden(f"{path}.spec.ephemeralContainers", "ephemeral containers not allowed in pod template"))
     return errs
 
 

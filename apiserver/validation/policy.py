@@ -10,21 +10,14 @@ import re
 from collections.abc import Sequence
 from typing import Final
 
-from apiserver.validation._common import (
-    GoValue,
-    go_quote,
-    is_qualified_name,
-    is_valid_percent,
-    too_long,
-    validate_nonnegative,
-)
+from apiserver.validation._common import GoValue, go_quote, is_qualified_name, too_long, validate_nonnegative
+from apiserver.validation.apps import go_int_or_string, is_not_more_than_100_percent, validate_positive_int_or_percent
 from apiserver.validation.meta import name_is_path_segment, validate_object_meta, validate_object_meta_update
 from apiserver.validation.placement import validate_label_selector
 from machinery.api import meta_pb2, policy_pb2
 from machinery.errors import FieldError, duplicate, invalid, not_supported, required
 
 _UNHEALTHY_POD_EVICTION_POLICIES: Final = ("AlwaysAllow", "IfHealthyBudget")
-_INT_RE: Final = re.compile(r"[+-]?[0-9]+")
 _CONDITION_STATUSES: Final = ("False", "True", "Unknown")
 _REASON_FMT: Final = "[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?"
 _REASON_RE: Final = re.compile(_REASON_FMT)
@@ -34,26 +27,14 @@ _REASON_ERR: Final = (
     "'MyName',  or 'ReasonA,ReasonB',  or 'ReasonA:ReasonB', regex used for validation is '" + _REASON_FMT + "')")
 
 
-def _int_or_string(value: str) -> GoValue:
-    """Go's %#v of an intstr.IntOrString."""
-    if _INT_RE.fullmatch(value):
-        return GoValue(f"intstr.IntOrString{{Type:0, IntVal:{int(value)}, StrVal:\"\"}}")
-    return GoValue(f"intstr.IntOrString{{Type:1, IntVal:0, StrVal:{go_quote(value)}}}")
-
-
 def _validate_int_or_percent(value: str, path: str) -> list[FieldError]:
-    """ValidatePositiveIntOrPercent and IsNotMoreThan100Percent."""
-    if _INT_RE.fullmatch(value):
-        return validate_nonnegative(int(value), path)
-    errs = [invalid(path, _int_or_string(value), m) for m in is_valid_percent(value)]
-    if not errs and int(value[:-1]) > 100:
-        errs.append(invalid(path, _int_or_string(value), "must not be greater than 100%"))
-    return errs
+    """ValidatePositiveIntOrPercent and IsNotMoreThan100Percent, borrowed from apps as Kubernetes does."""
+    return validate_positive_int_or_percent(value, path) or is_not_more_than_100_percent(value, path)
 
 
 def _spec_repr(spec: policy_pb2.PodDisruptionBudgetSpec) -> GoValue:
     def opt(field: str) -> str:
-        return f"&{_int_or_string(getattr(spec, field))}" if spec.HasField(field) else "(*intstr.IntOrString)(nil)"
+        return f"&{go_int_or_string(getattr(spec, field))}" if spec.HasField(field) else "(*intstr.IntOrString)(nil)"
     selector = "&v1.LabelSelector{...}" if spec.HasField("selector") else "(*v1.LabelSelector)(nil)"
     policy = f"&{go_quote(spec.unhealthy_pod_eviction_policy)}" if spec.HasField("unhealthy_pod_eviction_policy") \
         else "(*policy.UnhealthyPodEvictionPolicyType)(nil)"

@@ -23,12 +23,14 @@ from prometheus_client import Counter, Gauge, Histogram
 from apiserver import history
 from apiserver.admission import noderestriction
 from apiserver.auth import TokenAuthenticator, User
+from apiserver.namespaces import NamespaceSubresources
 from apiserver.pods import PodSubresources
 from apiserver.registry import Registry
+from apiserver.scale import ScaleSubresource
 from apiserver.watchcache import WATCH_DELIVERY, WatchCache
 from machinery import errors, failpoints, selectors
-from machinery.api import api_pb2, core_pb2, meta_pb2
-from machinery.kinds import KINDS, POD, Kind
+from machinery.api import api_pb2, autoscaling_pb2, core_pb2, meta_pb2
+from machinery.kinds import KINDS, NAMESPACE, POD, Kind
 from machinery.logging import get_logger
 
 log = get_logger()
@@ -96,6 +98,8 @@ class Api:
                  max_request_bytes: int = errors.MAX_REQUEST_BYTES):
         self.registry = registry
         self.pods = pods
+        self.scale = ScaleSubresource(registry)
+        self.namespaces = NamespaceSubresources(registry)
         self.cache = cache
         self.authn = authn
         self.ready = False
@@ -238,6 +242,21 @@ async def _evict(api: Api, kind: Kind, ev: core_pb2.Eviction, user: User, dry: b
     return await api.pods.evict(ev, user, dry)
 
 
+@_takes(meta_pb2.GetRequest)
+async def _get_scale(api: Api, kind: Kind, req: meta_pb2.GetRequest, user: User, dry: bool) -> Message:
+    noderestriction.authorize(user, "get", kind, req.namespace, req.name)
+    return await api.scale.get(kind, req)
+
+
+@_takes(autoscaling_pb2.Scale)
+async def _update_scale(api: Api, kind: Kind, scale: autoscaling_pb2.Scale, user: User, dry: bool) -> Message:
+    return await api.scale.update(kind, scale, user, dry)
+
+
+async def _finalize(api: Api, kind: Kind, ns: core_pb2.Namespace, user: User, dry: bool) -> Message:
+    return await api.namespaces.finalize(ns, user, dry)
+
+
 def _watch(api: Api, kind: Kind):
     cache = api.cache[kind]
 
@@ -316,6 +335,11 @@ def build(api: Api) -> list[grpc.GenericRpcHandler]:
             methods["Bind"] = _unary(api, kind, _bind, "CREATE", "binding")
             methods["Resize"] = _unary(api, kind, _resize, "UPDATE", "resize")
             methods["Evict"] = _unary(api, kind, _evict, "CREATE", "eviction")
+        if "scale" in kind.subresources:
+            methods["GetScale"] = _unary(api, kind, _get_scale, "GET", "scale")
+            methods["UpdateScale"] = _unary(api, kind, _update_scale, "UPDATE", "scale")
+        if kind is NAMESPACE:
+            methods["Finalize"] = _unary(api, kind, _finalize, "UPDATE", "finalize")
         handlers.append(grpc.method_handlers_generic_handler(kind.service, methods))
     handlers.append(grpc.method_handlers_generic_handler("kplane.v1.Cluster", {"History": _history(api)}))
     return handlers

@@ -5,7 +5,9 @@ resourceVersion). A write that changes nothing is not written (no new revision),
 skips no-op updates. Reads of the current object start from the watch cache and fall back to
 etcd when the cache is behind. Deletion honours finalizers and, for pods, grace periods
 (``pods.grace_period``); an object marked for deletion goes away when its last finalizer is
-removed and its grace period is 0.
+removed and its grace period is 0. A namespace's first delete marks it Terminating; it goes
+once its spec.finalizers are empty too (Kubernetes' namespace storage). Creates of namespaced
+objects pass namespace lifecycle admission (``admission.namespacelifecycle``).
 """
 
 from __future__ import annotations
@@ -19,12 +21,13 @@ from google.protobuf.message import Message
 
 from apiserver import strategy
 from apiserver.admission import noderestriction, priority
+from apiserver.admission.namespacelifecycle import NamespaceLifecycle
 from apiserver.auth import User
 from apiserver.etcd import EtcdClient
 from apiserver.watchcache import WatchCache
 from machinery import errors, jsonconv, patch, selectors, timeutil
 from machinery.api import core_pb2, meta_pb2, scheduling_pb2
-from machinery.kinds import PRIORITY_CLASS, Kind, L, M, list_accessor, object_meta
+from machinery.kinds import NAMESPACE, PRIORITY_CLASS, Kind, L, M, list_accessor, object_meta
 
 MAX_RETRIES = 8
 _NAME_CHARS = "bcdfghjklmnpqrstvwxz2456789"
@@ -56,6 +59,7 @@ class Registry:
         self.cache = cache
         # Set by the server: pods.grace_period(obj, requested) for kinds with graceful deletion.
         self.grace_periods: dict[str, GracePeriodFn] = {}
+        self.namespace_lifecycle = NamespaceLifecycle()
 
     # ------------------------------------------------------------ reads
 
@@ -77,6 +81,10 @@ class Registry:
         obj = kind.message.FromString(kv.value)
         object_meta(obj).resource_version = str(kv.mod_revision)
         return obj
+
+    async def _namespace_object(self, name: str, fresh: bool) -> core_pb2.Namespace | None:
+        """The Namespace ``name`` for admission (from the cache, else etcd; from etcd if ``fresh``)."""
+        return await self.read(NAMESPACE, "", name, fresh)
 
     async def get(self, kind: Kind[M, L], namespace: str, name: str) -> M:
         obj = await self.read(kind, namespace, name, fresh=True)
@@ -137,6 +145,7 @@ class Registry:
             raise errors.Invalid.of(kind.name, "",
                                     [errors.required("metadata.name", "name or generateName is required")])
         noderestriction.authorize(user, "create", kind, meta.namespace, meta.name, obj=obj)
+        await self.namespace_lifecycle.admit_create(kind, meta.namespace, meta.name, self._namespace_object)
         classes = self.cache[PRIORITY_CLASS].store
         if isinstance(obj, core_pb2.Pod) and obj.spec.priority_class_name and obj.spec.priority_class_name not in {
                 pc.metadata.name for pc in classes.values()}:
@@ -193,9 +202,7 @@ class Registry:
                 return old
             if dry_run:
                 return new
-            if new_meta.deletion_timestamp and not new_meta.finalizers and \
-                    new_meta.HasField("deletion_grace_period_seconds") and \
-                    new_meta.deletion_grace_period_seconds == 0:
+            if removal_due(new):
                 # The last finalizer is gone from an object whose deletion is due: delete it.
                 ok, rev = await self.etcd.delete(key, int(old_meta.resource_version), kind.plural)
             else:
@@ -223,7 +230,7 @@ class Registry:
             new_meta.namespace = namespace
             if new_meta.name != object_meta(old).name:
                 raise errors.BadRequest("the name of the object does not match the name on the URL")
-            return _admit_update(kind, verb, user, new, old)
+            return admit_update(kind, verb, user, new, old)
 
         return await self.guaranteed_update(kind, namespace, meta.name, build,
                                             precondition_rv=meta.resource_version, dry_run=dry_run)
@@ -239,7 +246,7 @@ class Registry:
             raise errors.MethodNotAllowed(f"{kind.plural} have no status subresource")
 
         def build(old: M) -> M:
-            return _admit_update(kind, verb, user, patched(kind, old, document, req.patch_type), old)
+            return admit_update(kind, verb, user, patched(kind, old, document, req.patch_type), old)
 
         return await self.guaranteed_update(kind, namespace, req.name, build, precondition_rv=precondition,
                                             dry_run=dry_run)
@@ -275,6 +282,13 @@ class Registry:
                                                              f"{pre.resource_version}, ResourceVersion in object meta: "
                                                              f"{meta.resource_version}")
             noderestriction.authorize(user, verb, kind, namespace, req.name, old=old)
+            self.namespace_lifecycle.admit_delete(kind, req.name)
+            if isinstance(old, core_pb2.Namespace) and (not meta.deletion_timestamp or old.spec.finalizers):
+                marked = await self._mark_namespace_terminating(old, key, dry_run)
+                if marked is None:
+                    fresh = True
+                    continue
+                return marked
             grace_fn = self.grace_periods.get(kind.name)
             grace = grace_fn(old, requested) if grace_fn else 0
             if grace == 0 and not meta.finalizers:
@@ -306,8 +320,42 @@ class Registry:
         raise errors.conflict(kind.plural, req.name, "too many concurrent writers; try again")
 
 
-def _admit_update(kind: Kind[M, L], verb: str, user: User, new: M, old: M) -> M:
-    """Authorize and prepare an update ("update") or status update ("status") of ``old`` to ``new``."""
+    async def _mark_namespace_terminating(self, ns: M, key: str, dry_run: bool) -> M | None:
+        """Kubernetes' namespace Delete before removal: the first delete sets deletionTimestamp and
+        phase Terminating and keeps the namespace; one already Terminating with finalizers left is
+        returned as it is. None: the compare-and-swap lost a race (read again)."""
+        meta = object_meta(ns)
+        if meta.deletion_timestamp:
+            return ns
+        self.namespace_lifecycle.deleting(meta.name)
+        new = strategy.copy(ns)
+        object_meta(new).deletion_timestamp = timeutil.rfc3339()
+        if isinstance(new, core_pb2.Namespace):
+            new.status.phase = "Terminating"
+        if dry_run:
+            return new
+        ok, rev = await self.etcd.update(key, encode(new), int(meta.resource_version), NAMESPACE.plural)
+        if not ok:
+            return None
+        object_meta(new).resource_version = str(rev)
+        return new
+
+
+def removal_due(obj: Message) -> bool:
+    """Kubernetes' ShouldDeleteDuringUpdate: the object's deletion was asked for, no finalizer is
+    left and no grace period remains — for a namespace, no spec.finalizers either
+    (ShouldDeleteNamespaceDuringUpdate)."""
+    meta = object_meta(obj)
+    if not meta.deletion_timestamp or meta.finalizers:
+        return False
+    if meta.HasField("deletion_grace_period_seconds") and meta.deletion_grace_period_seconds != 0:
+        return False
+    return not isinstance(obj, core_pb2.Namespace) or not obj.spec.finalizers
+
+
+def admit_update(kind: Kind[M, L], verb: str, user: User, new: M, old: M) -> M:
+    """Authorize and prepare an update ("update"; "scale" for the scale subresource, which is one)
+    or status update ("status") of ``old`` to ``new``."""
     old_meta = object_meta(old)
     noderestriction.authorize(user, verb, kind, old_meta.namespace, old_meta.name, obj=new, old=old)
     if verb == "status":

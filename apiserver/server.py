@@ -2,7 +2,8 @@
 
 Start-up order: the admin port first (so /healthz can say "waiting for etcd"), then the gRPC
 port (answering UNAVAILABLE with the reason until ready), then etcd (retried and logged until it
-answers: never a silent crash loop), the watch cache, the built-in PriorityClasses, and ready.
+answers: never a silent crash loop), the watch cache, the system namespaces and the built-in
+PriorityClasses, and ready.
 While running, etcd is probed every second; an unreachable etcd makes /healthz and the gRPC
 health service report unhealthy until it answers again.
 """
@@ -18,6 +19,7 @@ from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
 from apiserver import handlers
+from apiserver.admission.namespacelifecycle import system_namespaces
 from apiserver.admission.priority import system_priority_classes
 from apiserver.auth import MASTERS_GROUP, TokenAuthenticator, User
 from apiserver.etcd import EtcdClient, EtcdError, wait_for_etcd
@@ -27,7 +29,7 @@ from apiserver.watchcache import WatchCache
 from machinery import errors, failpoints, process
 from machinery.admin import AdminServer
 from machinery.featuregates import FeatureGates
-from machinery.kinds import KINDS, PRIORITY_CLASS
+from machinery.kinds import KINDS, NAMESPACE, PRIORITY_CLASS
 from machinery.logging import get_logger, setup_logging
 
 log = get_logger()
@@ -171,7 +173,16 @@ class ApiServer:
             await self.health.set(k.service, status)
 
     async def _bootstrap(self) -> None:
-        """Create the built-in PriorityClasses, as Kubernetes' apiserver does at start."""
+        """Create the system namespaces (Kubernetes' system namespaces controller) and the built-in
+        PriorityClasses, as Kubernetes' apiserver does at start."""
+        for ns in system_namespaces():
+            if self.cache[NAMESPACE].get("", ns.metadata.name) is not None:
+                continue
+            try:
+                await self.registry.create(NAMESPACE, ns, SYSTEM_USER)
+                log.info("namespace_bootstrapped", name=ns.metadata.name)
+            except errors.AlreadyExists:
+                pass
         for pc in system_priority_classes():
             if self.cache[PRIORITY_CLASS].get("", pc.metadata.name) is not None:
                 continue

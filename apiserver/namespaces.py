@@ -1,0 +1,37 @@
+"""What namespaces have beyond the common verbs: the finalize subresource.
+
+Deletion itself is the registry's (the first delete marks the namespace Terminating, see
+``registry.Registry.delete``); ``finalize`` is how the namespace controller, once the
+namespace's content is gone, takes its finalizer out of ``spec.finalizers``. A Terminating
+namespace whose spec.finalizers and metadata.finalizers are then empty is removed by that write
+(Kubernetes' ShouldDeleteNamespaceDuringUpdate), and the answer is its last state.
+"""
+
+from __future__ import annotations
+
+from apiserver import strategy
+from apiserver.admission import noderestriction
+from apiserver.auth import User
+from apiserver.registry import Registry
+from machinery import errors
+from machinery.api import core_pb2
+from machinery.kinds import NAMESPACE
+
+
+class NamespaceSubresources:
+    def __init__(self, registry: Registry):
+        self.registry = registry
+
+    async def finalize(self, ns: core_pb2.Namespace, user: User, dry_run: bool = False) -> core_pb2.Namespace:
+        name = ns.metadata.name
+
+        def build(old: core_pb2.Namespace) -> core_pb2.Namespace:
+            noderestriction.authorize(user, "finalize", NAMESPACE, "", name, obj=ns, old=old)
+            new = strategy.copy(ns)
+            new.metadata.namespace = ""
+            return strategy.prepare_for_finalize(new, old)
+
+        if not name:
+            raise errors.Invalid.of(NAMESPACE.name, "", [errors.required("metadata.name", "name is required")])
+        return await self.registry.guaranteed_update(NAMESPACE, "", name, build,
+                                                     precondition_rv=ns.metadata.resource_version, dry_run=dry_run)

@@ -2,7 +2,9 @@
 
 All or nothing: every document is parsed and decoded first (malformed YAML, an unknown kind or
 field fails before anything is sent), then sent to the server as a dry run (admission and
-validation), and only if every document passes are they applied for real.
+validation), and only if every document passes are they applied for real. A document that goes
+into a Namespace an earlier document of the same apply creates cannot be dry-run there (the
+namespace does not exist yet): it is checked as a create in the default namespace instead.
 
 For an existing object, ``spec`` (for kinds without one: every field but metadata and status),
 labels and annotations are replaced by the given ones; status, uid and creationTimestamp are
@@ -22,7 +24,7 @@ from cli import printers
 from machinery import errors, jsonconv
 from machinery.api import core_pb2, scheduling_pb2
 from machinery.client import Client
-from machinery.kinds import Kind, UnknownKindError, for_api_kind, object_meta, spec_of
+from machinery.kinds import NAMESPACE, Kind, UnknownKindError, for_api_kind, object_meta, spec_of
 
 _SERVER_FILLED_SPEC = {"Pod": ("node_name", "priority", "preemption_policy", "priority_class_name")}
 
@@ -166,11 +168,20 @@ async def apply(client: Client, docs: list[Document], namespace: str | None, dry
                                  f'"{namespace}". You must pass \'--namespace={given}\' to perform this operation.')
     # Every document must pass admission and validation before any is applied.
     classes: dict[str, scheduling_pb2.PriorityClass] = {}
+    namespaces: set[str] = set()  # created (or updated) by earlier documents of this apply
     for d in docs:
         probe = type(d.obj)()
         probe.CopyFrom(d.obj)
         try:
             await _apply_one(client, Document(d.index, d.kind, probe), default_ns, dry_run=True)
+        except errors.NotFound as exc:
+            ns = object_meta(probe).namespace
+            if not d.kind.namespaced or ns not in namespaces or exc.message != f'namespaces "{ns}" not found':
+                raise
+            # Nothing can exist yet in a namespace this apply creates: the document will be a
+            # create; check it as one where a namespace exists.
+            object_meta(probe).namespace = "default"
+            await client.resource(d.kind).create(probe, dry_run=True)
         except errors.Forbidden as exc:
             pod = d.obj
             if not isinstance(pod, core_pb2.Pod) or not _needs_class_from_this_apply(pod, classes, exc):
@@ -190,6 +201,8 @@ async def apply(client: Client, docs: list[Document], namespace: str | None, dry
             await _apply_one(client, Document(d.index, d.kind, pod_probe), default_ns, dry_run=True)
         if isinstance(d.obj, scheduling_pb2.PriorityClass):
             classes[d.obj.metadata.name] = d.obj
+        elif d.kind is NAMESPACE:
+            namespaces.add(object_meta(d.obj).name)
     if dry_run:
         for d in docs:
             meta = object_meta(d.obj)

@@ -1,7 +1,7 @@
 """kubectl-like output for ``kplane get``: tables per kind, and Kubernetes JSON/YAML.
 
 The columns are kubectl's (``kubectl get pods``: NAME READY STATUS RESTARTS AGE; ``-o wide`` adds
-IP, NODE, NOMINATED NODE, READINESS GATES; ...).
+IP, NODE, NOMINATED NODE, READINESS GATES; ...), from its printers (pkg/printers/internalversion).
 """
 
 from __future__ import annotations
@@ -12,9 +12,10 @@ from typing import Callable, Sequence
 import yaml
 from google.protobuf.message import Message
 
-from machinery import jsonconv, timeutil
-from machinery.api import coordination_pb2, core_pb2, policy_pb2, resource_pb2, scheduling_pb2
+from machinery import jsonconv, selectors, timeutil
+from machinery.api import apps_pb2, coordination_pb2, core_pb2, policy_pb2, resource_pb2, scheduling_pb2
 from machinery.kinds import Kind, M, object_meta
+from machinery.quantity import QuantityError, parse_quantity
 
 RowFn = Callable[[Message, bool], list[str]]
 
@@ -112,6 +113,63 @@ def _slice_row(s: resource_pb2.ResourceSlice, wide: bool) -> list[str]:
             s.spec.pool.name, _age(s)]
 
 
+def _containers_cells(template: core_pb2.PodTemplateSpec) -> list[str]:
+    """layoutContainerCells: the template's container names and images, comma-separated."""
+    containers = template.spec.containers
+    return [",".join(c.name for c in containers), ",".join(c.image for c in containers)]
+
+
+def _replica_set_row(rs: apps_pb2.ReplicaSet, wide: bool) -> list[str]:
+    row = [rs.metadata.name, str(rs.spec.replicas), str(rs.status.replicas), str(rs.status.ready_replicas), _age(rs)]
+    if wide:
+        row += [*_containers_cells(rs.spec.template),
+                selectors.format_label_selector(rs.spec.selector, rs.spec.HasField("selector"))]
+    return row
+
+
+def _deployment_row(d: apps_pb2.Deployment, wide: bool) -> list[str]:
+    row = [d.metadata.name, f"{d.status.ready_replicas}/{d.spec.replicas}", str(d.status.updated_replicas),
+           str(d.status.available_replicas), _age(d)]
+    if wide:
+        try:  # printDeployment prints the selector itself: "" when empty, "<invalid>" when it does not convert
+            selector = selectors.selector_string(
+                selectors.label_selector_as_selector(d.spec.selector, d.spec.HasField("selector")))
+        except selectors.SelectorError:
+            selector = "<invalid>"
+        row += [*_containers_cells(d.spec.template), selector]
+    return row
+
+
+def _namespace_row(ns: core_pb2.Namespace, wide: bool) -> list[str]:
+    return [ns.metadata.name, ns.status.phase, _age(ns)]
+
+
+def _quantity_text(text: str) -> str:
+    """A quantity as Go's Quantity.String() prints it ("0" when unset)."""
+    try:
+        return str(parse_quantity(text or "0"))
+    except QuantityError:
+        return text
+
+
+def _quota_row(q: core_pb2.ResourceQuota, wide: bool) -> list[str]:
+    """printResourceQuota: ``name: used/hard`` for each resource of status.hard, sorted; those
+    named limits.* go to LIMIT, the others to REQUEST."""
+    requests: list[str] = []
+    limits: list[str] = []
+    hard, used = q.status.hard, q.status.used
+    for name in sorted(hard):
+        cell = f"{name}: {_quantity_text(used.get(name, ''))}/{_quantity_text(hard[name])}"
+        pieces = name.split(".")
+        (limits if len(pieces) > 1 and pieces[0] == "limits" else requests).append(cell)
+    return [q.metadata.name, _age(q), ", ".join(requests), ", ".join(limits)]
+
+
+def _limit_range_row(lr: core_pb2.LimitRange, wide: bool) -> list[str]:
+    created = timeutil.parse(lr.metadata.creation_timestamp)
+    return [lr.metadata.name, timeutil.rfc3339(created) if created else "<unknown>"]
+
+
 def _name_age_row(o: Message, wide: bool) -> list[str]:
     return [object_meta(o).name, _age(o)]
 
@@ -140,6 +198,13 @@ _TABLES: dict[str, tuple[list[str], list[str], RowFn]] = {
     "Lease": (["NAME", "HOLDER", "AGE"], [], _of(coordination_pb2.Lease, _lease_row)),
     "ResourceClaim": (["NAME", "STATE", "AGE"], [], _of(resource_pb2.ResourceClaim, _claim_row)),
     "ResourceSlice": (["NAME", "NODE", "DRIVER", "POOL", "AGE"], [], _of(resource_pb2.ResourceSlice, _slice_row)),
+    "ReplicaSet": (["NAME", "DESIRED", "CURRENT", "READY", "AGE"], ["CONTAINERS", "IMAGES", "SELECTOR"],
+                   _of(apps_pb2.ReplicaSet, _replica_set_row)),
+    "Deployment": (["NAME", "READY", "UP-TO-DATE", "AVAILABLE", "AGE"], ["CONTAINERS", "IMAGES", "SELECTOR"],
+                   _of(apps_pb2.Deployment, _deployment_row)),
+    "Namespace": (["NAME", "STATUS", "AGE"], [], _of(core_pb2.Namespace, _namespace_row)),
+    "ResourceQuota": (["NAME", "AGE", "REQUEST", "LIMIT"], [], _of(core_pb2.ResourceQuota, _quota_row)),
+    "LimitRange": (["NAME", "CREATED AT"], [], _of(core_pb2.LimitRange, _limit_range_row)),
 }
 
 

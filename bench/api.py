@@ -31,15 +31,15 @@ import aetcd
 from cli import cluster, topology
 from machinery.client import Client
 from machinery.process import run_loop
-from tests.helpers import make_pod
+from tests.harness.builders import MakePod
 
 TARGET_CREATE_RATIO = 0.25
 TARGET_WATCH_P99_MS = 100.0
 
 
 def _pod(name: str, sent: float | None = None):
-    pod = make_pod(name, cpu="100m", memory="64Mi", limit_cpu="200m", limit_memory="128Mi",
-                   labels={"app": "bench", "tier": "web"})
+    pod = (MakePod().name(name).labels({"app": "bench", "tier": "web"}).req(cpu="100m", memory="64Mi")
+           .lim(cpu="200m", memory="128Mi").obj())
     if sent is not None:
         pod.metadata.annotations["bench.kplane.dev/sent"] = repr(sent)
     return pod

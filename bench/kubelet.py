@@ -32,7 +32,7 @@ from machinery.api import core_pb2
 from machinery.client import Client
 from machinery.informer import Informer
 from machinery.kinds import POD
-from tests.helpers import make_pod
+from tests.harness.builders import MakePod
 
 NODE = "node-1"
 
@@ -51,7 +51,7 @@ def _cpu_by_component(state: cluster.ClusterState) -> dict[str, float]:
 
 
 def _pod(name: str, node: str = NODE) -> core_pb2.Pod:
-    pod = make_pod(name, cpu="100m", memory="32Mi", node=node, grace=0, labels={"app": "kubelet-bench"})
+    pod = MakePod().name(name).label("app", "kubelet-bench").req(cpu="100m", memory="32Mi").node(node).grace(0).obj()
     pod.spec.containers[0].resize_policy.add(resource_name="cpu", restart_policy="NotRequired")
     return pod
 

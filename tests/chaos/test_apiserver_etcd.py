@@ -23,8 +23,9 @@ from cli import cluster
 from machinery import errors
 from machinery.informer import Informer
 from machinery.kinds import POD
+from tests.harness.builders import MakePod
 from tests.harness.cluster import ROOT, start_cluster, stop_cluster
-from tests.helpers import eventually, make_pod
+from tests.harness.wait import eventually
 
 pytestmark = [pytest.mark.chaos, pytest.mark.integration]
 
@@ -56,7 +57,7 @@ async def _create_until_done(client, name: str) -> None:
     retried = False
     while True:
         try:
-            await client.pods.create(make_pod(name, labels={"batch": "restart"}), timeout=5)
+            await client.pods.create(MakePod().name(name).label("batch", "restart").obj(), timeout=5)
             return
         except errors.AlreadyExists:
             if retried:
@@ -122,17 +123,17 @@ async def test_apiserver_reports_unhealthy_while_etcd_is_down_and_recovers(fresh
     etcd = fresh_cluster.process("etcd")
     client = fresh_cluster.client()
     try:
-        await client.pods.create(make_pod("before-etcd-kill"))
+        await client.pods.create(MakePod().name("before-etcd-kill").obj())
         cluster.kill(etcd)
         await eventually(lambda: _healthz(api.admin)[0] == 503, timeout=15, what="apiserver unhealthy")
         status, body = _healthz(api.admin)
         assert "etcd" in body
         with pytest.raises((errors.Unavailable, errors.Timeout)):
-            await client.pods.create(make_pod("while-etcd-down"), timeout=3)
+            await client.pods.create(MakePod().name("while-etcd-down").obj(), timeout=3)
         ok, reason = cluster.start(fresh_cluster.state, etcd, 30)
         assert ok, reason
         await eventually(lambda: _healthz(api.admin)[0] == 200, timeout=30, what="apiserver healthy again")
-        await client.pods.create(make_pod("after-etcd-restart"))
+        await client.pods.create(MakePod().name("after-etcd-restart").obj())
         names = [p.metadata.name for p in (await client.pods.list("default")).items]
         assert "before-etcd-kill" in names and "after-etcd-restart" in names
         assert cluster.alive(api.pid), "the apiserver must survive an etcd outage"
@@ -188,12 +189,12 @@ async def test_informer_relists_when_its_version_is_too_old():
     try:
         await inf.start()
         await inf.wait_for_sync(10)
-        await client.pods.create(make_pod("r-0", labels={"relist": "yes"}))
+        await client.pods.create(MakePod().name("r-0").label("relist", "yes").obj())
         await eventually(lambda: inf.get("r-0", "default") is not None, what="first pod seen")
         out = tc.kplane("failpoint", "apiserver", "apiserver/watch-delivery", "error")
         assert out.returncode == 0, out.stderr
         for i in range(1, 21):
-            await client.pods.create(make_pod(f"r-{i}", labels={"relist": "yes"}))
+            await client.pods.create(MakePod().name(f"r-{i}").label("relist", "yes").obj())
         await client.pods.delete("r-0")
         out = tc.kplane("failpoint", "apiserver", "apiserver/watch-delivery", "off")
         assert out.returncode == 0, out.stderr

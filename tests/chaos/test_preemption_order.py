@@ -35,18 +35,13 @@ import time
 import pytest
 
 from machinery.api import core_pb2
-from tests.harness.cluster import cluster_fixture
-from tests.helpers import ensure_priority_classes, eventually, make_pod
-from tests.nodes import (
-    FAST_KUBELET,
-    condition,
-    delete_all_pods,
-    failpoint,
-    metric,
-    pod_revisions,
-    wait_paused,
-    wait_running,
-)
+from tests.harness.api import delete_all_pods, ensure_priority_classes
+from tests.harness.builders import MakePod
+from tests.harness.cluster import FAST_KUBELET, cluster_fixture
+from tests.harness.failpoints import failpoint, wait_paused
+from tests.harness.history import pod_revisions
+from tests.harness.metrics import metric
+from tests.harness.wait import condition, eventually, wait_running
 
 pytestmark = [pytest.mark.chaos, pytest.mark.integration]
 
@@ -93,16 +88,16 @@ async def test_one_victim_set_per_preemptor_when_replies_come_before_the_informe
     tc = order_cluster
     uids = set()
     for name in LOWS:
-        uids.add((await api.pods.create(make_pod(name, cpu="500m", memory="64Mi", priority_class="low",
-                                                 grace=grace))).metadata.uid)
-    await api.pods.create(make_pod("trigger", priority_class="high", grace=0))  # BestEffort
+        uids.add((await api.pods.create(MakePod().name(name).req(cpu="500m", memory="64Mi").priority_class("low")
+                                        .grace(grace).obj())).metadata.uid)
+    await api.pods.create(MakePod().name("trigger").priority_class("high").grace(0).obj())  # BestEffort
     await wait_running(api, *LOWS, "trigger", timeout=60)
     victim_sets = _scheduler(tc, "scheduler_preemption_victims_count")
     attempts = _scheduler(tc, "scheduler_preemption_attempts_total")
 
     # 1. Held just after choosing the victims.
     failpoint(tc, "scheduler", POINT, "1*pause")
-    await api.pods.create(make_pod("preemptor", cpu="1", memory="64Mi", priority_class="high"))
+    await api.pods.create(MakePod().name("preemptor").req(cpu="1", memory="64Mi").priority_class("high").obj())
     await wait_paused(tc, "scheduler", POINT, timeout=30)
     # 2. An event for the preemptor in flight: a bound pod deleted, seen by the scheduler.
     cached = _scheduler(tc, "scheduler_cache_size", 'type="pods"')

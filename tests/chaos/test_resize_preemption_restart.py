@@ -55,19 +55,13 @@ import pytest
 
 from machinery.api import core_pb2
 from machinery.quantity import Quantity
-from tests.helpers import ensure_priority_classes, eventually, make_pod
-from tests.nodes import (
-    condition,
-    delete_all_pods,
-    failpoint,
-    pod_revisions,
-    resize,
-    start,
-    wait_deleted,
-    wait_exited,
-    wait_running,
-)
-from tests.resize_preemption import OPTION_1, option_clusters
+from tests.harness.api import delete_all_pods, ensure_priority_classes, resize
+from tests.harness.builders import MakePod
+from tests.harness.cluster import start, wait_exited
+from tests.harness.failpoints import failpoint
+from tests.harness.history import pod_revisions
+from tests.harness.resize_preemption import OPTION_1, option_clusters
+from tests.harness.wait import condition, eventually, wait_deleted, wait_running
 
 pytestmark = [pytest.mark.chaos, pytest.mark.integration]
 
@@ -118,18 +112,6 @@ async def api(shift_cluster):
 # ------------------------------------------------------------------------------------ building
 
 
-def _pod(name: str, priority_class: str) -> core_pb2.Pod:
-    pod = make_pod(name, cpu="1", memory="128Mi", priority_class=priority_class, grace=GRACE)
-    pod.spec.containers[0].resize_policy.add(resource_name="cpu", restart_policy="NotRequired")
-    return pod
-
-
-def _victim(name: str) -> core_pb2.Pod:
-    pod = _pod(name, "shift-low")
-    pod.metadata.annotations[SHUTDOWN_SECONDS] = "15"  # a deleted victim is really going 15 s
-    return pod
-
-
 async def _next_second() -> None:
     """Until just after a wall-clock second begins: pods created now start within that second."""
     await asyncio.sleep(1 - time.time() % 1 + 0.02)
@@ -143,7 +125,10 @@ async def _create_tied_victims(api) -> dict[str, core_pb2.Pod]:
     for attempt in range(1, TIE_ATTEMPTS + 1):
         await _next_second()
         for name in UPDATE_ORDER:
-            await api.pods.create(_victim(name))
+            # a deleted victim is really going 15 s
+            await api.pods.create(MakePod().name(name).req(cpu="1", memory="128Mi").priority_class("shift-low")
+                                  .grace(GRACE).resize_policy("cpu", "NotRequired").annotation(SHUTDOWN_SECONDS, "15")
+                                  .obj())
         running = await wait_running(api, *UPDATE_ORDER, timeout=WAIT)
         starts = {n: p.status.start_time for n, p in running.items()}
         if len(set(starts.values())) == 1:
@@ -335,7 +320,8 @@ async def _kill_mid_preemption(tc, api, point: str) -> _Killed:
     """Fill the node, resize a to 3 CPUs with ``point`` armed with ``panic``; start the scheduler
     again once it died there."""
     since = await _current_revision(api) + 1
-    await api.pods.create(_pod("a", "shift-high"))
+    await api.pods.create(MakePod().name("a").req(cpu="1", memory="128Mi").priority_class("shift-high").grace(GRACE)
+                          .resize_policy("cpu", "NotRequired").obj())
     await wait_running(api, "a", timeout=WAIT)
     running = await _create_tied_victims(api)
     uids = {n: running[n].metadata.uid for n in VICTIMS}

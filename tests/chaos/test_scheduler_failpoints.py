@@ -30,18 +30,12 @@ import pytest
 
 from machinery.api import core_pb2
 from machinery.resources import pod_requests
-from tests.harness.cluster import start_cluster, stop_cluster
-from tests.helpers import ensure_priority_classes, eventually, make_pod
-from tests.nodes import (
-    FAST_KUBELET,
-    condition,
-    delete_all_pods,
-    failpoint,
-    pod_revisions,
-    start,
-    wait_exited,
-    wait_running,
-)
+from tests.harness.api import delete_all_pods, ensure_priority_classes
+from tests.harness.builders import MakePod
+from tests.harness.cluster import FAST_KUBELET, start, start_cluster, stop_cluster, wait_exited
+from tests.harness.failpoints import failpoint
+from tests.harness.history import pod_revisions
+from tests.harness.wait import condition, eventually, wait_running
 
 pytestmark = [pytest.mark.chaos, pytest.mark.integration]
 
@@ -84,7 +78,8 @@ async def _create(api, names: list[str], cpu: str, priority_class: str) -> set[s
     """The pods, created; their uids."""
     uids = set()
     for n in names:
-        pod = await api.pods.create(make_pod(n, cpu=cpu, memory="64Mi", priority_class=priority_class, grace=1))
+        pod = await api.pods.create(MakePod().name(n).req(cpu=cpu, memory="64Mi").priority_class(priority_class)
+                                    .grace(1).obj())
         uids.add(pod.metadata.uid)
     return uids
 

@@ -25,9 +25,11 @@ import pytest
 from cli import cluster
 from machinery import errors, timeutil
 from machinery.api import coordination_pb2, core_pb2
-from tests.harness.cluster import cluster_fixture
-from tests.helpers import eventually, make_pod, make_priority_class
-from tests.nodes import FAST_KUBELET, delete_all_pods, failpoint, kill, start, wait_running
+from tests.harness.api import delete_all_pods
+from tests.harness.builders import MakePod, make_priority_class
+from tests.harness.cluster import FAST_KUBELET, cluster_fixture, kill, start
+from tests.harness.failpoints import failpoint
+from tests.harness.wait import eventually, wait_running
 
 pytestmark = [pytest.mark.chaos, pytest.mark.integration]
 
@@ -85,7 +87,7 @@ async def _leader(tc, api) -> tuple[str, str, coordination_pb2.Lease]:
 
 async def _create(api, names: list[str]) -> None:
     for n in names:
-        await api.pods.create(make_pod(n, cpu="100m", memory="32Mi", grace=1))
+        await api.pods.create(MakePod().name(n).req(cpu="100m", memory="32Mi").grace(1).obj())
 
 
 async def _scheduled_by(api, names: list[str]) -> dict[str, str]:
@@ -212,14 +214,14 @@ async def test_stopped_leader_finishes_its_bindings_before_it_releases_the_lease
         pass
     leader, standby, lease = await _leader(le_cluster, api)
     failpoint(le_cluster, leader, "scheduler/before-bind", "1*sleep(3000)")
-    await api.pods.create(make_pod("in-flight", cpu="3", memory="32Mi", grace=1))  # of the node's 4 cpu
+    await api.pods.create(MakePod().name("in-flight").req(cpu="3", memory="32Mi").grace(1).obj())  # of the node's 4 cpu
     await eventually(lambda: _failpoint_hits(le_cluster, leader, "scheduler/before-bind") == 1, timeout=MARGIN,
                      what="the leader holding its binding of in-flight")
     le_cluster.reload()
     proc = le_cluster.process(leader)
     assert cluster.signal_process(proc, signal.SIGTERM)
     # The standby, once leading, would put this one on the room in-flight is being bound to.
-    await api.pods.create(make_pod("urgent", cpu="2", memory="32Mi", grace=1, priority_class="urgent"))
+    await api.pods.create(MakePod().name("urgent").req(cpu="2", memory="32Mi").priority_class("urgent").grace(1).obj())
     await eventually(lambda: not cluster.alive(proc.pid), timeout=MARGIN, what=f"{leader} stopped")
     proc.pid = None
     le_cluster.state.save()

@@ -38,9 +38,13 @@ import pytest
 from cli import cluster
 from machinery import errors
 from machinery.api import cri_pb2
-from tests.harness.cluster import cluster_fixture
-from tests.helpers import ensure_priority_classes, eventually, make_pod
-from tests.nodes import FAST_KUBELET, failpoint, metric, resize, runtime, wait_paused, wait_running
+from tests.harness.api import ensure_priority_classes, resize
+from tests.harness.builders import MakePod
+from tests.harness.cluster import FAST_KUBELET, cluster_fixture
+from tests.harness.failpoints import failpoint, wait_paused
+from tests.harness.metrics import metric
+from tests.harness.node_state import runtime
+from tests.harness.wait import eventually, wait_running
 
 pytestmark = [pytest.mark.chaos, pytest.mark.integration]
 
@@ -105,7 +109,7 @@ class Churn:
     async def _run(self) -> None:
         for i in itertools.count():
             await self.running.wait()
-            pod = make_pod(f"churn-{i}", cpu="1m", memory="1Mi", grace=0)
+            pod = MakePod().name(f"churn-{i}").req(cpu="1m", memory="1Mi").grace(0).obj()
             pod.spec.node_selector["kubernetes.io/hostname"] = f"hollow-node-{i % 2 + 1}"  # node-1 stays for the states
             try:
                 await self.api.pods.create(pod, timeout=2)
@@ -145,10 +149,11 @@ async def _enter(tc, api, state: str, r: int) -> list[str]:
     if state == "preemption":
         lows = [f"low-{r}-{i}" for i in range(4)]  # 3.6 of the node's 4 cpu; the preemptor needs 3 of them gone
         for n in lows:
-            await api.pods.create(make_pod(n, cpu="900m", memory="32Mi", node=NODE, priority_class="low", grace=5))
+            await api.pods.create(MakePod().name(n).req(cpu="900m", memory="32Mi").priority_class("low").node(NODE)
+                                  .grace(5).obj())
         await wait_running(api, *lows)
         failpoint(tc, "scheduler", "scheduler/preemption-after-first-victim", "1*pause")
-        high = make_pod(f"high-{r}", cpu="2500m", memory="32Mi", priority_class="high", grace=0)
+        high = MakePod().name(f"high-{r}").req(cpu="2500m", memory="32Mi").priority_class("high").grace(0).obj()
         high.spec.node_selector["kubernetes.io/hostname"] = NODE
         await api.pods.create(high)
         await wait_paused(tc, "scheduler", "scheduler/preemption-after-first-victim")
@@ -156,7 +161,7 @@ async def _enter(tc, api, state: str, r: int) -> list[str]:
     if state == "resize":
         names = [f"rs-{r}-a", f"rs-{r}-b"]
         for n in names:
-            await api.pods.create(make_pod(n, cpu="100m", memory="32Mi", node=NODE, grace=0))
+            await api.pods.create(MakePod().name(n).req(cpu="100m", memory="32Mi").node(NODE).grace(0).obj())
         await wait_running(api, *names)
         failpoint(tc, f"kubelet/{NODE}", "kubelet/resize-after-allocate", "1*pause")
         await resize(api, names[0], cpu="200m")
@@ -169,7 +174,7 @@ async def _enter(tc, api, state: str, r: int) -> list[str]:
     if state == "churn":
         # The hollow nodes' worst moment, as seen on a loaded cluster: 0.5 s after a burst of creates.
         burst = [f"burst-{r}-{i}" for i in range(BURST)]
-        pods = [make_pod(n, cpu="1m", memory="1Mi", grace=0) for n in burst]
+        pods = [MakePod().name(n).req(cpu="1m", memory="1Mi").grace(0).obj() for n in burst]
         for i, pod in enumerate(pods):
             pod.spec.node_selector["kubernetes.io/hostname"] = f"hollow-node-{i % 2 + 1}"
         await asyncio.gather(*(api.pods.create(p) for p in pods))
@@ -226,7 +231,7 @@ async def test_a_loop_that_fails_is_restarted_and_one_that_keeps_failing_ends_it
     tc = term_cluster
     comp = f"kubelet/{NODE}"
     _start(tc, *COMPONENTS)  # a no-op unless the test before left something down
-    await api.pods.create(make_pod("crashy", cpu="100m", memory="32Mi", node=NODE, grace=0))
+    await api.pods.create(MakePod().name("crashy").req(cpu="100m", memory="32Mi").node(NODE).grace(0).obj())
     pod = (await wait_running(api, "crashy"))["crashy"]
     restarts = pod.status.container_statuses[0].restart_count
 

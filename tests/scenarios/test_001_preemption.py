@@ -26,9 +26,10 @@ import pytest
 
 from machinery import timeutil
 from machinery.api import core_pb2
-from tests.harness.cluster import cluster_fixture
-from tests.helpers import eventually, make_pdb, make_pod, make_priority_class
-from tests.nodes import FAST_KUBELET, condition, delete_all_pods, wait_deleted
+from tests.harness.api import delete_all_pods
+from tests.harness.builders import MakePod, make_pdb, make_priority_class
+from tests.harness.cluster import FAST_KUBELET, cluster_fixture
+from tests.harness.wait import condition, eventually, wait_deleted
 
 pytestmark = pytest.mark.scenario
 
@@ -77,17 +78,6 @@ async def _priority_classes(api, *values: int, never: tuple[int, ...] = ()) -> N
         await api.priority_classes.create(make_priority_class(f"priority-{v}", v))
     for v in never:
         await api.priority_classes.create(make_priority_class(f"priority-{v}-never", v, preemption_policy="Never"))
-
-
-def _pod(name: str, cpu: str | None, priority: int | str | None = None, *, node: str = "", grace: int = 0,
-         shutdown: int | None = None, labels: dict | None = None) -> core_pb2.Pod:
-    """A pod requesting ``cpu`` (None: BestEffort) of priority class ``priority-<priority>``, given ``grace``
-    seconds to terminate; its container takes ``shutdown`` seconds (default: all of ``grace``) to exit after
-    SIGTERM."""
-    pod = make_pod(name, cpu=cpu, priority_class=f"priority-{priority}" if priority is not None else "", node=node,
-                   grace=grace, labels=labels)
-    pod.metadata.annotations[SHUTDOWN_SECONDS] = str(grace if shutdown is None else shutdown)
-    return pod
 
 
 async def _cordon(api, node: str) -> None:
@@ -284,11 +274,18 @@ async def test_001_preemption_order_preempts_only_the_priority_2_pod(api):
     s = Scene(api)
     await _cordon(api, NODE_2)
     await _priority_classes(api, 0, 1, 2, 3, 10)
-    await s.create(_pod("p0", "3", 0, node=NODE_1, grace=2), _pod("p1", "1", 1, node=NODE_1, grace=2),
-                   _pod("p2", "5", 2, node=NODE_1, grace=2), _pod("p3", "1", 3, node=NODE_1, grace=2))
+    await s.create(MakePod().name("p0").req(cpu="3").priority_class("priority-0").node(NODE_1).grace(2)
+                   .annotation(SHUTDOWN_SECONDS, "2").obj(),
+                   MakePod().name("p1").req(cpu="1").priority_class("priority-1").node(NODE_1).grace(2)
+                   .annotation(SHUTDOWN_SECONDS, "2").obj(),
+                   MakePod().name("p2").req(cpu="5").priority_class("priority-2").node(NODE_1).grace(2)
+                   .annotation(SHUTDOWN_SECONDS, "2").obj(),
+                   MakePod().name("p3").req(cpu="1").priority_class("priority-3").node(NODE_1).grace(2)
+                   .annotation(SHUTDOWN_SECONDS, "2").obj())
     await _all_running(api, "p0", "p1", "p2", "p3")
 
-    await s.create(_pod("pending", "5", 10))
+    await s.create(MakePod().name("pending").req(cpu="5").priority_class("priority-10").grace(0)
+                   .annotation(SHUTDOWN_SECONDS, "0").obj())
     await _nominated(api, "pending", NODE_1)
     await _assert_preempted_by(s, "p2", "pending", NODE_1)
     await _bound_and_running(api, "pending", NODE_1)
@@ -325,14 +322,20 @@ D_CANNOT_PREEMPT = ONE_NODE_FULL + (" preemption: 0/2 nodes are available: 1 No 
 async def _a_and_b_running_on_node_1(s: Scene) -> None:
     """"There are two pods, A and B, running on the node. Both have priority 100 and each use 5 units of
     resources. Pod A has 60 seconds of graceful termination period and pod B has 30 seconds." """
-    await s.create(_pod("a", "5", 100, node=NODE_1, grace=GRACE_A), _pod("b", "5", 100, node=NODE_1, grace=GRACE_B))
+    await s.create(MakePod().name("a").req(cpu="5").priority_class("priority-100").node(NODE_1).grace(GRACE_A)
+                   .annotation(SHUTDOWN_SECONDS, str(GRACE_A)).obj(),
+                   MakePod().name("b").req(cpu="5").priority_class("priority-100").node(NODE_1).grace(GRACE_B)
+                   .annotation(SHUTDOWN_SECONDS, str(GRACE_B)).obj())
     await _all_running(s.api, "a", "b")
 
 
 async def _c_and_d_queued(s: Scene) -> None:
     """"Scheduler has two pods, C and D, in its queue. Pod C needs 10 units of resources and its priority is
     1000. Pod D needs 2 units of resources and its priority is 50." """
-    await s.create(_pod("c", "10", 1000), _pod("d", "2", 50))
+    await s.create(MakePod().name("c").req(cpu="10").priority_class("priority-1000").grace(0)
+                   .annotation(SHUTDOWN_SECONDS, "0").obj(),
+                   MakePod().name("d").req(cpu="2").priority_class("priority-50").grace(0)
+                   .annotation(SHUTDOWN_SECONDS, "0").obj())
 
 
 def _writes_between(life: Life, reason: str, after: int, before: int) -> list[int]:
@@ -394,7 +397,8 @@ async def test_001_example_2_c_lands_on_node_2_ignoring_its_nomination_and_d_lat
     s = Scene(api)
     await _priority_classes(api, 50, 100, 1000, 2000)
     # "Node 2 is running pod E with priority 2000 and request of 10 units." (It exits as soon as asked to.)
-    await s.create(_pod("e", "10", 2000, node=NODE_2, grace=1, shutdown=0))
+    await s.create(MakePod().name("e").req(cpu="10").priority_class("priority-2000").node(NODE_2).grace(1)
+                   .annotation(SHUTDOWN_SECONDS, "0").obj())
     await _a_and_b_running_on_node_1(s)
     await _all_running(api, "e")
     await _c_and_d_queued(s)
@@ -441,7 +445,8 @@ async def test_001_example_3_d_binds_on_node_2_while_a_and_b_terminate(api):
     s = Scene(api)
     await _priority_classes(api, 50, 100, 1000, 2000)
     # "pod E uses 8 units of resources. So, 2 units of resources are available on Node 2."
-    await s.create(_pod("e", "8", 2000, node=NODE_2, grace=1))
+    await s.create(MakePod().name("e").req(cpu="8").priority_class("priority-2000").node(NODE_2).grace(1)
+                   .annotation(SHUTDOWN_SECONDS, "1").obj())
     await _a_and_b_running_on_node_1(s)
     await _all_running(api, "e")
     await _c_and_d_queued(s)
@@ -482,7 +487,8 @@ async def test_001_example_4_f_takes_node_1_and_c_loses_its_nomination(api):
 
     # "while scheduler is waiting for pods A and B to gracefully terminate, a new higher priority pod F is
     # created and goes to the head of the queue."
-    await s.create(_pod("f", "10", 2000))
+    await s.create(MakePod().name("f").req(cpu="10").priority_class("priority-2000").grace(0)
+                   .annotation(SHUTDOWN_SECONDS, "0").obj())
     # "Scheduler evaluates the feasibility of pod F and determines that it can be scheduled on Node 1. So, it
     # sets the nominated node name of pod F to Node 1 ... Scheduler clears nominated node name of C"
     await _nominated(api, "f", NODE_1)
@@ -551,12 +557,17 @@ async def test_004_preemption_policy_never_queued_ahead_but_never_preempts(api):
     s = Scene(api)
     await _cordon(api, NODE_2)
     await _priority_classes(api, 0, never=(1000,))
-    await s.create(_pod("running-1", "5", 0, node=NODE_1, grace=1), _pod("running-2", "5", 0, node=NODE_1, grace=1))
+    await s.create(MakePod().name("running-1").req(cpu="5").priority_class("priority-0").node(NODE_1).grace(1)
+                   .annotation(SHUTDOWN_SECONDS, "1").obj(),
+                   MakePod().name("running-2").req(cpu="5").priority_class("priority-0").node(NODE_1).grace(1)
+                   .annotation(SHUTDOWN_SECONDS, "1").obj())
     await _all_running(api, "running-1", "running-2")
     # A lower-priority pod queued first, then the non-preempting one.
-    await s.create(_pod("low", "5", 0))
+    await s.create(MakePod().name("low").req(cpu="5").priority_class("priority-0").grace(0)
+                   .annotation(SHUTDOWN_SECONDS, "0").obj())
     await _unschedulable(api, "low", D_CANNOT_PREEMPT)
-    await s.create(_pod("never", "5", "1000-never"))
+    await s.create(MakePod().name("never").req(cpu="5").priority_class("priority-1000-never").grace(0)
+                   .annotation(SHUTDOWN_SECONDS, "0").obj())
     not_eligible = ONE_NODE_FULL + " preemption: not eligible due to preemptionPolicy=Never."
     never = await _unschedulable(api, "never", not_eligible)
     assert never.spec.priority == 1000 and never.spec.preemption_policy == "Never"
@@ -596,13 +607,16 @@ async def test_001_a_best_effort_pod_is_never_a_victim_for_resources(api):
     s = Scene(api)
     await _cordon(api, NODE_2)
     await _priority_classes(api, 100, 200)
-    await s.create(_pod("best-effort", None, 100, node=NODE_1, grace=1),
-                   _pod("burstable", "2500m", 100, node=NODE_1, grace=1))
+    await s.create(MakePod().name("best-effort").priority_class("priority-100").node(NODE_1).grace(1)
+                   .annotation(SHUTDOWN_SECONDS, "1").obj(),
+                   MakePod().name("burstable").req(cpu="2500m").priority_class("priority-100").node(NODE_1).grace(1)
+                   .annotation(SHUTDOWN_SECONDS, "1").obj())
     await _all_running(api, "best-effort", "burstable")
     assert (await api.pods.get("best-effort")).status.qos_class == "BestEffort"
     assert (await api.pods.get("burstable")).status.qos_class == "Burstable"
 
-    await s.create(_pod("high", "10", 200))
+    await s.create(MakePod().name("high").req(cpu="10").priority_class("priority-200").grace(0)
+                   .annotation(SHUTDOWN_SECONDS, "0").obj())
     await _assert_preempted_by(s, "burstable", "high", NODE_1)
     await _bound_and_running(api, "high", NODE_1)
 
@@ -620,7 +634,8 @@ async def test_001_a_best_effort_pod_is_never_a_victim_for_resources(api):
 async def _guarded(api, s: Scene, cpu: str, priority: int, node: str) -> None:
     """A pod whose PodDisruptionBudget (minAvailable 1 of 1) allows no disruption."""
     await api.pod_disruption_budgets.create(make_pdb("guarded", {"app": "guarded"}, min_available="1"))
-    await s.create(_pod("guarded", cpu, priority, node=node, grace=1, labels={"app": "guarded"}))
+    await s.create(MakePod().name("guarded").labels({"app": "guarded"}).req(cpu=cpu)
+                   .priority_class(f"priority-{priority}").node(node).grace(1).annotation(SHUTDOWN_SECONDS, "1").obj())
 
 
 async def test_001_pdb_a_protected_pod_is_spared_when_another_node_works(api):
@@ -631,10 +646,12 @@ async def test_001_pdb_a_protected_pod_is_spared_when_another_node_works(api):
     s = Scene(api)
     await _priority_classes(api, 1, 2, 10)
     await _guarded(api, s, "10", 1, NODE_1)
-    await s.create(_pod("plain", "10", 2, node=NODE_2, grace=1))
+    await s.create(MakePod().name("plain").req(cpu="10").priority_class("priority-2").node(NODE_2).grace(1)
+                   .annotation(SHUTDOWN_SECONDS, "1").obj())
     await _all_running(api, "guarded", "plain")
 
-    await s.create(_pod("preemptor", "10", 10))
+    await s.create(MakePod().name("preemptor").req(cpu="10").priority_class("priority-10").grace(0)
+                   .annotation(SHUTDOWN_SECONDS, "0").obj())
     await _nominated(api, "preemptor", NODE_2)
     await _assert_preempted_by(s, "plain", "preemptor", NODE_2)
     await _bound_and_running(api, "preemptor", NODE_2)
@@ -655,17 +672,20 @@ async def test_001_pdb_a_protected_pod_is_preempted_when_nothing_else_works(api)
     await _cordon(api, NODE_2)
     await _priority_classes(api, 1, 2, 10, 20)
     await _guarded(api, s, "5", 1, NODE_1)
-    await s.create(_pod("plain", "5", 2, node=NODE_1, grace=1))
+    await s.create(MakePod().name("plain").req(cpu="5").priority_class("priority-2").node(NODE_1).grace(1)
+                   .annotation(SHUTDOWN_SECONDS, "1").obj())
     await _all_running(api, "guarded", "plain")
 
     # 5 units are needed: the protected pod, of lower priority, is reprieved first; the other one goes.
-    await s.create(_pod("first", "5", 10))
+    await s.create(MakePod().name("first").req(cpu="5").priority_class("priority-10").grace(0)
+                   .annotation(SHUTDOWN_SECONDS, "0").obj())
     await _assert_preempted_by(s, "plain", "first", NODE_1)
     await _bound_and_running(api, "first", NODE_1)
     assert not await s.events("guarded", "Preempted")
 
     # 10 units are needed: nothing can be spared, the budget is violated.
-    await s.create(_pod("second", "10", 20))
+    await s.create(MakePod().name("second").req(cpu="10").priority_class("priority-20").grace(0)
+                   .annotation(SHUTDOWN_SECONDS, "0").obj())
     await _assert_preempted_by(s, "guarded", "second", NODE_1)
     await _assert_preempted_by(s, "first", "second", NODE_1)
     await _bound_and_running(api, "second", NODE_1)

@@ -38,18 +38,11 @@ import yaml
 
 from machinery import errors, jsonconv
 from machinery.api import core_pb2
-from tests.harness.cluster import start_cluster, stop_cluster
-from tests.helpers import eventually
-from tests.nodes import (
-    FAST_KUBELET,
-    condition,
-    delete_all_pods,
-    metric,
-    requeued_by,
-    wait_bound,
-    wait_running,
-    wait_unschedulable,
-)
+from tests.harness.api import delete_all_pods
+from tests.harness.builders import MakePod
+from tests.harness.cluster import FAST_KUBELET, start_cluster, stop_cluster
+from tests.harness.metrics import metric, requeued_by
+from tests.harness.wait import condition, eventually, wait_bound, wait_running, wait_unschedulable
 
 pytestmark = pytest.mark.scenario
 
@@ -109,14 +102,6 @@ def _manifest(text: str) -> core_pb2.Pod:
     return jsonconv.from_dict(core_pb2.Pod, yaml.safe_load(text))
 
 
-def _pod(name: str, **labels: str) -> core_pb2.Pod:
-    pod = core_pb2.Pod(api_version="v1", kind="Pod")
-    pod.metadata.name, pod.metadata.namespace = name, "default"
-    pod.metadata.labels.update(labels)
-    pod.spec.containers.add(name="pause", image="registry.k8s.io/pause:3.10")
-    return pod
-
-
 def _renamed(pod: core_pb2.Pod, name: str) -> core_pb2.Pod:
     out = core_pb2.Pod()
     out.CopyFrom(pod)
@@ -157,7 +142,7 @@ async def _scheduler_saw_nodes(api) -> None:
     lets land has landed (the scheduler's node watch delivers edits in order)."""
     n = str(next(_barriers))
     await _label(api, BARRIER_NODE, **{BARRIER_LABEL: n})
-    pod = _pod(f"barrier-{n}")
+    pod = MakePod().name(f"barrier-{n}").container("pause").obj()
     pod.spec.node_selector[BARRIER_LABEL] = n
     await api.pods.create(pod)
     assert await wait_bound(api, pod.metadata.name) == BARRIER_NODE
@@ -190,7 +175,7 @@ TOLERATION_EXISTS = """\
 
 def _on_node1(name: str, tolerations: str = "") -> core_pb2.Pod:
     """A pod that can only go to node-1 (so a taint there is all that decides), with tolerations."""
-    pod = _pod(name)
+    pod = MakePod().name(name).container("pause").obj()
     pod.spec.node_selector[HOSTNAME] = "node-1"
     for t in yaml.safe_load(tolerations) or []:
         pod.spec.tolerations.append(jsonconv.from_dict(core_pb2.Toleration, t))
@@ -252,13 +237,13 @@ async def test_004_taints_a_pod_must_tolerate_every_noschedule_taint(api):
 async def test_004_node_selector_schedules_only_onto_nodes_with_every_label(api):
     await _label(api, "node-3", disktype="ssd")
     await _scheduler_saw_nodes(api)
-    ssd = _pod("nginx")
+    ssd = MakePod().name("nginx").container("pause").obj()
     ssd.spec.node_selector["disktype"] = "ssd"
     await api.pods.create(ssd)
     assert await wait_bound(api, "nginx") == "node-3"
 
     # "Kubernetes only schedules the Pod onto nodes that have each of the labels you specify."
-    both = _pod("ssd-and-gpu")
+    both = MakePod().name("ssd-and-gpu").container("pause").obj()
     both.spec.node_selector.update({"disktype": "ssd", "example.com/gpu": "true"})
     await api.pods.create(both)
     message = await wait_unschedulable(api, "ssd-and-gpu")
@@ -391,7 +376,7 @@ async def _spread_cluster(api, nodes: tuple[str, ...], pods: dict[str, int]) -> 
     for node, count in pods.items():
         for _ in range(count):
             i += 1
-            pod = _pod(f"pod-{i}", foo="bar")
+            pod = MakePod().name(f"pod-{i}").label("foo", "bar").container("pause").obj()
             pod.spec.node_name = node
             await api.pods.create(pod)
 
@@ -425,7 +410,7 @@ async def test_004_topology_spread_two_constraints_only_node4(api):
     await _spread_cluster(api, NODES, {"node-1": 1, "node-2": 1, "node-3": 1})
     # node-4 made the least attractive by score (half its cpu taken by a pod the constraints do
     # not count): only the constraints can send the pod there.
-    filler = _pod("filler", app="filler")
+    filler = MakePod().name("filler").label("app", "filler").container("pause").obj()
     filler.spec.node_name = "node-4"
     filler.spec.containers[0].resources.requests.update({"cpu": "2", "memory": "1Gi"})
     await api.pods.create(filler)
@@ -511,7 +496,7 @@ async def test_004_percentage_of_nodes_to_score_50_still_scores_every_node_of_a_
     # looked at, node-4 would be missed in about every other cycle).
     names = [f"prefers-node-4-{i}" for i in range(1, 5)]
     for name in names:
-        pod = _pod(name)
+        pod = MakePod().name(name).container("pause").obj()
         pref = pod.spec.affinity.node_affinity.preferred_during_scheduling_ignored_during_execution.add(weight=100)
         pref.preference.match_expressions.add(key=HOSTNAME, operator="In", values=["node-4"])
         await api.pods.create(pod)
@@ -522,7 +507,7 @@ async def test_004_percentage_of_nodes_to_score_50_still_scores_every_node_of_a_
 async def test_the_scheduler_exports_kube_schedulers_metrics(api, sched_cluster):
     """The metrics the issue names, with kube-scheduler's names and labels, after some scheduling."""
     tc = sched_cluster
-    await api.pods.create(_pod("metric-probe"))
+    await api.pods.create(MakePod().name("metric-probe").container("pause").obj())
     await wait_running(api, "metric-probe")
     tc.reload()
     with urllib.request.urlopen(f"http://{tc.process('scheduler').admin}/metrics", timeout=5) as resp:

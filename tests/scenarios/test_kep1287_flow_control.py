@@ -19,20 +19,12 @@ import pytest
 from kubelet.allocation.checkpoint import ACTUATED_FILE
 from machinery.api import core_pb2
 from machinery.quantity import Quantity
-from tests.harness.cluster import cluster_fixture
-from tests.helpers import eventually, make_pod
-from tests.nodes import (
-    FAST_KUBELET,
-    applied,
-    checkpointed,
-    failpoint,
-    kill,
-    resize,
-    runtime,
-    start,
-    wait_paused,
-    wait_running,
-)
+from tests.harness.api import resize
+from tests.harness.builders import MakePod
+from tests.harness.cluster import FAST_KUBELET, cluster_fixture, kill, start
+from tests.harness.failpoints import failpoint, wait_paused
+from tests.harness.node_state import applied, checkpointed, runtime
+from tests.harness.wait import eventually, wait_running
 
 pytestmark = pytest.mark.scenario
 
@@ -122,14 +114,14 @@ async def test_kep1287_flow_control_steps_1_to_15(flow_cluster):
 async def _flow(tc, api, rt) -> None:
     node = await api.nodes.get(NODE)
     assert node.status.allocatable["cpu"] == "2", "the flow's numbers need a 2-CPU node"
-    await api.pods.create(make_pod("filler", cpu="400m", memory="64Mi", node=NODE))
+    await api.pods.create(MakePod().name("filler").req(cpu="400m", memory="64Mi").node(NODE).obj())
     # Admitted and running before the failpoints below are armed: a pause meant for the flow
     # pod's admission must not catch the filler's (under load the kubelet admits it late).
     await wait_running(api, "filler")
     flow = Flow(tc, api, rt)
 
     # 1. A new pod is created: requests cpu=1, resizePolicy cpu NotRequired, all status unset.
-    pod = make_pod("flow", cpu="1", memory="64Mi", grace=1)
+    pod = MakePod().name("flow").req(cpu="1", memory="64Mi").grace(1).obj()
     pod.spec.containers[0].resize_policy.add(resource_name="cpu", restart_policy="NotRequired")
     created = await api.pods.create(pod)
     _expect("step 1", await flow.snapshot(created), spec=1000, allocated=None, actuated=None, actual=None,

@@ -24,23 +24,14 @@ import pytest
 from kubelet.allocation.checkpoint import ACTUATED_FILE, ALLOCATED_FILE
 from machinery.api import core_pb2
 from machinery.quantity import Quantity
-from tests.harness.cluster import cluster_fixture
-from tests.helpers import eventually, make_pod
-from tests.nodes import (
-    FAST_KUBELET,
-    checkpointed,
-    condition,
-    delete_all_pods,
-    failpoint,
-    failpoints_state,
-    kill,
-    pod_history,
-    resize,
-    runtime_calls,
-    start,
-    wait_exited,
-    wait_running,
-)
+from tests.harness.api import delete_all_pods, resize
+from tests.harness.builders import MakePod
+from tests.harness.cluster import FAST_KUBELET, cluster_fixture, kill, start, wait_exited
+from tests.harness.failpoints import failpoint, failpoints_state
+from tests.harness.history import pod_history
+from tests.harness.metrics import runtime_calls
+from tests.harness.node_state import checkpointed
+from tests.harness.wait import condition, eventually, wait_running
 
 pytestmark = pytest.mark.scenario
 
@@ -74,12 +65,6 @@ async def clean_node(restart_cluster):
         await delete_all_pods(c)
     finally:
         await c.close()
-
-
-def _pod(name: str, cpu: str = "1") -> core_pb2.Pod:
-    pod = make_pod(name, cpu=cpu, memory="64Mi", node=NODE, grace=1)
-    pod.spec.containers[0].resize_policy.add(resource_name="cpu", restart_policy="NotRequired")
-    return pod
 
 
 def _milli(q: str) -> int:
@@ -142,9 +127,11 @@ async def _same_transition_time(api, name: str, type_: str) -> str:
 
 async def test_killed_before_the_admission_checkpoint_the_pod_is_admitted_again_as_new(restart_cluster, api):
     tc = restart_cluster
-    await api.pods.create(_pod("filler", cpu="2500m"))
+    await api.pods.create(MakePod().name("filler").req(cpu="2500m", memory="64Mi").node(NODE).grace(1)
+                          .resize_policy("cpu", "NotRequired").obj())
     await _running(api, "filler")
-    await _panic_at(tc, "kubelet/admit-before-checkpoint", lambda: api.pods.create(_pod("a1", cpu="1")))
+    a1 = MakePod().name("a1").req(cpu="1", memory="64Mi").node(NODE).grace(1).resize_policy("cpu", "NotRequired").obj()
+    await _panic_at(tc, "kubelet/admit-before-checkpoint", lambda: api.pods.create(a1))
     pod = await api.pods.get("a1")
     assert checkpointed(tc, NODE, pod.metadata.uid, ALLOCATED_FILE) == {}, "allocation checkpointed before the point"
     # Resized while the kubelet is down: a new pod is admitted at its spec, and 2 + 2.5 of 4 CPUs do not fit.
@@ -161,10 +148,12 @@ async def test_killed_before_the_admission_checkpoint_the_pod_is_admitted_again_
 
 async def test_killed_after_the_admission_checkpoint_the_pod_is_readmitted_at_its_allocation(restart_cluster, api):
     tc = restart_cluster
-    await api.pods.create(_pod("filler", cpu="2500m"))
+    await api.pods.create(MakePod().name("filler").req(cpu="2500m", memory="64Mi").node(NODE).grace(1)
+                          .resize_policy("cpu", "NotRequired").obj())
     await _running(api, "filler")
     before = await _calls(tc)
-    await _panic_at(tc, "kubelet/admit-after-checkpoint", lambda: api.pods.create(_pod("a2", cpu="1")))
+    a2 = MakePod().name("a2").req(cpu="1", memory="64Mi").node(NODE).grace(1).resize_policy("cpu", "NotRequired").obj()
+    await _panic_at(tc, "kubelet/admit-after-checkpoint", lambda: api.pods.create(a2))
     pod = await api.pods.get("a2")
     assert _milli(checkpointed(tc, NODE, pod.metadata.uid, ALLOCATED_FILE)["c1"].requests["cpu"]) == 1000
     await _resize(api, "a2", "2")  # 2 + 2.5 do not fit: admitted by the spec, the pod would be refused
@@ -189,7 +178,8 @@ async def test_killed_after_the_admission_checkpoint_the_pod_is_readmitted_at_it
 async def test_killed_before_the_created_container_is_actuated_a_superfluous_update_follows(restart_cluster, api):
     tc = restart_cluster
     before = await _calls(tc)
-    await _panic_at(tc, "kubelet/create-before-actuated", lambda: api.pods.create(_pod("c1", cpu="1")))
+    c1 = MakePod().name("c1").req(cpu="1", memory="64Mi").node(NODE).grace(1).resize_policy("cpu", "NotRequired").obj()
+    await _panic_at(tc, "kubelet/create-before-actuated", lambda: api.pods.create(c1))
     pod = await api.pods.get("c1")
     assert checkpointed(tc, NODE, pod.metadata.uid, ACTUATED_FILE) == {}
     start(tc, KUBELET)
@@ -207,7 +197,8 @@ async def test_killed_before_the_created_container_is_actuated_a_superfluous_upd
 
 async def test_a_resize_made_while_the_kubelet_is_down_is_seen_on_restart(restart_cluster, api):
     tc = restart_cluster
-    await api.pods.create(_pod("r4", cpu="1"))
+    await api.pods.create(MakePod().name("r4").req(cpu="1", memory="64Mi").node(NODE).grace(1)
+                          .resize_policy("cpu", "NotRequired").obj())
     running = await _running(api, "r4")
     kill(tc, KUBELET)
     await _resize(api, "r4", "1500m")
@@ -220,8 +211,10 @@ async def test_a_resize_made_while_the_kubelet_is_down_is_seen_on_restart(restar
 
 async def test_a_deferred_resize_is_still_deferred_after_a_restart(restart_cluster, api):
     tc = restart_cluster
-    await api.pods.create(_pod("d5", cpu="1"))
-    await api.pods.create(_pod("filler", cpu="2500m"))
+    await api.pods.create(MakePod().name("d5").req(cpu="1", memory="64Mi").node(NODE).grace(1)
+                          .resize_policy("cpu", "NotRequired").obj())
+    await api.pods.create(MakePod().name("filler").req(cpu="2500m", memory="64Mi").node(NODE).grace(1)
+                          .resize_policy("cpu", "NotRequired").obj())
     await _running(api, "d5")
     await _running(api, "filler")
     await _resize(api, "d5", "2")
@@ -258,7 +251,8 @@ async def test_killed_on_the_way_of_a_resize_the_kubelet_finishes_it(restart_clu
                                                                      calls):
     tc = restart_cluster
     name = "k-" + point.split("/")[1]
-    await api.pods.create(_pod(name, cpu="1"))
+    await api.pods.create(MakePod().name(name).req(cpu="1", memory="64Mi").node(NODE).grace(1)
+                          .resize_policy("cpu", "NotRequired").obj())
     running = await _running(api, name)
     uid = running.metadata.uid
     before = await _calls(tc)

@@ -13,7 +13,7 @@ from __future__ import annotations
 import pytest
 
 from machinery import errors
-from tests.helpers import make_pod, mark_running_and_ready
+from tests.harness.builders import MakePod, mark_running_and_ready
 
 pytestmark = pytest.mark.scenario
 
@@ -79,7 +79,12 @@ CASES = [
 @pytest.mark.parametrize("name,containers,inits,patch,message,wait_for_start", CASES, ids=[c[0] for c in CASES])
 async def test_kep1287_patch_error(kcluster, client, name, containers, inits, patch, message, wait_for_start):
     pod_name = "pe-" + "".join(ch if ch.isalnum() else "-" for ch in name.lower()).strip("-")[:50].strip("-")
-    pod = await client.pods.create(make_pod(pod_name, containers=containers, init_containers=inits))
+    builder = MakePod().name(pod_name)
+    for cname, requests, limits in containers:
+        builder.container(cname).req(requests).lim(limits)
+    for cname, requests, limits, restart in inits:
+        builder.init_container(cname, restart).req(requests).lim(limits)
+    pod = await client.pods.create(builder.obj())
     if wait_for_start:
         kubelet = kcluster.client("system:node:node-1")
         try:

@@ -22,9 +22,11 @@ import pytest
 from machinery import errors
 from machinery.api import core_pb2
 from machinery.quantity import Quantity
+from tests.harness.api import delete_all_pods, resize
+from tests.harness.builders import MakePod, make_priority_class
 from tests.harness.cluster import cluster_fixture
-from tests.helpers import eventually, make_pod, make_priority_class
-from tests.nodes import condition, delete_all_pods, pod_history, resize, wait_running
+from tests.harness.history import pod_history
+from tests.harness.wait import condition, eventually, wait_running
 
 pytestmark = pytest.mark.scenario
 
@@ -43,13 +45,6 @@ async def api(retry_cluster):
     finally:
         await delete_all_pods(c)
         await c.close()
-
-
-def _pod(name: str, cpu: str, memory: str, priority_class: str = "") -> core_pb2.Pod:
-    pod = make_pod(name, cpu=cpu, memory=memory, node=NODE, grace=1, priority_class=priority_class)
-    for r in ("cpu", "memory"):
-        pod.spec.containers[0].resize_policy.add(resource_name=r, restart_policy="NotRequired")
-    return pod
 
 
 async def _start(api, *pods: core_pb2.Pod) -> None:
@@ -122,7 +117,11 @@ async def _first_allocated_revision(api, name: str, requests: dict[str, str]) ->
 
 
 async def test_a_deferred_resize_succeeds_after_another_pod_is_scaled_down(retry_cluster, api):
-    await _start(api, _pod("grow", "1", "500Mi"), _pod("shrink", "3", "500Mi"))
+    await _start(api,
+                 MakePod().name("grow").req(cpu="1", memory="500Mi").node(NODE).grace(1)
+                 .resize_policy("cpu", "NotRequired").resize_policy("memory", "NotRequired").obj(),
+                 MakePod().name("shrink").req(cpu="3", memory="500Mi").node(NODE).grace(1)
+                 .resize_policy("cpu", "NotRequired").resize_policy("memory", "NotRequired").obj())
     before = _accepted(retry_cluster)
     await _resize(api, "grow", cpu="2")
     await _deferred(api, "grow")
@@ -138,8 +137,15 @@ async def test_deferred_resizes_are_retried_in_priority_order(retry_cluster, api
             await api.priority_classes.create(make_priority_class(name, value))
         except errors.AlreadyExists:
             pass
-    await _start(api, _pod("filler", "1", "500Mi"), _pod("low", "1", "500Mi", "retry-low"),
-                 _pod("high", "1", "500Mi", "retry-high"), _pod("other", "1", "500Mi"))
+    await _start(api,
+                 MakePod().name("filler").req(cpu="1", memory="500Mi").node(NODE).grace(1)
+                 .resize_policy("cpu", "NotRequired").resize_policy("memory", "NotRequired").obj(),
+                 MakePod().name("low").req(cpu="1", memory="500Mi").priority_class("retry-low").node(NODE).grace(1)
+                 .resize_policy("cpu", "NotRequired").resize_policy("memory", "NotRequired").obj(),
+                 MakePod().name("high").req(cpu="1", memory="500Mi").priority_class("retry-high").node(NODE).grace(1)
+                 .resize_policy("cpu", "NotRequired").resize_policy("memory", "NotRequired").obj(),
+                 MakePod().name("other").req(cpu="1", memory="500Mi").node(NODE).grace(1)
+                 .resize_policy("cpu", "NotRequired").resize_policy("memory", "NotRequired").obj())
     await _resize(api, "low", cpu="2")
     await _deferred(api, "low")
     await _resize(api, "high", cpu="2")  # deferred later, but of higher priority
@@ -154,7 +160,9 @@ async def test_deferred_resizes_are_retried_in_priority_order(retry_cluster, api
 
 async def test_deleting_pod1_sets_off_the_chain_reaction_of_deferred_resizes(retry_cluster, api):
     # 4 CPUs and 4000Mi, all taken.
-    await _start(api, *(_pod(f"pod{i}", "1", "1000Mi") for i in range(1, 5)))
+    await _start(api, *(MakePod().name(f"pod{i}").req(cpu="1", memory="1000Mi").node(NODE).grace(1)
+                        .resize_policy("cpu", "NotRequired")
+                        .resize_policy("memory", "NotRequired").obj() for i in range(1, 5)))
     resizes = {
         "pod2": {"cpu": "500m", "memory": "1800Mi"},   # +800Mi: fits once pod1 is gone; frees 500m cpu
         "pod3": {"cpu": "2200m", "memory": "100Mi"},   # +1200m: needs pod1's 1000m and pod2's 500m; frees 900Mi

@@ -26,9 +26,10 @@ import pytest
 from machinery import errors
 from machinery.api import core_pb2
 from machinery.quantity import Quantity
-from tests.harness.cluster import cluster_fixture
-from tests.helpers import eventually, make_pod
-from tests.nodes import FAST_KUBELET, condition, metric, requeued_by, wait_bound, wait_running, wait_unschedulable
+from tests.harness.builders import MakePod
+from tests.harness.cluster import FAST_KUBELET, cluster_fixture
+from tests.harness.metrics import metric, requeued_by
+from tests.harness.wait import condition, eventually, wait_bound, wait_running, wait_unschedulable
 
 pytestmark = pytest.mark.scenario
 
@@ -54,10 +55,6 @@ async def api(logic_cluster):
         assert out.returncode == 0, f"kplane check failed:\n{out.stdout}\n{out.stderr}"
     finally:
         await c.close()
-
-
-def _pod(name: str, container: str, cpu: str) -> core_pb2.Pod:
-    return make_pod(name, containers=[(container, {"cpu": cpu}, {"cpu": cpu})])
 
 
 async def _resize(api, name: str, container: str, cpu: str) -> core_pb2.Pod:
@@ -111,11 +108,11 @@ async def test_kep1287_scheduler_logic_steps_1_to_3_pod2_pending_until_resized_d
     assert node.status.allocatable["cpu"] == NODE_CPU, "the test's numbers need a node with 6 CPUs"
 
     # 1. pod1 has enough CPU to be scheduled (3 of 6), pod2 (6) does not.
-    await api.pods.create(_pod("testpod1", "c1", POD1_CPU))
+    await api.pods.create(MakePod().name("testpod1").container("c1", cpu=POD1_CPU).lim(cpu=POD1_CPU).obj())
     assert await wait_bound(api, "testpod1") == NODE
     pod1 = (await wait_running(api, "testpod1"))["testpod1"]
     assert pod1.metadata.generation == 1
-    created = await api.pods.create(_pod("testpod2", "c2", POD2_CPU))
+    created = await api.pods.create(MakePod().name("testpod2").container("c2", cpu=POD2_CPU).lim(cpu=POD2_CPU).obj())
     assert await wait_unschedulable(api, "testpod2") == INSUFFICIENT_CPU
     assert created.metadata.generation == 1
 
@@ -135,7 +132,7 @@ async def test_kep1287_scheduler_logic_steps_1_to_3_pod2_pending_until_resized_d
 
 async def test_kep1287_scheduler_logic_steps_4_to_6_pod3_pending_until_pod1_resized_down(api, logic_cluster):
     # 4. pod3 asks for more CPU than is left (2.25 > 6 - 3 - 1.5): pending.
-    await api.pods.create(_pod("testpod3", "c3", POD3_CPU))
+    await api.pods.create(MakePod().name("testpod3").container("c3", cpu=POD3_CPU).lim(cpu=POD3_CPU).obj())
     assert await wait_unschedulable(api, "testpod3") == INSUFFICIENT_CPU
     flushed_before = metric(logic_cluster, "scheduler", "scheduler_pod_scheduled_after_flush_total")
     requeued_before = requeued_by(logic_cluster, "AssignedPodUpdatePodScaleDown")
@@ -165,7 +162,7 @@ async def test_kep1287_scheduler_logic_step_7_pod1_scale_up_deferred(api):
 
     # The scheduler counts the deferred resize at its desired 3 CPUs (max of desired, allocated,
     # actual): 3 + 1.5 + 2.25 leaves no room for one more CPU, though the actual 4.75 would.
-    await api.pods.create(_pod("probe", "c4", "1"))
+    await api.pods.create(MakePod().name("probe").container("c4", cpu="1").lim(cpu="1").obj())
     assert await wait_unschedulable(api, "probe") == INSUFFICIENT_CPU
     await api.pods.delete("probe", "default", grace_period_seconds=0)
 
@@ -199,7 +196,7 @@ async def test_kep1287_scheduler_logic_step_10_scale_up_beyond_node_infeasible(a
 
     # An Infeasible resize does not count: the scheduler holds pod1 at its allocated 3 CPUs, so
     # a pod asking for the other 3 is scheduled and admitted.
-    await api.pods.create(_pod("testpod4", "c4", "3"))
+    await api.pods.create(MakePod().name("testpod4").container("c4", cpu="3").lim(cpu="3").obj())
     assert await wait_bound(api, "testpod4") == NODE
     await wait_running(api, "testpod4")
     for name in ("testpod1", "testpod4"):

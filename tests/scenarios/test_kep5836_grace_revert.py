@@ -56,15 +56,16 @@ import pytest
 
 from machinery.api import core_pb2
 from machinery.quantity import Quantity
-from tests.helpers import eventually
-from tests.nodes import condition, metric, pod_revisions, resize
-from tests.resize_preemption import (
+from tests.harness.api import resize
+from tests.harness.builders import MakePod
+from tests.harness.history import pod_revisions
+from tests.harness.metrics import metric
+from tests.harness.resize_preemption import (
     OPTION_1,
     OPTION_4,
     WAIT,
     gone,
     option_clusters,
-    resizable_pod,
     resize_api,
     resize_attempts,
     resize_state,
@@ -73,6 +74,7 @@ from tests.resize_preemption import (
     wait_actuated,
     wait_resize_conditions,
 )
+from tests.harness.wait import condition, eventually
 
 pytestmark = pytest.mark.scenario
 
@@ -168,19 +170,20 @@ class _Case:
     first: _Counts  # once v was chosen
 
 
-def _victim() -> core_pb2.Pod:
-    pod = resizable_pod("v", "1", "p-lowest", grace=GRACE)
-    pod.metadata.annotations[SHUTDOWN_SECONDS] = str(GRACE)  # it really takes its whole grace period
-    return pod
-
-
 async def _until(t0: float, at: float) -> None:
     await asyncio.sleep(max(0.0, t0 + at - time.monotonic()))
 
 
 async def _grow(api, tc) -> _Case:
     """Fill the node, ask a for 3 CPUs: Deferred, v preempted (marked, deleted with its 12 s)."""
-    await run_pods(api, resizable_pod("a", "2", "p-high"), _victim(), resizable_pod("b", "1", "p-low"))
+    await run_pods(api,
+                   MakePod().name("a").req(cpu="2", memory="128Mi").priority_class("p-high").grace(1)
+                   .resize_policy("cpu", "NotRequired").obj(),
+                   # v really takes its whole grace period
+                   MakePod().name("v").req(cpu="1", memory="128Mi").priority_class("p-lowest").grace(GRACE)
+                   .resize_policy("cpu", "NotRequired").annotation(SHUTDOWN_SECONDS, str(GRACE)).obj(),
+                   MakePod().name("b").req(cpu="1", memory="128Mi").priority_class("p-low").grace(1)
+                   .resize_policy("cpu", "NotRequired").obj())
     uids = {p.metadata.name: p.metadata.uid for p in (await api.pods.list("default")).items}
     start, log_from = _counts(tc), _log_size(tc)
     t0 = time.monotonic()

@@ -18,9 +18,10 @@ import pytest
 
 from machinery.api import core_pb2
 from machinery.quantity import Quantity
-from tests.harness.cluster import cluster_fixture, start_cluster, stop_cluster
-from tests.helpers import eventually, make_pod
-from tests.nodes import FAST_KUBELET, condition, delete_all_pods, resize, wait_running
+from tests.harness.api import delete_all_pods, resize
+from tests.harness.builders import MakePod
+from tests.harness.cluster import FAST_KUBELET, cluster_fixture, start_cluster, stop_cluster
+from tests.harness.wait import condition, eventually, wait_running
 
 pytestmark = pytest.mark.scenario
 
@@ -41,13 +42,6 @@ async def api(policy_cluster):
         await c.nodes.patch(NODE, {"spec": {"podPreemptionPolicy": None}}, patch_type="merge")
         await delete_all_pods(c)
         await c.close()
-
-
-def _pod(name: str, cpu: str, priority_class: str = "", grace: int = 1) -> core_pb2.Pod:
-    pod = make_pod(name, cpu=cpu, memory="256Mi", node=NODE, grace=grace, priority_class=priority_class)
-    pod.metadata.namespace = "default"
-    pod.spec.containers[0].resize_policy.add(resource_name="cpu", restart_policy="NotRequired")
-    return pod
 
 
 _running = wait_running
@@ -96,19 +90,24 @@ async def _preempted(api, name: str) -> None:
 
 
 async def test_a_critical_pod_that_does_not_fit_is_admitted_by_preempting_a_pod(api):
-    await api.pods.create(_pod("victim", "3"))
-    await api.pods.create(_pod("bystander", "500m"))
+    await api.pods.create(MakePod().name("victim").req(cpu="3", memory="256Mi").node(NODE).grace(1)
+                          .resize_policy("cpu", "NotRequired").obj())
+    await api.pods.create(MakePod().name("bystander").req(cpu="500m", memory="256Mi").node(NODE).grace(1)
+                          .resize_policy("cpu", "NotRequired").obj())
     await _running(api, "victim", "bystander")
-    await api.pods.create(_pod("critical", "2", priority_class="system-node-critical"))
+    await api.pods.create(MakePod().name("critical").req(cpu="2", memory="256Mi").priority_class("system-node-critical")
+                          .node(NODE).grace(1).resize_policy("cpu", "NotRequired").obj())
     await _preempted(api, "victim")
     await _running(api, "critical")
     assert (await api.pods.get("bystander")).status.phase == "Running"
 
 
 async def test_a_non_critical_pod_that_does_not_fit_is_refused(api):
-    await api.pods.create(_pod("big", "3"))
+    await api.pods.create(MakePod().name("big").req(cpu="3", memory="256Mi").node(NODE).grace(1)
+                          .resize_policy("cpu", "NotRequired").obj())
     await _running(api, "big")
-    await api.pods.create(_pod("normal", "2"))
+    await api.pods.create(MakePod().name("normal").req(cpu="2", memory="256Mi").node(NODE).grace(1)
+                          .resize_policy("cpu", "NotRequired").obj())
 
     async def refused():
         p = await api.pods.get("normal")
@@ -119,9 +118,12 @@ async def test_a_non_critical_pod_that_does_not_fit_is_refused(api):
 
 
 async def test_a_critical_pods_resize_preempts_a_non_critical_pod(api):
-    await api.pods.create(_pod("critical", "1", priority_class="system-node-critical"))
-    await api.pods.create(_pod("victim", "2"))
-    await api.pods.create(_pod("small", "500m"))
+    await api.pods.create(MakePod().name("critical").req(cpu="1", memory="256Mi").priority_class("system-node-critical")
+                          .node(NODE).grace(1).resize_policy("cpu", "NotRequired").obj())
+    await api.pods.create(MakePod().name("victim").req(cpu="2", memory="256Mi").node(NODE).grace(1)
+                          .resize_policy("cpu", "NotRequired").obj())
+    await api.pods.create(MakePod().name("small").req(cpu="500m", memory="256Mi").node(NODE).grace(1)
+                          .resize_policy("cpu", "NotRequired").obj())
     await _running(api, "critical", "victim", "small")
     await _resize(api, "critical", "3")  # 3 + 2 + 0.5 > 4: the 2-CPU pod must go, the small one may stay
     await _preempted(api, "victim")
@@ -131,8 +133,10 @@ async def test_a_critical_pods_resize_preempts_a_non_critical_pod(api):
 
 
 async def test_node_policy_sets_and_clears_preemption_disabled_and_stops_kubelet_preemption(api):
-    await api.pods.create(_pod("critical", "1", priority_class="system-node-critical"))
-    await api.pods.create(_pod("victim", "2500m"))
+    await api.pods.create(MakePod().name("critical").req(cpu="1", memory="256Mi").priority_class("system-node-critical")
+                          .node(NODE).grace(1).resize_policy("cpu", "NotRequired").obj())
+    await api.pods.create(MakePod().name("victim").req(cpu="2500m", memory="256Mi").node(NODE).grace(1)
+                          .resize_policy("cpu", "NotRequired").obj())
     await _running(api, "critical", "victim")
     await _policy(api, ["autoscaler-a", "autoscaler-b"])
 
@@ -164,8 +168,10 @@ async def _revert_the_resize(api) -> None:
 
 @pytest.mark.parametrize("resolve", [_free_the_room, _revert_the_resize], ids=["resize-done", "resize-cancelled"])
 async def test_preemption_disabled_goes_when_the_deferred_resize_resolves(api, resolve):
-    await api.pods.create(_pod("grow", "1"))
-    await api.pods.create(_pod("filler", "3"))
+    await api.pods.create(MakePod().name("grow").req(cpu="1", memory="256Mi").node(NODE).grace(1)
+                          .resize_policy("cpu", "NotRequired").obj())
+    await api.pods.create(MakePod().name("filler").req(cpu="3", memory="256Mi").node(NODE).grace(1)
+                          .resize_policy("cpu", "NotRequired").obj())
     await _running(api, "grow", "filler")
     await _policy(api, ["autoscaler-a"])
     await _resize(api, "grow", "2")
@@ -180,8 +186,10 @@ async def test_an_old_kubelet_ignores_the_node_policy():
                        kubelet_args=FAST_KUBELET + ["--emulated-version=1.35"], feature_gates=GATE)
     api = tc.client()
     try:
-        await api.pods.create(_pod("grow", "1"))
-        await api.pods.create(_pod("filler", "3"))
+        await api.pods.create(MakePod().name("grow").req(cpu="1", memory="256Mi").node(NODE).grace(1)
+                              .resize_policy("cpu", "NotRequired").obj())
+        await api.pods.create(MakePod().name("filler").req(cpu="3", memory="256Mi").node(NODE).grace(1)
+                              .resize_policy("cpu", "NotRequired").obj())
         await _running(api, "grow", "filler")
         await _policy(api, ["autoscaler-a"])
         await _resize(api, "grow", "2")

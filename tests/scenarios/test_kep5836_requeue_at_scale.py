@@ -28,9 +28,11 @@ import pytest
 from cli import check
 from machinery.api import core_pb2
 from machinery.quantity import Quantity
+from tests.harness.api import ensure_priority_classes, resize
+from tests.harness.builders import MakePod
 from tests.harness.cluster import cluster_fixture
-from tests.helpers import ensure_priority_classes, eventually, make_pod
-from tests.nodes import metric, requeued_by, resize
+from tests.harness.metrics import metric, requeued_by
+from tests.harness.wait import eventually
 
 pytestmark = pytest.mark.scenario
 
@@ -60,7 +62,7 @@ async def api(scale_cluster):
         await c.close()  # the module's only test: its cluster goes, pods and all
 
 
-def _node(i: int) -> str:
+def _node_name(i: int) -> str:
     return f"hollow-node-{i}"
 
 
@@ -70,12 +72,6 @@ def _high(i: int) -> str:
 
 def _lows(i: int) -> list[str]:
     return [f"low-{i}-{j}" for j in range(1, LOWS_PER_NODE + 1)]
-
-
-def _pod(name: str, node: int, cpu: str, priority_class: str) -> core_pb2.Pod:
-    pod = make_pod(name, cpu=cpu, memory="64Mi", priority_class=priority_class, node=_node(node), grace=0)
-    pod.spec.containers[0].resize_policy.add(resource_name="cpu", restart_policy="NotRequired")
-    return pod
 
 
 async def _bounded(calls) -> None:
@@ -148,15 +144,15 @@ async def _delete_high_pod_and_check_its_node_alone_is_requeued(api, tc, i: int,
     accepted = _accepted_on_pods_removed(tc)
     await api.pods.delete(_high(i), "default", grace_period_seconds=0)
     await eventually(lambda: requeued_by(tc, "AssignedPodDelete") >= moved + LOWS_PER_NODE, timeout=30,
-                     what=f"{_node(i)}'s deferred pods moved out of the unschedulable pool")
+                     what=f"{_node_name(i)}'s deferred pods moved out of the unschedulable pool")
     # Node-aware hints: the deletion is Queue for that node's 4 pods, QueueSkip for the others.
     assert requeued_by(tc, "AssignedPodDelete") == moved + LOWS_PER_NODE
     assert _pending_resize(tc, "unschedulable") >= waiting - LOWS_PER_NODE
     # 2 CPUs freed: room for all four to grow by 500m, and the kubelet gives it on the deletion.
     pods = await _until_all(api, _lows(i), lambda p: _actuated(p, RESIZED_CPU),
-                            f"{_node(i)}'s four resizes actuated", timeout=30)
+                            f"{_node_name(i)}'s four resizes actuated", timeout=30)
     for name in _lows(i):
-        assert pods[name].spec.node_name == _node(i) and _running(pods[name]), name
+        assert pods[name].spec.node_name == _node_name(i) and _running(pods[name]), name
     assert _accepted_on_pods_removed(tc) == accepted + LOWS_PER_NODE
     # Once they are actuated (their own updates, on their own node, came and went), the count of
     # pods the deletion moved is still 4.
@@ -170,8 +166,12 @@ async def test_kep5836_node_aware_requeue_at_scale_moves_only_the_deleted_pods_n
     everyone = [_high(i) for i in nodes] + lows
 
     # On each node: the high pod (2 CPUs) and four low ones (500m each), 4 CPUs in all.
-    await _bounded(api.pods.create(_pod(_high(i), i, HIGH_CPU, "p-high")) for i in nodes)
-    await _bounded(api.pods.create(_pod(n, i, LOW_CPU, "p-low")) for i in nodes for n in _lows(i))
+    await _bounded(api.pods.create(MakePod().name(_high(i)).req(cpu=HIGH_CPU, memory="64Mi").priority_class("p-high")
+                                   .node(_node_name(i)).grace(0)
+                                   .resize_policy("cpu", "NotRequired").obj()) for i in nodes)
+    await _bounded(api.pods.create(MakePod().name(n).req(cpu=LOW_CPU, memory="64Mi").priority_class("p-low")
+                                   .node(_node_name(i)).grace(0)
+                                   .resize_policy("cpu", "NotRequired").obj()) for i in nodes for n in _lows(i))
     await _until_all(api, everyone, _running, "all 250 pods running", timeout=60)
 
     # Each low pod asks for 1 CPU: its node has none left, and the only other pod there outranks it.
@@ -194,7 +194,7 @@ async def test_kep5836_node_aware_requeue_at_scale_moves_only_the_deleted_pods_n
                      what=f"{others} deferred pods left in the unschedulable pool")
     assert _pending_resize(tc, "active") == 0 and _pending_resize(tc, "backoff") == 0
     pods = await _pods(api)
-    still = [n for n in lows if pods[n].spec.node_name not in (_node(FIRST), _node(SECOND))]
+    still = [n for n in lows if pods[n].spec.node_name not in (_node_name(FIRST), _node_name(SECOND))]
     assert len(still) == others
     assert all(_resize_state(pods[n]) == {"PodResizePending": "Deferred"} and _running(pods[n]) for n in still)
 

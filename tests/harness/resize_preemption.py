@@ -1,6 +1,7 @@
 """Helpers for KEP-5836 (Scheduler Preemption for In-Place Pod Resize) scenarios on real processes:
-resizable pods, their resize conditions, the victims, the scheduler's resize metrics, and the
-cleanup after each test (``kplane check`` over the whole history must pass)."""
+a one-node cluster with the gate on, its priority classes, the pods' resize conditions, the
+victims, the scheduler's resize metrics, and the cleanup after each test (``kplane check`` over the
+whole history must pass). Resizable pods are ``MakePod()...resize_policy("cpu", "NotRequired")``."""
 
 from __future__ import annotations
 
@@ -16,9 +17,12 @@ from cli import check
 from machinery import errors
 from machinery.api import core_pb2
 from machinery.quantity import Quantity
-from tests.harness.cluster import TestCluster, start_cluster, stop_cluster
-from tests.helpers import ensure_priority_classes, eventually, make_pod, make_priority_class
-from tests.nodes import FAST_KUBELET, condition, delete_all_pods, failpoint, metric, wait_deleted, wait_running
+from tests.harness.api import delete_all_pods, ensure_priority_classes
+from tests.harness.builders import make_priority_class
+from tests.harness.cluster import FAST_KUBELET, TestCluster, start_cluster, stop_cluster
+from tests.harness.failpoints import failpoint
+from tests.harness.metrics import metric
+from tests.harness.wait import condition, eventually, wait_deleted, wait_running
 
 NODE = "node-1"
 GATE = "SchedulerPreemptionForPodResize=true"
@@ -98,12 +102,6 @@ async def resize_api(tc: TestCluster):
         yield c
     finally:
         await finish(tc, c)
-
-
-def resizable_pod(name: str, cpu: str, priority_class: str, grace: int = 1) -> core_pb2.Pod:
-    pod = make_pod(name, cpu=cpu, memory="128Mi", priority_class=priority_class, grace=grace)
-    pod.spec.containers[0].resize_policy.add(resource_name="cpu", restart_policy="NotRequired")
-    return pod
 
 
 async def run_pods(api, *pods: core_pb2.Pod) -> None:

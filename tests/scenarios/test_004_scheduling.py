@@ -41,6 +41,7 @@ from machinery.api import core_pb2
 from tests.harness.api import delete_all_pods
 from tests.harness.builders import MakePod
 from tests.harness.cluster import FAST_KUBELET, start_cluster, stop_cluster
+from tests.harness.fixtures import fixture
 from tests.harness.metrics import metric, requeued_by
 from tests.harness.wait import condition, eventually, wait_bound, wait_running, wait_unschedulable
 
@@ -254,34 +255,7 @@ async def test_004_node_selector_schedules_only_onto_nodes_with_every_label(api)
     assert await wait_bound(api, "ssd-and-gpu") == "node-4"
 
 
-WITH_NODE_AFFINITY = """\
-apiVersion: v1
-kind: Pod
-metadata:
-  name: with-node-affinity
-spec:
-  affinity:
-    nodeAffinity:
-      requiredDuringSchedulingIgnoredDuringExecution:
-        nodeSelectorTerms:
-        - matchExpressions:
-          - key: topology.kubernetes.io/zone
-            operator: In
-            values:
-            - antarctica-east1
-            - antarctica-west1
-      preferredDuringSchedulingIgnoredDuringExecution:
-      - weight: 1
-        preference:
-          matchExpressions:
-          - key: another-node-label-key
-            operator: In
-            values:
-            - another-node-label-value
-  containers:
-  - name: with-node-affinity
-    image: registry.k8s.io/pause:2.0
-"""
+WITH_NODE_AFFINITY = fixture("pod-with-node-affinity.yaml")
 
 
 async def test_004_node_affinity_required_zone_then_preferred_label(api):
@@ -318,51 +292,9 @@ async def test_004_node_affinity_required_zone_then_preferred_label(api):
 SPREAD_LABELS = {"node-1": ("node1", "zoneA"), "node-2": ("node2", "zoneA"),
                  "node-3": ("node3", "zoneB"), "node-4": ("node4", "zoneB")}
 
-ONE_CONSTRAINT = """\
-kind: Pod
-apiVersion: v1
-metadata:
-  name: mypod
-  labels:
-    foo: bar
-spec:
-  topologySpreadConstraints:
-  - maxSkew: 1
-    topologyKey: zone
-    whenUnsatisfiable: DoNotSchedule
-    labelSelector:
-      matchLabels:
-        foo: bar
-  containers:
-  - name: pause
-    image: registry.k8s.io/pause:3.1
-"""
+ONE_CONSTRAINT = fixture("one-constraint.yaml")
 
-TWO_CONSTRAINTS = """\
-kind: Pod
-apiVersion: v1
-metadata:
-  name: mypod
-  labels:
-    foo: bar
-spec:
-  topologySpreadConstraints:
-  - maxSkew: 1
-    topologyKey: zone
-    whenUnsatisfiable: DoNotSchedule
-    labelSelector:
-      matchLabels:
-        foo: bar
-  - maxSkew: 1
-    topologyKey: node
-    whenUnsatisfiable: DoNotSchedule
-    labelSelector:
-      matchLabels:
-        foo: bar
-  containers:
-  - name: pause
-    image: registry.k8s.io/pause:3.1
-"""
+TWO_CONSTRAINTS = fixture("two-constraints.yaml")
 
 
 async def _spread_cluster(api, nodes: tuple[str, ...], pods: dict[str, int]) -> None:
@@ -440,19 +372,7 @@ async def test_004_topology_spread_conflicting_constraints_stay_pending(api):
 
 # -------------------------------------------------------- Kubernetes docs: Pod Scheduling Readiness
 
-TEST_POD = """\
-apiVersion: v1
-kind: Pod
-metadata:
-  name: test-pod
-spec:
-  schedulingGates:
-  - name: example.com/foo
-  - name: example.com/bar
-  containers:
-  - name: pause
-    image: registry.k8s.io/pause:3.6
-"""
+TEST_POD = fixture("pod-with-scheduling-gates.yaml")
 
 
 async def test_004_scheduling_gates_keep_test_pod_gated_until_removed(api, sched_cluster):

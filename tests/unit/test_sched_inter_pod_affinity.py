@@ -20,6 +20,7 @@ from scheduler.framework.runtime import Framework, PluginSets
 from scheduler.framework.types import NODE, POD, ActionType, ClusterEvent, Code, CycleState, QueueingHint
 from scheduler.plugins import inter_pod_affinity as ipa
 from tests.harness.builders import MakeNode, MakePod
+from tests.harness.fixtures import fixture
 
 ZONE = "topology.kubernetes.io/zone"
 HOSTNAME = "kubernetes.io/hostname"
@@ -30,173 +31,18 @@ EXISTING_ANTI_AFFINITY = "node(s) didn't satisfy existing pods anti-affinity rul
 
 # ---------------------------------------------- Kubernetes docs: Assigning Pods to Nodes, manifests
 
-WITH_POD_AFFINITY = """
-apiVersion: v1
-kind: Pod
-metadata:
-  name: with-pod-affinity
-spec:
-  affinity:
-    podAffinity:
-      requiredDuringSchedulingIgnoredDuringExecution:
-      - labelSelector:
-          matchExpressions:
-          - key: security
-            operator: In
-            values:
-            - S1
-        topologyKey: topology.kubernetes.io/zone
-    podAntiAffinity:
-      preferredDuringSchedulingIgnoredDuringExecution:
-      - weight: 100
-        podAffinityTerm:
-          labelSelector:
-            matchExpressions:
-            - key: security
-              operator: In
-              values:
-              - S2
-          topologyKey: topology.kubernetes.io/zone
-  containers:
-  - name: with-pod-affinity
-    image: registry.k8s.io/pause:2.0
-"""
+WITH_POD_AFFINITY = fixture("pod-with-pod-affinity.yaml")
 
-REDIS_CACHE = """
-apiVersion: apps/v1
-kind: Deployment
-metadata:
-  name: redis-cache
-spec:
-  selector:
-    matchLabels:
-      app: store
-  replicas: 3
-  template:
-    metadata:
-      labels:
-        app: store
-    spec:
-      affinity:
-        podAntiAffinity:
-          requiredDuringSchedulingIgnoredDuringExecution:
-          - labelSelector:
-              matchExpressions:
-              - key: app
-                operator: In
-                values:
-                - store
-            topologyKey: "kubernetes.io/hostname"
-      containers:
-      - name: redis-server
-        image: redis:3.2-alpine
-"""
+REDIS_CACHE = fixture("redis-cache.yaml")
 
-WEB_SERVER = """
-apiVersion: apps/v1
-kind: Deployment
-metadata:
-  name: web-server
-spec:
-  selector:
-    matchLabels:
-      app: web-store
-  replicas: 3
-  template:
-    metadata:
-      labels:
-        app: web-store
-    spec:
-      affinity:
-        podAntiAffinity:
-          requiredDuringSchedulingIgnoredDuringExecution:
-          - labelSelector:
-              matchExpressions:
-              - key: app
-                operator: In
-                values:
-                - web-store
-            topologyKey: "kubernetes.io/hostname"
-        podAffinity:
-          requiredDuringSchedulingIgnoredDuringExecution:
-          - labelSelector:
-              matchExpressions:
-              - key: app
-                operator: In
-                values:
-                - store
-            topologyKey: "kubernetes.io/hostname"
-      containers:
-      - name: web-app
-        image: nginx:1.16-alpine
-"""
+WEB_SERVER = fixture("web-server.yaml")
 
-APPLICATION_SERVER = """
-apiVersion: apps/v1
-kind: Deployment
-metadata:
-  name: application-server
-spec:
-  template:
-    spec:
-      affinity:
-        podAffinity:
-          requiredDuringSchedulingIgnoredDuringExecution:
-          - labelSelector:
-              matchExpressions:
-              - key: app
-                operator: In
-                values:
-                - database
-            topologyKey: topology.kubernetes.io/zone
-            # Only Pods from a given rollout are taken into consideration when calculating pod affinity.
-            # If you update the Deployment, the replacement Pods follow their own affinity rules
-            # (if there are any defined in the new Pod template)
-            matchLabelKeys:
-            - pod-template-hash
-      containers:
-      - name: app
-        image: registry.k8s.io/pause:3.10
-"""
+APPLICATION_SERVER = fixture("application-server.yaml")
 
 # The document's tenant Pod. Its podAffinity term has matchLabelKeys but no labelSelector, which
 # the apiserver refuses ("matchLabelKeys: Forbidden: must not be specified when labelSelector is
 # not set"); here it gets the empty selector ({}: every pod), so the term means "pods of my tenant".
-TENANT_A = """
-apiVersion: v1
-kind: Pod
-metadata:
-  labels:
-    # Assume that all relevant Pods have a "tenant" label set
-    tenant: tenant-a
-spec:
-  affinity:
-    podAffinity:
-      requiredDuringSchedulingIgnoredDuringExecution:
-      # ensure that pods associated with this tenant land on the correct node pool
-      - matchLabelKeys:
-          - tenant
-        labelSelector: {}
-        topologyKey: node-pool
-    podAntiAffinity:
-      requiredDuringSchedulingIgnoredDuringExecution:
-      # ensure that pods associated with this tenant can't schedule to nodes used for another tenant
-      - mismatchLabelKeys:
-        - tenant # whatever the value of the "tenant" label for this Pod, prevent
-                 # scheduling to nodes in any pool where any Pod from a different
-                 # tenant is running.
-        labelSelector:
-          # We have to have the labelSelector which selects only Pods with the tenant label,
-          # otherwise this Pod would hate Pods from daemonsets as well, for example,
-          # which aren't supposed to have the tenant label.
-          matchExpressions:
-          - key: tenant
-            operator: Exists
-        topologyKey: node-pool
-  containers:
-  - name: app
-    image: registry.k8s.io/pause:3.10
-"""
+TENANT_A = fixture("tenant-a.yaml")
 
 
 # ---------------------------------------------------------------- builders

@@ -13,70 +13,11 @@ from scheduler.framework.node_info import NodeInfo
 from scheduler.framework.types import NODE, ActionType, ClusterEvent, Code, CycleState, PreFilterResult, QueueingHint
 from scheduler.plugins import node_affinity as na
 from tests.harness.builders import MakeNode, MakePod
+from tests.harness.fixtures import fixture
 
-WITH_NODE_AFFINITY = """
-apiVersion: v1
-kind: Pod
-metadata:
-  name: with-node-affinity
-spec:
-  affinity:
-    nodeAffinity:
-      requiredDuringSchedulingIgnoredDuringExecution:
-        nodeSelectorTerms:
-        - matchExpressions:
-          - key: topology.kubernetes.io/zone
-            operator: In
-            values:
-            - antarctica-east1
-            - antarctica-west1
-      preferredDuringSchedulingIgnoredDuringExecution:
-      - weight: 1
-        preference:
-          matchExpressions:
-          - key: another-node-label-key
-            operator: In
-            values:
-            - another-node-label-value
-  containers:
-  - name: with-node-affinity
-    image: registry.k8s.io/pause:2.0
-"""
+WITH_NODE_AFFINITY = fixture("pod-with-node-affinity.yaml")
 
-WITH_AFFINITY_PREFERRED_WEIGHT = """
-apiVersion: v1
-kind: Pod
-metadata:
-  name: with-affinity-preferred-weight
-spec:
-  affinity:
-    nodeAffinity:
-      requiredDuringSchedulingIgnoredDuringExecution:
-        nodeSelectorTerms:
-        - matchExpressions:
-          - key: kubernetes.io/os
-            operator: In
-            values:
-            - linux
-      preferredDuringSchedulingIgnoredDuringExecution:
-      - weight: 1
-        preference:
-          matchExpressions:
-          - key: label-1
-            operator: In
-            values:
-            - key-1
-      - weight: 50
-        preference:
-          matchExpressions:
-          - key: label-2
-            operator: In
-            values:
-            - key-2
-  containers:
-  - name: with-node-affinity
-    image: registry.k8s.io/pause:2.0
-"""
+WITH_AFFINITY_PREFERRED_WEIGHT = fixture("pod-with-affinity-preferred-weight.yaml")
 
 # Kubernetes docs: Assigning Pods to Nodes, "Node affinity per scheduling profile": the
 # foo-scheduler profile's NodeAffinity args.

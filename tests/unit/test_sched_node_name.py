@@ -11,20 +11,11 @@ from scheduler.framework.node_info import NodeInfo
 from scheduler.framework.types import NODE, ActionType, ClusterEvent, Code, CycleState, QueueingHint
 from scheduler.plugins import node_name
 from tests.harness.builders import MakeNode, MakePod
+from tests.harness.fixtures import fixture
 
 # Kubernetes docs: Assigning Pods to Nodes, "nodeName": "The above Pod will only run on the node
 # kube-01."
-NGINX = """
-apiVersion: v1
-kind: Pod
-metadata:
-  name: nginx
-spec:
-  containers:
-  - name: nginx
-    image: nginx
-  nodeName: kube-01
-"""
+NGINX = fixture("pod-with-node-name.yaml")
 
 
 def nginx() -> core_pb2.Pod:

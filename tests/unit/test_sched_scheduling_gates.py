@@ -17,35 +17,13 @@ from scheduler.framework.types import (
 )
 from scheduler.plugins import scheduling_gates
 from tests.harness.builders import MakePod
+from tests.harness.fixtures import fixture
 
 # Kubernetes docs: Pod Scheduling Readiness, "Usage example": created with two gates ...
-GATED = """
-apiVersion: v1
-kind: Pod
-metadata:
-  name: test-pod
-  uid: uid-test-pod
-spec:
-  schedulingGates:
-  - name: example.com/foo
-  - name: example.com/bar
-  containers:
-  - name: pause
-    image: registry.k8s.io/pause:3.6
-"""
+GATED = fixture("test-pod-gated.yaml")
 
 # ... and reapplied without them.
-UNGATED = """
-apiVersion: v1
-kind: Pod
-metadata:
-  name: test-pod
-  uid: uid-test-pod
-spec:
-  containers:
-  - name: pause
-    image: registry.k8s.io/pause:3.6
-"""
+UNGATED = fixture("test-pod-ungated.yaml")
 
 
 def pod_from_yaml(text: str) -> core_pb2.Pod:

@@ -21,6 +21,7 @@ from scheduler.framework.types import (
 )
 from scheduler.plugins import taint_toleration as tt
 from tests.harness.builders import MakeNode, MakePod
+from tests.harness.fixtures import fixture
 
 
 def pod_tolerating(tolerations_yaml: str = "", name: str = "p", uid: str = "uid-p") -> core_pb2.Pod:
@@ -97,23 +98,7 @@ def test_004_three_taints_two_tolerations_the_third_taint_keeps_the_pod_off():
 
 
 def test_004_nginx_example_key_exists_tolerates_any_value():
-    nginx = jsonconv.from_dict(core_pb2.Pod, yaml.safe_load("""
-apiVersion: v1
-kind: Pod
-metadata:
-  name: nginx
-  labels:
-    env: test
-spec:
-  containers:
-  - name: nginx
-    image: nginx
-    imagePullPolicy: IfNotPresent
-  tolerations:
-  - key: "example-key"
-    operator: "Exists"
-    effect: "NoSchedule"
-"""))
+    nginx = jsonconv.from_dict(core_pb2.Pod, yaml.safe_load(fixture("pod-with-toleration.yaml")))
     assert run_filter(nginx, MakeNode().name("n").taint("example-key", "anything", "NoSchedule").obj()) is None
     no_execute = MakeNode().name("n").taint("example-key", "anything", "NoExecute").obj()
     assert run_filter(nginx, no_execute).code == Code.UNSCHEDULABLE_AND_UNRESOLVABLE

@@ -5,9 +5,12 @@ resourceVersion). A write that changes nothing is not written (no new revision),
 skips no-op updates. Reads of the current object start from the watch cache and fall back to
 etcd when the cache is behind. Deletion honours finalizers and, for pods, grace periods
 (``pods.grace_period``); an object marked for deletion goes away when its last finalizer is
-removed and its grace period is 0. A namespace's first delete marks it Terminating; it goes
-once its spec.finalizers are empty too (Kubernetes' namespace storage). Creates of namespaced
-objects pass namespace lifecycle admission (``admission.namespacelifecycle``).
+removed and its grace period is 0. A delete's ``propagationPolicy`` becomes the garbage
+collector's finalizers as Kubernetes' generic store makes them (``deletion_finalizers``):
+Orphan adds ``orphan``, Foreground ``foregroundDeletion``, Background neither, so the object
+waits for the garbage collector in the first two cases. A namespace's first delete marks it
+Terminating; it goes once its spec.finalizers are empty too (Kubernetes' namespace storage).
+Creates of namespaced objects pass namespace lifecycle admission (``admission.namespacelifecycle``).
 """
 
 from __future__ import annotations
@@ -31,6 +34,12 @@ from machinery.kinds import NAMESPACE, PRIORITY_CLASS, Kind, L, M, list_accessor
 
 MAX_RETRIES = 8
 _NAME_CHARS = "bcdfghjklmnpqrstvwxz2456789"
+
+# The garbage collector's finalizers (metav1.FinalizerOrphanDependents, FinalizerDeleteDependents)
+# and DeleteOptions' propagation policies.
+FINALIZER_ORPHAN = "orphan"
+FINALIZER_FOREGROUND = "foregroundDeletion"
+ORPHAN, BACKGROUND, FOREGROUND = "Orphan", "Background", "Foreground"
 
 Build = Callable[[M], M]
 # (the kind's object, the requested grace period) -> seconds; registered per kind name, so the
@@ -261,6 +270,10 @@ class Registry:
         if requested is not None and requested < 0:
             raise errors.Invalid.of(kind.name, req.name, [errors.invalid("gracePeriodSeconds", requested,
                                                                          "must be greater than or equal to 0")])
+        policy = req.propagation_policy if req.HasField("propagation_policy") else None
+        if policy is not None and policy not in (FOREGROUND, BACKGROUND, ORPHAN):
+            raise errors.Invalid.of("DeleteOptions.meta.k8s.io", "", [errors.not_supported(
+                "propagationPolicy", policy, (FOREGROUND, BACKGROUND, ORPHAN, "nil"))])
         fresh = False
         for _ in range(MAX_RETRIES):
             old = await self.read(kind, namespace, req.name, fresh)
@@ -284,14 +297,15 @@ class Registry:
             noderestriction.authorize(user, verb, kind, namespace, req.name, old=old)
             self.namespace_lifecycle.admit_delete(kind, req.name)
             if isinstance(old, core_pb2.Namespace) and (not meta.deletion_timestamp or old.spec.finalizers):
-                marked = await self._mark_namespace_terminating(old, key, dry_run)
+                marked = await self._mark_namespace_terminating(old, key, policy, dry_run)
                 if marked is None:
                     fresh = True
                     continue
                 return marked
             grace_fn = self.grace_periods.get(kind.name)
             grace = grace_fn(old, requested) if grace_fn else 0
-            if grace == 0 and not meta.finalizers:
+            finalizers = deletion_finalizers(old, policy)
+            if grace == 0 and not (meta.finalizers if finalizers is None else finalizers):
                 if dry_run:
                     return old
                 ok, rev = await self.etcd.delete(key, int(meta.resource_version), kind.plural)
@@ -302,6 +316,9 @@ class Registry:
                 continue
             # Graceful (or finalizers pending): mark the object; the last one out deletes it.
             new = strategy.copy(old)
+            if finalizers is not None:
+                del object_meta(new).finalizers[:]
+                object_meta(new).finalizers.extend(finalizers)
             deadline = timeutil.now().timestamp() + grace
             current = timeutil.parse(meta.deletion_timestamp)
             if current is None or deadline < current.timestamp() or (
@@ -320,16 +337,21 @@ class Registry:
         raise errors.conflict(kind.plural, req.name, "too many concurrent writers; try again")
 
 
-    async def _mark_namespace_terminating(self, ns: M, key: str, dry_run: bool) -> M | None:
+    async def _mark_namespace_terminating(self, ns: M, key: str, policy: str | None, dry_run: bool) -> M | None:
         """Kubernetes' namespace Delete before removal: the first delete sets deletionTimestamp and
-        phase Terminating and keeps the namespace; one already Terminating with finalizers left is
-        returned as it is. None: the compare-and-swap lost a race (read again)."""
+        phase Terminating (and the garbage collector's finalizer the propagation policy asks for)
+        and keeps the namespace; one already Terminating with finalizers left is returned as it
+        is. None: the compare-and-swap lost a race (read again)."""
         meta = object_meta(ns)
         if meta.deletion_timestamp:
             return ns
         self.namespace_lifecycle.deleting(meta.name)
         new = strategy.copy(ns)
         object_meta(new).deletion_timestamp = timeutil.rfc3339()
+        finalizers = deletion_finalizers(ns, policy)
+        if finalizers is not None:
+            del object_meta(new).finalizers[:]
+            object_meta(new).finalizers.extend(finalizers)
         if isinstance(new, core_pb2.Namespace):
             new.status.phase = "Terminating"
         if dry_run:
@@ -339,6 +361,28 @@ class Registry:
             return None
         object_meta(new).resource_version = str(rev)
         return new
+
+
+def deletion_finalizers(obj: Message, policy: str | None) -> list[str] | None:
+    """Kubernetes' deletionFinalizersForGarbageCollection: the object's finalizers once a delete
+    with ``policy`` is asked for — ``orphan`` for Orphan, ``foregroundDeletion`` for Foreground,
+    neither for Background; with no policy, a garbage-collection finalizer the object already has
+    decides, else Background. None when they stay as they are.
+
+    Background is the default of every kind kplane serves: apps/v1's ReplicaSet and Deployment
+    strategies say so (DeleteDependents; Orphan was the default of extensions/v1beta1 and
+    apps/v1beta1/v1beta2 only), and the other kinds have no policy of their own.
+    """
+    current = list(object_meta(obj).finalizers)
+    if policy is None:
+        first = next((f for f in current if f in (FINALIZER_ORPHAN, FINALIZER_FOREGROUND)), None)
+        policy = {FINALIZER_ORPHAN: ORPHAN, FINALIZER_FOREGROUND: FOREGROUND}.get(first or "", BACKGROUND)
+    wanted = [f for f in current if f not in (FINALIZER_ORPHAN, FINALIZER_FOREGROUND)]
+    if policy == ORPHAN:
+        wanted.append(FINALIZER_ORPHAN)
+    elif policy == FOREGROUND:
+        wanted.append(FINALIZER_FOREGROUND)
+    return None if set(wanted) == set(current) else wanted
 
 
 def removal_due(obj: Message) -> bool:

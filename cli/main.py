@@ -311,11 +311,34 @@ def cmd_apply(args: argparse.Namespace) -> int:
     return run_api(args, lambda client: apply_cmd.apply(client, docs, args.namespace, dry_run=args.dry_run))
 
 
+# kubectl's --cascade values -> DeleteOptions' propagationPolicy.
+_CASCADE = {"background": "Background", "foreground": "Foreground", "orphan": "Orphan"}
+# Go's strconv.ParseBool, which kubectl tries first: a boolean is the deprecated form.
+_BOOLEANS = {"1": True, "t": True, "T": True, "TRUE": True, "true": True, "True": True,
+             "0": False, "f": False, "F": False, "FALSE": False, "false": False, "False": False}
+
+
+def cascade_policy(value: str) -> str:
+    """kubectl's GetCascadingStrategy: the propagation policy a --cascade value asks for; a
+    boolean (true: background, false: orphan) with kubectl's deprecation warning."""
+    if value in _BOOLEANS:
+        word = "background" if _BOOLEANS[value] else "orphan"
+        print(f"warning: --cascade={str(_BOOLEANS[value]).lower()} is deprecated (boolean value) and can be "
+              f"replaced with --cascade={word}.", file=sys.stderr)
+        return _CASCADE[word]
+    policy = _CASCADE.get(value)
+    if policy is None:
+        raise UsageError(f'invalid cascade value ({value}). Must be "background", "foreground", or "orphan"')
+    return policy
+
+
 def cmd_delete(args: argparse.Namespace) -> int:
     kind = _kind(args.kind)
+    policy = cascade_policy(args.cascade)
 
     async def go(client: Client) -> int:
-        await client.resource(kind).delete(args.name, args.namespace or "", grace_period_seconds=args.grace_period)
+        await client.resource(kind).delete(args.name, args.namespace or "", grace_period_seconds=args.grace_period,
+                                           propagation_policy=policy)
         print(f'{kind.name.lower()} "{args.name}" deleted')
         return 0
 
@@ -494,6 +517,9 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("kind", metavar="KIND")
     sp.add_argument("name", metavar="NAME")
     sp.add_argument("--grace-period", type=int, default=None)
+    sp.add_argument("--cascade", default="background", metavar="background|foreground|orphan",
+                    help="what becomes of the object's dependents (kubectl's flag): deleted by the garbage "
+                         "collector after it (background) or before it (foreground), or kept (orphan)")
 
     sp = add("patch", cmd_patch, "patch an object (strategic merge patches merge containers by name)")
     sp.add_argument("kind", metavar="KIND")

@@ -185,11 +185,17 @@ class ResourceClient(Generic[M, L]):
         return await self._client.call(self._patch, req, dry_run=dry_run, timeout=timeout)
 
     async def delete(self, name: str, namespace: str = "", *, grace_period_seconds: int | None = None,
-                     uid: str | None = None, resource_version: str | None = None, dry_run: bool = False,
+                     uid: str | None = None, resource_version: str | None = None,
+                     propagation_policy: str | None = None, dry_run: bool = False,
                      timeout: float | None = None) -> M:
+        """Delete the object; ``propagation_policy`` is DeleteOptions' ("Orphan", "Background",
+        "Foreground"; None: the object's deletion finalizers decide, else Background). The answer
+        is the object's last state: marked for deletion (finalizers, grace period) or removed."""
         req = meta_pb2.DeleteRequest(namespace=self._ns(namespace), name=name)
         if grace_period_seconds is not None:
             req.grace_period_seconds = grace_period_seconds
+        if propagation_policy is not None:
+            req.propagation_policy = propagation_policy
         if uid is not None:
             req.preconditions.uid = uid
         if resource_version is not None:

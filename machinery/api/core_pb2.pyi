@@ -609,12 +609,14 @@ class Eviction(_message.Message):
     def __init__(self, api_version: _Optional[str] = ..., kind: _Optional[str] = ..., metadata: _Optional[_Union[_meta_pb2.ObjectMeta, _Mapping]] = ..., delete_options: _Optional[_Union[DeleteOptions, _Mapping]] = ...) -> None: ...
 
 class DeleteOptions(_message.Message):
-    __slots__ = ("grace_period_seconds", "preconditions")
+    __slots__ = ("grace_period_seconds", "preconditions", "propagation_policy")
     GRACE_PERIOD_SECONDS_FIELD_NUMBER: _ClassVar[int]
     PRECONDITIONS_FIELD_NUMBER: _ClassVar[int]
+    PROPAGATION_POLICY_FIELD_NUMBER: _ClassVar[int]
     grace_period_seconds: int
     preconditions: _meta_pb2.Preconditions
-    def __init__(self, grace_period_seconds: _Optional[int] = ..., preconditions: _Optional[_Union[_meta_pb2.Preconditions, _Mapping]] = ...) -> None: ...
+    propagation_policy: str
+    def __init__(self, grace_period_seconds: _Optional[int] = ..., preconditions: _Optional[_Union[_meta_pb2.Preconditions, _Mapping]] = ..., propagation_policy: _Optional[str] = ...) -> None: ...
 
 class Node(_message.Message):
     __slots__ = ("api_version", "kind", "metadata", "spec", "status")

@@ -190,16 +190,18 @@ class Preconditions(_message.Message):
     def __init__(self, uid: _Optional[str] = ..., resource_version: _Optional[str] = ...) -> None: ...
 
 class DeleteRequest(_message.Message):
-    __slots__ = ("namespace", "name", "grace_period_seconds", "preconditions")
+    __slots__ = ("namespace", "name", "grace_period_seconds", "preconditions", "propagation_policy")
     NAMESPACE_FIELD_NUMBER: _ClassVar[int]
     NAME_FIELD_NUMBER: _ClassVar[int]
     GRACE_PERIOD_SECONDS_FIELD_NUMBER: _ClassVar[int]
     PRECONDITIONS_FIELD_NUMBER: _ClassVar[int]
+    PROPAGATION_POLICY_FIELD_NUMBER: _ClassVar[int]
     namespace: str
     name: str
     grace_period_seconds: int
     preconditions: Preconditions
-    def __init__(self, namespace: _Optional[str] = ..., name: _Optional[str] = ..., grace_period_seconds: _Optional[int] = ..., preconditions: _Optional[_Union[Preconditions, _Mapping]] = ...) -> None: ...
+    propagation_policy: str
+    def __init__(self, namespace: _Optional[str] = ..., name: _Optional[str] = ..., grace_period_seconds: _Optional[int] = ..., preconditions: _Optional[_Union[Preconditions, _Mapping]] = ..., propagation_policy: _Optional[str] = ...) -> None: ...
 
 class PatchRequest(_message.Message):
     __slots__ = ("namespace", "name", "patch_type", "patch", "subresource")

@@ -56,11 +56,14 @@ import pytest
 from machinery.api import core_pb2
 from machinery.quantity import Quantity
 from tests.harness.api import delete_all_pods, ensure_priority_classes, resize
-from tests.harness.builders import MakePod
 from tests.harness.cluster import start, wait_exited
 from tests.harness.failpoints import failpoint
 from tests.harness.history import pod_revisions
-from tests.harness.resize_preemption import OPTION_1, option_clusters
+from tests.harness.resize_preemption import (
+    OPTION_1,
+    option_clusters,
+    resizable_pod,
+)
 from tests.harness.wait import condition, eventually, wait_deleted, wait_running
 
 pytestmark = [pytest.mark.chaos, pytest.mark.integration]
@@ -126,9 +129,7 @@ async def _create_tied_victims(api) -> dict[str, core_pb2.Pod]:
         await _next_second()
         for name in UPDATE_ORDER:
             # a deleted victim is really going 15 s
-            await api.pods.create(MakePod().name(name).req(cpu="1", memory="128Mi").priority_class("shift-low")
-                                  .grace(GRACE).resize_policy("cpu", "NotRequired").annotation(SHUTDOWN_SECONDS, "15")
-                                  .obj())
+            await api.pods.create(resizable_pod(name, "1", "shift-low", GRACE).annotation(SHUTDOWN_SECONDS, "15").obj())
         running = await wait_running(api, *UPDATE_ORDER, timeout=WAIT)
         starts = {n: p.status.start_time for n, p in running.items()}
         if len(set(starts.values())) == 1:
@@ -320,8 +321,7 @@ async def _kill_mid_preemption(tc, api, point: str) -> _Killed:
     """Fill the node, resize a to 3 CPUs with ``point`` armed with ``panic``; start the scheduler
     again once it died there."""
     since = await _current_revision(api) + 1
-    await api.pods.create(MakePod().name("a").req(cpu="1", memory="128Mi").priority_class("shift-high").grace(GRACE)
-                          .resize_policy("cpu", "NotRequired").obj())
+    await api.pods.create(resizable_pod("a", "1", "shift-high", GRACE).obj())
     await wait_running(api, "a", timeout=WAIT)
     running = await _create_tied_victims(api)
     uids = {n: running[n].metadata.uid for n in VICTIMS}

@@ -1,7 +1,7 @@
 """Helpers for KEP-5836 (Scheduler Preemption for In-Place Pod Resize) scenarios on real processes:
 a one-node cluster with the gate on, its priority classes, the pods' resize conditions, the
 victims, the scheduler's resize metrics, and the cleanup after each test (``kplane check`` over the
-whole history must pass). Resizable pods are ``MakePod()...resize_policy("cpu", "NotRequired")``."""
+whole history must pass)."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ from machinery import errors
 from machinery.api import core_pb2
 from machinery.quantity import Quantity
 from tests.harness.api import delete_all_pods, ensure_priority_classes
-from tests.harness.builders import make_priority_class
+from tests.harness.builders import MakePod, make_priority_class
 from tests.harness.cluster import FAST_KUBELET, TestCluster, start_cluster, stop_cluster
 from tests.harness.failpoints import failpoint
 from tests.harness.metrics import metric
@@ -102,6 +102,13 @@ async def resize_api(tc: TestCluster):
         yield c
     finally:
         await finish(tc, c)
+
+
+def resizable_pod(name: str, cpu: str, priority_class: str, grace: int = 1) -> MakePod:
+    """The pod of these scenarios: ``cpu`` and 128Mi, its cpu resized in place (``NotRequired``),
+    of ``priority_class``, ``grace`` seconds to terminate. A builder: end it with ``.obj()``."""
+    return (MakePod().name(name).req(cpu=cpu, memory="128Mi").priority_class(priority_class).grace(grace)
+            .resize_policy("cpu", "NotRequired"))
 
 
 async def run_pods(api, *pods: core_pb2.Pod) -> None:

@@ -31,7 +31,6 @@ from __future__ import annotations
 import pytest
 
 from tests.harness.api import ensure_priority_classes, resize
-from tests.harness.builders import MakePod
 from tests.harness.failpoints import failpoint
 from tests.harness.metrics import metric, requeued_by
 from tests.harness.resize_preemption import (
@@ -41,6 +40,7 @@ from tests.harness.resize_preemption import (
     gone,
     one_node_cluster,
     preempted_by,
+    resizable_pod,
     resize_api,
     resize_attempts,
     run_pods,
@@ -96,14 +96,10 @@ async def _four_pods(api, tc) -> None:
     and no preemption can help them: 2X beside Pod1 exceeds the node), then Pod1 asks for X."""
     await ensure_priority_classes(api, **{"p-30": 30, "p-20": 20, "p-10": 10})
     await run_pods(api,
-                   MakePod().name("pod1").req(cpu="1", memory="128Mi").priority_class("p-high").grace(1)
-                   .resize_policy("cpu", "NotRequired").obj(),
-                   MakePod().name("pod2").req(cpu="1", memory="128Mi").priority_class("p-30").grace(1)
-                   .resize_policy("cpu", "NotRequired").obj(),
-                   MakePod().name("pod3").req(cpu="1", memory="128Mi").priority_class("p-20").grace(1)
-                   .resize_policy("cpu", "NotRequired").obj(),
-                   MakePod().name("pod4").req(cpu="1", memory="128Mi").priority_class("p-10").grace(1)
-                   .resize_policy("cpu", "NotRequired").obj())
+                   resizable_pod("pod1", "1", "p-high").obj(),
+                   resizable_pod("pod2", "1", "p-30").obj(),
+                   resizable_pod("pod3", "1", "p-20").obj(),
+                   resizable_pod("pod4", "1", "p-10").obj())
     unschedulable = resize_attempts(tc, "unschedulable")
     for name in ("pod2", "pod3", "pod4"):
         await resize(api, name, cpu="4")
@@ -148,8 +144,7 @@ async def _a_preempts_d(api, tc) -> None:
 
 
 def _slow_victim(name: str, cpu: str):
-    pod = (MakePod().name(name).req(cpu=cpu, memory="128Mi").priority_class("p-lowest").grace(5)
-           .resize_policy("cpu", "NotRequired").obj())
+    pod = (resizable_pod(name, cpu, "p-lowest", 5).obj())
     pod.metadata.annotations["kplane.dev/shutdown-seconds"] = "2"
     return pod
 
@@ -158,12 +153,9 @@ async def test_reconsideration_a_is_resized_and_leaves_the_queue_even_after_bein
                                                                                          kubelet_cluster):
     api, tc = kubelet_api, kubelet_cluster
     await run_pods(api,
-                   MakePod().name("a").req(cpu="1", memory="128Mi").priority_class("p-mid").grace(1)
-                   .resize_policy("cpu", "NotRequired").obj(),
-                   MakePod().name("c").req(cpu="1", memory="128Mi").priority_class("p-high-never").grace(1)
-                   .resize_policy("cpu", "NotRequired").obj(),
-                   MakePod().name("b").req(cpu="1", memory="128Mi").priority_class("p-low").grace(1)
-                   .resize_policy("cpu", "NotRequired").obj(),
+                   resizable_pod("a", "1", "p-mid").obj(),
+                   resizable_pod("c", "1", "p-high-never").obj(),
+                   resizable_pod("b", "1", "p-low").obj(),
                    _slow_victim("d", "1"))
     parked = resize_attempts(tc, "parked")
     await _a_preempts_d(api, tc)
@@ -179,12 +171,9 @@ async def test_reconsideration_a_is_resized_and_leaves_the_queue_even_after_bein
 async def test_reconsideration_c_takes_the_room_and_a_preempts_again(kubelet_api, kubelet_cluster):
     api, tc = kubelet_api, kubelet_cluster
     await run_pods(api,
-                   MakePod().name("a").req(cpu="1", memory="128Mi").priority_class("p-mid").grace(1)
-                   .resize_policy("cpu", "NotRequired").obj(),
-                   MakePod().name("c").req(cpu="1", memory="128Mi").priority_class("p-high-never").grace(1)
-                   .resize_policy("cpu", "NotRequired").obj(),
-                   MakePod().name("b").req(cpu="1", memory="128Mi").priority_class("p-low").grace(1)
-                   .resize_policy("cpu", "NotRequired").obj(),
+                   resizable_pod("a", "1", "p-mid").obj(),
+                   resizable_pod("c", "1", "p-high-never").obj(),
+                   resizable_pod("b", "1", "p-low").obj(),
                    _slow_victim("d", "1"))
     parked, scale_ups = resize_attempts(tc, "parked"), requeued_by(tc, "AssignedPodUpdatePodScaleUp")
     await _a_preempts_d(api, tc)
@@ -206,10 +195,8 @@ async def test_reconsideration_c_takes_the_room_and_a_preempts_again(kubelet_api
 async def test_reconsideration_a_and_c_are_both_resized_and_nobody_else_goes(kubelet_api, kubelet_cluster):
     api, tc = kubelet_api, kubelet_cluster
     await run_pods(api,
-                   MakePod().name("a").req(cpu="1", memory="128Mi").priority_class("p-mid").grace(1)
-                   .resize_policy("cpu", "NotRequired").obj(),
-                   MakePod().name("c").req(cpu="1", memory="128Mi").priority_class("p-high-never").grace(1)
-                   .resize_policy("cpu", "NotRequired").obj(),
+                   resizable_pod("a", "1", "p-mid").obj(),
+                   resizable_pod("c", "1", "p-high-never").obj(),
                    _slow_victim("d", "2"))
     await _a_preempts_d(api, tc)
     await resize(api, "c", cpu="2")

@@ -57,7 +57,6 @@ import pytest
 from machinery.api import core_pb2
 from machinery.quantity import Quantity
 from tests.harness.api import resize
-from tests.harness.builders import MakePod
 from tests.harness.history import pod_revisions
 from tests.harness.metrics import metric
 from tests.harness.resize_preemption import (
@@ -66,6 +65,7 @@ from tests.harness.resize_preemption import (
     WAIT,
     gone,
     option_clusters,
+    resizable_pod,
     resize_api,
     resize_attempts,
     resize_state,
@@ -177,13 +177,10 @@ async def _until(t0: float, at: float) -> None:
 async def _grow(api, tc) -> _Case:
     """Fill the node, ask a for 3 CPUs: Deferred, v preempted (marked, deleted with its 12 s)."""
     await run_pods(api,
-                   MakePod().name("a").req(cpu="2", memory="128Mi").priority_class("p-high").grace(1)
-                   .resize_policy("cpu", "NotRequired").obj(),
+                   resizable_pod("a", "2", "p-high").obj(),
                    # v really takes its whole grace period
-                   MakePod().name("v").req(cpu="1", memory="128Mi").priority_class("p-lowest").grace(GRACE)
-                   .resize_policy("cpu", "NotRequired").annotation(SHUTDOWN_SECONDS, str(GRACE)).obj(),
-                   MakePod().name("b").req(cpu="1", memory="128Mi").priority_class("p-low").grace(1)
-                   .resize_policy("cpu", "NotRequired").obj())
+                   resizable_pod("v", "1", "p-lowest", GRACE).annotation(SHUTDOWN_SECONDS, str(GRACE)).obj(),
+                   resizable_pod("b", "1", "p-low").obj())
     uids = {p.metadata.name: p.metadata.uid for p in (await api.pods.list("default")).items}
     start, log_from = _counts(tc), _log_size(tc)
     t0 = time.monotonic()

@@ -27,7 +27,7 @@ import urllib.request
 import pytest
 
 from tests.harness.api import resize
-from tests.harness.builders import MakePod, make_pdb
+from tests.harness.builders import make_pdb
 from tests.harness.cluster import FAST_KUBELET, cluster_fixture
 from tests.harness.failpoints import failpoint
 from tests.harness.metrics import metric
@@ -39,6 +39,7 @@ from tests.harness.resize_preemption import (
     disarm,
     gone,
     preempted_by,
+    resizable_pod,
     resize_api,
     resize_attempts,
     run_pods,
@@ -70,12 +71,9 @@ async def api(resize_cluster):
 async def test_a_lower_priority_pod_is_preempted_by_a_higher_priority_deferred_resize_which_the_kubelet_then_actuates(
         api, resize_cluster):
     await run_pods(api,
-                   MakePod().name("a").req(cpu="2", memory="128Mi").priority_class("p-high").grace(1)
-                   .resize_policy("cpu", "NotRequired").obj(),
-                   MakePod().name("b").req(cpu="1", memory="128Mi").priority_class("p-low").grace(1)
-                   .resize_policy("cpu", "NotRequired").obj(),
-                   MakePod().name("c").req(cpu="1", memory="128Mi").priority_class("p-lowest").grace(1)
-                   .resize_policy("cpu", "NotRequired").obj())
+                   resizable_pod("a", "2", "p-high").obj(),
+                   resizable_pod("b", "1", "p-low").obj(),
+                   resizable_pod("c", "1", "p-lowest").obj())
     preempted = resize_attempts(resize_cluster, "preempted")
     await resize(api, "a", cpu="3")  # 3 + 1 + 1 > 4: one of the 1-CPU pods must go, the lowest
     await gone(api, "c")
@@ -91,14 +89,10 @@ async def test_a_lower_priority_pod_is_preempted_by_a_higher_priority_deferred_r
 
 async def test_several_lower_priority_pods_are_preempted_for_one_deferred_resize(api, resize_cluster):
     await run_pods(api,
-                   MakePod().name("a").req(cpu="1", memory="128Mi").priority_class("p-high").grace(1)
-                   .resize_policy("cpu", "NotRequired").obj(),
-                   MakePod().name("b").req(cpu="1", memory="128Mi").priority_class("p-mid").grace(1)
-                   .resize_policy("cpu", "NotRequired").obj(),
-                   MakePod().name("c").req(cpu="1", memory="128Mi").priority_class("p-low").grace(1)
-                   .resize_policy("cpu", "NotRequired").obj(),
-                   MakePod().name("d").req(cpu="1", memory="128Mi").priority_class("p-lowest").grace(1)
-                   .resize_policy("cpu", "NotRequired").obj())
+                   resizable_pod("a", "1", "p-high").obj(),
+                   resizable_pod("b", "1", "p-mid").obj(),
+                   resizable_pod("c", "1", "p-low").obj(),
+                   resizable_pod("d", "1", "p-lowest").obj())
     await resize(api, "a", cpu="3")  # two more CPUs: c and d, the two lowest, go; b stays
     await gone(api, "c")
     await gone(api, "d")
@@ -109,12 +103,9 @@ async def test_several_lower_priority_pods_are_preempted_for_one_deferred_resize
 
 async def test_a_resize_whose_priority_class_never_preempts_preempts_nothing(api, resize_cluster):
     await run_pods(api,
-                   MakePod().name("a").req(cpu="2", memory="128Mi").priority_class("p-high-never").grace(1)
-                   .resize_policy("cpu", "NotRequired").obj(),
-                   MakePod().name("b").req(cpu="1", memory="128Mi").priority_class("p-low").grace(1)
-                   .resize_policy("cpu", "NotRequired").obj(),
-                   MakePod().name("c").req(cpu="1", memory="128Mi").priority_class("p-lowest").grace(1)
-                   .resize_policy("cpu", "NotRequired").obj())
+                   resizable_pod("a", "2", "p-high-never").obj(),
+                   resizable_pod("b", "1", "p-low").obj(),
+                   resizable_pod("c", "1", "p-lowest").obj())
     unschedulable = resize_attempts(resize_cluster, "unschedulable")
     await resize(api, "a", cpu="3")
     await wait_resize_conditions(api, "a", {"PodResizePending": "Deferred"}, "a deferred")
@@ -131,12 +122,9 @@ async def test_a_resize_that_fits_while_the_kubelet_has_not_actuated_it_is_parke
         api, resize_cluster):
     # b and c outrank a: a's resize can preempt nothing, and waits Deferred.
     await run_pods(api,
-                   MakePod().name("a").req(cpu="2", memory="128Mi").priority_class("p-low").grace(1)
-                   .resize_policy("cpu", "NotRequired").obj(),
-                   MakePod().name("b").req(cpu="1", memory="128Mi").priority_class("p-high").grace(1)
-                   .resize_policy("cpu", "NotRequired").obj(),
-                   MakePod().name("c").req(cpu="1", memory="128Mi").priority_class("p-mid").grace(1)
-                   .resize_policy("cpu", "NotRequired").obj())
+                   resizable_pod("a", "2", "p-low").obj(),
+                   resizable_pod("b", "1", "p-high").obj(),
+                   resizable_pod("c", "1", "p-mid").obj())
     await resize(api, "a", cpu="3")
     await wait_resize_conditions(api, "a", {"PodResizePending": "Deferred"}, "a deferred")
     await eventually(lambda: resize_attempts(resize_cluster, "unschedulable") > 0, timeout=WAIT, what="a's first cycle")
@@ -164,16 +152,13 @@ async def test_a_pod_disruption_budget_is_honoured_as_for_a_new_pod(api, resize_
     """"Pod Priority, Graceful Termination, and Pod Disruption Budget": PDBs are supported, not
     guaranteed. c, the lowest, is covered by a budget that allows no disruption, so b — of higher
     priority but unprotected — is the victim; without another choice the budget would give way."""
-    c_pod = (MakePod().name("c").req(cpu="1", memory="128Mi").priority_class("p-lowest").grace(1)
-             .resize_policy("cpu", "NotRequired").obj())
+    c_pod = (resizable_pod("c", "1", "p-lowest").obj())
     c_pod.metadata.labels["app"] = "guarded"
     await api.pod_disruption_budgets.create(make_pdb("guard", {"app": "guarded"}, min_available="1"))
     try:
         await run_pods(api,
-                       MakePod().name("a").req(cpu="2", memory="128Mi").priority_class("p-high").grace(1)
-                       .resize_policy("cpu", "NotRequired").obj(),
-                       MakePod().name("b").req(cpu="1", memory="128Mi").priority_class("p-low").grace(1)
-                       .resize_policy("cpu", "NotRequired").obj(),
+                       resizable_pod("a", "2", "p-high").obj(),
+                       resizable_pod("b", "1", "p-low").obj(),
                        c_pod)
         await resize(api, "a", cpu="3")
         await gone(api, "b")
@@ -188,16 +173,13 @@ async def test_a_new_higher_priority_pod_may_preempt_the_resizing_pod_itself(api
     """"Race between a Deferred resize and a new higher-priority pod": the resize's room is reserved
     as soon as the spec says so, and the resizing pod is the best victim for the newcomer."""
     await run_pods(api,
-                   MakePod().name("a").req(cpu="1", memory="128Mi").priority_class("p-low").grace(1)
-                   .resize_policy("cpu", "NotRequired").obj(),
-                   MakePod().name("y").req(cpu="2", memory="128Mi").priority_class("p-mid").grace(1)
-                   .resize_policy("cpu", "NotRequired").obj())
+                   resizable_pod("a", "1", "p-low").obj(),
+                   resizable_pod("y", "2", "p-mid").obj())
     await resize(api, "a", cpu="3")  # 3 + 2 > 4, and y outranks a: Deferred for good
     await wait_resize_conditions(api, "a", {"PodResizePending": "Deferred"}, "a deferred")
     # z would fit beside a as it runs (1 + 2 + 1), not beside a as it asks to be (3 + 2 + 1): the
     # room of the resize is reserved, and a, the lowest, is the victim.
-    await api.pods.create(MakePod().name("z").req(cpu="1", memory="128Mi").priority_class("p-high").grace(1)
-                          .resize_policy("cpu", "NotRequired").obj())
+    await api.pods.create(resizable_pod("z", "1", "p-high").obj())
     await gone(api, "a")
     await wait_running(api, "z", timeout=WAIT)
     assert await preempted_by(api, "a") == "z"
@@ -207,12 +189,9 @@ async def test_a_new_higher_priority_pod_may_preempt_the_resizing_pod_itself(api
 async def test_node_policy_through_the_kubelet_keeps_the_resize_out_of_the_queue_until_it_is_cleared(
         api, resize_cluster):
     await run_pods(api,
-                   MakePod().name("a").req(cpu="2", memory="128Mi").priority_class("p-high").grace(1)
-                   .resize_policy("cpu", "NotRequired").obj(),
-                   MakePod().name("b").req(cpu="1", memory="128Mi").priority_class("p-low").grace(1)
-                   .resize_policy("cpu", "NotRequired").obj(),
-                   MakePod().name("c").req(cpu="1", memory="128Mi").priority_class("p-lowest").grace(1)
-                   .resize_policy("cpu", "NotRequired").obj())
+                   resizable_pod("a", "2", "p-high").obj(),
+                   resizable_pod("b", "1", "p-low").obj(),
+                   resizable_pod("c", "1", "p-lowest").obj())
     skipped = metric(resize_cluster, "scheduler", "scheduler_resize_preemption_skipped_total",
                      'reason="PodResizePreemptionDisabled"')
     await api.nodes.patch(NODE, {"spec": {"podPreemptionPolicy": {"disableResizePreemption": ["autoscaler-a"]}}},
@@ -258,12 +237,9 @@ async def test_an_old_kubelets_node_policy_is_read_by_the_scheduler_itself(old_a
     node = await api.nodes.get(NODE)
     assert node.status.node_info.kubelet_version == "v1.35.0"
     await run_pods(api,
-                   MakePod().name("a").req(cpu="2", memory="128Mi").priority_class("p-high").grace(1)
-                   .resize_policy("cpu", "NotRequired").obj(),
-                   MakePod().name("b").req(cpu="1", memory="128Mi").priority_class("p-low").grace(1)
-                   .resize_policy("cpu", "NotRequired").obj(),
-                   MakePod().name("c").req(cpu="1", memory="128Mi").priority_class("p-lowest").grace(1)
-                   .resize_policy("cpu", "NotRequired").obj())
+                   resizable_pod("a", "2", "p-high").obj(),
+                   resizable_pod("b", "1", "p-low").obj(),
+                   resizable_pod("c", "1", "p-lowest").obj())
     await api.nodes.patch(NODE, {"spec": {"podPreemptionPolicy": {"disableResizePreemption": ["autoscaler-a"]}}},
                           patch_type="merge")
     skipped = metric(tc, "scheduler", "scheduler_resize_preemption_skipped_total", 'reason="NodePodPreemptionPolicy"')
@@ -291,17 +267,13 @@ async def off_api(gate_off_cluster):
 async def test_with_the_gate_off_a_deferred_resize_preempts_nothing(off_api, gate_off_cluster):
     api, tc = off_api, gate_off_cluster
     await run_pods(api,
-                   MakePod().name("a").req(cpu="2", memory="128Mi").priority_class("p-high").grace(1)
-                   .resize_policy("cpu", "NotRequired").obj(),
-                   MakePod().name("b").req(cpu="1", memory="128Mi").priority_class("p-low").grace(1)
-                   .resize_policy("cpu", "NotRequired").obj(),
-                   MakePod().name("c").req(cpu="1", memory="128Mi").priority_class("p-lowest").grace(1)
-                   .resize_policy("cpu", "NotRequired").obj())
+                   resizable_pod("a", "2", "p-high").obj(),
+                   resizable_pod("b", "1", "p-low").obj(),
+                   resizable_pod("c", "1", "p-lowest").obj())
     await resize(api, "a", cpu="3")
     await wait_resize_conditions(api, "a", {"PodResizePending": "Deferred"}, "a deferred")
     # A pod created afterwards is scheduled: the scheduler is working, and has seen a's update.
-    await api.pods.create(MakePod().name("probe").req(cpu="0", memory="128Mi").priority_class("p-low").grace(1)
-                          .resize_policy("cpu", "NotRequired").obj())
+    await api.pods.create(resizable_pod("probe", "0", "p-low").obj())
     await wait_running(api, "probe", timeout=WAIT)
     assert metric(tc, "scheduler", "scheduler_resize_preemption_attempts_total") == 0
     assert metric(tc, "scheduler", "scheduler_pending_resize_pods") == 0

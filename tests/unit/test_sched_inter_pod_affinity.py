@@ -440,12 +440,8 @@ def test_004_redis_cache_and_web_server_colocate_one_of_each_per_node():
         webserver-1  webserver-2  webserver-3
         cache-1      cache-2      cache-3
     """
-    nodes = [NodeInfo(MakeNode().name("node-1").label(HOSTNAME, "node-1")
-                      .allocatable(cpu="4", memory="8Gi", pods="110").obj()),
-             NodeInfo(MakeNode().name("node-2").label(HOSTNAME, "node-2")
-                      .allocatable(cpu="4", memory="8Gi", pods="110").obj()),
-             NodeInfo(MakeNode().name("node-3").label(HOSTNAME, "node-3")
-                      .allocatable(cpu="4", memory="8Gi", pods="110").obj())]
+    nodes = [NodeInfo(MakeNode().name(n).label(HOSTNAME, n).allocatable(cpu="4", memory="8Gi", pods="110").obj())
+             for n in ("node-1", "node-2", "node-3")]
     for i in (1, 2, 3):
         assert schedule_one(nodes, pod_from(REDIS_CACHE, f"cache-{i}")) == f"node-{i}"
     # A fourth cache replica has nowhere to go: each node already has an app=store pod.
@@ -459,12 +455,8 @@ def test_004_redis_cache_and_web_server_colocate_one_of_each_per_node():
 
 
 def test_004_web_servers_wait_for_a_cache_and_never_share_a_node():
-    nodes = [NodeInfo(MakeNode().name("node-1").label(HOSTNAME, "node-1")
-                      .allocatable(cpu="4", memory="8Gi", pods="110").obj()),
-             NodeInfo(MakeNode().name("node-2").label(HOSTNAME, "node-2")
-                      .allocatable(cpu="4", memory="8Gi", pods="110").obj()),
-             NodeInfo(MakeNode().name("node-3").label(HOSTNAME, "node-3")
-                      .allocatable(cpu="4", memory="8Gi", pods="110").obj())]
+    nodes = [NodeInfo(MakeNode().name(n).label(HOSTNAME, n).allocatable(cpu="4", memory="8Gi", pods="110").obj())
+             for n in ("node-1", "node-2", "node-3")]
     # No cache yet: the web server does not carry app=store, so it cannot be the first of a group.
     assert schedule_one(nodes, pod_from(WEB_SERVER, "webserver-1")) is None
     place(nodes[1], pod_from(REDIS_CACHE, "cache-1"))

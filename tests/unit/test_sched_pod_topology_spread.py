@@ -24,6 +24,13 @@ FOO_BAR = {"foo": "bar"}
 # ---------------------------------------------------------------- builders
 
 
+def doc_nodes() -> list[core_pb2.Node]:
+    """node1..node4 of Kubernetes docs: Pod Topology Spread Constraints, labelled as the document
+    labels them (``node=<name>,zone=<zone>``): zoneA, zoneA, zoneB, zoneB."""
+    return [MakeNode().name(n).label("node", n).label("zone", z).allocatable(cpu="4", memory="8Gi", pods="110").obj()
+            for n, z in (("node1", "zoneA"), ("node2", "zoneA"), ("node3", "zoneB"), ("node4", "zoneB"))]
+
+
 def spread(pod: core_pb2.Pod, key: str = "zone", max_skew: int = 1, when: str = "DoNotSchedule",
            match_labels: dict | None = FOO_BAR, **fields) -> core_pb2.TopologySpreadConstraint:
     """Add a constraint; ``match_labels=None`` leaves labelSelector unset, ``{}`` sets it empty."""
@@ -96,14 +103,7 @@ def scores(pl, snap: Snapshot, pod: core_pb2.Pod, nodes: list[NodeInfo] | None =
 def four_node_cluster(extra_pods: list[core_pb2.Pod] = ()) -> Snapshot:
     """Kubernetes docs: Pod Topology Spread Constraints — node1..node4 in zoneA, zoneA, zoneB,
     zoneB; a foo=bar pod on node1, node2, node3."""
-    nodes = [MakeNode().name("node1").label("node", "node1").label("zone", "zoneA")
-             .allocatable(cpu="4", memory="8Gi", pods="110").obj(),
-             MakeNode().name("node2").label("node", "node2").label("zone", "zoneA")
-             .allocatable(cpu="4", memory="8Gi", pods="110").obj(),
-             MakeNode().name("node3").label("node", "node3").label("zone", "zoneB")
-             .allocatable(cpu="4", memory="8Gi", pods="110").obj(),
-             MakeNode().name("node4").label("node", "node4").label("zone", "zoneB")
-             .allocatable(cpu="4", memory="8Gi", pods="110").obj()]
+    nodes = doc_nodes()
     pods = [MakePod().name("p1").uid("uid-default-p1").labels(FOO_BAR).node("node1").obj(),
             MakePod().name("p2").uid("uid-default-p2").labels(FOO_BAR).node("node2").obj(),
             MakePod().name("p3").uid("uid-default-p3").labels(FOO_BAR).node("node3").obj()]
@@ -198,15 +198,7 @@ def test_004_conflicting_topology_spread_constraints_leave_the_pod_pending():
 def five_node_cluster() -> list[core_pb2.Node]:
     """Kubernetes docs: Pod Topology Spread Constraints, "topology spread constraints with node
     affinity": zones A (node1, node2), B (node3, node4) and C (node5)."""
-    return [MakeNode().name("node1").label("node", "node1").label("zone", "zoneA")
-            .allocatable(cpu="4", memory="8Gi", pods="110").obj(),
-            MakeNode().name("node2").label("node", "node2").label("zone", "zoneA")
-            .allocatable(cpu="4", memory="8Gi", pods="110").obj(),
-            MakeNode().name("node3").label("node", "node3").label("zone", "zoneB")
-            .allocatable(cpu="4", memory="8Gi", pods="110").obj(),
-            MakeNode().name("node4").label("node", "node4").label("zone", "zoneB")
-            .allocatable(cpu="4", memory="8Gi", pods="110").obj(),
-            MakeNode().name("node5").label("node", "node5").label("zone", "zoneC")
+    return [*doc_nodes(), MakeNode().name("node5").label("node", "node5").label("zone", "zoneC")
             .allocatable(cpu="4", memory="8Gi", pods="110").obj()]
 
 
@@ -273,12 +265,7 @@ def test_004_implicit_nodes_missing_a_topology_key_are_bypassed():
     minimum and the pod goes to zone A; node1 itself and node5 (mistyped ``zone-typo: zoneC``)
     can never take it."""
     nodes = [MakeNode().name("node1").labels({"node": "node1"}).allocatable(cpu="4", memory="8Gi", pods="110").obj(),
-             MakeNode().name("node2").label("node", "node2").label("zone", "zoneA")
-             .allocatable(cpu="4", memory="8Gi", pods="110").obj(),
-             MakeNode().name("node3").label("node", "node3").label("zone", "zoneB")
-             .allocatable(cpu="4", memory="8Gi", pods="110").obj(),
-             MakeNode().name("node4").label("node", "node4").label("zone", "zoneB")
-             .allocatable(cpu="4", memory="8Gi", pods="110").obj(),
+             *doc_nodes()[1:],  # node2..node4
              MakeNode().name("node5").labels({"node": "node5", "zone-typo": "zoneC"})
              .allocatable(cpu="4", memory="8Gi", pods="110").obj()]
     snap = cluster(nodes, [MakePod().name("p1").uid("uid-default-p1").labels(FOO_BAR).node("node1").obj(),
@@ -531,14 +518,7 @@ def test_the_minimum_stays_right_as_pods_leave_and_come_back_on_one_node():
 def test_nominated_pods_count_through_the_framework():
     """The framework's two-pass filter adds the pods nominated to a node with add_pod on a clone
     of the state. Per node: node1 1, node2 1, node3 0, node4 0 (+1 nominated)."""
-    nodes = [MakeNode().name("node1").label("node", "node1").label("zone", "zoneA")
-             .allocatable(cpu="4", memory="8Gi", pods="110").obj(),
-             MakeNode().name("node2").label("node", "node2").label("zone", "zoneA")
-             .allocatable(cpu="4", memory="8Gi", pods="110").obj(),
-             MakeNode().name("node3").label("node", "node3").label("zone", "zoneB")
-             .allocatable(cpu="4", memory="8Gi", pods="110").obj(),
-             MakeNode().name("node4").label("node", "node4").label("zone", "zoneB")
-             .allocatable(cpu="4", memory="8Gi", pods="110").obj()]
+    nodes = doc_nodes()
     snap = cluster(nodes, [MakePod().name("p1").uid("uid-default-p1").labels(FOO_BAR).node("node1").obj(),
                            MakePod().name("p2").uid("uid-default-p2").labels(FOO_BAR).node("node2").obj()])
     nominated = PodInfo(MakePod().name("nominated").uid("uid-default-nominated").labels(FOO_BAR).node("node4").obj())

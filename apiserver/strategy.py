@@ -145,6 +145,12 @@ def prepare_for_status_update(kind: Kind[M, L], new: M, old: M) -> M:
     out = copy(old)
     cast(_WithStatus, out).status.CopyFrom(cast(_WithStatus, new).status)
     object_meta(out).resource_version = object_meta(old).resource_version
+    if isinstance(out, apps_pb2.Deployment) and isinstance(new, apps_pb2.Deployment):  # kind is DEPLOYMENT
+        # Kubernetes' deploymentStatusStrategy keeps only spec and labels from the stored object: the
+        # deployment controller writes its revision annotation with the status, and that write must
+        # not bump the generation as an annotation change through an update does.
+        out.metadata.annotations.clear()
+        out.metadata.annotations.update(new.metadata.annotations)
     if isinstance(out, core_pb2.Pod) and isinstance(old, core_pb2.Pod) and not out.status.qos_class:  # kind is POD
         out.status.qos_class = old.status.qos_class
     _raise_invalid(kind, out, validation.validate_status_update(kind.name, out, old))

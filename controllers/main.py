@@ -23,9 +23,11 @@ from pathlib import Path
 
 from controllers import options as opts
 from controllers.controller import Controller, ControllerContext
+from controllers.deployment import DeploymentController
 from controllers.informers import SharedInformerFactory
 from controllers.nodelifecycle import NodeLifecycleController
 from controllers.podgc import PodGCController
+from controllers.replicaset import ReplicaSetController
 from controllers.tainteviction import TaintEvictionController
 from machinery import failpoints, process, timeutil
 from machinery.admin import AdminServer
@@ -45,6 +47,8 @@ REGISTRY: dict[str, tuple[Factory, Callable[[opts.ControllerOptions], int]]] = {
     "podgc": (PodGCController, lambda o: 1),
     "nodelifecycle": (NodeLifecycleController, lambda o: 1),
     "taint-eviction-controller": (TaintEvictionController, lambda o: 8),  # Kubernetes' UpdateWorkerSize
+    "replicaset": (ReplicaSetController, lambda o: o.concurrent_replicaset_syncs),
+    "deployment": (DeploymentController, lambda o: o.concurrent_deployment_syncs),
 }
 
 

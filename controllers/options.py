@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from machinery import timeutil
 
 # kube-controller-manager's controllers kplane has (controllers.main.REGISTRY builds them), by its names.
-CONTROLLERS = ("podgc", "nodelifecycle", "taint-eviction-controller")
+CONTROLLERS = ("podgc", "nodelifecycle", "taint-eviction-controller", "replicaset", "deployment")
 
 
 @dataclass(frozen=True)

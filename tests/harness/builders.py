@@ -9,13 +9,19 @@ running ``registry.k8s.io/pause:3.10``; ``req``/``lim``/``resize_policy``/``port
 container added last (``c1`` when none was). Nothing else is set unless a call says so: no
 priority, no grace period, no uid, no status. A node has a name and nothing else: its
 allocatable resources, labels and taints are what the test gives it.
+
+    MakeReplicaSet().name("web").replicas(3).req(cpu="100m").obj()
+    MakeDeployment().name("web").replicas(3).image("nginx:1.25").rolling_update(max_surge=1, max_unavailable=0).obj()
+
+A ReplicaSet or Deployment selects and labels its pods ``app: <name>`` unless ``labels`` says
+otherwise; its template has the one container ``c1``.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 
-from machinery.api import core_pb2, policy_pb2, scheduling_pb2
+from machinery.api import apps_pb2, core_pb2, policy_pb2, scheduling_pb2
 
 PAUSE_IMAGE = "registry.k8s.io/pause:3.10"
 DEFAULT_CONTAINER = "c1"
@@ -322,3 +328,142 @@ def mark_running_and_ready(pod: core_pb2.Pod, with_status_resources: bool = True
             cs.resources.requests.update(c.resources.requests)
             cs.resources.limits.update(c.resources.limits)
     return pod
+
+
+class _MakeWorkload:
+    """What ReplicaSets and Deployments share: a selector, a pod template (one container ``c1``
+    running the pause image unless ``image``/``req`` say otherwise), replicas."""
+
+    def __init__(self, obj: apps_pb2.ReplicaSet | apps_pb2.Deployment) -> None:
+        self._obj = obj
+        obj.metadata.namespace = "default"
+
+    def _container(self) -> core_pb2.Container:
+        spec = self._obj.spec.template.spec
+        if not spec.containers:
+            spec.containers.add(name=DEFAULT_CONTAINER, image=PAUSE_IMAGE)
+        return spec.containers[0]
+
+    def _name(self, name: str) -> None:
+        self._obj.metadata.name = name
+
+    def _labels(self, labels: Mapping[str, str]) -> None:
+        """``labels`` as the selector's matchLabels and the template's labels."""
+        self._obj.spec.selector.match_labels.update(labels)
+        self._obj.spec.template.metadata.labels.update(labels)
+
+    def _done(self) -> None:
+        self._container()
+        if not self._obj.spec.selector.match_labels and not self._obj.spec.selector.match_expressions:
+            self._labels({"app": self._obj.metadata.name})
+
+
+class MakeReplicaSet(_MakeWorkload):
+    """A ReplicaSet under construction (labels ``app: <name>`` unless ``labels`` is given)."""
+
+    def __init__(self) -> None:
+        self._rs = apps_pb2.ReplicaSet(api_version="apps/v1", kind="ReplicaSet")
+        super().__init__(self._rs)
+
+    def name(self, name: str) -> MakeReplicaSet:
+        self._name(name)
+        return self
+
+    def labels(self, labels: Mapping[str, str]) -> MakeReplicaSet:
+        self._labels(labels)
+        return self
+
+    def replicas(self, replicas: int) -> MakeReplicaSet:
+        self._rs.spec.replicas = replicas
+        return self
+
+    def min_ready_seconds(self, seconds: int) -> MakeReplicaSet:
+        self._rs.spec.min_ready_seconds = seconds
+        return self
+
+    def image(self, image: str) -> MakeReplicaSet:
+        self._container().image = image
+        return self
+
+    def req(self, resources: Mapping[str, str | None] | None = None, /, **kw: str | None) -> MakeReplicaSet:
+        self._container().resources.requests.update(_resources(resources, kw))
+        return self
+
+    def priority_class(self, name: str) -> MakeReplicaSet:
+        self._rs.spec.template.spec.priority_class_name = name
+        return self
+
+    def grace(self, seconds: int) -> MakeReplicaSet:
+        self._rs.spec.template.spec.termination_grace_period_seconds = seconds
+        return self
+
+    def obj(self) -> apps_pb2.ReplicaSet:
+        self._done()
+        return self._rs
+
+
+class MakeDeployment(_MakeWorkload):
+    """A Deployment under construction (labels ``app: <name>`` unless ``labels`` is given; the
+    apiserver's defaults otherwise: RollingUpdate 25%/25%, revisionHistoryLimit 10)."""
+
+    def __init__(self) -> None:
+        self._d = apps_pb2.Deployment(api_version="apps/v1", kind="Deployment")
+        super().__init__(self._d)
+
+    def name(self, name: str) -> MakeDeployment:
+        self._name(name)
+        return self
+
+    def labels(self, labels: Mapping[str, str]) -> MakeDeployment:
+        self._labels(labels)
+        return self
+
+    def replicas(self, replicas: int) -> MakeDeployment:
+        self._d.spec.replicas = replicas
+        return self
+
+    def image(self, image: str) -> MakeDeployment:
+        self._container().image = image
+        return self
+
+    def req(self, resources: Mapping[str, str | None] | None = None, /, **kw: str | None) -> MakeDeployment:
+        self._container().resources.requests.update(_resources(resources, kw))
+        return self
+
+    def grace(self, seconds: int) -> MakeDeployment:
+        self._d.spec.template.spec.termination_grace_period_seconds = seconds
+        return self
+
+    def rolling_update(self, max_surge: str | int | None = None,
+                       max_unavailable: str | int | None = None) -> MakeDeployment:
+        """``strategy: RollingUpdate`` with these bounds (an int or a percentage like ``"25%"``)."""
+        self._d.spec.strategy.type = "RollingUpdate"
+        if max_surge is not None:
+            self._d.spec.strategy.rolling_update.max_surge = str(max_surge)
+        if max_unavailable is not None:
+            self._d.spec.strategy.rolling_update.max_unavailable = str(max_unavailable)
+        return self
+
+    def recreate(self) -> MakeDeployment:
+        self._d.spec.strategy.type = "Recreate"
+        return self
+
+    def min_ready_seconds(self, seconds: int) -> MakeDeployment:
+        self._d.spec.min_ready_seconds = seconds
+        return self
+
+    def revision_history_limit(self, limit: int) -> MakeDeployment:
+        self._d.spec.revision_history_limit = limit
+        return self
+
+    def progress_deadline_seconds(self, seconds: int) -> MakeDeployment:
+        self._d.spec.progress_deadline_seconds = seconds
+        return self
+
+    def paused(self, paused: bool = True) -> MakeDeployment:
+        self._d.spec.paused = paused
+        return self
+
+    def obj(self) -> apps_pb2.Deployment:
+        self._done()
+        return self._d

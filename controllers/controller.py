@@ -56,9 +56,15 @@ class Controller(ABC, Generic[K]):
     work has typed items instead."""
 
     name: ClassVar[str]  # as kube-controller-manager's --controllers names it
+    # The workqueue's name, when Kubernetes names it otherwise than the controller (the garbage
+    # collector's "garbage_collector_attempt_to_delete").
+    queue_name: ClassVar[str] = ""
+    # Failures the controller expects now and then (content still going, say): retried
+    # rate-limited like a conflict, logged without a traceback.
+    expected_errors: ClassVar[tuple[type[Exception], ...]] = ()
 
     def __init__(self) -> None:
-        self.queue: RateLimitingQueue[K] = RateLimitingQueue(self.name)
+        self.queue: RateLimitingQueue[K] = RateLimitingQueue(self.queue_name or self.name)
         self._tasks: list[asyncio.Task[Any]] = []
 
     @abstractmethod
@@ -89,7 +95,7 @@ class Controller(ABC, Generic[K]):
             try:
                 await self.sync(key)
                 self.queue.forget(key)
-            except (errors.Unavailable, errors.Timeout, errors.Conflict) as exc:
+            except (errors.Unavailable, errors.Timeout, errors.Conflict, *self.expected_errors) as exc:
                 log.info("controller_sync_retry", controller=self.name, key=key, error=str(exc))
                 self.queue.add_rate_limited(key)
             except failpoints.FailpointError:

@@ -24,6 +24,7 @@ from pathlib import Path
 from controllers import options as opts
 from controllers.controller import Controller, ControllerContext
 from controllers.deployment import DeploymentController
+from controllers.garbagecollector import GarbageCollector
 from controllers.informers import SharedInformerFactory
 from controllers.nodelifecycle import NodeLifecycleController
 from controllers.podgc import PodGCController
@@ -47,6 +48,7 @@ REGISTRY: dict[str, tuple[Factory, Callable[[opts.ControllerOptions], int]]] = {
     "podgc": (PodGCController, lambda o: 1),
     "nodelifecycle": (NodeLifecycleController, lambda o: 1),
     "taint-eviction-controller": (TaintEvictionController, lambda o: 8),  # Kubernetes' UpdateWorkerSize
+    "garbagecollector": (GarbageCollector, lambda o: o.concurrent_gc_syncs),
     "replicaset": (ReplicaSetController, lambda o: o.concurrent_replicaset_syncs),
     "deployment": (DeploymentController, lambda o: o.concurrent_deployment_syncs),
 }

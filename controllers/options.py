@@ -15,7 +15,8 @@ from dataclasses import dataclass
 from machinery import timeutil
 
 # kube-controller-manager's controllers kplane has (controllers.main.REGISTRY builds them), by its names.
-CONTROLLERS = ("podgc", "nodelifecycle", "taint-eviction-controller", "replicaset", "deployment")
+CONTROLLERS = ("podgc", "nodelifecycle", "taint-eviction-controller", "replicaset", "deployment",
+               "garbagecollector")
 
 
 @dataclass(frozen=True)

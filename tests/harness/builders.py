@@ -74,6 +74,15 @@ class MakePod:
         self._pod.metadata.annotations[key] = value
         return self
 
+    def owner(self, kind: str, name: str, uid: str, *, api_version: str = "apps/v1", controller: bool = True,
+              block_owner_deletion: bool | None = None) -> MakePod:
+        """An ownerReference (the controller's, unless ``controller=False``)."""
+        ref = self._pod.metadata.owner_references.add(api_version=api_version, kind=kind, name=name, uid=uid,
+                                                      controller=controller)
+        if block_owner_deletion is not None:
+            ref.block_owner_deletion = block_owner_deletion
+        return self
+
     def deletion_timestamp(self, when: str) -> MakePod:
         self._pod.metadata.deletion_timestamp = when
         return self

@@ -26,6 +26,7 @@ from controllers.controller import Controller, ControllerContext
 from controllers.deployment import DeploymentController
 from controllers.garbagecollector import GarbageCollector
 from controllers.informers import SharedInformerFactory
+from controllers.namespace import NamespaceController
 from controllers.nodelifecycle import NodeLifecycleController
 from controllers.podgc import PodGCController
 from controllers.replicaset import ReplicaSetController
@@ -49,6 +50,7 @@ REGISTRY: dict[str, tuple[Factory, Callable[[opts.ControllerOptions], int]]] = {
     "nodelifecycle": (NodeLifecycleController, lambda o: 1),
     "taint-eviction-controller": (TaintEvictionController, lambda o: 8),  # Kubernetes' UpdateWorkerSize
     "garbagecollector": (GarbageCollector, lambda o: o.concurrent_gc_syncs),
+    "namespace": (NamespaceController, lambda o: o.concurrent_namespace_syncs),
     "replicaset": (ReplicaSetController, lambda o: o.concurrent_replicaset_syncs),
     "deployment": (DeploymentController, lambda o: o.concurrent_deployment_syncs),
 }

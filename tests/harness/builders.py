@@ -232,6 +232,21 @@ class MakePod:
         self._status().resources.requests.update(_resources(resources, kw))
         return self
 
+    def actual_lim(self, resources: Mapping[str, str | None] | None = None, /, **kw: str | None) -> MakePod:
+        """KEP-1287: the limits the last container runs with (``resources.limits`` of its status)."""
+        self._status().resources.limits.update(_resources(resources, kw))
+        return self
+
+    def active_deadline(self, seconds: int) -> MakePod:
+        """``spec.activeDeadlineSeconds`` (the pod is in a quota's Terminating scope)."""
+        self._pod.spec.active_deadline_seconds = seconds
+        return self
+
+    def overhead(self, resources: Mapping[str, str | None] | None = None, /, **kw: str | None) -> MakePod:
+        """``spec.overhead``, as a RuntimeClass sets it."""
+        self._pod.spec.overhead.update(_resources(resources, kw))
+        return self
+
     def nominated(self, node_name: str) -> MakePod:
         """``status.nominatedNodeName``."""
         self._pod.status.nominated_node_name = node_name
@@ -321,6 +336,41 @@ def make_pdb(name: str, match_labels: Mapping[str, str], *, min_available: str |
     if max_unavailable is not None:
         pdb.spec.max_unavailable = max_unavailable
     return pdb
+
+
+def make_namespace(name: str) -> core_pb2.Namespace:
+    ns = core_pb2.Namespace(api_version="v1", kind="Namespace")
+    ns.metadata.name = name
+    return ns
+
+
+def make_resource_quota(name: str, hard: Mapping[str, str], *, namespace: str = "default",
+                        scopes: tuple[str, ...] = ()) -> core_pb2.ResourceQuota:
+    """A ResourceQuota limiting ``hard`` (``{"requests.cpu": "2", "pods": "10"}``)."""
+    q = core_pb2.ResourceQuota(api_version="v1", kind="ResourceQuota")
+    q.metadata.name, q.metadata.namespace = name, namespace
+    q.spec.hard.update(hard)
+    q.spec.scopes.extend(scopes)
+    return q
+
+
+def limit_range_item(type_: str = "Container", *, min: Mapping[str, str] | None = None,
+                     max: Mapping[str, str] | None = None, default: Mapping[str, str] | None = None,
+                     default_request: Mapping[str, str] | None = None,
+                     max_limit_request_ratio: Mapping[str, str] | None = None) -> core_pb2.LimitRangeItem:
+    """One item of a LimitRange: ``type_`` Container or Pod, and the bounds given."""
+    item = core_pb2.LimitRangeItem(type=type_)
+    for field, values in (("min", min), ("max", max), ("default", default), ("default_request", default_request),
+                          ("max_limit_request_ratio", max_limit_request_ratio)):
+        getattr(item, field).update(values or {})
+    return item
+
+
+def make_limit_range(name: str, *items: core_pb2.LimitRangeItem, namespace: str = "default") -> core_pb2.LimitRange:
+    lr = core_pb2.LimitRange(api_version="v1", kind="LimitRange")
+    lr.metadata.name, lr.metadata.namespace = name, namespace
+    lr.spec.limits.extend(items)
+    return lr
 
 
 def mark_running_and_ready(pod: core_pb2.Pod, with_status_resources: bool = True) -> core_pb2.Pod:

@@ -4,7 +4,9 @@
 - ``bind``: the binding subresource sets ``spec.nodeName`` once and the PodScheduled condition.
 - ``resize``: the KEP-1287 ``resize`` subresource; only container resources change, validated by
   ``validation.validate_pod_resize`` (QoS class kept, no removals, cpu/memory only, the version-skew
-  rule on ``status.containerStatuses[].resources``); a change bumps ``metadata.generation``.
+  rule on ``status.containerStatuses[].resources``); a change bumps ``metadata.generation``. As
+  KEP-1287 "Affected Components" says, LimitRanger checks the new resources against the
+  namespace's LimitRanges and ResourceQuota charges the pod's increase (dry runs checked too).
 - ``evict``: API-initiated eviction (Kubernetes' eviction.go): pods that cannot be disrupted
   (terminal, Pending, already deleting) are deleted; otherwise the one PodDisruptionBudget
   selecting the pod must allow a disruption, recorded in its status before the graceful delete.
@@ -15,9 +17,10 @@
 from __future__ import annotations
 
 import functools
+from collections.abc import Awaitable, Callable, Sequence
 
 from apiserver import defaults, strategy, validation
-from apiserver.admission import noderestriction
+from apiserver.admission import limitranger, noderestriction
 from apiserver.auth import User
 from apiserver.registry import Registry, parse_patch, patched
 from machinery import disruption, errors, timeutil
@@ -98,7 +101,8 @@ class PodSubresources:
 
     # ------------------------------------------------------------ resize
 
-    def _resized(self, requested: core_pb2.Pod, old: core_pb2.Pod, user: User) -> core_pb2.Pod:
+    def _resized(self, requested: core_pb2.Pod, old: core_pb2.Pod, user: User,
+                 ranges: Sequence[core_pb2.LimitRange]) -> core_pb2.Pod:
         name = old.metadata.name
         noderestriction.authorize(user, "resize", POD, old.metadata.namespace, name, old=old)
         errs: list[errors.FieldError] = []
@@ -118,28 +122,40 @@ class PodSubresources:
                 del target.resize_policy[:]
                 target.resize_policy.extend(source.resize_policy)
         defaults.default_pod(new)  # Kubernetes defaults the request body (quantities canonical: 1.5 -> 1500m)
+        limited = ranges if not old.metadata.deletion_timestamp else ()  # LimitRanger skips pods being deleted
+        limitranger.default_pod(new, limited, annotate=False)
         errs = validation.validate_pod_resize(
             new, old, in_place_enabled=self.gates.enabled("InPlacePodVerticalScaling"))
         if errs:
             raise errors.Invalid.of("Pod", name, errs)
+        limitranger.validate_pod(new, limited)
         if strategy.spec_bytes(POD, new) != strategy.spec_bytes(POD, old):
             new.metadata.generation = old.metadata.generation + 1
         return new
 
+    def _charge_quota(self, dry_run: bool) -> Callable[[core_pb2.Pod, core_pb2.Pod], Awaitable[None]]:
+        """ResourceQuota admission of a resize: the pod's increase over what it already counts."""
+        async def admit(new: core_pb2.Pod, old: core_pb2.Pod) -> None:
+            await self.registry.resource_quota.admit(POD, new, old, dry_run=dry_run)
+        return admit
+
     async def resize(self, pod: core_pb2.Pod, user: User, dry_run: bool = False) -> core_pb2.Pod:
         """Update through the resize subresource (the request is the whole pod)."""
         namespace = pod.metadata.namespace or "default"
+        ranges = await self.registry.limit_ranger.ranges(namespace)
         return await self.registry.guaranteed_update(
-            POD, namespace, pod.metadata.name, lambda old: self._resized(pod, old, user),
-            precondition_rv=pod.metadata.resource_version, dry_run=dry_run)
+            POD, namespace, pod.metadata.name, lambda old: self._resized(pod, old, user, ranges),
+            precondition_rv=pod.metadata.resource_version, dry_run=dry_run, admit=self._charge_quota(dry_run))
 
     async def resize_patch(self, req: meta_pb2.PatchRequest, user: User, dry_run: bool = False) -> core_pb2.Pod:
         """Patch through the resize subresource (strategic merge merges containers by name)."""
         document, precondition = parse_patch(req)
+        namespace = req.namespace or "default"
+        ranges = await self.registry.limit_ranger.ranges(namespace)
         return await self.registry.guaranteed_update(
-            POD, req.namespace or "default", req.name,
-            lambda old: self._resized(patched(POD, old, document, req.patch_type), old, user),
-            precondition_rv=precondition, dry_run=dry_run)
+            POD, namespace, req.name,
+            lambda old: self._resized(patched(POD, old, document, req.patch_type), old, user, ranges),
+            precondition_rv=precondition, dry_run=dry_run, admit=self._charge_quota(dry_run))
 
     # ------------------------------------------------------------ eviction
 

@@ -18,13 +18,16 @@ from __future__ import annotations
 import base64
 import json
 import random
+from collections.abc import Awaitable
 from typing import Any, Callable
 
 from google.protobuf.message import Message
 
-from apiserver import strategy
-from apiserver.admission import noderestriction, priority
+from apiserver import defaults, strategy
+from apiserver.admission import limitranger, noderestriction, priority
+from apiserver.admission.limitranger import LimitRanger
 from apiserver.admission.namespacelifecycle import NamespaceLifecycle
+from apiserver.admission.resourcequota import ResourceQuotaAdmission
 from apiserver.auth import User
 from apiserver.etcd import EtcdClient
 from apiserver.watchcache import WatchCache
@@ -42,6 +45,8 @@ FINALIZER_FOREGROUND = "foregroundDeletion"
 ORPHAN, BACKGROUND, FOREGROUND = "Orphan", "Background", "Foreground"
 
 Build = Callable[[M], M]
+# (the new object, the stored one) -> None, or raises: admission that must await (ResourceQuota).
+Admit = Callable[[M, M], Awaitable[None]]
 # (the kind's object, the requested grace period) -> seconds; registered per kind name, so the
 # object's type is the kind's (pods.grace_period takes a Pod).
 GracePeriodFn = Callable[[Any, int | None], int]
@@ -69,6 +74,22 @@ class Registry:
         # Set by the server: pods.grace_period(obj, requested) for kinds with graceful deletion.
         self.grace_periods: dict[str, GracePeriodFn] = {}
         self.namespace_lifecycle = NamespaceLifecycle()
+        self.limit_ranger = LimitRanger(self)
+        self.resource_quota = ResourceQuotaAdmission(self)
+        self._written: dict[str, int] = {}  # kind plural -> the revision of this apiserver's last write
+
+    # ------------------------------------------------------------ read your writes
+
+    def _wrote(self, kind: Kind[Message, Message], rev: int) -> None:
+        if rev > self._written.get(kind.plural, 0):
+            self._written[kind.plural] = rev
+
+    async def caught_up(self, kind: Kind[Message, Message]) -> None:
+        """Wait until the watch cache has seen this apiserver's last write of ``kind`` (admission
+        reads LimitRanges and ResourceQuotas from the cache right after they were written)."""
+        rev = self._written.get(kind.plural, 0)
+        if self.cache.rev < rev:
+            await self.cache.wait_for(rev)
 
     # ------------------------------------------------------------ reads
 
@@ -162,17 +183,26 @@ class Registry:
             # cache at etcd's current revision before refusing the pod (read-your-writes).
             await self.cache.wait_for(await self.etcd.current_revision())
         by_name = {pc.metadata.name: pc for pc in classes.values()}
+        ranges: list[core_pb2.LimitRange] = []
         if isinstance(obj, core_pb2.Pod):  # kind is POD
+            ranges = await self.limit_ranger.ranges(meta.namespace)
+            if ranges:
+                defaults.default_pod(obj)  # Kubernetes defaults the request body before admission
+                limitranger.default_pod(obj, ranges)
             priority.admit_pod(obj, by_name)
         elif isinstance(obj, scheduling_pb2.PriorityClass):  # kind is PRIORITY_CLASS
             priority.admit_priority_class(obj, by_name)
         strategy.prepare_for_create(kind, obj)
+        if isinstance(obj, core_pb2.Pod):
+            limitranger.validate_pod(obj, ranges)
+        await self.resource_quota.admit(kind, obj, dry_run=dry_run)
         if dry_run:
             return obj
         for _ in range(MAX_RETRIES if generated else 1):
             rev = await self.etcd.create(kind.key(meta.namespace, meta.name), encode(obj), kind.plural)
             if rev is not None:
                 meta.resource_version = str(rev)
+                self._wrote(kind, rev)
                 return obj
             if generated:
                 meta.name = _generate_name(meta.generate_name)
@@ -181,11 +211,13 @@ class Registry:
     # ------------------------------------------------------------ updates
 
     async def guaranteed_update(self, kind: Kind[M, L], namespace: str, name: str, build: Build[M], *,
-                                precondition_rv: str = "", dry_run: bool = False) -> M:
+                                precondition_rv: str = "", dry_run: bool = False, admit: Admit[M] | None = None) -> M:
         """Read the current object, ``build`` the new one from it, compare-and-swap; retry on races.
 
         ``build`` gets a private copy of the stored object and returns the object to store (it
         may raise an ApiError). With ``precondition_rv`` the stored version must be that one.
+        ``admit`` (new, stored), if given, runs after ``build`` when something changes, dry runs
+        included, as Kubernetes runs validating admission inside its GuaranteedUpdate.
         """
         namespace = self._namespace(kind, namespace)
         key = kind.key(namespace, name)
@@ -209,6 +241,8 @@ class Registry:
             new_bytes = encode(new)
             if new_bytes == encode(old):
                 return old
+            if admit is not None:
+                await admit(new, old)
             if dry_run:
                 return new
             if removal_due(new):
@@ -218,6 +252,7 @@ class Registry:
                 ok, rev = await self.etcd.update(key, new_bytes, int(old_meta.resource_version), kind.plural)
             if ok:
                 new_meta.resource_version = str(rev)
+                self._wrote(kind, rev)
                 return new
             if precondition_rv:
                 raise errors.conflict(kind.plural, name)
@@ -311,6 +346,7 @@ class Registry:
                 ok, rev = await self.etcd.delete(key, int(meta.resource_version), kind.plural)
                 if ok:
                     meta.resource_version = str(rev)
+                    self._wrote(kind, rev)
                     return old
                 fresh = True
                 continue
@@ -332,6 +368,7 @@ class Registry:
             ok, rev = await self.etcd.update(key, encode(new), int(meta.resource_version), kind.plural)
             if ok:
                 object_meta(new).resource_version = str(rev)
+                self._wrote(kind, rev)
                 return new
             fresh = True
         raise errors.conflict(kind.plural, req.name, "too many concurrent writers; try again")

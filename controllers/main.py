@@ -30,6 +30,7 @@ from controllers.namespace import NamespaceController
 from controllers.nodelifecycle import NodeLifecycleController
 from controllers.podgc import PodGCController
 from controllers.replicaset import ReplicaSetController
+from controllers.resourcequota import ResourceQuotaController
 from controllers.tainteviction import TaintEvictionController
 from machinery import failpoints, process, timeutil
 from machinery.admin import AdminServer
@@ -51,6 +52,7 @@ REGISTRY: dict[str, tuple[Factory, Callable[[opts.ControllerOptions], int]]] = {
     "taint-eviction-controller": (TaintEvictionController, lambda o: 8),  # Kubernetes' UpdateWorkerSize
     "garbagecollector": (GarbageCollector, lambda o: o.concurrent_gc_syncs),
     "namespace": (NamespaceController, lambda o: o.concurrent_namespace_syncs),
+    "resourcequota": (ResourceQuotaController, lambda o: o.concurrent_resource_quota_syncs),
     "replicaset": (ReplicaSetController, lambda o: o.concurrent_replicaset_syncs),
     "deployment": (DeploymentController, lambda o: o.concurrent_deployment_syncs),
 }

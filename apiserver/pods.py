@@ -9,9 +9,13 @@
   namespace's LimitRanges and ResourceQuota charges the pod's increase (dry runs checked too).
 - ``evict``: API-initiated eviction (Kubernetes' eviction.go): pods that cannot be disrupted
   (terminal, Pending, already deleting) are deleted; otherwise the one PodDisruptionBudget
-  selecting the pod must allow a disruption, recorded in its status before the graceful delete.
-  The budget's numbers are computed here from the pods (``machinery.disruption``), so evictions
-  are correct whether or not a controller keeps the budget's status.
+  covering the pod must allow a disruption by its status, as the disruption controller keeps it
+  (``controllers/disruption.py``): a status older than the budget's spec or allowing none is
+  refused (429), else ``disruptionsAllowed`` goes down by one and the pod goes into
+  ``disruptedPods`` in one status write, then the pod is deleted gracefully. A budget whose
+  status no controller ever wrote gets one computed here from the watch cache's pods
+  (``machinery.disruption.compute_status``), so a cluster without a controller-manager still
+  honours budgets; Kubernetes refuses such evictions until its controller has run.
 """
 
 from __future__ import annotations
@@ -160,65 +164,146 @@ class PodSubresources:
     # ------------------------------------------------------------ eviction
 
     async def evict(self, eviction: core_pb2.Eviction, user: User, dry_run: bool = False) -> core_pb2.Pod:
+        """Kubernetes' EvictionREST.Create: the pod is deleted if its PodDisruptionBudget allows it."""
         name = eviction.metadata.name
         namespace = eviction.metadata.namespace or "default"
         opts = eviction.delete_options
         delete = meta_pb2.DeleteRequest(namespace=namespace, name=name)
         if opts.HasField("grace_period_seconds"):
             delete.grace_period_seconds = opts.grace_period_seconds
+        if opts.HasField("propagation_policy"):
+            delete.propagation_policy = opts.propagation_policy
         delete.preconditions.CopyFrom(opts.preconditions)
-        cache = self.registry.cache
+        rv_given = delete.preconditions.HasField("resource_version")
+        pod: core_pb2.Pod | None = None
         for _ in range(EVICTION_RETRIES):
             pod = await self.registry.read(POD, namespace, name, fresh=True)
             if pod is None:
                 raise errors.not_found("pods", name)
             noderestriction.authorize(user, "eviction", POD, namespace, name, old=pod)
-            if pod.status.phase in ("Succeeded", "Failed", "Pending") or pod.metadata.deletion_timestamp:
-                return await self.registry.delete(POD, delete, user, dry_run, verb="eviction")
-            budgets = [b for b in cache[POD_DISRUPTION_BUDGET].store.values() if disruption.selects(b, pod)]
-            if len(budgets) > 1:
-                raise errors.InternalError("This pod has more than one PodDisruptionBudget, which the eviction "
-                                           "subresource does not support.")
-            if not budgets:
-                return await self.registry.delete(POD, delete, user, dry_run, verb="eviction")
-            pdb = strategy.copy(budgets[0])
-            selected = [p for p in cache[POD].store.values() if disruption.selects(pdb, p)]
-            status = disruption.compute_status(pdb, selected)
-            ready = disruption.is_pod_ready(pod)
-            if not ready and (pdb.spec.unhealthy_pod_eviction_policy == "AlwaysAllow" or (
-                    status.current_healthy >= status.desired_healthy and status.desired_healthy > 0)):
-                return await self._delete_at(delete, pod, user, dry_run)
-            if len(status.disrupted_pods) > disruption.MAX_DISRUPTED_PODS:
-                raise errors.Forbidden("DisruptedPods map too big - too many evictions not confirmed by PDB controller")
-            if status.disruptions_allowed <= 0:
-                raise errors.TooManyRequests(
-                    f"Cannot evict pod as it would violate the pod's disruption budget. The disruption budget "
-                    f"{pdb.metadata.name} needs {status.desired_healthy} healthy pods and has "
-                    f"{status.current_healthy} currently")
-            status.disruptions_allowed -= 1
-            status.disrupted_pods[name] = timeutil.rfc3339()
-            disruption.set_disruption_allowed_condition(status, pdb, timeutil.now())
-            pdb.status.CopyFrom(status)
-            if not dry_run:
-                try:
-                    await self.registry.guaranteed_update(
-                        POD_DISRUPTION_BUDGET, namespace, pdb.metadata.name,
-                        functools.partial(_with_status, status=status),
-                        precondition_rv=pdb.metadata.resource_version)
-                except errors.Conflict:
-                    continue  # another eviction or controller wrote the budget: decide again
-            return await self._delete_at(delete, pod, user, dry_run)
-        raise errors.TooManyRequests("Cannot evict pod: too many concurrent evictions for its disruption budget; "
-                                     "try again")
+            if not _can_ignore_pdb(pod):
+                break
+            # Terminal, Pending or already deleting: it disrupts nothing more, so no budget is asked.
+            req = delete
+            if _should_enforce_resource_version(pod) and not rv_given:
+                req = _with_resource_version(delete, pod.metadata.resource_version)
+            try:
+                return await self.registry.delete(POD, req, user, dry_run, verb="eviction")
+            except errors.Conflict:
+                if rv_given:
+                    raise
+        else:
+            raise errors.conflict("pods", name, "too many concurrent writers; try again")
+        assert pod is not None
+        budgets = [b for b in self.registry.cache[POD_DISRUPTION_BUDGET].store.values()
+                   if disruption.covers_for_eviction(b, pod)]
+        if len(budgets) > 1:
+            raise errors.InternalError("This pod has more than one PodDisruptionBudget, which the eviction "
+                                       "subresource does not support.")
+        if not budgets:
+            return await self.registry.delete(POD, delete, user, dry_run, verb="eviction")
+        pdb = self._as_evictions_see_it(strategy.copy(budgets[0]))
+        if not disruption.is_pod_ready(pod) and (
+                pdb.spec.unhealthy_pod_eviction_policy == "AlwaysAllow"
+                or pdb.status.current_healthy >= pdb.status.desired_healthy > 0):
+            # An unready pod does not count as healthy: its eviction takes nothing from the budget,
+            # as long as the pod is still as read (not Ready since).
+            try:
+                return await self.registry.delete(POD, _with_resource_version(
+                    delete, delete.preconditions.resource_version if rv_given else pod.metadata.resource_version),
+                    user, dry_run, verb="eviction")
+            except errors.Conflict:
+                if rv_given:
+                    raise
+                raise _still_being_processed(pdb.metadata.name) from None
+        for _ in range(EVICTION_RETRIES):
+            status = check_and_decrement(pdb, name)
+            if dry_run:
+                break
+            try:
+                await self.registry.guaranteed_update(
+                    POD_DISRUPTION_BUDGET, namespace, pdb.metadata.name, functools.partial(_with_status, status=status),
+                    precondition_rv=pdb.metadata.resource_version)
+                break
+            except errors.Conflict:  # another eviction or the controller wrote the budget: decide again
+                fresh = await self.registry.read(POD_DISRUPTION_BUDGET, namespace, pdb.metadata.name, fresh=True)
+                if fresh is None:
+                    raise errors.not_found("poddisruptionbudgets", pdb.metadata.name) from None
+                pdb = self._as_evictions_see_it(fresh)
+        else:
+            raise errors.Timeout(f"Timeout: couldn't update PodDisruptionBudget \"{pdb.metadata.name}\" due to "
+                                 "conflicts")
+        return await self.registry.delete(POD, delete, user, dry_run, verb="eviction")
 
-    async def _delete_at(self, delete: meta_pb2.DeleteRequest, pod: core_pb2.Pod, user: User,
-                         dry_run: bool) -> core_pb2.Pod:
-        """Delete the pod as read (Kubernetes deletes with the pod's resourceVersion as precondition)."""
-        req = meta_pb2.DeleteRequest()
-        req.CopyFrom(delete)
-        if not req.preconditions.HasField("resource_version"):
-            req.preconditions.resource_version = pod.metadata.resource_version
-        return await self.registry.delete(POD, req, user, dry_run, verb="eviction")
+    def _as_evictions_see_it(self, pdb: policy_pb2.PodDisruptionBudget) -> policy_pb2.PodDisruptionBudget:
+        """The budget with the status evictions decide by: the disruption controller's, or — when no
+        controller ever wrote one (a cluster run without a controller-manager) — kplane's fallback,
+        computed here from the pods in the watch cache and marked as not the controller's
+        (observedGeneration 0, no condition), so the next eviction computes it again."""
+        if disruption.computed_by_controller(pdb):
+            return pdb
+        selected = [p for p in self.registry.cache[POD].store.values() if disruption.selects(pdb, p)]
+        status = disruption.compute_status(pdb, selected)
+        status.observed_generation = 0
+        del status.conditions[:]
+        pdb.status.CopyFrom(status)
+        return pdb
+
+
+def _can_ignore_pdb(pod: core_pb2.Pod) -> bool:
+    """Kubernetes' canIgnorePDB: a terminal or Pending pod, or one being deleted, is deleted at once."""
+    return pod.status.phase in ("Succeeded", "Failed", "Pending") or bool(pod.metadata.deletion_timestamp)
+
+
+def _should_enforce_resource_version(pod: core_pb2.Pod) -> bool:
+    """Kubernetes' shouldEnforceResourceVersion: a pod that may still become Ready (and so count
+    for a budget) is deleted only as read."""
+    return pod.status.phase not in TERMINAL_PHASES and not pod.metadata.deletion_timestamp
+
+
+def _with_resource_version(delete: meta_pb2.DeleteRequest, resource_version: str) -> meta_pb2.DeleteRequest:
+    req = meta_pb2.DeleteRequest()
+    req.CopyFrom(delete)
+    req.preconditions.resource_version = resource_version
+    return req
+
+
+_VIOLATES = "Cannot evict pod as it would violate the pod's disruption budget."
+
+
+def _still_being_processed(pdb_name: str) -> errors.TooManyRequests:
+    """Kubernetes' createTooManyRequestsError: the budget's status is older than its spec, so the
+    disruption controller has not decided yet; the client should try again (a 429)."""
+    return errors.TooManyRequests(f"{_VIOLATES} The disruption budget {pdb_name} is still being processed by the "
+                                  "server.")
+
+
+def check_and_decrement(pdb: policy_pb2.PodDisruptionBudget,
+                             pod_name: str) -> policy_pb2.PodDisruptionBudgetStatus:
+    """Kubernetes' checkAndDecrement: the budget's status with one disruption fewer allowed and the
+    pod in ``disruptedPods`` (one write, so the controller does not count it healthy meanwhile) —
+    or the refusal: a status older than the spec (429), a negative or too full status (403), no
+    disruption allowed (429)."""
+    name, st = pdb.metadata.name, pdb.status
+    fallback = not disruption.computed_by_controller(pdb)
+    if not fallback and st.observed_generation < pdb.metadata.generation:
+        raise _still_being_processed(name)
+    if st.disruptions_allowed < 0:
+        raise errors.Forbidden(f'poddisruptionbudget.policy "{name}" is forbidden: pdb disruptions allowed is negative')
+    if len(st.disrupted_pods) > disruption.MAX_DISRUPTED_PODS:
+        raise errors.Forbidden(f'poddisruptionbudget.policy "{name}" is forbidden: DisruptedPods map too big - too '
+                               "many evictions not confirmed by PDB controller")
+    if st.disruptions_allowed == 0:
+        raise errors.TooManyRequests(f"{_VIOLATES} The disruption budget {name} needs {st.desired_healthy} healthy "
+                                     f"pods and has {st.current_healthy} currently")
+    status = policy_pb2.PodDisruptionBudgetStatus()
+    status.CopyFrom(st)
+    status.disruptions_allowed -= 1
+    now = timeutil.now()
+    if status.disruptions_allowed == 0 and not fallback:
+        disruption.update_disruption_allowed_condition(status, now)
+    status.disrupted_pods[pod_name] = timeutil.rfc3339(now)
+    return status
 
 
 def _with_status(pdb: policy_pb2.PodDisruptionBudget,

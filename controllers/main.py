@@ -24,6 +24,7 @@ from pathlib import Path
 from controllers import options as opts
 from controllers.controller import Controller, ControllerContext
 from controllers.deployment import DeploymentController
+from controllers.disruption import DisruptionController
 from controllers.garbagecollector import GarbageCollector
 from controllers.informers import SharedInformerFactory
 from controllers.namespace import NamespaceController
@@ -52,6 +53,7 @@ REGISTRY: dict[str, tuple[Factory, Callable[[opts.ControllerOptions], int]]] = {
     "taint-eviction-controller": (TaintEvictionController, lambda o: 8),  # Kubernetes' UpdateWorkerSize
     "garbagecollector": (GarbageCollector, lambda o: o.concurrent_gc_syncs),
     "namespace": (NamespaceController, lambda o: o.concurrent_namespace_syncs),
+    "disruption": (DisruptionController, lambda o: 1),  # one worker, as Kubernetes' Run
     "resourcequota": (ResourceQuotaController, lambda o: o.concurrent_resource_quota_syncs),
     "replicaset": (ReplicaSetController, lambda o: o.concurrent_replicaset_syncs),
     "deployment": (DeploymentController, lambda o: o.concurrent_deployment_syncs),

@@ -123,7 +123,7 @@ class InFlightVictim:
 
 @dataclass
 class PDB:
-    """A budget with the disruptions it allows now (computed from the pods the scheduler knows)."""
+    """A budget with the disruptions it allows now and the pods already evicted under it."""
 
     pdb: policy_pb2.PodDisruptionBudget
     allowed: int
@@ -131,14 +131,22 @@ class PDB:
 
 
 def current_pdbs(handle: Handle) -> list[PDB]:
-    """Every PodDisruptionBudget with its disruptionsAllowed computed now, as the disruption
-    controller would (kplane has no such controller yet, so the status on the object may be stale)."""
+    """Every PodDisruptionBudget with the disruptions its status allows, as kube-scheduler reads
+    them (``status.disruptionsAllowed``, ``status.disruptedPods``, kept by the disruption
+    controller). A budget whose status no controller ever wrote — a cluster run without a
+    controller-manager — is computed from the pods the scheduler knows, as the apiserver's
+    eviction does for it (machinery.disruption.compute_status); Kubernetes would read 0 there."""
     budgets = list(handle.pdbs())
     if not budgets:
         return []
-    pods = list(handle.pods())
+    pods: list[core_pb2.Pod] | None = None
     out = []
     for pdb in budgets:
+        if disruption.computed_by_controller(pdb):
+            out.append(PDB(pdb, pdb.status.disruptions_allowed, set(pdb.status.disrupted_pods)))
+            continue
+        if pods is None:
+            pods = list(handle.pods())
         selected = [p for p in pods if disruption.selects(pdb, p)]
         try:
             st = disruption.compute_status(pdb, selected)

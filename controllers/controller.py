@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import functools
 from abc import ABC, abstractmethod
-from collections.abc import Hashable
+from collections.abc import Awaitable, Callable, Hashable
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Generic, TypeVar
 
@@ -88,23 +88,31 @@ class Controller(ABC, Generic[K]):
         self._tasks = []
 
     async def _worker(self, index: int) -> None:
+        await self.work(self.queue, self.sync)
+
+    async def work(self, queue: RateLimitingQueue[K], sync: Callable[[K], Awaitable[None]]) -> None:
+        """One worker over ``queue`` (client-go's processNextWorkItem loop): ``sync`` each key it
+        hands out, retried rate-limited on failure. ``start`` runs these over ``self.queue``; a
+        controller with a second queue (resourcequota's priority queue) runs more over that."""
+        retryable: tuple[type[Exception], ...] = (errors.Unavailable, errors.Timeout, errors.Conflict,
+                                                   *self.expected_errors)
         while True:
-            key, shutdown = await self.queue.get()
+            key, shutdown = await queue.get()
             if shutdown or key is None:
                 return
             try:
-                await self.sync(key)
-                self.queue.forget(key)
-            except (errors.Unavailable, errors.Timeout, errors.Conflict, *self.expected_errors) as exc:
+                await sync(key)
+                queue.forget(key)
+            except retryable as exc:
                 log.info("controller_sync_retry", controller=self.name, key=key, error=str(exc))
-                self.queue.add_rate_limited(key)
+                queue.add_rate_limited(key)
             except failpoints.FailpointError:
-                self.queue.add_rate_limited(key)
+                queue.add_rate_limited(key)
             except Exception as exc:
                 log.exception("controller_sync_failed", controller=self.name, key=key, error=str(exc))
-                self.queue.add_rate_limited(key)
+                queue.add_rate_limited(key)
             finally:
-                self.queue.done(key)
+                queue.done(key)
 
 
 class ObjectController(Controller[str]):

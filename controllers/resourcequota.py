@@ -130,7 +130,9 @@ class ResourceQuotaController(ObjectController):
 
     async def start(self, workers: int) -> None:
         await super().start(workers)
-        self._tasks += [supervise(f"{self.name}/priority-worker-{i}", self._priority_worker) for i in range(workers)]
+        self._tasks += [supervise(f"{self.name}/priority-worker-{i}",
+                                  functools.partial(self.work, self.priority_queue, self.sync))
+                        for i in range(workers)]
 
     def background(self) -> list[tuple[str, Any]]:
         return [("resync", self._resync_loop)]
@@ -145,20 +147,6 @@ class ResourceQuotaController(ObjectController):
             await asyncio.sleep(self._period)
             for q in self._quotas.list_all():
                 self.queue.add(key_of(q))
-
-    async def _priority_worker(self) -> None:
-        while True:
-            key, shutdown = await self.priority_queue.get()
-            if shutdown or key is None:
-                return
-            try:
-                await self.sync(key)
-                self.priority_queue.forget(key)
-            except Exception as exc:  # as the primary queue's workers: logged, retried rate-limited
-                log.info("controller_sync_retry", controller=self.name, key=key, error=str(exc))
-                self.priority_queue.add_rate_limited(key)
-            finally:
-                self.priority_queue.done(key)
 
     async def sync(self, key: str) -> None:
         namespace, _, name = key.partition("/")

@@ -1,0 +1,147 @@
+"""Chaos for the ReplicaSet and Deployment controllers: the controller-manager killed ten times in
+a row at each of their failpoints, and nothing made twice, nothing lost.
+
+- ``controller-manager/replicaset-after-create``: a pod create returned, the next not yet sent.
+  The restarted process lists every pod before its workers start, so it never makes a pod the
+  dead one made: at no revision does the ReplicaSet have more pods (neither finished nor being
+  deleted) than its replicas.
+- ``controller-manager/replicaset-before-status-update``: pods made, the status not written; the
+  next process writes it.
+- ``controller-manager/deployment-after-scale``: a ReplicaSet of a rolling Deployment scaled, the
+  rest of the sync not done. ``kplane check``'s deployment-surge-and-unavailability rule replays
+  every revision: never more pods than replicas + maxSurge, never fewer available than
+  replicas - maxUnavailable once a rollout started fully available.
+
+Each round arms the point with ``panic`` (the process dies there as with SIGKILL), gives the
+controllers work that reaches it, waits for the death and starts the controller-manager again;
+after ten rounds the point is left off and the cluster must converge: every pod asked for
+Running, statuses right, ``kplane check`` clean.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from controllers.deployment import FP_AFTER_SCALE
+from controllers.replicaset import FP_AFTER_CREATE, FP_BEFORE_STATUS_UPDATE
+from machinery.api import apps_pb2, core_pb2
+from tests.harness.builders import MakeDeployment, MakeReplicaSet
+from tests.harness.cluster import FAST_KUBELET, cluster_fixture, start, wait_exited
+from tests.harness.failpoints import failpoint
+from tests.harness.wait import eventually
+
+pytestmark = [pytest.mark.chaos, pytest.mark.integration]
+
+CM = "controller-manager"
+ROUNDS = 10
+WAIT = 60
+
+chaos_cluster = cluster_fixture(nodes=3, schedulers=1, controller_managers=1,
+                                controller_manager_args=["--leader-elect=false"], kubelet_args=FAST_KUBELET)
+
+
+@pytest.fixture
+async def api(chaos_cluster):
+    c = chaos_cluster.client()
+    start(chaos_cluster, CM)  # a no-op unless an earlier test left it dead
+    try:
+        yield c
+    finally:
+        await c.close()
+
+
+async def _panic_rounds(tc, point: str, work) -> None:
+    """``ROUNDS`` times: arm ``point`` with panic, ``await work(i)``, wait for the death, start again."""
+    for i in range(ROUNDS):
+        failpoint(tc, CM, point, "panic")
+        await work(i)
+        await wait_exited(tc, CM, timeout=WAIT)
+        start(tc, CM)
+
+
+def _live(pod: core_pb2.Pod) -> bool:
+    return not pod.metadata.deletion_timestamp and pod.status.phase not in ("Succeeded", "Failed")
+
+
+async def _most_pods_over_replicas(api, rs_name: str) -> list[tuple[int, int, int]]:
+    """Every revision at which ReplicaSet ``rs_name`` had more live pods than its spec.replicas then:
+    (rev, pods, replicas)."""
+    replicas, rs_uid = 0, ""
+    live: dict[str, bool] = {}
+    over = []
+    async for resp in api.history(since=0, follow=False):
+        for e in resp.entries:
+            if e.kind == "ReplicaSet" and e.name == rs_name:
+                rs = apps_pb2.ReplicaSet()
+                e.object.Unpack(rs)
+                replicas, rs_uid = rs.spec.replicas, rs.metadata.uid
+            elif e.kind == "Pod" and rs_uid:
+                pod = core_pb2.Pod()
+                e.object.Unpack(pod)
+                if not any(r.controller and r.uid == rs_uid for r in pod.metadata.owner_references):
+                    continue
+                live[pod.metadata.uid] = e.type != "DELETED" and _live(pod)
+            else:
+                continue
+            count = sum(live.values())
+            if count > replicas:
+                over.append((e.rev, count, replicas))
+    return over
+
+
+async def _wait_replicaset(api, name: str, replicas: int) -> None:
+    async def done() -> bool:
+        rs = await api.replica_sets.get(name)
+        pods = [p for p in (await api.pods.list("default")).items
+                if any(r.controller and r.uid == rs.metadata.uid for r in p.metadata.owner_references)]
+        running = [p for p in pods if _live(p) and p.status.phase == "Running"]
+        st = rs.status
+        return len(pods) == len(running) == replicas and \
+            (st.replicas, st.ready_replicas, st.available_replicas, st.observed_generation) == \
+            (replicas, replicas, replicas, rs.metadata.generation)
+
+    await eventually(done, timeout=WAIT, interval=0.2, what=f"{name}: {replicas} pods running, status right")
+
+
+@pytest.mark.parametrize("point", [FP_AFTER_CREATE, FP_BEFORE_STATUS_UPDATE])
+async def test_replicaset_controller_killed_ten_times_makes_no_pod_twice(chaos_cluster, api, point):
+    name = "chaos-" + point.rsplit("/", 1)[1]
+    await api.replica_sets.create(MakeReplicaSet().name(name).replicas(0).req(cpu="10m").obj())
+
+    async def grow(i: int) -> None:  # more pods each round: the next create (or status) is always due
+        await api.replica_sets.scale(name, 3 * (i + 1))
+
+    await _panic_rounds(chaos_cluster, point, grow)
+    await _wait_replicaset(api, name, 3 * ROUNDS)
+    assert await _most_pods_over_replicas(api, name) == [], "a pod made twice"
+    check = chaos_cluster.kplane("check")
+    assert check.returncode == 0, f"kplane check failed:\n{check.stdout}{check.stderr}"
+    await api.replica_sets.delete(name)
+
+
+async def test_deployment_controller_killed_ten_times_mid_rollout_stays_within_its_bounds(chaos_cluster, api):
+    """Six replicas, maxSurge 2, maxUnavailable 1, a new image each round: ten rollouts broken
+    off after a scale, then one to the end."""
+    await api.deployments.create(MakeDeployment().name("roller").replicas(6).image("app:0").req(cpu="10m")
+                                 .rolling_update(max_surge=2, max_unavailable=1).obj())
+
+    async def rolled_out(image: str) -> bool:
+        d = await api.deployments.get("roller")
+        pods = [p for p in (await api.pods.list("default")).items if p.metadata.labels.get("app") == "roller"]
+        return d.status.observed_generation == d.metadata.generation and \
+            (d.status.replicas, d.status.updated_replicas, d.status.available_replicas) == (6, 6, 6) and \
+            len(pods) == 6 and all(p.spec.containers[0].image == image and _live(p) for p in pods)
+
+    await eventually(lambda: rolled_out("app:0"), timeout=WAIT, interval=0.2, what="roller at app:0")
+
+    async def roll(i: int) -> None:
+        await api.deployments.patch("roller", {"spec": {"template": {"spec": {"containers": [
+            {"name": "c1", "image": f"app:{i + 1}"}]}}}})
+
+    await _panic_rounds(chaos_cluster, FP_AFTER_SCALE, roll)
+    await roll(ROUNDS)
+    await eventually(lambda: rolled_out(f"app:{ROUNDS + 1}"), timeout=WAIT, interval=0.2,
+                     what=f"roller at app:{ROUNDS + 1}")
+    check = chaos_cluster.kplane("check")
+    assert check.returncode == 0, f"kplane check failed:\n{check.stdout}{check.stderr}"
+    await api.deployments.delete("roller")

@@ -111,36 +111,38 @@ def _values(request: Quantity, limit: Quantity, enforced: Quantity) -> tuple[int
     return whole
 
 
+def _observed(name: str, enforced: Quantity, requests: Mapping[str, Quantity], limits: Mapping[str, Quantity]
+              ) -> tuple[Quantity | None, Quantity | None, int, int, int]:
+    """The request and limit of ``name`` (None when not given) and, comparable, their values and
+    the bound's."""
+    req, lim = requests.get(name), limits.get(name)
+    return (req, lim, *_values(req or _NONE, lim or _NONE, enforced))
+
+
 def _min(kind: str, name: str, enforced: Quantity, requests: Mapping[str, Quantity],
          limits: Mapping[str, Quantity]) -> str | None:
-    req, lim = requests.get(name), limits.get(name)
-    r, li, e = _values(req or _NONE, lim or _NONE, enforced)
+    """Kubernetes' minConstraint: a request is required, and neither it nor a limit may be lower."""
+    req, lim, r, li, e = _observed(name, enforced, requests, limits)
     if req is None:
         return f"minimum {name} usage per {kind} is {enforced}.  No request is specified"
-    if r < e:
-        return f"minimum {name} usage per {kind} is {enforced}, but request is {req}"
-    if lim is not None and li < e:
-        return f"minimum {name} usage per {kind} is {enforced}, but limit is {lim}"
-    return None
+    low = ("request", req) if r < e else ("limit", lim) if lim is not None and li < e else None
+    return f"minimum {name} usage per {kind} is {enforced}, but {low[0]} is {low[1]}" if low else None
 
 
 def _max(kind: str, name: str, enforced: Quantity, requests: Mapping[str, Quantity],
          limits: Mapping[str, Quantity]) -> str | None:
-    req, lim = requests.get(name), limits.get(name)
-    r, li, e = _values(req or _NONE, lim or _NONE, enforced)
+    """Kubernetes' maxConstraint: a limit is required, and neither it nor a request may be higher."""
+    req, lim, r, li, e = _observed(name, enforced, requests, limits)
     if lim is None:
         return f"maximum {name} usage per {kind} is {enforced}.  No limit is specified"
-    if li > e:
-        return f"maximum {name} usage per {kind} is {enforced}, but limit is {lim}"
-    if req is not None and r > e:
-        return f"maximum {name} usage per {kind} is {enforced}, but request is {req}"
-    return None
+    high = ("limit", lim) if li > e else ("request", req) if req is not None and r > e else None
+    return f"maximum {name} usage per {kind} is {enforced}, but {high[0]} is {high[1]}" if high else None
 
 
 def _ratio(kind: str, name: str, enforced: Quantity, requests: Mapping[str, Quantity],
            limits: Mapping[str, Quantity]) -> str | None:
-    req, lim = requests.get(name), limits.get(name)
-    r, li, _ = _values(req or _NONE, lim or _NONE, enforced)
+    """Kubernetes' limitRequestRatioConstraint: limit / request no more than the bound."""
+    req, lim, r, li, _ = _observed(name, enforced, requests, limits)
     prefix = f"{name} max limit to request ratio per {kind} is {enforced}"
     if req is None or r == 0:
         return f"{prefix}, but no request is specified or request is 0"

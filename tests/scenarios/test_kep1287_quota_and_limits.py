@@ -39,19 +39,15 @@ NODE = "node-1"
 QUOTA, LIMIT_RANGE = "resize-resource-quota", "resize-limit-ranger"
 ORIGINAL = ("300m", "300Mi")
 
-quota_cluster = cluster_fixture(nodes=1, controller_managers=1, kubelet_args=FAST_KUBELET,
-                                controller_manager_args=["--controllers=resourcequota",
-                                                         "--resource-quota-sync-period=2s"])
+# The module's cluster (the harness's ``client`` fixture talks to it).
+kcluster = cluster_fixture(nodes=1, controller_managers=1, kubelet_args=FAST_KUBELET,
+                           controller_manager_args=["--controllers=resourcequota", "--resource-quota-sync-period=2s"])
 _namespaces = itertools.count(1)
 
 
 @pytest.fixture
-async def api(quota_cluster):
-    c = quota_cluster.client()
-    try:
-        yield c
-    finally:
-        await c.close()
+def api(client):
+    return client
 
 
 @pytest.fixture
@@ -251,7 +247,7 @@ async def test_kep1287_limit_ranger_tests_valid(api, namespace, case, title, cpu
 
 
 async def test_kep1287_resource_quota_usage_follows_resize_up_at_once_and_down_once_actuated(
-        quota_cluster, api, namespace):
+        kcluster, api, namespace):
     await api.resource_quotas.create(make_resource_quota(
         "compute", {"requests.cpu": "2", "limits.cpu": "2", "requests.memory": "1Gi", "pods": "4"},
         namespace=namespace))
@@ -267,16 +263,16 @@ async def test_kep1287_resource_quota_usage_follows_resize_up_at_once_and_down_o
     await wait_actuated(api, namespace, "web", "1", "128Mi")
 
     # Down: while the kubelet has not actuated it, allocated and actual stay at 1 and so does the quota.
-    failpoint(quota_cluster, f"kubelet/{NODE}", "kubelet/resize-after-allocate", "pause")
+    failpoint(kcluster, f"kubelet/{NODE}", "kubelet/resize-after-allocate", "pause")
     try:
         pod = await api.pods.patch("web", resize_patch("250m", "128Mi"), namespace=namespace, subresource="resize")
         assert pod.metadata.generation == 3
-        await wait_paused(quota_cluster, f"kubelet/{NODE}", "kubelet/resize-after-allocate")
+        await wait_paused(kcluster, f"kubelet/{NODE}", "kubelet/resize-after-allocate")
         await asyncio.sleep(3)  # longer than the controller's 2s resync: it has recounted meanwhile
         now = await used(api, namespace, "compute")
         assert now["requests.cpu"] == Quantity("1"), "a resize down frees quota only once actuated"
     finally:
-        failpoint(quota_cluster, f"kubelet/{NODE}", "kubelet/resize-after-allocate", "off")
+        failpoint(kcluster, f"kubelet/{NODE}", "kubelet/resize-after-allocate", "off")
     await wait_actuated(api, namespace, "web", "250m", "128Mi")
     await wait_used(api, namespace, {"requests.cpu": "250m", "limits.cpu": "250m", "requests.memory": "128Mi",
                                      "pods": "1"}, name="compute")
@@ -290,7 +286,7 @@ async def test_kep1287_resource_quota_usage_follows_resize_up_at_once_and_down_o
                                  'requests.cpu=2')
 
 
-async def test_a_terminal_pod_frees_its_quota(quota_cluster, api, namespace):
+async def test_a_terminal_pod_frees_its_quota(kcluster, api, namespace):
     await api.resource_quotas.create(make_resource_quota("pods", {"pods": "1", "count/pods": "5"},
                                                          namespace=namespace))
     await wait_used(api, namespace, {"pods": "0", "count/pods": "0"}, name="pods")
@@ -302,7 +298,7 @@ async def test_a_terminal_pod_frees_its_quota(quota_cluster, api, namespace):
         await api.pods.create(MakePod().name("second").namespace(namespace).node(NODE).obj())
     # Its container completes: the pod Succeeded counts for count/pods only.
     cid = (await api.pods.get("job", namespace)).status.container_statuses[0].container_id.split("://", 1)[-1]
-    rt = runtime(quota_cluster, NODE)
+    rt = runtime(kcluster, NODE)
     try:
         await rt.exit_container(cri_pb2.ExitContainerRequest(container_id=cid, exit_code=0))
     finally:

@@ -1,6 +1,6 @@
 """The Deployment controller: its arithmetic (controllers.deploymentutil) as Kubernetes'
 pkg/controller/deployment/util computes it, and its syncs over an in-memory API
-(tests/unit/controller_fakes.py) with the real ReplicaSet controller beside it — rolling updates
+(tests/unit/fakes_replicaset_deployment.py) with the real ReplicaSet controller beside it — rolling updates
 step by step within maxSurge and maxUnavailable, Recreate, proportional scaling mid-rollout, pauses,
 revision history, conditions and the hash collision."""
 
@@ -18,7 +18,7 @@ from machinery import errors, timeutil
 from machinery.api import apps_pb2
 from machinery.kinds import DEPLOYMENT, POD, REPLICA_SET
 from tests.harness.builders import MakeDeployment
-from tests.unit.controller_fakes import FakeApi
+from tests.unit.fakes_replicaset_deployment import FakeApi
 
 KEY = "default/web"
 

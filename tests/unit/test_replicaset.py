@@ -1,4 +1,4 @@
-"""The ReplicaSet controller over an in-memory API (tests/unit/controller_fakes.py): what one sync
+"""The ReplicaSet controller over an in-memory API (tests/unit/fakes_replicaset_deployment.py): what one sync
 does, as Kubernetes' pkg/controller/replicaset does it — pods from the template with the
 ReplicaSet as controller, expectations across a slow informer, slow-start batches, the pods it
 deletes, adoption and release, status and its ReplicaFailure condition."""
@@ -12,7 +12,7 @@ from controllers.replicaset import ReplicaSetController, slow_start_batch
 from machinery import errors
 from machinery.kinds import POD, REPLICA_SET
 from tests.harness.builders import MakePod, MakeReplicaSet
-from tests.unit.controller_fakes import FakeApi
+from tests.unit.fakes_replicaset_deployment import FakeApi
 
 KEY = "default/web"
 

@@ -29,6 +29,7 @@ eviction that did not happen), except the kubelet's own (``TerminationByKubelet`
 
 from __future__ import annotations
 
+import functools
 from datetime import datetime, timedelta
 
 from google.protobuf.message import Message
@@ -120,7 +121,8 @@ class DisruptionController(ObjectController):
 
     async def start(self, workers: int) -> None:
         await super().start(workers)
-        self._tasks.append(supervise(f"{self.name}/stale-pod-disruption", self._stale_worker))
+        self._tasks.append(supervise(f"{self.name}/stale-pod-disruption", functools.partial(
+            self.work, self.stale_queue, self._sync_stale_pod_disruption)))
 
     async def stop(self) -> None:
         self.stale_queue.shutdown()
@@ -215,23 +217,6 @@ class DisruptionController(ObjectController):
 
     # ------------------------------------------------------------ stale DisruptionTarget conditions
 
-    async def _stale_worker(self) -> None:
-        while True:
-            key, shutdown = await self.stale_queue.get()
-            if shutdown or key is None:
-                return
-            try:
-                await self._sync_stale_pod_disruption(key)
-                self.stale_queue.forget(key)
-            except errors.ApiError as exc:
-                log.info("stale_pod_disruption_retry", pod=key, error=exc.message)
-                self.stale_queue.add_rate_limited(key)
-            except Exception as exc:
-                log.exception("stale_pod_disruption_failed", pod=key, error=str(exc))
-                self.stale_queue.add_rate_limited(key)
-            finally:
-                self.stale_queue.done(key)
-
     async def _sync_stale_pod_disruption(self, key: str) -> None:
         """Kubernetes' syncStalePodDisruption: DisruptionTarget set False once stale."""
         namespace, _, name = key.partition("/")
@@ -250,7 +235,10 @@ class DisruptionController(ObjectController):
             if c.type == DISRUPTION_TARGET:
                 c.status, c.reason, c.message = "False", "", ""
                 c.last_transition_time = timeutil.rfc3339()
-        await self._client.pods.update_status(new)
+        try:
+            await self._client.pods.update_status(new)
+        except errors.NotFound:
+            return
         log.info("stale_disruption_target_reset", pod=key)
 
 

@@ -31,7 +31,7 @@ from __future__ import annotations
 import asyncio
 import functools
 from collections import OrderedDict
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -428,6 +428,15 @@ class _VirtualDeleteEnqueued(Exception):
     """The item is not in the API: a virtual delete event went on graph_changes instead."""
 
 
+class NotObservedYet(Exception):
+    """A virtual node the API has but no informer delivered yet: looked at again later (Kubernetes
+    requeues it so that a node added and removed while a watch was down cannot stay for ever)."""
+
+
+class OrphaningFailed(Exception):
+    """Some dependents of an orphaning owner could not be patched: the owner is looked at again."""
+
+
 class _NamespacedOwnerOfClusterScopedObject(Exception):
     """A cluster-scoped object refers to a namespaced owner: no retry makes that valid."""
 
@@ -444,6 +453,7 @@ class GarbageCollector(Controller[Node]):
 
     name = "garbagecollector"
     queue_name = ATTEMPT_TO_DELETE
+    expected_errors = (NotObservedYet, OrphaningFailed, RestMappingError)
 
     def __init__(self, ctx: ControllerContext):
         super().__init__()
@@ -491,9 +501,9 @@ class GarbageCollector(Controller[Node]):
         self._tasks.append(supervise(f"{self.name}/graph-changes", self._graph_changes_worker))
         for i in range(workers):
             self._tasks.append(supervise(f"{self.name}/attempt-to-delete-{i}", functools.partial(
-                self._attempt_worker, self.queue, self._attempt_to_delete)))
+                self.work, self.queue, self._attempt_to_delete)))
             self._tasks.append(supervise(f"{self.name}/attempt-to-orphan-{i}", functools.partial(
-                self._attempt_worker, self.attempt_to_orphan, self._attempt_to_orphan)))
+                self.work, self.attempt_to_orphan, self._attempt_to_orphan)))
         log.info("controller_started", controller=self.name, workers=workers)
 
     async def stop(self) -> None:
@@ -505,6 +515,7 @@ class GarbageCollector(Controller[Node]):
         await self._attempt_to_delete(key)
 
     async def _graph_changes_worker(self) -> None:
+        """The one worker of graph_changes: the graph changes in the order its informers saw."""
         while True:
             event, shutdown = await self.graph_changes.get()
             if shutdown or event is None:
@@ -517,46 +528,20 @@ class GarbageCollector(Controller[Node]):
                 self.graph_changes.forget(event)
                 self.graph_changes.done(event)
 
-    async def _attempt_worker(self, queue: RateLimitingQueue[Node], attempt: Callable[[Node], Awaitable[bool]]) -> None:
-        """Kubernetes' processAttemptToDeleteWorker / processAttemptToOrphanWorker: ``attempt``
-        says whether to look at the node again later (rate-limited); an error says so too."""
-        while True:
-            node, shutdown = await queue.get()
-            if shutdown or node is None:
-                return
-            try:
-                requeue = await attempt(node)
-            except (errors.Unavailable, errors.Timeout, errors.Conflict) as exc:
-                log.info("gc_retry", queue=queue.name, item=str(node.identity), error=str(exc))
-                requeue = True
-            except RestMappingError as exc:
-                log.warning("gc_sync_failed", queue=queue.name, item=str(node.identity), error=str(exc))
-                requeue = True
-            except errors.ApiError as exc:
-                log.warning("gc_sync_failed", queue=queue.name, item=str(node.identity), error=exc.message)
-                requeue = True
-            except Exception as exc:
-                log.exception("gc_sync_failed", queue=queue.name, item=str(node.identity), error=str(exc))
-                requeue = True
-            if requeue:
-                queue.add_rate_limited(node)
-            else:
-                queue.forget(node)
-            queue.done(node)
-
     # ------------------------------------------------------------ attempt to delete
 
-    async def _attempt_to_delete(self, item: Node) -> bool:
-        """Kubernetes' attemptToDeleteWorker: True to look at the item again later."""
+    async def _attempt_to_delete(self, item: Node) -> None:
+        """Kubernetes' attemptToDeleteWorker; raises to look at the item again later."""
         if item.virtual:
             in_graph = self.graph.uid_to_node.get(item.identity.uid)
             if in_graph is None or not in_graph.virtual:
-                return False  # gone from the graph, or observed meanwhile
+                return  # gone from the graph, or observed meanwhile
         try:
             await self._attempt_to_delete_item(item)
         except (_VirtualDeleteEnqueued, _NamespacedOwnerOfClusterScopedObject):
-            return False
-        return item.virtual  # not observed through an informer yet: look again
+            return
+        if item.virtual:
+            raise NotObservedYet(f"{item.identity} not observed through an informer yet")
 
     async def _attempt_to_delete_item(self, item: Node) -> None:
         """Kubernetes' attemptToDeleteItem: delete the item if every owner is gone, remove its
@@ -653,20 +638,19 @@ class GarbageCollector(Controller[Node]):
 
     # ------------------------------------------------------------ attempt to orphan
 
-    async def _attempt_to_orphan(self, owner: Node) -> bool:
+    async def _attempt_to_orphan(self, owner: Node) -> None:
         """Kubernetes' attemptToOrphanWorker: every dependent loses its reference to the owner,
-        then the owner its orphan finalizer. True to try again later."""
+        then the owner its orphan finalizer; raises to try again later."""
         dependents = list(owner.dependents)
         results = await asyncio.gather(*(self._orphan(dep, owner.identity) for dep in dependents),
                                        return_exceptions=True)
-        failed = [(d, r) for d, r in zip(dependents, results, strict=True) if isinstance(r, BaseException)]
+        failed = [f"orphaning {d.identity} failed, {r}" for d, r in zip(dependents, results, strict=True)
+                  if isinstance(r, BaseException)]
         if failed:
-            log.info("gc_orphan_failed", owner=str(owner.identity),
-                     errors=[f"orphaning {d.identity} failed, {r}" for d, r in failed])
-            return True
+            raise OrphaningFailed(f"failed to orphan dependents of owner {owner.identity}, got errors: "
+                                  f"{'; '.join(failed)}")
         log.info("gc_orphaned", owner=str(owner.identity), dependents=len(dependents))
         await self._remove_finalizer(owner, FINALIZER_ORPHAN)
-        return False
 
     async def _orphan(self, dependent: Node, owner: ObjectReference) -> None:
         kind = kind_of(dependent.identity.api_version, dependent.identity.kind)

@@ -99,7 +99,7 @@ from controllers.deploymentutil import (
 )
 from controllers.podcontrol import controller_of, controller_ref, namespace_terminating
 from controllers.ranking import is_pod_active
-from controllers.refmanager import ControllerRefManager
+from controllers.refmanager import ControllerRefManager, resolve_controller, selecting
 from controllers.replicaset import CONTROLLER_UID_INDEX, NAMESPACE_INDEX, controller_uid
 from machinery import errors, failpoints, selectors, timeutil
 from machinery.api import apps_pb2, core_pb2
@@ -171,31 +171,18 @@ class DeploymentController(ObjectController):
 
     # ------------------------------------------------------------ event handlers (enqueue only)
 
-    def _resolve(self, namespace: str, rs: apps_pb2.ReplicaSet) -> apps_pb2.Deployment | None:
-        ref = controller_of(rs.metadata)
-        if ref is None or ref.kind != "Deployment":
-            return None
-        d = self._deployments.get(ref.name, namespace)
-        return d if d is not None and d.metadata.uid == ref.uid else None
+    def _resolve(self, rs: apps_pb2.ReplicaSet) -> apps_pb2.Deployment | None:
+        return resolve_controller(self._deployments, "Deployment", rs.metadata)
 
     def _matching(self, rs: apps_pb2.ReplicaSet) -> list[apps_pb2.Deployment]:
-        """getDeploymentsForReplicaSet: the Deployments whose (non-empty) selector selects it."""
-        out = []
-        for d in self._deployments.by_index(NAMESPACE_INDEX, rs.metadata.namespace):
-            try:
-                sel = selectors.label_selector_as_selector(d.spec.selector)
-            except selectors.SelectorError:
-                continue
-            if not sel.empty and sel.matches(rs.metadata.labels):
-                out.append(d)
-        return out
+        return selecting(self._deployments.by_index(NAMESPACE_INDEX, rs.metadata.namespace), rs.metadata.labels)
 
     def _rs_added(self, rs: apps_pb2.ReplicaSet) -> None:
         if rs.metadata.deletion_timestamp:
             self._rs_deleted(rs)
             return
         if controller_of(rs.metadata) is not None:
-            d = self._resolve(rs.metadata.namespace, rs)
+            d = self._resolve(rs)
             if d is not None:
                 self.enqueue(d)
             return
@@ -208,11 +195,11 @@ class DeploymentController(ObjectController):
         old_ref, new_ref = controller_of(old.metadata), controller_of(new.metadata)
         ref_changed = old_ref != new_ref
         if ref_changed and old_ref is not None:
-            d = self._resolve(old.metadata.namespace, old)
+            d = self._resolve(old)
             if d is not None:
                 self.enqueue(d)
         if new_ref is not None:
-            d = self._resolve(new.metadata.namespace, new)
+            d = self._resolve(new)
             if d is not None:
                 self.enqueue(d)
             return
@@ -221,18 +208,13 @@ class DeploymentController(ObjectController):
                 self.enqueue(d)
 
     def _rs_deleted(self, rs: apps_pb2.ReplicaSet) -> None:
-        d = self._resolve(rs.metadata.namespace, rs)
+        d = self._resolve(rs)
         if d is not None:
             self.enqueue(d)
 
     def _deployment_of(self, pod: core_pb2.Pod) -> apps_pb2.Deployment | None:
-        ref = controller_of(pod.metadata)
-        if ref is None or ref.kind != "ReplicaSet":
-            return None
-        rs = self._rs.get(ref.name, pod.metadata.namespace)
-        if rs is None or rs.metadata.uid != ref.uid:
-            return None
-        return self._resolve(rs.metadata.namespace, rs)
+        rs = resolve_controller(self._rs, "ReplicaSet", pod.metadata)
+        return self._resolve(rs) if rs is not None else None
 
     def _pod_updated(self, old: core_pb2.Pod, new: core_pb2.Pod) -> None:
         # A pod stopping being live frees room for a rollout (kplane counts live pods in a
@@ -333,13 +315,10 @@ class DeploymentController(ObjectController):
             if annotations_updated or copy.spec.min_ready_seconds != d.spec.min_ready_seconds:
                 copy.spec.min_ready_seconds = d.spec.min_ready_seconds
                 return s.put(await self._client.replica_sets.update(copy))
-            needs_update = set_deployment_revision(d, copy.metadata.annotations.get(REVISION_ANNOTATION, ""))
-            if has_progress_deadline(d) and get_condition(d.status, "Progressing") is None:
-                set_condition(d.status, new_condition("Progressing", "True", FOUND_NEW_RS,
-                                                      f'Found new replica set "{copy.metadata.name}"'))
-                needs_update = True
-            if needs_update:
-                await self._write_status(d)
+            # No Progressing condition yet: progress is estimated from now on.
+            first = has_progress_deadline(d) and get_condition(d.status, "Progressing") is None
+            await self._note_new_replica_set(d, copy.metadata.annotations.get(REVISION_ANNOTATION, ""),
+                                             FOUND_NEW_RS, f'Found new replica set "{copy.metadata.name}"', first)
             return copy
         if not create:
             return None
@@ -398,14 +377,21 @@ class DeploymentController(ObjectController):
             self._recorder.event(d, "Normal", SCALING_REPLICA_SET,
                                  f"Scaled up replica set {created.metadata.name} from 0 to {count}")
             await failpoints.hit(FP_AFTER_SCALE)
-        needs_update = set_deployment_revision(d, str(new_revision))
-        if not already_exists and has_progress_deadline(d):
-            set_condition(d.status, new_condition("Progressing", "True", NEW_REPLICA_SET,
-                                                  f'Created new replica set "{created.metadata.name}"'))
-            needs_update = True
-        if needs_update:
-            await self._write_status(d)
+        await self._note_new_replica_set(d, str(new_revision), NEW_REPLICA_SET,
+                                         f'Created new replica set "{created.metadata.name}"',
+                                         not already_exists and has_progress_deadline(d))
         return created
+
+    async def _note_new_replica_set(self, d: apps_pb2.Deployment, revision: str, reason: str, message: str,
+                                    progressing: bool) -> None:
+        """The deployment takes its new ReplicaSet's revision, and with ``progressing`` a Progressing
+        condition (``reason``, ``message``); written if either changed."""
+        changed = set_deployment_revision(d, revision)
+        if progressing:
+            set_condition(d.status, new_condition("Progressing", "True", reason, message))
+            changed = True
+        if changed:
+            await self._write_status(d)
 
     async def _write_status(self, d: apps_pb2.Deployment) -> None:
         """UpdateStatus of the deployment as this sync has it (status and annotations); ``d``

@@ -20,13 +20,15 @@ together after every object was looked at (``ClaimError``), so one failing patch
 from __future__ import annotations
 
 import json
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from typing import Any, Generic, TypeVar
 
 from google.protobuf.message import Message
 
 from controllers.podcontrol import controller_of
-from machinery import errors
+from machinery import errors, selectors
+from machinery.api import meta_pb2
+from machinery.informer import Informer
 from machinery.kinds import accessor, object_meta
 from machinery.logging import get_logger
 from machinery.selectors import LabelSelector
@@ -36,6 +38,40 @@ log = get_logger()
 M = TypeVar("M", bound=Message)
 
 PatchFn = Callable[[str, str, str], Awaitable[Any]]  # (namespace, name, JSON patch)
+
+
+S = TypeVar("S", bound=Message)
+
+
+def resolve_controller(owners: Informer[S], kind: str, meta: meta_pb2.ObjectMeta) -> S | None:
+    """resolveControllerRef: the owner of ``kind`` that the object's controller reference names —
+    looked up by name in the object's namespace, then checked by uid (a new owner of the same name
+    is not it)."""
+    ref = controller_of(meta)
+    if ref is None or ref.kind != kind:
+        return None
+    owner = owners.get(ref.name, meta.namespace)
+    return owner if owner is not None and object_meta(owner).uid == ref.uid else None
+
+
+def selecting(owners: Iterable[S], labels: Mapping[str, str]) -> list[S]:
+    """The owners whose selector — valid and not empty: an empty one selects nothing here —
+    selects these labels (GetPodReplicaSets, getDeploymentsForReplicaSet)."""
+    out = []
+    for owner in owners:
+        try:
+            sel = selectors.label_selector_as_selector(_spec_selector(owner))
+        except selectors.SelectorError:
+            continue
+        if not sel.empty and sel.matches(labels):
+            out.append(owner)
+    return out
+
+
+def _spec_selector(owner: Message) -> meta_pb2.LabelSelector:
+    """``spec.selector`` of a ReplicaSet or Deployment."""
+    selector: meta_pb2.LabelSelector = owner.spec.selector  # type: ignore[attr-defined]
+    return selector
 
 
 class ClaimError(Exception):

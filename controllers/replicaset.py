@@ -46,7 +46,7 @@ from controllers.deploymentutil import replicas as spec_replicas
 from controllers.expectations import Expectations
 from controllers.podcontrol import PodControl, controller_of, controller_ref, namespace_terminating
 from controllers.ranking import is_pod_active, is_pod_available, is_pod_terminating, pods_to_delete, ready_since
-from controllers.refmanager import ControllerRefManager
+from controllers.refmanager import ControllerRefManager, resolve_controller, selecting
 from machinery import errors, failpoints, selectors, timeutil
 from machinery.api import apps_pb2, core_pb2
 from machinery.disruption import is_pod_ready
@@ -178,32 +178,18 @@ class ReplicaSetController(ObjectController):
         self.expectations.delete(key)  # a new ReplicaSet of the same name starts clean
         self.queue.add(key)
 
-    def _resolve(self, namespace: str, pod: core_pb2.Pod) -> apps_pb2.ReplicaSet | None:
-        """resolveControllerRef: the ReplicaSet the pod's controller reference names, if it is that one."""
-        ref = controller_of(pod.metadata)
-        if ref is None or ref.kind != "ReplicaSet":
-            return None
-        rs = self._rs.get(ref.name, namespace)
-        return rs if rs is not None and rs.metadata.uid == ref.uid else None
+    def _resolve(self, pod: core_pb2.Pod) -> apps_pb2.ReplicaSet | None:
+        return resolve_controller(self._rs, "ReplicaSet", pod.metadata)
 
     def _matching(self, pod: core_pb2.Pod) -> list[apps_pb2.ReplicaSet]:
-        """GetPodReplicaSets: the ReplicaSets whose (non-empty) selector selects the pod."""
-        out = []
-        for rs in self._rs.by_index(NAMESPACE_INDEX, pod.metadata.namespace):
-            try:
-                sel = selectors.label_selector_as_selector(rs.spec.selector)
-            except selectors.SelectorError:
-                continue
-            if not sel.empty and sel.matches(pod.metadata.labels):
-                out.append(rs)
-        return out
+        return selecting(self._rs.by_index(NAMESPACE_INDEX, pod.metadata.namespace), pod.metadata.labels)
 
     def _pod_added(self, pod: core_pb2.Pod) -> None:
         if pod.metadata.deletion_timestamp:
             self._pod_deleted(pod)  # seen first while being deleted (a restart): not a creation
             return
         if controller_of(pod.metadata) is not None:
-            rs = self._resolve(pod.metadata.namespace, pod)
+            rs = self._resolve(pod)
             if rs is not None:
                 key = key_of(rs)
                 self.expectations.creation_observed(key)
@@ -225,11 +211,11 @@ class ReplicaSetController(ObjectController):
         old_ref, new_ref = controller_of(old.metadata), controller_of(new.metadata)
         ref_changed = old_ref != new_ref
         if ref_changed and old_ref is not None:
-            previous = self._resolve(old.metadata.namespace, old)
+            previous = self._resolve(old)
             if previous is not None:
                 self.enqueue(previous)
         if new_ref is not None:
-            rs = self._resolve(new.metadata.namespace, new)
+            rs = self._resolve(new)
             if rs is None:
                 return
             self.enqueue(rs)
@@ -242,7 +228,7 @@ class ReplicaSetController(ObjectController):
                 self.enqueue(rs)
 
     def _pod_deleted(self, pod: core_pb2.Pod) -> None:
-        rs = self._resolve(pod.metadata.namespace, pod)
+        rs = self._resolve(pod)
         if rs is None:
             return
         key = key_of(rs)

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import pytest
 
+from cli import check
 from controllers.deployment import FP_AFTER_SCALE
 from controllers.replicaset import FP_AFTER_CREATE, FP_BEFORE_STATUS_UPDATE
 from machinery.api import apps_pb2, core_pb2
@@ -69,23 +70,16 @@ async def _most_pods_over_replicas(api, rs_name: str) -> list[tuple[int, int, in
     replicas, rs_uid = 0, ""
     live: dict[str, bool] = {}
     over = []
-    async for resp in api.history(since=0, follow=False):
-        for e in resp.entries:
-            if e.kind == "ReplicaSet" and e.name == rs_name:
-                rs = apps_pb2.ReplicaSet()
-                e.object.Unpack(rs)
-                replicas, rs_uid = rs.spec.replicas, rs.metadata.uid
-            elif e.kind == "Pod" and rs_uid:
-                pod = core_pb2.Pod()
-                e.object.Unpack(pod)
-                if not any(r.controller and r.uid == rs_uid for r in pod.metadata.owner_references):
-                    continue
-                live[pod.metadata.uid] = e.type != "DELETED" and _live(pod)
-            else:
-                continue
-            count = sum(live.values())
-            if count > replicas:
-                over.append((e.rev, count, replicas))
+    async for e in check.entries_of(api):
+        if isinstance(e.obj, apps_pb2.ReplicaSet) and e.name == rs_name:
+            replicas, rs_uid = e.obj.spec.replicas, e.obj.metadata.uid
+        elif e.pod is not None and rs_uid and any(r.controller and r.uid == rs_uid
+                                                  for r in e.pod.metadata.owner_references):
+            live[e.pod.metadata.uid] = e.type != "DELETED" and _live(e.pod)
+        else:
+            continue
+        if sum(live.values()) > replicas:
+            over.append((e.rev, sum(live.values()), replicas))
     return over
 
 
@@ -114,8 +108,8 @@ async def test_replicaset_controller_killed_ten_times_makes_no_pod_twice(chaos_c
     await _panic_rounds(chaos_cluster, point, grow)
     await _wait_replicaset(api, name, 3 * ROUNDS)
     assert await _most_pods_over_replicas(api, name) == [], "a pod made twice"
-    check = chaos_cluster.kplane("check")
-    assert check.returncode == 0, f"kplane check failed:\n{check.stdout}{check.stderr}"
+    result = chaos_cluster.kplane("check")
+    assert result.returncode == 0, f"kplane check failed:\n{result.stdout}{result.stderr}"
     await api.replica_sets.delete(name)
 
 
@@ -142,6 +136,6 @@ async def test_deployment_controller_killed_ten_times_mid_rollout_stays_within_i
     await roll(ROUNDS)
     await eventually(lambda: rolled_out(f"app:{ROUNDS + 1}"), timeout=WAIT, interval=0.2,
                      what=f"roller at app:{ROUNDS + 1}")
-    check = chaos_cluster.kplane("check")
-    assert check.returncode == 0, f"kplane check failed:\n{check.stdout}{check.stderr}"
+    result = chaos_cluster.kplane("check")
+    assert result.returncode == 0, f"kplane check failed:\n{result.stdout}{result.stderr}"
     await api.deployments.delete("roller")

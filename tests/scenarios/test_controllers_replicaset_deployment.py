@@ -22,6 +22,7 @@ import contextlib
 
 import pytest
 
+from cli import check
 from machinery import errors
 from machinery.api import apps_pb2, core_pb2
 from tests.harness.api import delete_all_pods, ensure_priority_classes
@@ -56,8 +57,8 @@ async def api(apps_cluster):
             await delete_all_pods(c)
         finally:
             await c.close()
-    check = apps_cluster.kplane("check")
-    assert check.returncode == 0, f"kplane check failed:\n{check.stdout}{check.stderr}"
+    result = apps_cluster.kplane("check")
+    assert result.returncode == 0, f"kplane check failed:\n{result.stdout}{result.stderr}"
 
 
 def _owned_by(pod: core_pb2.Pod, kind: str, name: str) -> bool:
@@ -159,6 +160,18 @@ async def test_a_replicasets_pod_deleted_is_made_again(api):
 # ------------------------------------------------------------------------------------------ preemption
 
 
+async def _run_high(api, name: str, node: str) -> None:
+    """A high-priority pod of 3 CPUs that must run on ``node``; until it runs there."""
+    await api.pods.create(MakePod().name(name).req(cpu="3").priority_class("high")
+                          .node_affinity_in("kubernetes.io/hostname", [node]).obj())
+
+    async def running() -> bool:
+        pod = await api.pods.get(name)
+        return pod.spec.node_name == node and pod.status.phase == "Running"
+
+    await eventually(running, timeout=WAIT, what=f"{name} running on {node}")
+
+
 async def test_a_preempted_replicaset_pod_is_made_again_elsewhere_or_waits_pending(api):
     """Kubernetes docs, Pod Priority and Preemption: a pod preempted by a higher-priority one is
     deleted gracefully; its ReplicaSet makes another, which the scheduler places on a node with
@@ -176,14 +189,7 @@ async def test_a_preempted_replicaset_pod_is_made_again_elsewhere_or_waits_pendi
     [free] = {"node-1", "node-2", "node-3"} - used
     target = sorted(used)[0]
     victim = next(p for p in pods if p.spec.node_name == target)
-    await api.pods.create(MakePod().name("high-1").req(cpu="3").priority_class("high")
-                          .node_affinity_in("kubernetes.io/hostname", [target]).obj())
-
-    async def high_1_running() -> bool:
-        pod = await api.pods.get("high-1")
-        return pod.spec.node_name == target and pod.status.phase == "Running"
-
-    await eventually(high_1_running, timeout=WAIT, what="high-1 running on the preempted node")
+    await _run_high(api, "high-1", target)
     replaced = await _wait_running(api, "low", 2)
     [moved] = [p for p in replaced if p.metadata.uid not in {q.metadata.uid for q in pods}]
     assert moved.spec.node_name == free, "made again and scheduled on the node with room"
@@ -191,14 +197,7 @@ async def test_a_preempted_replicaset_pod_is_made_again_elsewhere_or_waits_pendi
                  if e.reason == "Preempted" and e.involved_object.name == victim.metadata.name]
     assert preempted, "the scheduler says why the pod went"
 
-    await api.pods.create(MakePod().name("high-2").req(cpu="3").priority_class("high")
-                          .node_affinity_in("kubernetes.io/hostname", [free]).obj())
-
-    async def high_2_running() -> bool:
-        pod = await api.pods.get("high-2")
-        return pod.spec.node_name == free and pod.status.phase == "Running"
-
-    await eventually(high_2_running, timeout=WAIT, what="high-2 running on the third node")
+    await _run_high(api, "high-2", free)
 
     async def one_pending() -> bool:
         pending = [p for p in await _pods_of(api, "low") if not p.spec.node_name]
@@ -247,18 +246,14 @@ async def _pod_lives(api, rs_uids: set[str]) -> dict[str, list[tuple[int, int | 
     deleted or gone), from the cluster's history."""
     first: dict[str, tuple[str, int]] = {}
     end: dict[str, int] = {}
-    async for resp in api.history(since=0, follow=False):
-        for e in resp.entries:
-            if e.kind != "Pod":
-                continue
-            pod = core_pb2.Pod()
-            e.object.Unpack(pod)
-            ref = next((r for r in pod.metadata.owner_references if r.controller), None)
-            if ref is None or ref.uid not in rs_uids:
-                continue
-            first.setdefault(pod.metadata.uid, (ref.uid, e.rev))
-            if (e.type == "DELETED" or pod.metadata.deletion_timestamp) and pod.metadata.uid not in end:
-                end[pod.metadata.uid] = e.rev
+    async for e in check.entries_of(api):
+        pod = e.pod
+        ref = next((r for r in pod.metadata.owner_references if r.controller), None) if pod is not None else None
+        if pod is None or ref is None or ref.uid not in rs_uids:
+            continue
+        first.setdefault(pod.metadata.uid, (ref.uid, e.rev))
+        if (e.type == "DELETED" or pod.metadata.deletion_timestamp) and pod.metadata.uid not in end:
+            end[pod.metadata.uid] = e.rev
     out: dict[str, list[tuple[int, int | None]]] = {}
     for uid, (rs, created) in first.items():
         out.setdefault(rs, []).append((created, end.get(uid)))
@@ -311,17 +306,15 @@ async def test_recreate_kills_every_old_pod_before_making_new_ones(api):
     [new] = [rs for rs in await _replica_sets(api, "batch") if rs.metadata.uid != old.metadata.uid]
     gone: dict[str, int] = {}
     created_new: list[int] = []
-    async for resp in api.history(since=0, follow=False):
-        for e in resp.entries:
-            if e.kind != "Pod":
-                continue
-            pod = core_pb2.Pod()
-            e.object.Unpack(pod)
-            if _owned_by(pod, "ReplicaSet", old.metadata.name) and pod.metadata.uid not in gone and \
-                    (e.type == "DELETED" or pod.status.phase in ("Succeeded", "Failed")):
-                gone[pod.metadata.uid] = e.rev
-            if _owned_by(pod, "ReplicaSet", new.metadata.name) and e.type == "ADDED":
-                created_new.append(e.rev)
+    async for e in check.entries_of(api):
+        pod = e.pod
+        if pod is None:
+            continue
+        if _owned_by(pod, "ReplicaSet", old.metadata.name) and pod.metadata.uid not in gone and \
+                (e.type == "DELETED" or pod.status.phase in ("Succeeded", "Failed")):
+            gone[pod.metadata.uid] = e.rev
+        if _owned_by(pod, "ReplicaSet", new.metadata.name) and e.type == "ADDED":
+            created_new.append(e.rev)
     assert len(gone) == 3 and len(created_new) == 3
     assert max(gone.values()) < min(created_new), "every old pod stopped before the first new one"
 

@@ -85,12 +85,18 @@ class _Resource:
             obj.status.phase = obj.status.phase or "Pending"
         return self.api.store("ADDED", key, obj)
 
-    async def update(self, obj: Any, **_: object) -> Any:
+    def _current(self, verb: str, obj: Any) -> Any:
+        """The stored object ``obj`` is a write of: a conflict unless it carries its resourceVersion."""
         meta = object_meta(obj)
-        self.api.fail_if("update", self.kind, meta.name)
+        self.api.fail_if(verb, self.kind, meta.name)
         old = self._stored(meta.namespace, meta.name)
         if meta.resource_version != object_meta(old).resource_version:
             raise errors.conflict(self.kind.plural, meta.name)
+        return old
+
+    async def update(self, obj: Any, **_: object) -> Any:
+        old = self._current("update", obj)
+        meta = object_meta(obj)
         new = _copy(obj)
         if old.HasField("status"):
             new.status.CopyFrom(old.status)
@@ -98,11 +104,8 @@ class _Resource:
         return self.api.store("MODIFIED", self._key(meta.namespace, meta.name), new)
 
     async def update_status(self, obj: Any, **_: object) -> Any:
+        old = self._current("update_status", obj)
         meta = object_meta(obj)
-        self.api.fail_if("update_status", self.kind, meta.name)
-        old = self._stored(meta.namespace, meta.name)
-        if meta.resource_version != object_meta(old).resource_version:
-            raise errors.conflict(self.kind.plural, meta.name)
         new = _copy(old)
         new.status.CopyFrom(obj.status)
         if isinstance(new, apps_pb2.Deployment):  # its status strategy takes annotations from the request

@@ -7,7 +7,9 @@
   generation increments when the spec changes (for a Deployment, its annotations too: they are
   copied to its ReplicaSets), update validation; a namespace's spec.finalizers are kept (only the
   finalize subresource changes them);
-- status update: only status changes are kept (spec and metadata come from the stored object);
+- status update: only status changes are kept (spec and metadata come from the stored object), but
+  a Deployment's annotations come from the request (Kubernetes' deploymentStatusStrategy: the
+  deployment controller writes its revision annotation with the status);
 - finalize (namespaces): the status is kept, so what changes is spec.finalizers.
 """
 

@@ -16,7 +16,11 @@ process, 4 cpu / 32Gi / 110 pods each, as scheduler_perf's default node):
   scheduling, so placement is exact), a priority-1000 "resizer" (2 cpu, requests only, cpu
   resizePolicy NotRequired) and two priority-0 fillers (1 cpu, grace 0): the node's 4 cpu are
   taken. The measured phase resizes every resizer to 3 cpu; the kubelet Defers it, the scheduler
-  preempts one filler on that node, the kubelet actuates the resize.
+  preempts one filler on that node, the kubelet actuates the resize;
+- ``ReplicaSetScaleUp`` (kplane's; the controller-manager's replicaset controller in the loop): a
+  ReplicaSet of 100m/500Mi pods scaled from 0 to 2000 through its scale subresource, measured from
+  the scale request until every pod Runs; this workload's cluster alone runs a controller-manager,
+  whose CPU per pod the summary gives.
 
 For the first three, the measured pods are created by this process (16 at a time) and an informer
 here records when each is seen bound: throughput = measured pods / (last bound - first create),
@@ -48,7 +52,7 @@ from typing import Callable, ClassVar
 from bench.api import _profile_summary, load_profile, percentile, run_loop_result
 from bench.kubelet import _bounded, _cpu_by_component, _running
 from cli import cluster, topology
-from machinery.api import core_pb2, scheduling_pb2
+from machinery.api import apps_pb2, core_pb2, scheduling_pb2
 from machinery.client import Client
 from machinery.informer import Informer
 from machinery.kinds import POD
@@ -105,7 +109,19 @@ class ResizeWorkload:
     feature_gates: str = RESIZE_GATE
 
 
-AnyWorkload = Workload | ResizeWorkload
+@dataclass(frozen=True)
+class ReplicaSetWorkload:
+    """A ReplicaSet scaled from 0 to ``replicas`` through its scale subresource: the controller-manager's
+    replicaset controller creates the pods, the scheduler places them, the hollow kubelets run them.
+    Throughput in pods Running per second, from the scale request to the last pod Running."""
+    UNIT: ClassVar[str] = "pod"
+    name: str
+    replicas: int
+    template: Template
+    feature_gates: str = ""
+
+
+AnyWorkload = Workload | ResizeWorkload | ReplicaSetWorkload
 
 
 def workloads(scale: float) -> list[AnyWorkload]:
@@ -117,6 +133,7 @@ def workloads(scale: float) -> list[AnyWorkload]:
         Workload("Unschedulable", ((10, POD_DEFAULT, True),), (n(1000), POD_DEFAULT),
                  churn=POD_HIGH_PRIORITY_LARGE_CPU),
         ResizeWorkload("ResizePreemption", POD_RESIZER, (2, POD_RESIZE_FILLER), "3"),  # one resizer per node
+        ReplicaSetWorkload("ReplicaSetScaleUp", n(2000), POD_DEFAULT),
     ]
 
 
@@ -312,7 +329,52 @@ async def _run_resize_workload(server: str, token: str, w: ResizeWorkload, nodes
             "nodes_not_one_victim": sum(1 for node in node_names if by_node[node] != 1)}
 
 
+class _Running:
+    """When each pod with the bench label was first seen Running, from a watch in this process."""
+
+    def __init__(self, client: Client):
+        self.informer = Informer(client, POD, label_selector=LABEL)
+        self.at: dict[str, float] = {}
+        self.informer.add_handler(self._see, lambda old, new: self._see(new))
+
+    def _see(self, pod: core_pb2.Pod) -> None:
+        if pod.metadata.name not in self.at and _running(pod):
+            self.at[pod.metadata.name] = time.perf_counter()
+
+
+async def _run_replicaset_workload(server: str, token: str, w: ReplicaSetWorkload, mark=lambda label: None) -> dict:
+    rs = apps_pb2.ReplicaSet(api_version="apps/v1", kind="ReplicaSet")
+    rs.metadata.name, rs.metadata.namespace = "bench", "default"
+    rs.spec.replicas = 0
+    rs.spec.selector.match_labels[LABEL] = "replicaset"
+    template = _pod("unused", w.template, "replicaset")
+    rs.spec.template.metadata.labels.update(template.metadata.labels)
+    rs.spec.template.spec.CopyFrom(template.spec)
+    async with Client(server, token, timeout=60) as c:
+        await _priority_classes(c, {w.template})
+        running = _Running(c)
+        await running.informer.start()
+        await running.informer.wait_for_sync()
+        await c.replica_sets.create(rs)
+        mark("measure-start")
+        t0 = time.perf_counter()
+        await c.replica_sets.scale("bench", w.replicas)
+        deadline = time.monotonic() + 900
+        while len(running.at) < w.replicas:
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"{w.replicas - len(running.at)} of {w.replicas} replicas never ran")
+            await asyncio.sleep(0.05)
+        mark("measure-end")
+        await running.informer.stop()
+    await asyncio.sleep(0.2)  # let gRPC finish cancelling the watch before the loop closes
+    latencies = [1000 * (t - t0) for t in running.at.values()]
+    return {"measured_pods": w.replicas, "pods_per_s": round(w.replicas / (max(running.at.values()) - t0), 1),
+            "p50_ms": round(percentile(latencies, 50), 1), "p99_ms": round(percentile(latencies, 99), 1)}
+
+
 async def _measure(state: cluster.ClusterState, w: AnyWorkload, nodes: int, mark=lambda label: None) -> dict:
+    if isinstance(w, ReplicaSetWorkload):
+        return await _run_replicaset_workload(state.server, state.admin_token(), w, mark=mark)
     if isinstance(w, ResizeWorkload):
         return await _run_resize_workload(state.server, state.admin_token(), w, nodes, mark=mark)
     return await _run_workload(state.server, state.admin_token(), w, mark=mark)
@@ -334,11 +396,14 @@ def _scheduler_metrics(state: cluster.ClusterState) -> dict[str, float]:
     return out
 
 
-def _cluster(nodes: int, profile_path: str = "", feature_gates: str = "") -> cluster.ClusterState:
+def _cluster(nodes: int, profile_path: str = "", feature_gates: str = "",
+             controller_managers: int = 0) -> cluster.ClusterState:
     data = tempfile.mkdtemp(prefix="kplane-bench-sched-")
-    # scheduler_perf's shape: the scheduler and what it needs, no controller-manager.
+    # scheduler_perf's shape: the scheduler and what it needs; a controller-manager only for the
+    # workloads whose pods a controller makes.
     cfg = topology.ClusterConfig(data_dir=data, nodes=0, hollow_nodes=nodes, node_cpu="4", node_memory="32Gi",
-                                 node_pods=110, schedulers=1, controller_managers=0, feature_gates=feature_gates)
+                                 node_pods=110, schedulers=1, controller_managers=controller_managers,
+                                 feature_gates=feature_gates)
     state = cluster.up(cfg, timeout=300, echo=lambda *_: None)
     if profile_path:
         sched = state.processes["scheduler"]
@@ -354,7 +419,8 @@ def _cluster(nodes: int, profile_path: str = "", feature_gates: str = "") -> clu
 def run_one(w: AnyWorkload, nodes: int) -> dict:
     """One workload on a cluster of its own; result keys say the unit (``pods_per_s``, ``resizes_per_s``)."""
     unit = w.UNIT
-    state = _cluster(nodes, feature_gates=w.feature_gates)
+    state = _cluster(nodes, feature_gates=w.feature_gates,
+                     controller_managers=1 if isinstance(w, ReplicaSetWorkload) else 0)
     try:
         marks: dict[str, tuple[float, dict[str, float]]] = {}
         r = run_loop_result(_measure(state, w, nodes, mark=lambda label: marks.__setitem__(
@@ -479,6 +545,11 @@ def summary(r: dict) -> str:
             if ref:
                 lines.append(f"  {'':<16} vs SchedulingBasic of this run: {w['resizes_per_s']:.1f} resizes/s / "
                              f"{ref['pods_per_s']:.1f} pods/s = {w['resizes_per_s'] / ref['pods_per_s']:.2f}")
+        if name == "ReplicaSetScaleUp":
+            ref = r["workloads"].get("SchedulingBasic")
+            cm = w["cpu_ms_per_pod_by_component"].get("controller-manager", 0.0)
+            lines.append(f"  {'':<16} controller-manager CPU per pod: {cm:.1f} ms" + (
+                f"; vs SchedulingBasic of this run: {w['pods_per_s'] / ref['pods_per_s']:.2f}" if ref else ""))
     prof = r.get("profile", {})
     if prof.get("top_self_time"):
         unit = prof.get("unit", "pod")

@@ -577,8 +577,8 @@ def cmd_node(args: argparse.Namespace) -> int:
                                 ("--label", args.label), ("--taint", args.taint)) if v]
         if given:
             raise UsageError(f"kplane node remove takes no {', '.join(given)}")
-        collected = nodes.remove(state, args.node_name)
-        print(f'node "{args.node_name}" removed' + (f"; {collected} pod(s) bound to it deleted" if collected else ""))
+        left = nodes.remove(state, args.node_name)
+        print(f'node "{args.node_name}" removed' + (f"; {nodes.left_to_podgc(state, left)}" if left else ""))
         return 0
     cfg = topology.ClusterConfig.from_dict(state.config)
     spec = nodes.parse_spec(args.node_name, args.cpu or cfg.node_cpu, args.memory or cfg.node_memory,

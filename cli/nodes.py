@@ -9,11 +9,10 @@ the kubelet are started with the same command lines ``kplane up`` gives its node
 is recorded in cluster.json, so ``kplane down`` / ``kplane up`` bring it back. If the kubelet
 does not become Ready the node is taken down again, leaving the cluster as it was.
 
-Removing stops the kubelet and the runtime, deletes the Node and its Lease, and does what
-Kubernetes' pod garbage collector does for pods bound to a node that no longer exists: marks each
-Failed with a ``DisruptionTarget`` condition (reason ``DeletionByPodGC``) and deletes it at once.
-The controller-manager's podgc (``controllers/podgc.py``) would too, after its 40 s quarantine;
-the command does it at once so that it returns with no pod left behind.
+Removing stops the kubelet and the runtime and deletes the Node and its Lease, as an operator
+removing a machine does; the pods bound to it are then the pod garbage collector's
+(``controllers/podgc.py``): after its quarantine it marks each Failed with a ``DisruptionTarget``
+condition (reason ``DeletionByPodGC``) and deletes it. The command says how many it left to it.
 """
 
 from __future__ import annotations
@@ -27,13 +26,11 @@ from pathlib import Path
 from cli import cluster, topology
 from cli.cluster import ClusterError
 from kubelet.node import NODE_LEASE_NAMESPACE, NodeConfig, build_node
-from machinery import errors, quantity, timeutil
+from machinery import errors, quantity
 from machinery.api import core_pb2
 from machinery.client import Client
 
 TAINT_EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
-PODGC_REASON = "DeletionByPodGC"
-PODGC_MESSAGE = "PodGC: node no longer exists"
 
 
 def parse_spec(name: str, cpu: str, memory: str, pods: int, labels: list[str], taints: list[str]) -> topology.NodeSpec:
@@ -132,7 +129,8 @@ def add(state: cluster.ClusterState, spec: topology.NodeSpec, timeout: float = 6
 
 
 def remove(state: cluster.ClusterState, name: str) -> int:
-    """Stop the node's kubelet and runtime and deregister it; the number of its pods collected."""
+    """Stop the node's kubelet and runtime and deregister it; the number of pods still bound to it
+    (the pod garbage collector's from now on)."""
     if f"kubelet/{name}" not in state.processes:
         hollow = state.processes.get(topology.HOLLOW)
         if hollow is not None and name.startswith(topology.HOLLOW_PREFIX):
@@ -149,7 +147,7 @@ def _take_down(state: cluster.ClusterState, name: str, purge_api: bool) -> int:
         proc = state.processes.get(f"{role}/{name}")
         if proc is not None:
             cluster.stop(proc)
-    collected = asyncio.run(_deregister(state, name)) if purge_api else 0
+    left = asyncio.run(_deregister(state, name)) if purge_api else 0
     cfg = topology.ClusterConfig.from_dict(state.config)
     cfg.added_nodes = [n for n in cfg.added_nodes if n.name != name]
     for port_name in topology.node_port_names(name):
@@ -161,11 +159,21 @@ def _take_down(state: cluster.ClusterState, name: str, purge_api: bool) -> int:
     state.config = asdict(cfg)
     state.save()
     shutil.rmtree(Path(state.data_dir) / "nodes" / name, ignore_errors=True)
-    return collected
+    return left
+
+
+def left_to_podgc(state: cluster.ClusterState, count: int) -> str:
+    """What ``node remove`` says of the pods still bound to the node it removed."""
+    running = [p for name, p in state.processes.items() if name.startswith("controller-manager")
+               and cluster.alive(p.pid)]
+    if running:
+        return f"{count} pod(s) bound to it left to the pod garbage collector, which deletes them within a minute"
+    return (f"{count} pod(s) bound to it left to the pod garbage collector; no controller-manager runs in this "
+            "cluster, so they stay until one does")
 
 
 async def _deregister(state: cluster.ClusterState, name: str) -> int:
-    """Delete the Node and its Lease; collect its pods as Kubernetes' podgc collects orphans."""
+    """Delete the Node and its Lease; the number of pods still bound to it."""
     async with _client(state) as c:
         for delete in (lambda: c.nodes.delete(name), lambda: c.leases.delete(name, NODE_LEASE_NAMESPACE)):
             try:
@@ -173,27 +181,4 @@ async def _deregister(state: cluster.ClusterState, name: str) -> int:
             except errors.NotFound:
                 pass
         pods = await c.pods.list("", field_selector=f"spec.nodeName={name}")
-        for pod in pods.items:
-            await _collect_orphan(c, pod)
         return len(pods.items)
-
-
-async def _collect_orphan(c: Client, pod: core_pb2.Pod) -> None:
-    if pod.status.phase not in ("Succeeded", "Failed"):
-        fresh = core_pb2.Pod()
-        fresh.CopyFrom(pod)
-        fresh.status.phase = "Failed"
-        now = timeutil.rfc3339()
-        kept = [cond for cond in fresh.status.conditions if cond.type != "DisruptionTarget"]
-        del fresh.status.conditions[:]
-        fresh.status.conditions.extend(kept)
-        fresh.status.conditions.add(type="DisruptionTarget", status="True", reason=PODGC_REASON,
-                                    message=PODGC_MESSAGE, last_transition_time=now)
-        try:
-            await c.pods.update_status(fresh)
-        except (errors.Conflict, errors.NotFound):
-            pass  # it changed or went meanwhile: the delete below still collects it
-    try:
-        await c.pods.delete(pod.metadata.name, pod.metadata.namespace, grace_period_seconds=0, uid=pod.metadata.uid)
-    except (errors.NotFound, errors.Conflict):
-        pass

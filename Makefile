@@ -8,7 +8,7 @@ STAMP  := $(VENV)/.installed
 
 install: $(STAMP)
 
-$(STAMP): pyproject.toml tools/install_etcd.sh tools/install_compose.sh
+$(STAMP): pyproject.toml tools/install_etcd.sh tools/install_compose.sh tools/apt_install.sh
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
 	$(BIN)/pip install --quiet -e '.[dev]'

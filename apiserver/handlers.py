@@ -1,8 +1,10 @@
 """gRPC method handlers: one service per kind (``kplane.v1.Pods``, ...) plus ``kplane.v1.Cluster``.
 
-Each call is authenticated (bearer token), timed and counted as Kubernetes counts requests
-(``apiserver_request_total{verb,resource,subresource,code}`` with HTTP-style codes), and any
-``ApiError`` becomes its gRPC status with the Kubernetes message. Watch responses are written
+Each call goes through the request path both transports share (``requests.py``: readiness, the
+inflight limits, bearer-token authentication, ``apiserver_request_total{verb,resource,subresource,
+code}`` with HTTP-style codes, latency) to the same registry and subresource functions the REST
+API calls (``rest/verbs.py``), and any ``ApiError`` becomes its gRPC status with the Kubernetes
+message. Watch responses are written
 as pre-encoded bytes (see ``watchcache``), so the response serializer is the identity.
 
 Sizes at the boundary, as Kubernetes' apiserver: a request over ``errors.MAX_REQUEST_BYTES``
@@ -13,45 +15,26 @@ retried) before it is even decoded; a status message is cut to fit gRPC's metada
 
 from __future__ import annotations
 
-import time
 from typing import Any, Awaitable, Callable, NoReturn
 
 import grpc
 from google.protobuf.message import Message
-from prometheus_client import Counter, Gauge, Histogram
 
 from apiserver import history
 from apiserver.admission import noderestriction
-from apiserver.auth import TokenAuthenticator, User
-from apiserver.namespaces import NamespaceSubresources
-from apiserver.pods import PodSubresources
-from apiserver.registry import Registry
-from apiserver.scale import ScaleSubresource
-from apiserver.watchcache import WATCH_DELIVERY, WatchCache
-from machinery import errors, failpoints, selectors
+from apiserver.auth import User
+from apiserver.requests import WATCH_MAX_PENDING, Api, open_watch
+from apiserver.watchcache import WATCH_DELIVERY
+from machinery import errors, failpoints
 from machinery.api import api_pb2, autoscaling_pb2, core_pb2, meta_pb2
 from machinery.kinds import KINDS, NAMESPACE, POD, Kind
 from machinery.logging import get_logger
 
 log = get_logger()
 
-_REQUESTS = Counter("apiserver_request_total", "Counter of apiserver requests broken out for each verb, dry run "
-                    "value, group, version, resource, scope, component, and HTTP response code.",
-                    ["verb", "resource", "subresource", "code"])
-_LATENCY = Histogram("apiserver_request_duration_seconds", "Response latency distribution in seconds for each verb, "
-                     "dry run value, group, version, resource, subresource, scope and component.",
-                     ["verb", "resource", "subresource"],
-                     buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.2, 0.4, 0.6, 0.8, 1.0, 2, 5, 10, 30, 60))
-_INFLIGHT = Counter("apiserver_watch_streams_total", "Watch streams opened.", ["resource"])
-_CURRENT = Gauge("apiserver_current_inflight_requests", "Maximal number of currently used inflight request limit of "
-                 "this apiserver per request kind in last second.", ["request_kind"])
-_REJECTED = Counter("apiserver_rejected_requests_total", "Requests refused with 429 because too many were in flight.",
-                    ["request_kind"])
-TOO_MANY_REQUESTS = "Too many requests, please try again later."
-MUTATING_VERBS = frozenset({"CREATE", "UPDATE", "PATCH", "DELETE"})
+__all__ = ["Api", "DRY_RUN_HEADER", "WATCH_MAX_PENDING", "build"]
 
 DRY_RUN_HEADER = "x-kplane-dry-run"
-WATCH_MAX_PENDING = 50_000
 
 
 def _identity(b: bytes) -> bytes:
@@ -90,30 +73,6 @@ async def _abort(context: grpc.aio.ServicerContext, code: grpc.StatusCode, messa
     raise AssertionError("context.abort() returned")  # it raises AbortError: the call is over
 
 
-class Api:
-    """Everything a handler needs."""
-
-    def __init__(self, registry: Registry, pods: PodSubresources, cache: WatchCache, authn: TokenAuthenticator,
-                 max_inflight: int = 400, max_mutating_inflight: int = 200,
-                 max_request_bytes: int = errors.MAX_REQUEST_BYTES):
-        self.registry = registry
-        self.pods = pods
-        self.scale = ScaleSubresource(registry)
-        self.namespaces = NamespaceSubresources(registry)
-        self.cache = cache
-        self.authn = authn
-        self.ready = False
-        self.not_ready_reason = "starting"
-        # Kubernetes' --max-requests-inflight / --max-mutating-requests-inflight: beyond these,
-        # requests are refused at once with 429, so an overloaded apiserver sheds load with an
-        # answer clients know to retry (nothing was done) instead of queueing without bound.
-        self.limits = {"readOnly": max_inflight, "mutating": max_mutating_inflight}
-        self.inflight = {"readOnly": 0, "mutating": 0}
-        # Kubernetes' MaxRequestBodyBytes; gRPC's own receive limit (server.py) must be larger,
-        # or gRPC refuses first with RESOURCE_EXHAUSTED.
-        self.max_request_bytes = max_request_bytes
-
-
 def _metadata_value(context: grpc.aio.ServicerContext, key: str) -> str | None:
     for k, v in context.invocation_metadata() or ():
         if k == key:
@@ -125,54 +84,22 @@ Handler = Callable[[Api, Kind, Any, User, bool], Awaitable[Message]]
 
 
 def _unary(api: Api, kind: Kind, fn: Handler, verb: str, subresource: str = ""):
-    resource = kind.plural
-    request_kind = "mutating" if verb in MUTATING_VERBS else "readOnly"
-    limit = api.limits[request_kind]
-    gauge = _CURRENT.labels(request_kind=request_kind)
-    rejected = _REJECTED.labels(request_kind=request_kind)
-    latency = _LATENCY.labels(verb=verb, resource=resource, subresource=subresource)
-    counters: dict[int, Any] = {}  # HTTP code -> the labelled counter, looked up once
-
-    def count(code: int) -> None:
-        c = counters.get(code)
-        if c is None:
-            c = counters[code] = _REQUESTS.labels(verb=verb, resource=resource, subresource=subresource,
-                                                  code=str(code))
-        c.inc()
+    endpoint = api.endpoint(verb, kind.plural, subresource)
+    where = {"verb": verb, "resource": kind.plural, "subresource": subresource}
 
     async def handle(request: Any, context: grpc.aio.ServicerContext) -> Message:
-        start = time.perf_counter()
-        code = 200 if verb != "CREATE" else 201
-        counted = False
+        refuse = errors.RequestEntityTooLarge.of(api.max_request_bytes) if isinstance(request, _Oversized) else None
+        dry = (_metadata_value(context, DRY_RUN_HEADER) or "").lower() == "all"
         try:
-            if isinstance(request, _Oversized):
-                raise errors.RequestEntityTooLarge.of(api.max_request_bytes)
-            if not api.ready:
-                raise errors.Unavailable(f"the apiserver is not ready: {api.not_ready_reason}")
-            if limit and api.inflight[request_kind] >= limit:
-                rejected.inc()
-                raise errors.TooManyRequests(TOO_MANY_REQUESTS)
-            api.inflight[request_kind] += 1
-            counted = True
-            gauge.set(api.inflight[request_kind])
-            user = api.authn.authenticate(context.invocation_metadata())
-            dry = (_metadata_value(context, DRY_RUN_HEADER) or "").lower() == "all"
-            return await fn(api, kind, request, user, dry)
+            return await endpoint.call(lambda: api.authn.authenticate(context.invocation_metadata()),
+                                       lambda user: fn(api, kind, request, user, dry), refuse)
         except errors.ApiError as exc:
-            code = exc.http
-            await _abort(context, exc.code, exc.message, verb=verb, resource=resource, subresource=subresource)
+            await _abort(context, exc.code, exc.message, **where)
         except grpc.aio.AbortError:
             raise
         except Exception as exc:  # a bug: report it, keep serving
-            code = 500
-            log.exception("request_failed", verb=verb, resource=resource, subresource=subresource)
-            await _abort(context, grpc.StatusCode.INTERNAL, f"internal error: {type(exc).__name__}: {exc}",
-                         verb=verb, resource=resource, subresource=subresource)
-        finally:
-            if counted:
-                api.inflight[request_kind] -= 1
-            count(code)
-            latency.observe(time.perf_counter() - start)
+            log.exception("request_failed", **where)
+            await _abort(context, grpc.StatusCode.INTERNAL, f"internal error: {type(exc).__name__}: {exc}", **where)
 
     return grpc.unary_unary_rpc_method_handler(
         handle, request_deserializer=_deserializer(_request_type(fn, kind), api.max_request_bytes),
@@ -261,28 +188,18 @@ def _watch(api: Api, kind: Kind):
     cache = api.cache[kind]
 
     async def handle(req: meta_pb2.WatchRequest | _Oversized, context: grpc.aio.ServicerContext):
-        code = 200
         try:
             if isinstance(req, _Oversized):
-                raise errors.RequestEntityTooLarge.of(api.max_request_bytes)
-            if not api.ready:
-                raise errors.Unavailable(f"the apiserver is not ready: {api.not_ready_reason}")
-            api.authn.authenticate(context.invocation_metadata())
-            try:
-                labels = selectors.parse_label_selector(req.label_selector)
-                fields = selectors.parse_field_selector(req.field_selector, kind.name, kind.message.DESCRIPTOR)
-            except selectors.SelectorError as exc:
-                raise errors.BadRequest(str(exc)) from None
-            namespace = req.namespace if kind.namespaced else ""
-            watcher = cache.watch(namespace, labels, fields, req.resource_version, req.allow_watch_bookmarks,
-                                  req.send_initial_events, WATCH_MAX_PENDING)
+                watcher = open_watch(api, kind, lambda: api.authn.authenticate(context.invocation_metadata()),
+                                     "", "", "", "", False, False,
+                                     refuse=errors.RequestEntityTooLarge.of(api.max_request_bytes))
+            else:
+                watcher = open_watch(api, kind, lambda: api.authn.authenticate(context.invocation_metadata()),
+                                     req.namespace, req.label_selector, req.field_selector, req.resource_version,
+                                     req.allow_watch_bookmarks, req.send_initial_events)
         except errors.ApiError as exc:
-            code = exc.http
-            _REQUESTS.labels(verb="WATCH", resource=kind.plural, subresource="", code=str(code)).inc()
             await _abort(context, exc.code, exc.message, verb="WATCH", resource=kind.plural)
             return
-        _REQUESTS.labels(verb="WATCH", resource=kind.plural, subresource="", code="200").inc()
-        _INFLIGHT.labels(resource=kind.plural).inc()
         try:
             while True:
                 batch = await watcher.next_batch()
@@ -303,8 +220,7 @@ def _history(api: Api):
         try:
             if isinstance(req, _Oversized):
                 raise errors.RequestEntityTooLarge.of(api.max_request_bytes)
-            if not api.ready:
-                raise errors.Unavailable(f"the apiserver is not ready: {api.not_ready_reason}")
+            api.check_ready()
             api.authn.authenticate(context.invocation_metadata())
             async for resp in history.stream(api.registry.etcd, req.since, req.follow):
                 yield resp

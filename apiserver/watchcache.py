@@ -13,22 +13,27 @@ serves:
 On start the cache replays up to ``window`` revisions of etcd history into its rings, so clients
 resuming across an apiserver restart continue from where they were without a relist.
 
-Events are encoded once per (event, type) as protobuf bytes and shared by every watcher they go
-to; a watcher's stream message is the concatenation of its pending frames.
+Events are encoded once per (event, type, encoding) and shared by every watcher they go to; a
+watcher's stream message is the concatenation of its pending frames. Two encodings are built in:
+``PROTOBUF`` (the gRPC API's ``XWatchResponse.events`` elements) and ``JSON`` (the REST API's
+newline-delimited ``{"type": ..., "object": ...}`` lines); the REST API adds its Table encodings
+(``apiserver/rest/tables.py``). Watchers are grouped by filter and encoding, so an event is matched
+and encoded once per group.
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 from collections import deque
-from typing import Any, Generic, Iterable
+from typing import Any, Callable, Generic, Iterable
 
 from google.protobuf.message import Message
 from prometheus_client import Counter, Gauge
 
 from apiserver.etcd import CompactedError, EtcdClient, EtcdError
-from machinery import errors, failpoints
+from machinery import errors, failpoints, jsonconv
 from machinery.api import core_pb2
 from machinery.kinds import KINDS, POD, REGISTRY_PREFIX, Kind, M, object_meta, split_key
 from machinery.logging import get_logger
@@ -77,6 +82,26 @@ def encode_frame(type_: str, obj_bytes: bytes) -> bytes:
     return b"\x0a" + _varint(len(event)) + event
 
 
+def json_frame(type_: str, obj: Message) -> bytes:
+    """One line of a REST watch: Kubernetes' ``{"type": ..., "object": ...}`` and a newline."""
+    return json.dumps({"type": type_, "object": jsonconv.to_dict(obj)}, separators=(",", ":")).encode() + b"\n"
+
+
+class FrameEncoding:
+    """How a watcher's events go on the wire: ``encode(type, object)`` makes one frame.
+
+    Frames are cached per event under (type, ``name``), so two encodings must not share a name."""
+
+    __slots__ = ("name", "encode")
+
+    def __init__(self, name: str, encode: Callable[[str, Message], bytes]):
+        self.name, self.encode = name, encode
+
+
+PROTOBUF = FrameEncoding("protobuf", lambda type_, obj: encode_frame(type_, obj.SerializeToString()))
+JSON = FrameEncoding("json", json_frame)
+
+
 def with_resource_version(obj: M, rev: int) -> M:
     out = type(obj)()
     out.CopyFrom(obj)
@@ -92,29 +117,33 @@ def _node_name(pod: Message) -> str:
 class CacheEvent(Generic[M]):
     """One change to one object at one revision."""
 
-    __slots__ = ("rev", "type", "key", "obj", "prev", "_frames", "_deleted_prev")
+    __slots__ = ("rev", "type", "key", "obj", "prev", "_frames", "_left")
 
     def __init__(self, rev: int, type_: str, key: str, obj: M, prev: M | None):
         self.rev, self.type, self.key, self.obj, self.prev = rev, type_, key, obj, prev
-        self._frames: dict[str, bytes] = {}
-        self._deleted_prev: bytes | None = None
+        # (type, encoding name) -> frame; the protobuf frames under the type alone.
+        self._frames: dict[str | tuple[str, str], bytes] = {}
+        self._left: dict[str, bytes] | None = None
 
-    def frame(self, type_: str) -> bytes:
-        f = self._frames.get(type_)
+    def frame(self, type_: str, encoding: FrameEncoding = PROTOBUF) -> bytes:
+        key: str | tuple[str, str] = type_ if encoding is PROTOBUF else (type_, encoding.name)
+        f = self._frames.get(key)
         if f is None:
-            f = encode_frame(type_, self.obj.SerializeToString())
-            self._frames[type_] = f
+            f = self._frames[key] = encoding.encode(type_, self.obj)
         return f
 
-    def frame_left_selector(self) -> bytes:
+    def frame_left_selector(self, encoding: FrameEncoding = PROTOBUF) -> bytes:
         """DELETED for a watcher whose selector the object no longer matches: the previous
         state, with this event's resourceVersion (as Kubernetes' cacheWatcher does)."""
         if self.type == "DELETED":
-            return self.frame("DELETED")
-        if self._deleted_prev is None:
+            return self.frame("DELETED", encoding)
+        if self._left is None:
+            self._left = {}
+        f = self._left.get(encoding.name)
+        if f is None:
             assert self.prev is not None  # only an event with a previous state can leave a selector
-            self._deleted_prev = encode_frame("DELETED", with_resource_version(self.prev, self.rev).SerializeToString())
-        return self._deleted_prev
+            f = self._left[encoding.name] = encoding.encode("DELETED", with_resource_version(self.prev, self.rev))
+        return f
 
 
 class WatchFilter:
@@ -138,14 +167,17 @@ class WatchFilter:
 
 
 class WatcherGroup:
-    """Watchers with the same filter: each event is matched once for all of them."""
+    """Watchers with the same filter and encoding: each event is matched and encoded once for all
+    of them."""
 
-    __slots__ = ("filter", "members", "node_key")
+    __slots__ = ("filter", "members", "node_key", "encoding", "key")
 
-    def __init__(self, flt: WatchFilter, node_key: str | None):
+    def __init__(self, flt: WatchFilter, node_key: str | None, encoding: FrameEncoding = PROTOBUF):
         self.filter = flt
         self.members: set[Watcher] = set()
         self.node_key = node_key
+        self.encoding = encoding
+        self.key = (*flt.key, encoding.name)
 
 
 class Watcher:
@@ -271,7 +303,7 @@ class KindCache(Generic[M]):
         sent = 0
         rev = ev.rev
         for g in self._targets(ev):
-            frame = self._frame_for(g.filter, ev)
+            frame = self._frame_for(g.filter, ev, g.encoding)
             if frame is None:
                 continue
             for w in g.members:
@@ -282,13 +314,13 @@ class KindCache(Generic[M]):
             self._sent.inc(sent)
 
     @staticmethod
-    def _frame_for(flt: WatchFilter, ev: CacheEvent[Any]) -> bytes | None:
+    def _frame_for(flt: WatchFilter, ev: CacheEvent[Any], encoding: FrameEncoding) -> bytes | None:
         cur = ev.type != "DELETED" and flt.matches(ev.obj)
         old = ev.prev is not None and flt.matches(ev.prev)
         if cur:
-            return ev.frame("MODIFIED" if old else "ADDED")
+            return ev.frame("MODIFIED" if old else "ADDED", encoding)
         if old:
-            return ev.frame_left_selector()
+            return ev.frame_left_selector(encoding)
         return None
 
     # ------------------------------------------------------------ reads
@@ -326,18 +358,19 @@ class KindCache(Generic[M]):
         return sum(len(g.members) for g in self._all_groups())
 
     def watch(self, namespace: str, labels: LabelSelector, fields: FieldSelector, resource_version: str,
-              bookmarks: bool, initial_events_end: bool, max_pending: int) -> Watcher:
-        interval = self.owner.watch_batch_interval
+              bookmarks: bool, initial_events_end: bool, max_pending: int,
+              encoding: FrameEncoding = PROTOBUF) -> Watcher:
         """Register a watcher; synchronous, so no event can slip between replay and live."""
+        interval = self.owner.watch_batch_interval
         current = self.owner.rev
         flt = WatchFilter(namespace, labels, fields)
         if resource_version in ("", "0"):
             w = Watcher(self, flt, current, bookmarks, max_pending, interval)
             for obj in self.select(namespace, labels, fields):
-                w.push(encode_frame("ADDED", obj.SerializeToString()), 0)
+                w.push(encoding.encode("ADDED", obj), 0)
             w.last_rev = current
             if initial_events_end:
-                w.push(encode_frame("BOOKMARK", self._bookmark(current, initial_end=True)), current)
+                w.push(encoding.encode("BOOKMARK", self._bookmark(current, initial_end=True)), current)
         else:
             try:
                 rv = int(resource_version)
@@ -352,14 +385,15 @@ class KindCache(Generic[M]):
                     break
                 replay.append(ev)
             for ev in reversed(replay):
-                frame = self._frame_for(flt, ev)
+                frame = self._frame_for(flt, ev, encoding)
                 if frame is not None:
                     w.push(frame, ev.rev)
         node = fields.value_of("spec.nodeName") if self.kind is POD else None
         groups = self._groups if node is None else self._by_node.setdefault(node, {})
-        group = groups.get(flt.key)
+        group_key = (*flt.key, encoding.name)
+        group = groups.get(group_key)
         if group is None:
-            group = groups[flt.key] = WatcherGroup(flt, node)
+            group = groups[group_key] = WatcherGroup(flt, node, encoding)
         group.members.add(w)
         w.group = group
         self._gauge.inc()
@@ -374,26 +408,28 @@ class KindCache(Generic[M]):
         self._gauge.dec()
         if not g.members:
             groups = self._groups if g.node_key is None else self._by_node.get(g.node_key, {})
-            groups.pop(g.filter.key, None)
+            groups.pop(g.key, None)
             if g.node_key is not None and not groups:
                 self._by_node.pop(g.node_key, None)
 
-    def _bookmark(self, rev: int, initial_end: bool = False) -> bytes:
+    def _bookmark(self, rev: int, initial_end: bool = False) -> M:
         obj = self.kind.new()
         meta = object_meta(obj)
         meta.resource_version = str(rev)
         if initial_end:
             meta.annotations[INITIAL_EVENTS_END] = "true"
-        return obj.SerializeToString()
+        return obj
 
     def send_bookmarks(self) -> None:
         rev = self.owner.rev
-        frame: bytes | None = None
-        for w in self._all_watchers():
-            if w.bookmarks and w.last_rev < rev and not w.pending:
-                if frame is None:
-                    frame = encode_frame("BOOKMARK", self._bookmark(rev))
-                w.push(frame, rev)
+        frames: dict[str, bytes] = {}  # encoding name -> the BOOKMARK frame
+        for g in list(self._all_groups()):
+            for w in list(g.members):
+                if w.bookmarks and w.last_rev < rev and not w.pending:
+                    frame = frames.get(g.encoding.name)
+                    if frame is None:
+                        frame = frames[g.encoding.name] = g.encoding.encode("BOOKMARK", self._bookmark(rev))
+                    w.push(frame, rev)
         _CACHE_RV.labels(resource=self.kind.plural).set(rev)
         _OBJECTS.labels(resource=self.kind.plural).set(len(self.store))
 

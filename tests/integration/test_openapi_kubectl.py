@@ -67,6 +67,8 @@ def _not_found() -> dict[str, Any]:
 class Stub:
     url: str
     requests: list[tuple[str, str, dict[str, list[str]]]] = field(default_factory=list)  # method, path, query
+    objects: dict[str, dict[str, Any]] = field(default_factory=dict)  # path -> the object GET answers
+    patches: list[tuple[str, dict[str, Any]]] = field(default_factory=list)  # Content-Type, body
 
 
 def _handler(stub: Stub) -> type[BaseHTTPRequestHandler]:
@@ -102,6 +104,8 @@ def _handler(stub: Stub) -> type[BaseHTTPRequestHandler]:
                 body = openapi_v3_paths()
             elif path.startswith("/openapi/v3/"):
                 body = openapi_v3(path.removeprefix("/openapi/v3/"))
+            elif path in stub.objects:
+                body = stub.objects[path]
             elif path.startswith(("/api/", "/apis/")):
                 body = _resource_list(path.removeprefix("/api/").removeprefix("/apis/"))
             if body is None:
@@ -114,6 +118,16 @@ def _handler(stub: Stub) -> type[BaseHTTPRequestHandler]:
             self._record()
             length = int(self.headers.get("Content-Length", "0"))
             self._answer(201, json.loads(self.rfile.read(length) or b"{}"))
+
+        def do_PATCH(self) -> None:  # noqa: N802
+            """A patch of an object the stub holds: recorded, answered with the object."""
+            path = self._record()
+            length = int(self.headers.get("Content-Length", "0"))
+            stub.patches.append((self.headers.get("Content-Type", ""), json.loads(self.rfile.read(length))))
+            if path in stub.objects:
+                self._answer(200, stub.objects[path])
+            else:
+                self._answer(404, _not_found())
 
         def log_message(self, format: str, *args: Any) -> None:
             pass
@@ -212,6 +226,30 @@ def test_kubectl_apply_leaves_field_validation_to_the_server(stub: Stub, tmp_pat
     (create,) = [(path, query) for method, path, query in stub.requests if method == "POST"]
     assert create == ("/api/v1/namespaces/default/pods", {
         "dryRun": ["All"], "fieldManager": ["kubectl-client-side-apply"], "fieldValidation": ["Strict"]})
+    assert not any(path == "/openapi/v2" for _, path, _ in stub.requests)
+
+
+@needs_kubectl
+def test_kubectl_apply_builds_its_strategic_merge_patch_from_the_v3_extensions(stub: Stub, tmp_path: Path) -> None:
+    """Client-side apply of a changed Pod: kubectl computes a strategic merge patch from the v3
+    schema's x-kubernetes-patch-* (containers merge by name: only the changed container, and
+    $setElementOrder) and never reads /openapi/v2 (its fallback is the Go structs compiled in)."""
+    applied = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "web", "namespace": "default"},
+               "spec": {"containers": [{"name": "app", "image": "nginx"}, {"name": "sidecar", "image": "busybox"}]}}
+    live = json.loads(json.dumps(applied))
+    live["metadata"]["annotations"] = {"kubectl.kubernetes.io/last-applied-configuration": json.dumps(applied)}
+    stub.objects["/api/v1/namespaces/default/pods/web"] = live
+    changed = json.loads(json.dumps(applied))
+    changed["spec"]["containers"][0]["image"] = "nginx:1.27"
+    manifest = tmp_path / "web.json"
+    manifest.write_text(json.dumps(changed))
+    run = _kubectl(_kubeconfig(tmp_path, stub.url), tmp_path / "cache", "apply", "-f", str(manifest))
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.strip() == "pod/web configured"
+    ((content_type, patch),) = stub.patches
+    assert content_type == "application/strategic-merge-patch+json"
+    assert patch["spec"] == {"$setElementOrder/containers": [{"name": "app"}, {"name": "sidecar"}],
+                             "containers": [{"image": "nginx:1.27", "name": "app"}]}
     assert not any(path == "/openapi/v2" for _, path, _ in stub.requests)
 
 

@@ -1,0 +1,226 @@
+"""The structured-parameters allocator (Kubernetes' k8s.io/dynamic-resource-allocation/structured).
+
+Kubernetes docs: Dynamic Resource Allocation, "With structured parameters": the scheduler
+"retriev[es] the full list of available resources from ResourceSlice objects, track[s] which of
+those resources have already been allocated to existing ResourceClaims, and then select[s] from
+those resources that remain."
+
+``Allocator(claims, get_class, is_allocated)`` prepares the requests of claims not yet allocated
+once (their DeviceClass's selectors and their own, compiled by ``machinery.dra.selectors``), then
+``allocate(node, slices)`` answers for one node: one ``AllocationResult`` per claim, or None when
+the node's free devices cannot satisfy them all. A device is usable when its ResourceSlice is
+available on the node (``spec.nodeName`` is the node, ``spec.nodeSelector`` matches it, or
+``spec.allNodes``), its pool is complete (every slice of the pool's newest generation is there,
+``resourceSliceCount``), ``is_allocated`` says it is free, and every selector of the request's
+class and of the request matches. A request takes ``count`` devices (``ExactCount``) or every
+matching device, all of them free (``All``); no device goes to two requests. The search backtracks
+over the requests in order, so a request whose selectors only one device meets gets it even when an
+earlier, less particular request could have taken it.
+
+An ``AllocationError`` is about the claims themselves, whatever the node: a selector kplane cannot
+evaluate, a missing DeviceClass, or a feature kplane's allocator does not have (``firstAvailable``
+subrequests, ``constraints``, ``adminAccess``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from typing import Final, NamedTuple
+
+from machinery.api import core_pb2, resource_pb2
+from machinery.dra.selectors import DeviceSelector, SelectorError, compile_selectors
+from machinery.placement import NodeSelector
+
+EXACT_COUNT: Final = "ExactCount"
+ALL: Final = "All"
+# Steps the backtracking search may take for one node before it gives the node up.
+SEARCH_BUDGET: Final = 100_000
+
+
+class DeviceID(NamedTuple):
+    """A device, cluster-wide: its driver, pool and name (Kubernetes' DeviceID)."""
+
+    driver: str
+    pool: str
+    device: str
+
+    def __str__(self) -> str:
+        return f"{self.driver}/{self.pool}/{self.device}"
+
+
+def allocated_device_ids(claim: resource_pb2.ResourceClaim) -> list[DeviceID]:
+    """The devices a claim's ``status.allocation`` holds (none when it is not allocated)."""
+    if not claim.status.HasField("allocation"):
+        return []
+    return [DeviceID(r.driver, r.pool, r.device) for r in claim.status.allocation.devices.results]
+
+
+class AllocationError(Exception):
+    """The claims cannot be allocated on any node as they are (a bad selector, a missing class,
+    a request kplane's allocator does not support)."""
+
+
+@dataclass(frozen=True)
+class _Request:
+    claim: int  # index into the allocator's claims
+    name: str
+    class_name: str
+    selectors: tuple[DeviceSelector, ...]  # the class's, then the request's
+    all_devices: bool
+    count: int
+
+
+@dataclass(frozen=True)
+class _Candidate:
+    id: DeviceID
+    device: resource_pb2.Device
+    slice: resource_pb2.ResourceSlice
+
+
+def _claim_key(claim: resource_pb2.ResourceClaim) -> str:
+    return f"{claim.metadata.namespace}/{claim.metadata.name}"
+
+
+class Allocator:
+    """Allocation of ``claims`` (none allocated yet), node by node."""
+
+    def __init__(self, claims: Sequence[resource_pb2.ResourceClaim],
+                 get_class: Callable[[str], resource_pb2.DeviceClass | None],
+                 is_allocated: Callable[[DeviceID], bool]):
+        self.claims = list(claims)
+        self._is_allocated = is_allocated
+        self._requests: list[_Request] = []
+        class_selectors: dict[str, tuple[DeviceSelector, ...]] = {}
+        for i, claim in enumerate(self.claims):
+            devices = claim.spec.devices
+            if devices.constraints:
+                raise AllocationError(f"claim {_claim_key(claim)}: constraints are not supported by kplane's "
+                                      f"allocator")
+            for request in devices.requests:
+                where = f"claim {_claim_key(claim)}, request {request.name}"
+                if request.first_available or not request.HasField("exactly"):
+                    raise AllocationError(f"{where}: firstAvailable is not supported by kplane's allocator")
+                exactly = request.exactly
+                if exactly.HasField("admin_access") and exactly.admin_access:
+                    raise AllocationError(f"{where}: adminAccess is not supported by kplane's allocator")
+                name = exactly.device_class_name
+                if name not in class_selectors:
+                    device_class = get_class(name)
+                    if device_class is None:
+                        raise AllocationError(f"{where}: device class {name} does not exist")
+                    try:
+                        class_selectors[name] = compile_selectors(list(device_class.spec.selectors))
+                    except SelectorError as exc:
+                        raise AllocationError(f"device class {name}: {exc}") from None
+                try:
+                    own = compile_selectors(list(exactly.selectors))
+                except SelectorError as exc:
+                    raise AllocationError(f"{where}: {exc}") from None
+                mode = exactly.allocation_mode or EXACT_COUNT
+                self._requests.append(_Request(i, request.name, name, class_selectors[name] + own, mode == ALL,
+                                               exactly.count or 1))
+
+    def allocate(self, node: core_pb2.Node,
+                 slices: Iterable[resource_pb2.ResourceSlice]) -> list[resource_pb2.AllocationResult] | None:
+        """One allocation per claim (in the claims' order) from the devices ``slices`` offer on
+        ``node``; None when they do not suffice."""
+        devices = _usable_devices(node, slices)
+        picks = self._search(devices)
+        if picks is None:
+            return None
+        results = [resource_pb2.AllocationResult() for _ in self.claims]
+        node_local: list[bool] = [False] * len(self.claims)
+        selectors: list[core_pb2.NodeSelector | None] = [None] * len(self.claims)
+        for request, chosen in zip(self._requests, picks, strict=True):
+            out = results[request.claim]
+            for c in chosen:
+                out.devices.results.add(request=request.name, driver=c.id.driver, pool=c.id.pool, device=c.id.device)
+                spec = c.slice.spec
+                if spec.HasField("node_name"):
+                    node_local[request.claim] = True
+                elif spec.HasField("node_selector") and selectors[request.claim] is None:
+                    selectors[request.claim] = spec.node_selector
+        for i, out in enumerate(results):
+            if node_local[i]:
+                term = out.node_selector.node_selector_terms.add()
+                term.match_fields.add(key="metadata.name", operator="In", values=[node.metadata.name])
+            elif (sel := selectors[i]) is not None:
+                out.node_selector.CopyFrom(sel)
+        return results
+
+    def _search(self, devices: list[_Candidate]) -> list[list[_Candidate]] | None:
+        """Devices for every request, backtracking over the requests in order; None if none fit."""
+        candidates: list[list[_Candidate]] = []
+        for request in self._requests:
+            matching = [d for d in devices if all(s.matches(d.id.driver, d.device) for s in request.selectors)]
+            if request.all_devices:
+                if not matching or any(self._is_allocated(d.id) for d in matching):
+                    return None
+            else:
+                matching = [d for d in matching if not self._is_allocated(d.id)]
+                if len(matching) < request.count:
+                    return None
+            candidates.append(matching)
+        taken: set[DeviceID] = set()
+        picks: list[list[_Candidate]] = [[] for _ in self._requests]
+        budget = [SEARCH_BUDGET]
+
+        def fill(r: int, start: int) -> bool:
+            if r == len(self._requests):
+                return True
+            budget[0] -= 1
+            if budget[0] < 0:
+                return False
+            request, pool = self._requests[r], candidates[r]
+            if request.all_devices:
+                if any(d.id in taken for d in pool):
+                    return False
+                picks[r] = list(pool)
+                taken.update(d.id for d in pool)
+                if fill(r + 1, 0):
+                    return True
+                taken.difference_update(d.id for d in pool)
+                picks[r] = []
+                return False
+            need = request.count - len(picks[r])
+            if need == 0:
+                return fill(r + 1, 0)
+            for i in range(start, len(pool) - need + 1):
+                d = pool[i]
+                if d.id in taken:
+                    continue
+                taken.add(d.id)
+                picks[r].append(d)
+                if fill(r, i + 1):
+                    return True
+                picks[r].pop()
+                taken.discard(d.id)
+            return False
+
+        return picks if fill(0, 0) else None
+
+
+def _available_on(node: core_pb2.Node, spec: resource_pb2.ResourceSliceSpec) -> bool:
+    if spec.HasField("node_name"):
+        return spec.node_name == node.metadata.name
+    if spec.HasField("node_selector"):
+        return NodeSelector(spec.node_selector).matches(node)
+    return spec.HasField("all_nodes") and spec.all_nodes
+
+
+def _usable_devices(node: core_pb2.Node, slices: Iterable[resource_pb2.ResourceSlice]) -> list[_Candidate]:
+    """The devices of the complete pools available on ``node``, in slice and device order."""
+    pools: dict[tuple[str, str], list[resource_pb2.ResourceSlice]] = {}
+    for s in slices:
+        if _available_on(node, s.spec):
+            pools.setdefault((s.spec.driver, s.spec.pool.name), []).append(s)
+    out: list[_Candidate] = []
+    for (driver, pool), members in sorted(pools.items()):
+        generation = max(s.spec.pool.generation for s in members)
+        current = [s for s in members if s.spec.pool.generation == generation]
+        if len(current) < current[0].spec.pool.resource_slice_count:
+            continue  # incomplete: the driver is still publishing it
+        for s in sorted(current, key=lambda s: s.metadata.name):
+            out += [_Candidate(DeviceID(driver, pool, d.name), d, s) for d in s.spec.devices]
+    return out

@@ -667,7 +667,7 @@ def _message_schema(descriptor: AnyDescriptor, gvk: dict[str, str] | None) -> Sc
         schema["x-kubernetes-group-version-kind"] = [gvk]
     if descriptor.full_name in _ATOMIC_STRUCTS:
         schema["x-kubernetes-map-type"] = "atomic"
-    return schema
+    return dict(sorted(schema.items()))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -986,7 +986,7 @@ def _v2_operation(op: _Operation) -> Schema:
         out["consumes"] = list(op.consumes)
     if params:
         out["parameters"] = params
-    return out
+    return dict(sorted(out.items()))
 
 
 _SECURITY_SCHEME = {"description": "Bearer Token authentication", "in": "header", "name": "authorization",
@@ -1075,7 +1075,7 @@ def _v3_operation(op: _Operation) -> Schema:
             "content": {media: {"schema": {"$ref": _V3_REFS + op.body}} for media in op.consumes},
             "required": op.body_required,
         }
-    return out
+    return dict(sorted(out.items()))
 
 
 def _references(value: Any) -> Iterator[str]:

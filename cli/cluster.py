@@ -378,7 +378,50 @@ def up(cfg: topology.ClusterConfig, timeout: float = 60.0, echo=print) -> Cluste
                                f"line: {said} (log: {proc.log})")
         echo(f"{c.name:<20} pid {proc.pid:<8} {('grpc ' + proc.grpc) if proc.grpc else '':<26} "
              f"admin {proc.admin}")
+    if cfg.dra_devices:
+        try:
+            install_device_class(state)
+        except Exception as exc:
+            down(state)
+            raise ClusterError(f"could not create the DeviceClass of the DRA driver: {exc}") from None
+        echo("deviceclass gpu.kplane.dev (driver dra.kplane.dev)")
     return state
+
+
+def install_device_class(state: ClusterState) -> None:
+    """Create the fake DRA driver's DeviceClass ``gpu.kplane.dev`` unless it exists: what a cluster
+    administrator does when installing a driver (Kubernetes docs: Dynamic Resource Allocation,
+    "DeviceClasses are created by a cluster administrator when installing a resource driver");
+    the kubelets publish the devices themselves (``--dra-devices``)."""
+    import asyncio
+    import threading
+
+    from kubelet.dra.driver import device_class
+    from machinery import errors
+    from machinery.client import Client
+
+    async def create() -> None:
+        client = Client(state.server, state.admin_token(), timeout=10.0)
+        try:
+            await client.device_classes.create(device_class())
+        except errors.AlreadyExists:
+            pass
+        finally:
+            await client.close()
+
+    failure: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            asyncio.run(create())
+        except BaseException as exc:  # handed to the caller's thread
+            failure.append(exc)
+
+    worker = threading.Thread(target=run, name="install-device-class")  # the caller may be in an event loop
+    worker.start()
+    worker.join()
+    if failure:
+        raise failure[0]
 
 
 def down(state: ClusterState, purge: bool = False) -> list[str]:

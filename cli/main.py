@@ -466,7 +466,9 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("--feature-gates", default="")
     sp.add_argument("--scheduler-config")
     sp.add_argument("--kube-reserved", default="")
-    sp.add_argument("--dra-devices", type=int, default=0)
+    sp.add_argument("--dra-devices", type=int, default=0,
+                    help="each node's kubelet publishes this many GPUs of the fake DRA driver dra.kplane.dev, "
+                    "and the DeviceClass gpu.kplane.dev is created (0: no DRA driver)")
     sp.add_argument("--apiserver-arg", action="append", default=[], metavar="FLAG",
                     help="extra apiserver flag, e.g. --apiserver-arg=--watch-cache-size=100 (repeatable)")
     sp.add_argument("--schedulers", type=int, default=1,

@@ -241,6 +241,8 @@ def node_components(cfg: ClusterConfig, a: "_Addresses", spec: NodeSpec, server:
 
 def _shared_kubelet_flags(cfg: ClusterConfig) -> list[str]:
     flags = []
+    if cfg.dra_devices:
+        flags += ["--dra-devices", str(cfg.dra_devices)]
     if cfg.kube_reserved:
         flags += ["--kube-reserved", cfg.kube_reserved]
     if cfg.feature_gates:

@@ -41,6 +41,8 @@ from google.protobuf.message import Message
 
 from kubelet.admission import PodAdmitter
 from kubelet.allocation.manager import TRIGGER_PODS_ADDED, AllocationManager
+from kubelet.dra.driver import FakeDriver
+from kubelet.dra.manager import DRAManager
 from kubelet.eviction import signals as eviction_signals
 from kubelet.eviction.evaluate import MEMORY_PRESSURE
 from kubelet.eviction.manager import EvictionManager
@@ -65,7 +67,7 @@ from kubelet.runtime.errors import RuntimeCallError, RuntimeUnavailable
 from kubelet.runtime_ops import RuntimeOps
 from kubelet.status_manager import MANAGED_CONDITIONS, TERMINAL_PHASES, StatusManager, _same_status
 from kubelet.termination import PodTerminator
-from machinery import failpoints, quantity
+from machinery import errors, failpoints, quantity
 from machinery.api import core_pb2
 from machinery.client import Client
 from machinery.events import EventRecorder
@@ -112,6 +114,7 @@ class KubeletConfig:
     pleg_relist_period: float = 1.0
     eviction: EvictionConfig = field(default_factory=EvictionConfig)
     system_memory_usage: int = 0  # bytes of simulated non-pod memory use (kubelet/eviction/signals.py)
+    dra_devices: int = 0  # GPUs the fake DRA driver publishes for this node (kubelet/dra); 0: no driver
 
 
 class Kubelet:
@@ -140,12 +143,14 @@ class Kubelet:
         self.status_manager = StatusManager(client, self.pods, self.alloc, report_resources=self.resize_supported,
                                             host_ip=cfg.node.address)
         self.workers = PodWorkers(name, count_resizes=self.resize_supported)
+        self.dra_driver = FakeDriver(name, cfg.dra_devices) if cfg.dra_devices > 0 else None
+        self.dra = DRAManager(name, client, self.dra_driver, lambda: self.node_agent.node)
         self.runtime = PodRuntime(name, self.ops, self.alloc, resize_supported=self.resize_supported,
                                   restart_backoff=cfg.restart_backoff, restart_backoff_max=cfg.restart_backoff_max,
                                   record_event=self.event)
         self.terminator = PodTerminator(name, client=client, ops=self.ops, runtime=self.runtime, alloc=self.alloc,
                                         status=self.status_manager, workers=self.workers,
-                                        pods_by_uid=self.pods_by_uid)
+                                        pods_by_uid=self.pods_by_uid, dra=self.dra)
         self.eviction = self._new_eviction_manager()
         self.admitter = PodAdmitter(name, alloc=self.alloc, status=self.status_manager, killer=self.terminator,
                                     active_pods=self.active_pods,
@@ -163,7 +168,8 @@ class Kubelet:
         self.pod_sync = PodSync(get_pod=self.pods.get, pods_by_uid=self.pods_by_uid, ops=self.ops, alloc=self.alloc,
                                 runtime=self.runtime, admitter=self.admitter, terminator=self.terminator,
                                 status=self.status_manager, retries=self.retries, workers=self.workers,
-                                resize_supported=self.resize_supported, record_event=self.event)
+                                resize_supported=self.resize_supported, record_event=self.event, dra=self.dra,
+                                max_claim_retry=cfg.sync_frequency)
         self._tasks: list[asyncio.Task[None]] = []
         self.ready = False
 
@@ -174,6 +180,8 @@ class Kubelet:
         await self._wait_runtime()
         self.recorder.start()
         await self.node_agent.register()
+        if self.dra_driver is not None:
+            self._tasks.append(supervise(f"{self.name}/dra-publish", self._publish_devices))
         self.pods.add_handler(self.workers.on_pod_add, self.workers.on_pod_update, self.workers.on_pod_delete)
         self.node_informer.add_handler(self._on_node, lambda old, new: self._on_node(new))
         await self.pods.start()
@@ -201,6 +209,19 @@ class Kubelet:
         self.ready = True
         log.info("kubelet_ready", node=self.name, pods=len(self.pods.list_all()), resize=self.resize_supported,
                  emulated_version=self.cfg.emulated_version)
+
+    async def _publish_devices(self) -> None:
+        """The fake DRA driver publishes the node's ResourceSlice, retrying until the API takes it."""
+        assert self.dra_driver is not None
+        delay = 0.2
+        while True:
+            try:
+                await self.dra_driver.publish(self.client)
+                return
+            except errors.ApiError as exc:
+                log.warning("dra_publish_failed", node=self.name, error=exc.message, retry_in=delay)
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, 5.0)
 
     async def _wait_runtime(self) -> None:
         delay = 0.2

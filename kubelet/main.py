@@ -80,6 +80,8 @@ def add_node_flags(p: argparse.ArgumentParser) -> None:
                    help="seconds between eviction checks (Kubernetes' housekeeping interval)")
     p.add_argument("--system-memory-usage", default="0",
                    help="simulated memory used outside pods (kernel, daemons), counted in memory.available")
+    p.add_argument("--dra-devices", type=int, default=0,
+                   help="GPUs the fake DRA driver dra.kplane.dev publishes for the node (0: no driver)")
     p.add_argument("--log-level", default="info")
 
 
@@ -117,6 +119,8 @@ def config_from(a: argparse.Namespace, node_name: str | None = None,
                                 a.eviction_pressure_transition_period, a.eviction_monitoring_interval)
     except ThresholdError as exc:
         raise SystemExit(f"invalid eviction configuration: {exc}") from None
+    if a.dra_devices < 0:
+        raise SystemExit(f"invalid --dra-devices {a.dra_devices}: must be 0 or more")
     gates = FeatureGates.parse(a.feature_gates)
     node = NodeConfig(node_name, cpu=a.cpu, memory=a.memory, pods=a.pods,
                       kube_reserved=_pairs(a.kube_reserved, "--kube-reserved"),
@@ -128,7 +132,7 @@ def config_from(a: argparse.Namespace, node_name: str | None = None,
                          resize_retry_initial=a.resize_retry_initial, resize_retry_interval=a.resize_retry_interval,
                          restart_backoff=a.restart_backoff, node_status_interval=a.node_status_interval,
                          node_lease_duration=a.node_lease_duration_seconds, pleg_relist_period=a.pleg_relist_period,
-                         eviction=eviction, system_memory_usage=system_memory)
+                         eviction=eviction, system_memory_usage=system_memory, dra_devices=a.dra_devices)
 
 
 class KubeletProcess:

@@ -7,9 +7,13 @@ checkpoints, in the kubelet's order:
 2. a pod being evicted or preempted is killed by its own worker;
 3. a pod that ended stays stopped;
 4. a pod not yet admitted is admitted or refused (``kubelet.admission``);
-5. a changed spec is a resize request: it goes through the allocation manager's pending queue
+5. its ResourceClaims are prepared (``kubelet.dra``): until each is allocated to this node and
+   reserved for the pod, no container starts — the containers wait with reason
+   ``FailedPrepareDynamicResources`` and the message, a Warning event of that reason says why, and
+   the pod is synced again after a back-off (1 s doubling, at most the sync frequency);
+6. a changed spec is a resize request: it goes through the allocation manager's pending queue
    (allocated, Deferred or Infeasible) and PodResizeInProgress follows the runtime;
-6. the runtime is reconciled (``kubelet.pod_runtime``) and the status written if it changed.
+7. the runtime is reconciled (``kubelet.pod_runtime``) and the status written if it changed.
 
 ``sync_cleanup`` removes what the runtime still holds of a pod the API no longer has. A pod that
 freed resources, and a resize that completed, retry the pending resizes (KEP-1287's triggers).
@@ -30,6 +34,7 @@ from kubelet.allocation.manager import (
     RecordEvent,
     resizable_containers,
 )
+from kubelet.dra.manager import FAILED_PREPARE, DRAManager, NotReady
 from kubelet.housekeeping import ResizeRetries
 from kubelet.pod_runtime import PodRuntime
 from kubelet.pod_workers import PodWorkers
@@ -51,7 +56,8 @@ class PodSync:
     def __init__(self, *, get_pod: Callable[[str, str], core_pb2.Pod | None],
                  pods_by_uid: Callable[[], dict[str, core_pb2.Pod]], ops: RuntimeOps, alloc: AllocationManager,
                  runtime: PodRuntime, admitter: PodAdmitter, terminator: PodTerminator, status: StatusManager,
-                 retries: ResizeRetries, workers: PodWorkers, resize_supported: bool, record_event: RecordEvent):
+                 retries: ResizeRetries, workers: PodWorkers, resize_supported: bool, record_event: RecordEvent,
+                 dra: DRAManager, max_claim_retry: float = 10.0):
         self._get_pod = get_pod
         self._pods_by_uid = pods_by_uid
         self._ops = ops
@@ -64,8 +70,12 @@ class PodSync:
         self._workers = workers
         self._resize_supported = resize_supported
         self._event = record_event
+        self._dra = dra
+        self._max_claim_retry = max_claim_retry
+        self._claim_waits: dict[str, tuple[str, float]] = {}  # pod uid -> (why its claims are not ready, next delay)
 
     async def sync_cleanup(self, uid: str) -> None:
+        self._claim_waits.pop(uid, None)
         if await self._terminator.cleanup(uid):
             await self._retries.retry(TRIGGER_PODS_REMOVED)
 
@@ -77,6 +87,7 @@ class PodSync:
         uid = pod.metadata.uid
         observed = await self._ops.observe(uid)
         if pod.metadata.deletion_timestamp:
+            self._claim_waits.pop(uid, None)
             await self._terminator.terminate(pod, observed)
             await self._retries.retry(TRIGGER_PODS_REMOVED)
             return
@@ -84,10 +95,14 @@ class PodSync:
             return
         if pod.status.phase in TERMINAL_PHASES:
             await self._runtime.stop_all(observed, 0)
+            self._dra.unprepare_resources(uid)
+            self._claim_waits.pop(uid, None)
             return
         if not self._alloc.is_allocated(pod):
             if not await self._admitter.admit(pod, observed):
                 return
+        if not await self._prepare_claims(pod, observed):
+            return
         if self._resize_supported:
             before = self._alloc.conditions_of(uid)
             await self._handle_resize(pod)
@@ -114,6 +129,28 @@ class PodSync:
         delay = self._runtime.requeue_delay(uid)
         if delay is not None:
             self._workers.enqueue_after(pod, delay)
+
+    async def _prepare_claims(self, pod: core_pb2.Pod, observed: Observed) -> bool:
+        """Prepare the pod's ResourceClaims (Kubernetes' PrepareDynamicResources in SyncPod). False
+        when they are not ready: the containers wait with the reason, an event says why (once per
+        reason), and the pod comes back after a back-off."""
+        uid = pod.metadata.uid
+        try:
+            await self._dra.prepare_resources(pod)
+        except NotReady as exc:
+            message = str(exc)
+            previous, delay = self._claim_waits.get(uid, ("", 0.5))
+            delay = min(delay * 2, self._max_claim_retry)
+            self._claim_waits[uid] = (message, delay)
+            if message != previous:
+                log.info("dra_claims_not_ready", pod=f"{pod.metadata.namespace}/{pod.metadata.name}",
+                         reason=message)
+                self._event(pod, "Warning", FAILED_PREPARE, f"Failed to prepare dynamic resources: {message}")
+            await self._status.write(pod, observed, blocked=(FAILED_PREPARE, message))
+            self._workers.enqueue_after(pod, delay)
+            return False
+        self._claim_waits.pop(uid, None)
+        return True
 
     async def _handle_resize(self, pod: core_pb2.Pod) -> None:
         """A resize request goes through the pending queue, as Kubernetes' allocation manager does.

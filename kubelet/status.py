@@ -137,10 +137,12 @@ class PodView:
 RUNTIME_PREFIX = "kplane"
 
 
-def _state(view: ContainerView | None, waiting_reason: str) -> core_pb2.ContainerState:
+def _state(view: ContainerView | None, waiting_reason: str, waiting_message: str = "") -> core_pb2.ContainerState:
     st = core_pb2.ContainerState()
     if view is None or view.state == "created" or view.state == "unknown":
         st.waiting.reason = waiting_reason
+        if waiting_message:
+            st.waiting.message = waiting_message
     elif view.state == "running":
         st.running.started_at = view.started_at
     else:
@@ -155,10 +157,11 @@ def _state(view: ContainerView | None, waiting_reason: str) -> core_pb2.Containe
 
 
 def container_status(c: core_pb2.Container, pod_view: PodView, allocated: Resources | None,
-                     report_resources: bool, waiting_reason: str = "ContainerCreating") -> core_pb2.ContainerStatus:
+                     report_resources: bool, waiting_reason: str = "ContainerCreating",
+                     waiting_message: str = "") -> core_pb2.ContainerStatus:
     view = pod_view.containers.get(c.name)
     cs = core_pb2.ContainerStatus(name=c.name, image=c.image, restart_count=pod_view.restarts.get(c.name, 0))
-    cs.state.CopyFrom(_state(view, waiting_reason))
+    cs.state.CopyFrom(_state(view, waiting_reason, waiting_message))
     prev = pod_view.previous.get(c.name)
     if prev is not None and prev.state == "exited":
         cs.last_state.CopyFrom(_state(prev, ""))
@@ -230,13 +233,16 @@ def phase(pod: core_pb2.Pod, view: PodView) -> str:
 
 def compute_status(pod: core_pb2.Pod, view: PodView, allocation: dict[str, Resources] | None,
                    resize_conditions: dict[str, ResizeCondition], report_resources: bool = True,
-                   host_ip: str = "") -> core_pb2.PodStatus:
-    """The PodStatus to report for ``pod`` given what the runtime says."""
+                   host_ip: str = "", blocked: tuple[str, str] | None = None) -> core_pb2.PodStatus:
+    """The PodStatus to report for ``pod`` given what the runtime says. ``blocked`` is the
+    (reason, message) the containers not started yet wait with when something keeps the pod from
+    starting them (its ResourceClaims not prepared: ``kubelet.dra``)."""
     now = timeutil.rfc3339()
     old = {c.type: c for c in pod.status.conditions}
     st = core_pb2.PodStatus()
     st.qos_class = pod.status.qos_class
     st.nominated_node_name = pod.status.nominated_node_name
+    st.resource_claim_statuses.extend(pod.status.resource_claim_statuses)  # the resourceclaim controller's
     st.observed_generation = pod.metadata.generation
     st.phase = phase(pod, view)
     st.start_time = pod.status.start_time or now
@@ -247,9 +253,10 @@ def compute_status(pod: core_pb2.Pod, view: PodView, allocation: dict[str, Resou
         st.pod_ip = view.ip
         st.pod_ips.add(ip=view.ip)
     allocation = allocation or {}
+    blocked_reason, blocked_message = blocked if blocked is not None else ("", "")
     for c in pod.spec.init_containers:
         st.init_container_statuses.append(container_status(c, view, allocation.get(c.name), report_resources,
-                                                           "PodInitializing"))
+                                                           blocked_reason or "PodInitializing", blocked_message))
     initialized = all(
         (v := view.containers.get(c.name)) is not None and (
             v.state == "running" if resources.is_restartable_init_container(c) else
@@ -258,7 +265,7 @@ def compute_status(pod: core_pb2.Pod, view: PodView, allocation: dict[str, Resou
     for c in pod.spec.containers:
         st.container_statuses.append(container_status(
             c, view, allocation.get(c.name), report_resources,
-            "ContainerCreating" if initialized else "PodInitializing"))
+            blocked_reason or ("ContainerCreating" if initialized else "PodInitializing"), blocked_message))
     all_ready = bool(pod.spec.containers) and all(cs.ready for cs in st.container_statuses)
     gen = pod.metadata.generation
     terminal = st.phase in ("Succeeded", "Failed")

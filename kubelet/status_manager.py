@@ -63,11 +63,13 @@ class StatusManager:
             return st
         await self.update(pod, build)
 
-    async def write(self, pod: core_pb2.Pod, observed: Observed, terminated: bool = False) -> None:
+    async def write(self, pod: core_pb2.Pod, observed: Observed, terminated: bool = False,
+                    blocked: tuple[str, str] | None = None) -> None:
+        """The computed status; ``blocked``: the (reason, message) the containers not started wait with."""
         uid = pod.metadata.uid
         allocation = self._alloc.allocation_of(uid)
         computed = compute_status(pod, observed.view, allocation, self._alloc.conditions_of(uid),
-                                  report_resources=self._report_resources, host_ip=self._host_ip)
+                                  report_resources=self._report_resources, host_ip=self._host_ip, blocked=blocked)
         if terminated:
             # A deleted pod ends in a terminal phase (Kubernetes 1.27+): Failed unless all succeeded.
             views = [observed.view.containers.get(c.name) for c in pod.spec.containers]
@@ -85,8 +87,7 @@ class StatusManager:
             mine = [c for c in computed.conditions if c.type in MANAGED_CONDITIONS or c.type not in present]
             del st.conditions[:]
             st.conditions.extend(kept + mine)
-            st.nominated_node_name = current.status.nominated_node_name
-            st.qos_class = current.status.qos_class
+            _keep_theirs(st, current)
             return st
 
         await self.update(pod, build)
@@ -111,8 +112,7 @@ class StatusManager:
             st.conditions.extend(kept + mine)
             st.conditions.add(type=kill.condition_type, status="True", reason=kill.condition_reason,
                               message=kill.condition_message or kill.message, last_transition_time=now)
-            st.nominated_node_name = current.status.nominated_node_name
-            st.qos_class = current.status.qos_class
+            _keep_theirs(st, current)
             return st
 
         await self.update(pod, build)
@@ -153,6 +153,15 @@ class StatusManager:
             w = self._written[written.metadata.uid] = _Written(written, {based_on.metadata.resource_version})
         w.chain.add(written.metadata.resource_version)
         w.pod = written
+
+
+def _keep_theirs(st: core_pb2.PodStatus, current: core_pb2.Pod) -> None:
+    """What others write in a pod's status, as the API has it now: the scheduler's nomination, the
+    QoS class, the resourceclaim controller's ``resourceClaimStatuses``."""
+    st.nominated_node_name = current.status.nominated_node_name
+    st.qos_class = current.status.qos_class
+    del st.resource_claim_statuses[:]
+    st.resource_claim_statuses.extend(current.status.resource_claim_statuses)
 
 
 def _same_status(a: core_pb2.PodStatus, b: core_pb2.PodStatus) -> bool:

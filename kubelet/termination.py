@@ -14,6 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from kubelet.allocation.manager import AllocationManager
+from kubelet.dra.manager import DRAManager
 from kubelet.eviction.manager import PodKill
 from kubelet.pod_runtime import PodRuntime
 from kubelet.pod_workers import PodWorkers
@@ -42,7 +43,7 @@ class PodTerminator:
     """Ends pods: on deletion, after the API forgot them, and when evicted or preempted."""
 
     def __init__(self, node: str, *, client: Client, ops: RuntimeOps, runtime: PodRuntime, alloc: AllocationManager,
-                 status: StatusManager, workers: PodWorkers, pods_by_uid: PodsByUid):
+                 status: StatusManager, workers: PodWorkers, pods_by_uid: PodsByUid, dra: DRAManager):
         self._node = node
         self._client = client
         self._ops = ops
@@ -51,9 +52,12 @@ class PodTerminator:
         self._status = status
         self._workers = workers
         self._pods_by_uid = pods_by_uid
+        self._dra = dra
         self._abnormal_kills: dict[str, _AbnormalKill] = {}  # pods being evicted or preempted
 
     def _forget(self, uid: str) -> None:
+        """The pod's containers are gone for good: its allocation, claims and bookkeeping go."""
+        self._dra.unprepare_resources(uid)
         self._alloc.remove_pod(uid)
         self._runtime.forget(uid)
         self._status.forget(uid)

@@ -144,12 +144,19 @@ def _lease_row(lease: coordination_pb2.Lease, wide: bool) -> list[str]:
 
 
 def _claim_row(c: resource_pb2.ResourceClaim, wide: bool) -> list[str]:
+    """printResourceClaim's STATE (resourceClaimState): deleted, then pending or allocated[,reserved]."""
     state = []
-    if c.status.HasField("allocation"):
+    deleted = bool(c.metadata.deletion_timestamp)
+    if deleted:
+        state.append("deleted")
+    if not c.status.HasField("allocation"):
+        if not deleted:
+            state.append("pending")
+    else:
         state.append("allocated")
-    if c.status.reserved_for:
-        state.append("reserved")
-    return [c.metadata.name, ",".join(state) or "pending", _age(c)]
+        if c.status.reserved_for:
+            state.append("reserved")
+    return [c.metadata.name, ",".join(state), _age(c)]
 
 
 def _slice_row(s: resource_pb2.ResourceSlice, wide: bool) -> list[str]:

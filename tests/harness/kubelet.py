@@ -8,7 +8,8 @@ uses (a status update with a stale resourceVersion is a conflict; a delete may c
 precondition) — and it drives the pod workers by hand: ``await h.sync("web")`` is one pod
 worker taking that pod once, ``await h.drain()`` runs the queued work until none is left. So
 the sync path (admission, resize, actuation, termination, status writes) is tested step by
-step, deterministically.
+step, deterministically. ResourceClaims the kubelet reads (``kubelet.dra``) are the test's too:
+``h.api.claims["default/web-gpu"] = claim``.
 
     h = KubeletHarness(tmp_path, cpu="4")
     await h.start()
@@ -31,7 +32,7 @@ from kubelet.pod_workers import Cleanup, SyncPod
 from kubelet.runtime.client import InProcessRuntime
 from kubelet.runtime.fake import FakeRuntime
 from machinery import errors, resources, timeutil
-from machinery.api import core_pb2
+from machinery.api import core_pb2, resource_pb2
 from machinery.informer import key_of
 
 
@@ -107,16 +108,33 @@ class _Events:
         return ev
 
 
+class _Claims:
+    """``client.resource_claims``: the reads of the kubelet's DRA manager, from the API's claims."""
+
+    def __init__(self, api: FakeApi):
+        self._api = api
+
+    async def get(self, name: str, namespace: str = "default") -> resource_pb2.ResourceClaim:
+        claim = self._api.claims.get(f"{namespace}/{name}")
+        if claim is None:
+            raise errors.not_found("resourceclaims", name)
+        out = resource_pb2.ResourceClaim()
+        out.CopyFrom(claim)
+        return out
+
+
 class FakeApi:
     """The part of ``machinery.client.Client`` a never-started kubelet uses, answered from memory."""
 
     def __init__(self) -> None:
         self.stored: dict[str, core_pb2.Pod] = {}  # namespace/name -> the pod as the API holds it
+        self.claims: dict[str, resource_pb2.ResourceClaim] = {}  # namespace/name -> ResourceClaim
         self.writes: list[Write] = []
         self.event_log: list[core_pb2.Event] = []
         self._rv = itertools.count(100)
         self.pods = _Pods(self)
         self.events = _Events(self)
+        self.resource_claims = _Claims(self)
 
     def resource(self, kind: object) -> object:
         return kind  # informers ask for it when built; a never-started one never calls it
@@ -135,11 +153,11 @@ class KubeletHarness:
     """A never-started kubelet of node ``node-1`` with its runtime, checkpoints in ``tmp_path``."""
 
     def __init__(self, tmp_path: Path, *, cpu: str = "4", memory: str = "8Gi", pods: int = 110,
-                 resize_preemption: bool = False):
+                 resize_preemption: bool = False, dra_devices: int = 0):
         self.api = FakeApi()
         self.runtime = FakeRuntime("node-1")
         cfg = KubeletConfig(NodeConfig("node-1", cpu=cpu, memory=memory, pods=pods), str(tmp_path / "checkpoints"),
-                            resize_preemption=resize_preemption, restart_backoff=0.0)
+                            resize_preemption=resize_preemption, restart_backoff=0.0, dra_devices=dra_devices)
         self.kubelet = Kubelet(cfg, self.api, InProcessRuntime(self.runtime))  # type: ignore[arg-type]
         self.kubelet.pods.add_handler(self.kubelet.workers.on_pod_add, self.kubelet.workers.on_pod_update,
                                       self.kubelet.workers.on_pod_delete)

@@ -133,8 +133,8 @@ _TIMES = {
 # Kubernetes' markers on the Go types (k8s.io/api and apimachinery's types.go).
 # ---------------------------------------------------------------------------------------------
 
-#: Fields OpenAPI marks required: no ``omitempty`` and no ``+optional``, or ``+required``. Every
-#: list kind's ``items`` is required too (``_required``).
+#: Fields OpenAPI marks required: no ``omitempty`` and no ``+optional``, or ``+required`` (proto
+#: names). Every list kind's ``items`` is required too (``_message_schema``).
 _REQUIRED: dict[str, tuple[str, ...]] = {
     "kplane.v1.PodSpec": ("containers",),
     "kplane.v1.Container": ("name",),

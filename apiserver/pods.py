@@ -151,14 +151,16 @@ class PodSubresources:
             POD, namespace, pod.metadata.name, lambda old: self._resized(pod, old, user, ranges),
             precondition_rv=pod.metadata.resource_version, dry_run=dry_run, admit=self._charge_quota(dry_run))
 
-    async def resize_patch(self, req: meta_pb2.PatchRequest, user: User, dry_run: bool = False) -> core_pb2.Pod:
-        """Patch through the resize subresource (strategic merge merges containers by name)."""
+    async def resize_patch(self, req: meta_pb2.PatchRequest, user: User, dry_run: bool = False,
+                           unknown: list[str] | None = None) -> core_pb2.Pod:
+        """Patch through the resize subresource (strategic merge merges containers by name);
+        ``unknown`` as ``Registry.patch``'s."""
         document, precondition = parse_patch(req)
         namespace = req.namespace or "default"
         ranges = await self.registry.limit_ranger.ranges(namespace)
         return await self.registry.guaranteed_update(
             POD, namespace, req.name,
-            lambda old: self._resized(patched(POD, old, document, req.patch_type), old, user, ranges),
+            lambda old: self._resized(patched(POD, old, document, req.patch_type, unknown), old, user, ranges),
             precondition_rv=precondition, dry_run=dry_run, admit=self._charge_quota(dry_run))
 
     # ------------------------------------------------------------ eviction

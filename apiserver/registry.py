@@ -16,6 +16,7 @@ Creates of namespaced objects pass namespace lifecycle admission (``admission.na
 from __future__ import annotations
 
 import base64
+import builtins
 import json
 import random
 from collections.abc import Awaitable
@@ -29,7 +30,7 @@ from apiserver.admission.limitranger import LimitRanger
 from apiserver.admission.namespacelifecycle import NamespaceLifecycle
 from apiserver.admission.resourcequota import ResourceQuotaAdmission
 from apiserver.auth import User
-from apiserver.etcd import EtcdClient
+from apiserver.etcd import CompactedError, EtcdClient
 from apiserver.watchcache import WatchCache
 from machinery import errors, jsonconv, patch, selectors, timeutil
 from machinery.api import core_pb2, meta_pb2, scheduling_pb2
@@ -122,7 +123,10 @@ class Registry:
             raise errors.not_found(kind.plural, name)
         return obj
 
-    async def list(self, kind: Kind[M, L], req: meta_pb2.ListRequest) -> L:
+    async def list(self, kind: Kind[M, L], req: meta_pb2.ListRequest, exact: bool = False) -> L:
+        """The objects selected, at the watch cache's revision once it has reached the one asked
+        for ("": etcd's current; "0": any) — or, ``exact`` (Kubernetes' resourceVersionMatch=Exact),
+        as they were at that very revision, read from etcd's history."""
         try:
             labels = selectors.parse_label_selector(req.label_selector)
             fields = selectors.parse_field_selector(req.field_selector, kind.name, kind.message.DESCRIPTOR)
@@ -137,10 +141,15 @@ class Registry:
             except ValueError:
                 raise errors.BadRequest(f'invalid resource version "{rv}"') from None
         namespace = req.namespace if kind.namespaced else ""
-        items = self.cache[kind].select(namespace, labels, fields)
+        at = self.cache.rev
+        if exact:
+            at = int(rv)
+            items = await self._list_at(kind, namespace, labels, fields, at)
+        else:
+            items = self.cache[kind].select(namespace, labels, fields)
         out = kind.list_message(api_version=kind.api_version, kind=f"{kind.name}List")
         lst = list_accessor(kind, out)
-        lst.metadata.resource_version = str(self.cache.rev)
+        lst.metadata.resource_version = str(at)
         if req.limit > 0:
             start = 0
             if req.continue_token:
@@ -158,6 +167,21 @@ class Registry:
                 lst.metadata.remaining_item_count = len(items) - start - req.limit
             items = page
         lst.items.extend(items)
+        return out
+
+    async def _list_at(self, kind: Kind[M, L], namespace: str, labels: selectors.LabelSelector,
+                       fields: selectors.FieldSelector, rev: int) -> builtins.list[M]:
+        try:
+            kvs, _, _ = await self.etcd.list(kind.prefix(namespace), revision=rev, type_=kind.plural)
+        except CompactedError:
+            raise errors.Gone("The resourceVersion for the provided list is too old.") from None
+        out = []
+        for kv in kvs:
+            obj = kind.message.FromString(kv.value)
+            meta = object_meta(obj)
+            meta.resource_version = str(kv.mod_revision)
+            if (labels.empty or labels.matches(meta.labels)) and (fields.empty or fields.matches(obj)):
+                out.append(obj)
         return out
 
     # ------------------------------------------------------------ create
@@ -279,8 +303,13 @@ class Registry:
         return await self.guaranteed_update(kind, namespace, meta.name, build,
                                             precondition_rv=meta.resource_version, dry_run=dry_run)
 
-    async def patch(self, kind: Kind[M, L], req: meta_pb2.PatchRequest, user: User, dry_run: bool = False) -> M:
-        """Server-side patch: applied to the current object, then stored as an update would be."""
+    async def patch(self, kind: Kind[M, L], req: meta_pb2.PatchRequest, user: User, dry_run: bool = False,
+                    unknown: builtins.list[str] | None = None) -> M:
+        """Server-side patch: applied to the current object, then stored as an update would be.
+
+        Fields the patched object has that its kind does not are refused (Kubernetes'
+        fieldValidation=Strict), or, given a list ``unknown``, dropped and their paths put there
+        (Warn and Ignore)."""
         if req.subresource not in ("", "status"):
             raise errors.BadRequest(f'unknown subresource "{req.subresource}" for {kind.plural}')
         document, precondition = parse_patch(req)
@@ -290,7 +319,7 @@ class Registry:
             raise errors.MethodNotAllowed(f"{kind.plural} have no status subresource")
 
         def build(old: M) -> M:
-            return admit_update(kind, verb, user, patched(kind, old, document, req.patch_type), old)
+            return admit_update(kind, verb, user, patched(kind, old, document, req.patch_type, unknown), old)
 
         return await self.guaranteed_update(kind, namespace, req.name, build, precondition_rv=precondition,
                                             dry_run=dry_run)
@@ -459,8 +488,9 @@ def parse_patch(req: meta_pb2.PatchRequest) -> tuple[object, str]:
     return document, precondition
 
 
-def patched(kind: Kind[M, L], old: M, document: object, patch_type: str) -> M:
-    """The object ``old`` with a patch applied (through Kubernetes JSON)."""
+def patched(kind: Kind[M, L], old: M, document: object, patch_type: str, unknown: list[str] | None = None) -> M:
+    """The object ``old`` with a patch applied (through Kubernetes JSON). Unknown fields in the
+    result are refused, or — given a list ``unknown`` — dropped and their paths put there."""
     patch_type = patch_type or "strategic"
     fields = _top_level_fields(kind, document, patch_type)
     # A merge patch of some top-level fields leaves the others as they are: only those go through
@@ -475,6 +505,9 @@ def patched(kind: Kind[M, L], old: M, document: object, patch_type: str) -> M:
         result = patch.apply_patch(jsonconv.to_dict(source), document, patch_type, kind.name)
     except patch.PatchError as exc:
         raise errors.BadRequest(str(exc)) from None
+    if unknown is not None and isinstance(result, dict):
+        result, dropped = jsonconv.prune_unknown(kind.message, result)
+        unknown.extend(d for d in dropped if d not in unknown)
     try:
         new = jsonconv.from_dict(kind.message, result)
     except jsonconv.DecodeError as exc:

@@ -1,7 +1,8 @@
-"""Assemble and run the apiserver: gRPC API, watch cache, admin HTTP, etcd health and compaction.
+"""Assemble and run the apiserver: gRPC API, the Kubernetes REST API (``rest/``, with
+``--rest-listen``), watch cache, admin HTTP, etcd health and compaction.
 
 Start-up order: the admin port first (so /healthz can say "waiting for etcd"), then the gRPC
-port (answering UNAVAILABLE with the reason until ready), then etcd (retried and logged until it
+port and the REST port (answering UNAVAILABLE / 503 with the reason until ready), then etcd (retried and logged until it
 answers: never a silent crash loop), the watch cache, the system namespaces and the built-in
 PriorityClasses, and ready.
 While running, etcd is probed every second; an unreachable etcd makes /healthz and the gRPC
@@ -25,6 +26,7 @@ from apiserver.auth import MASTERS_GROUP, TokenAuthenticator, User
 from apiserver.etcd import EtcdClient, EtcdError, wait_for_etcd
 from apiserver.pods import PodSubresources
 from apiserver.registry import Registry
+from apiserver.rest import server as rest
 from apiserver.watchcache import WatchCache
 from machinery import errors, failpoints, process
 from machinery.admin import AdminServer
@@ -51,6 +53,9 @@ class Options:
     compaction_interval: float = 60.0
     max_requests_inflight: int = 400
     max_mutating_requests_inflight: int = 200
+    rest_listen: str = ""
+    tls_cert_file: str = ""
+    tls_private_key_file: str = ""
     log_level: str = "info"
 
 
@@ -74,15 +79,23 @@ def parse_args(argv: list[str] | None = None) -> Options:
                    help="read requests served at once; more are refused with 429 (0: no limit)")
     p.add_argument("--max-mutating-requests-inflight", type=int, default=200,
                    help="write requests served at once; more are refused with 429 (0: no limit)")
+    p.add_argument("--rest-listen", default="",
+                   help="HOST:PORT of the Kubernetes REST API (HTTPS with --tls-cert-file; plain HTTP on a loopback "
+                        "address only); empty: no REST listener")
+    p.add_argument("--tls-cert-file", default="", help="PEM certificate (chain) the REST API serves")
+    p.add_argument("--tls-private-key-file", default="", help="PEM private key of --tls-cert-file")
     p.add_argument("--log-level", default="info")
     a = p.parse_args(argv)
+    if a.rest_listen:
+        rest.check_listen(a.rest_listen, a.tls_cert_file, a.tls_private_key_file)
     return Options(
         etcd_endpoints=[e.strip() for e in a.etcd_endpoints.split(",") if e.strip()], listen=a.listen,
         admin_listen=a.admin_listen, token_auth_file=a.token_auth_file, feature_gates=a.feature_gates,
         watch_cache_size=a.watch_cache_size, history_window=a.history_window, bookmark_interval=a.bookmark_interval,
         watch_batch_interval=a.watch_batch_interval, compaction_retention=a.compaction_retention,
         compaction_interval=a.compaction_interval, max_requests_inflight=a.max_requests_inflight,
-        max_mutating_requests_inflight=a.max_mutating_requests_inflight, log_level=a.log_level)
+        max_mutating_requests_inflight=a.max_mutating_requests_inflight, rest_listen=a.rest_listen,
+        tls_cert_file=a.tls_cert_file, tls_private_key_file=a.tls_private_key_file, log_level=a.log_level)
 
 
 def _split(addr: str) -> tuple[str, int]:
@@ -107,6 +120,10 @@ class ApiServer:
         self.grpc: grpc.aio.Server | None = None
         self.admin = AdminServer(*_split(opts.admin_listen), health=self._health_reason)
         self.grpc_port = 0
+        self.rest: rest.RestServer | None = None
+        if opts.rest_listen:
+            self.rest = rest.RestServer(self.api, opts.rest_listen, opts.tls_cert_file, opts.tls_private_key_file,
+                                        health=self._health_reason)
         self._etcd_error: str | None = "not yet contacted"
         self._tasks: list[asyncio.Task] = []
 
@@ -150,7 +167,10 @@ class ApiServer:
             raise SystemExit(f"cannot listen on {self.opts.listen}")
         await self.grpc.start()
         await self._set_serving(False)
-        log.info("apiserver_listening", grpc=self.opts.listen, admin_port=self.admin.port)
+        if self.rest is not None:
+            await self.rest.start()
+        log.info("apiserver_listening", grpc=self.opts.listen, admin_port=self.admin.port,
+                 rest=f"{self.rest.scheme}://{self.rest.host}:{self.rest.port}" if self.rest else "")
 
         self.etcd.connect()
         self.api.not_ready_reason = f"waiting for etcd at {','.join(self.opts.etcd_endpoints)}"
@@ -226,6 +246,8 @@ class ApiServer:
 
     async def stop(self) -> None:
         await process.cancel_and_wait(self._tasks)
+        if self.rest is not None:
+            await self.rest.stop()
         if self.grpc is not None:
             await self.grpc.stop(grace=1.0)
         await self.cache.stop()

@@ -24,7 +24,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from apiserver.auth import MASTERS_GROUP
-from cli import topology
+from cli import kubeconfig, pki, topology
 from cli.etcd_binary import find_etcd
 
 STATE_FILE = "cluster.json"
@@ -44,6 +44,7 @@ class Process:
     admin: str = ""
     health_path: str = "/healthz"
     log: str = ""
+    rest: str = ""
     env: dict[str, str] = field(default_factory=dict)
     pid: int | None = None
 
@@ -58,6 +59,16 @@ class ClusterState:
     def server(self) -> str:
         api = self.processes.get("apiserver")
         return api.grpc if api else ""
+
+    @property
+    def rest(self) -> str:
+        """host:port of the Kubernetes REST API (HTTPS), "" for a cluster from before it."""
+        api = self.processes.get("apiserver")
+        return api.rest if api else ""
+
+    @property
+    def kubeconfig(self) -> Path:
+        return Path(self.data_dir) / kubeconfig.KUBECONFIG_FILE
 
     @staticmethod
     def path(data_dir: str | Path) -> Path:
@@ -78,7 +89,7 @@ class ClusterState:
     def save(self) -> None:
         p = self.path(self.data_dir)
         tmp = p.with_suffix(".json.tmp")
-        doc = {"data_dir": self.data_dir, "server": self.server, "config": self.config,
+        doc = {"data_dir": self.data_dir, "server": self.server, "rest": self.rest, "config": self.config,
                "processes": {n: asdict(v) for n, v in self.processes.items()}}
         tmp.write_text(json.dumps(doc, indent=2) + "\n")
         os.replace(tmp, p)
@@ -325,7 +336,13 @@ def resolve(cfg: topology.ClusterConfig) -> list[topology.Component]:
 
 def to_process(c: topology.Component, data_dir: Path) -> Process:
     return Process(name=c.name, role=c.role, argv=c.argv, grpc=c.grpc, admin=c.admin, health_path=c.health_path,
-                   log=str(data_dir / "logs" / f"{c.log_name}.log"), env=c.env)
+                   log=str(data_dir / "logs" / f"{c.log_name}.log"), env=c.env, rest=c.rest)
+
+
+def write_kubeconfig(data_dir: Path, rest: str) -> Path:
+    """``<data-dir>/kubeconfig`` for the REST API at ``rest`` (host:port), user admin."""
+    return kubeconfig.write(data_dir, f"https://{rest}", pki.Pki(data_dir / pki.PKI_DIR).ca_cert,
+                            read_token(data_dir, "admin"))
 
 
 def up(cfg: topology.ClusterConfig, timeout: float = 60.0, echo=print) -> ClusterState:
@@ -358,7 +375,14 @@ def up(cfg: topology.ClusterConfig, timeout: float = 60.0, echo=print) -> Cluste
             ports[n] = fresh.pop()
     cfg.ports = ports
     write_tokens(data_dir, topology.node_names(cfg))
+    try:
+        pki.ensure(data_dir)
+    except (OSError, ValueError) as exc:
+        raise ClusterError(f"cannot make the cluster's certificates in {data_dir / pki.PKI_DIR}: {exc}") from None
     comps = resolve(cfg)
+    api = next((c for c in comps if c.role == "apiserver"), None)
+    if api is not None and api.rest:
+        write_kubeconfig(data_dir, api.rest)
     state = ClusterState(data_dir=str(data_dir), config=asdict(cfg))
     state.save()
     for c in comps:
@@ -377,7 +401,7 @@ def up(cfg: topology.ClusterConfig, timeout: float = 60.0, echo=print) -> Cluste
             raise ClusterError(f"{c.name} did not become healthy within {timeout:.0f}s ({reason}); last log "
                                f"line: {said} (log: {proc.log})")
         echo(f"{c.name:<20} pid {proc.pid:<8} {('grpc ' + proc.grpc) if proc.grpc else '':<26} "
-             f"admin {proc.admin}")
+             f"admin {proc.admin}" + (f"  rest https://{proc.rest}" if proc.rest else ""))
     if cfg.dra_devices:
         try:
             install_device_class(state)

@@ -22,7 +22,7 @@ from google.protobuf.message import Message
 
 from cli import apply as apply_cmd
 from cli import check as check_cmd
-from cli import cluster, nodes, preflight, printers, topology
+from cli import cluster, nodes, pki, preflight, printers, topology
 from cli import watch as watch_cmd
 from cli.etcd_binary import EtcdNotFound, find_etcd
 from machinery import errors, jsonconv, quantity
@@ -106,6 +106,9 @@ def cmd_up(args: argparse.Namespace) -> int:
     if missing:
         print(f"not started (not implemented in this version yet): {', '.join(missing)}")
     print(f"cluster is up: server {state.server}, data in {state.data_dir}", flush=True)
+    if state.rest and state.kubeconfig.exists():
+        # kubectl and the official clients, over the Kubernetes REST API (https://<rest>).
+        print(f"export KUBECONFIG={state.kubeconfig}", flush=True)
     if args.detach:
         return 0
     print("press Ctrl-C to stop it (or use --detach and `kplane down`)", flush=True)
@@ -153,6 +156,7 @@ class _StatusRow(TypedDict):
     name: str
     pid: int | None  # None: not running
     grpc: str
+    rest: str  # the Kubernetes REST API (HTTPS): the apiserver's; "" for the others
     admin: str
     healthy: bool
     reason: str
@@ -164,13 +168,13 @@ def cmd_status(args: argparse.Namespace) -> int:
     for p in state.processes.values():
         ok, reason = cluster.health(p)
         rows.append({"name": p.name, "pid": p.pid if cluster.alive(p.pid) else None, "grpc": p.grpc,
-                     "admin": p.admin, "healthy": ok, "reason": "" if ok else reason})
+                     "rest": p.rest, "admin": p.admin, "healthy": ok, "reason": "" if ok else reason})
     if args.output == "json":
         print(json.dumps({"components": rows}, indent=2))
         return 0
-    table = [["COMPONENT", "PID", "GRPC", "ADMIN", "HEALTHY"]]
+    table = [["COMPONENT", "PID", "GRPC", "REST", "ADMIN", "HEALTHY"]]
     for r in rows:
-        table.append([r["name"], str(r["pid"] or "-"), r["grpc"] or "-", r["admin"] or "-",
+        table.append([r["name"], str(r["pid"] or "-"), r["grpc"] or "-", r["rest"] or "-", r["admin"] or "-",
                       "yes" if r["healthy"] else f"no ({r['reason']})"])
     print(printers.format_table(table))
     return 0
@@ -240,6 +244,10 @@ def cmd_tokens(args: argparse.Namespace) -> int:
     d.mkdir(parents=True, exist_ok=True)
     cluster.write_tokens(d, [f"node-{i}" for i in range(1, args.nodes + 1)])
     print(f"tokens in {d / cluster.TOKENS_FILE}")
+    # compose.yaml's apiserver serves its REST API with these; the kubeconfig is for the published port.
+    made = pki.ensure(d)
+    path = cluster.write_kubeconfig(d, f"127.0.0.1:{topology.APISERVER_REST_PORT}")
+    print(f"certificates in {made.dir}, kubeconfig {path}")
     return 0
 
 
@@ -567,7 +575,7 @@ def build_parser() -> argparse.ArgumentParser:
     sp = add("compose", cmd_compose, "print compose.yaml for the default topology")
     sp.add_argument("--write", metavar="FILE")
 
-    sp = add("tokens", cmd_tokens, "write the cluster's token file (used by compose.yaml)")
+    sp = add("tokens", cmd_tokens, "write the cluster's token file, certificates and kubeconfig (used by compose.yaml)")
     sp.add_argument("--nodes", type=int, default=3)
     return p
 

@@ -24,6 +24,8 @@ ETCD_CLIENT_PORT = 2379
 ETCD_PEER_PORT = 2380
 ETCD_METRICS_PORT = 2381
 APISERVER_PORT = 6443
+# The Kubernetes REST API (HTTPS): 6444, beside the gRPC API on Kubernetes' own 6443.
+APISERVER_REST_PORT = 6444
 APISERVER_ADMIN_PORT = 8080
 
 
@@ -84,6 +86,7 @@ class Component:
     role: str  # etcd, apiserver, scheduler, controller-manager, kubelet, runtime
     argv: list[str]
     grpc: str = ""  # host:port of its gRPC (etcd: client) endpoint
+    rest: str = ""  # host:port of its Kubernetes REST API (HTTPS; the apiserver only)
     admin: str = ""  # host:port of its HTTP admin endpoint (/metrics, /healthz)
     env: dict[str, str] = field(default_factory=dict)
     depends_on: list[str] = field(default_factory=list)
@@ -135,7 +138,7 @@ def port_names(cfg: ClusterConfig) -> list[str]:
     names = []
     for m in etcd_member_names(cfg):
         names += [f"{m}.client", f"{m}.peer", f"{m}.metrics"]
-    names += ["apiserver.grpc", "apiserver.admin"]
+    names += ["apiserver.grpc", "apiserver.rest", "apiserver.admin"]
     if implemented("scheduler"):
         names += [f"{n}.admin" for n in scheduler_names(cfg)]
     if implemented("controllers"):
@@ -285,15 +288,19 @@ def build(cfg: ClusterConfig, mode: Mode = "local", python: str = "python") -> l
     endpoints = ",".join(c.grpc for c in components if c.role == "etcd")
     api_port = a.port("apiserver.grpc", APISERVER_PORT)
     api_admin = a.port("apiserver.admin", APISERVER_ADMIN_PORT)
+    api_rest = a.port("apiserver.rest", APISERVER_REST_PORT)
     api_argv = [python, "-m", "apiserver", "--etcd-endpoints", endpoints,
                 "--listen", f"{a.listen_host('apiserver')}:{api_port}",
                 "--admin-listen", f"{a.listen_host('apiserver')}:{api_admin}",
-                "--token-auth-file", a.data("tokens.csv")]
+                "--token-auth-file", a.data("tokens.csv"),
+                "--rest-listen", f"{a.listen_host('apiserver')}:{api_rest}",
+                "--tls-cert-file", a.data("pki", "apiserver.crt"),
+                "--tls-private-key-file", a.data("pki", "apiserver.key")]
     if cfg.feature_gates:
         api_argv += ["--feature-gates", cfg.feature_gates]
     api_argv += cfg.apiserver_args
     components.append(Component(name="apiserver", role="apiserver", argv=api_argv,
-                                grpc=f"{a.host('apiserver')}:{api_port}",
+                                grpc=f"{a.host('apiserver')}:{api_port}", rest=f"{a.host('apiserver')}:{api_rest}",
                                 admin=f"{a.host('apiserver')}:{api_admin}", depends_on=members))
     server = f"{a.host('apiserver')}:{api_port}"
     if implemented("scheduler"):
@@ -325,12 +332,14 @@ def render_compose(cfg: ClusterConfig | None = None) -> str:
         if c.role == "runtime":  # kubelets reach their runtime through a socket on the shared volume
             svc.pop("depends_on", None)
         if c.role == "apiserver":
-            svc["ports"] = [f"{APISERVER_PORT}:{APISERVER_PORT}", f"{APISERVER_ADMIN_PORT}:{APISERVER_ADMIN_PORT}"]
+            svc["ports"] = [f"{APISERVER_PORT}:{APISERVER_PORT}", f"{APISERVER_REST_PORT}:{APISERVER_REST_PORT}",
+                            f"{APISERVER_ADMIN_PORT}:{APISERVER_ADMIN_PORT}"]
         if c.env:
             svc["environment"] = dict(c.env)
         services[svc_name] = svc
     services["tokens"] = {
         "build": ".", "image": "kplane:dev",
+        # The tokens, and the CA and serving certificate the apiserver's REST API needs (cli/pki.py).
         "command": ["python", "-m", "cli", "tokens", "--data-dir", "/var/lib/kplane", "--nodes", str(cfg.nodes)],
         "volumes": ["kplane-data:/var/lib/kplane"],
     }

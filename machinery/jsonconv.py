@@ -221,6 +221,35 @@ def from_dict(message_type: type[_M], data: Any, path: str = "") -> _M:
     return msg
 
 
+def _prune(descriptor: AnyDescriptor, data: dict[str, Any], path: str, unknown: list[str]) -> dict[str, Any]:
+    plan = _plan(descriptor)
+    out: dict[str, Any] = {}
+    for key, value in data.items():
+        f = plan.get(key)
+        here = _join(path, str(key))
+        if f is None:
+            unknown.append(here)
+            continue
+        if f.message is not None and f.repeated and isinstance(value, list):
+            value = [_prune(f.message, v, f"{here}[{i}]", unknown) if isinstance(v, dict) else v
+                     for i, v in enumerate(value)]
+        elif f.message is not None and f.is_map and isinstance(value, dict):
+            value = {k: _prune(f.message, v, f"{here}[{k}]", unknown) if isinstance(v, dict) else v
+                     for k, v in value.items()}
+        elif f.message is not None and not f.repeated and not f.is_map and isinstance(value, dict):
+            value = _prune(f.message, value, here, unknown)
+        out[key] = value
+    return out
+
+
+def prune_unknown(message_type: type[Message], data: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
+    """``data`` without the fields ``message_type``'s schema does not have, and their paths
+    (``spec.containers[0].colour``): Kubernetes' ``fieldValidation=Ignore`` and ``Warn`` drop
+    them, where ``from_dict`` (``Strict``) refuses them."""
+    unknown: list[str] = []
+    return _prune(message_type.DESCRIPTOR, data, "", unknown), unknown
+
+
 # ---------------------------------------------------------------- encoding
 
 

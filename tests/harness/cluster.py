@@ -43,6 +43,16 @@ class TestCluster:
         return self.state.server
 
     @property
+    def rest(self) -> str:
+        """host:port of the Kubernetes REST API (HTTPS, the cluster CA's certificate)."""
+        return self.state.rest
+
+    @property
+    def kubeconfig(self) -> str:
+        """The kubeconfig ``kplane up`` wrote (user admin), for kubectl and the official clients."""
+        return str(self.state.kubeconfig)
+
+    @property
     def token(self) -> str:
         return self.state.admin_token()
 

@@ -31,6 +31,7 @@ from controllers.namespace import NamespaceController
 from controllers.nodelifecycle import NodeLifecycleController
 from controllers.podgc import PodGCController
 from controllers.replicaset import ReplicaSetController
+from controllers.resourceclaim import ResourceClaimController
 from controllers.resourcequota import ResourceQuotaController
 from controllers.tainteviction import TaintEvictionController
 from machinery import failpoints, process, timeutil
@@ -57,6 +58,7 @@ REGISTRY: dict[str, tuple[Factory, Callable[[opts.ControllerOptions], int]]] = {
     "resourcequota": (ResourceQuotaController, lambda o: o.concurrent_resource_quota_syncs),
     "replicaset": (ReplicaSetController, lambda o: o.concurrent_replicaset_syncs),
     "deployment": (DeploymentController, lambda o: o.concurrent_deployment_syncs),
+    "resourceclaim": (ResourceClaimController, lambda o: 10),  # kube-controller-manager runs it with 10
 }
 
 

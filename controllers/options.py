@@ -16,7 +16,7 @@ from machinery import timeutil
 
 # kube-controller-manager's controllers kplane has (controllers.main.REGISTRY builds them), by its names.
 CONTROLLERS = ("podgc", "nodelifecycle", "taint-eviction-controller", "replicaset", "deployment",
-               "garbagecollector", "namespace", "resourcequota", "disruption")
+               "garbagecollector", "namespace", "resourcequota", "disruption", "resourceclaim")
 
 
 @dataclass(frozen=True)

@@ -178,12 +178,16 @@ class FakeApi:
         self.pods = _Resource(self, POD)
         self.replica_sets = _Resource(self, REPLICA_SET)
         self.deployments = _Resource(self, DEPLOYMENT)
+        # The kinds this API serves: a fake for other controllers adds its own (fakes_resourceclaim.py).
+        self.kinds: dict[str, Kind[Any, Any]] = dict(_KINDS)
+        self.resources: dict[str, _Resource] = {POD.name: self.pods, REPLICA_SET.name: self.replica_sets,
+                                                DEPLOYMENT.name: self.deployments}
         self.factory = SharedInformerFactory(self)  # type: ignore[arg-type]
 
     # ------------------------------------------------------------ what the controllers call
 
     def resource(self, kind: Kind[Any, Any]) -> Any:
-        return {POD.name: self.pods, REPLICA_SET.name: self.replica_sets, DEPLOYMENT.name: self.deployments}[kind.name]
+        return self.resources[kind.name]
 
     def context(self, **options: Any) -> ControllerContext:
         return _Context(self, self.factory, opts.ControllerOptions(enabled=frozenset(), **options))  # type: ignore[arg-type]
@@ -201,7 +205,7 @@ class FakeApi:
         object_meta(obj).resource_version = str(next(self._rv))
         self.objects[key] = obj
         self.writes.append(({"ADDED": "create", "MODIFIED": "update"}[type_], key[0], key[2]))
-        self.emit(_KINDS[key[0]], type_, obj)
+        self.emit(self.kinds[key[0]], type_, obj)
         return _copy(obj)
 
     def emit(self, kind: Kind[Any, Any], type_: str, obj: Any) -> None:
@@ -219,7 +223,7 @@ class FakeApi:
 
     def add(self, obj: Any) -> Any:
         """An object created by someone else (the test), delivered to the informers at once."""
-        kind = _KINDS[type(obj).DESCRIPTOR.name]
+        kind = self.kinds[type(obj).DESCRIPTOR.name]
         obj = _copy(obj)
         meta = object_meta(obj)
         meta.namespace = meta.namespace or "default"

@@ -28,9 +28,10 @@ Everything is generated from the proto descriptors (``machinery/api``) and the k
 
 The contract the REST server calls: :func:`openapi_v2`, :func:`openapi_v3_paths`,
 :func:`openapi_v3`. Each document is built once and is the same on every build (the server may
-cache its encoding); callers must not mutate what they get. The v3 index's ``hash`` is Kubernetes'
-ETag of a document: the upper-case hex SHA-512 of its JSON encoding, taken here as
-``json.dumps(doc, sort_keys=True, separators=(",", ":"))`` — the encoding the server should send.
+cache its encoding); callers must not mutate what they get. Every object's keys are sorted, as
+Kubernetes prints them. The v3 index's ``hash`` is Kubernetes' ETag of a document: the upper-case
+hex SHA-512 of its compact JSON, ``json.dumps(doc, separators=(",", ":"))`` (the same bytes with
+``sort_keys=True``), which is what the server sends.
 """
 
 from __future__ import annotations
@@ -631,7 +632,7 @@ def _field_schema(fd: AnyFieldDescriptor, kind: str | None) -> Schema:
         description = _STRUCT_DESCRIPTION
     if description is not None:
         schema["description"] = description
-    return dict(sorted(schema.items()))
+    return schema
 
 
 def _check_map_keys(fd: AnyFieldDescriptor, keys: tuple[str, ...]) -> None:
@@ -649,7 +650,7 @@ def _message_schema(descriptor: AnyDescriptor, gvk: dict[str, str] | None) -> Sc
     name = _short_name(_definition_name(descriptor))
     kind = gvk["kind"] if gvk is not None else None
     properties = {fd.json_name: _field_schema(fd, kind) for fd in descriptor.fields}
-    schema: Schema = {"properties": dict(sorted(properties.items())), "type": "object"}
+    schema: Schema = {"properties": properties, "type": "object"}
     description = COMMENTS.get(descriptor.full_name) or _KIND_DESCRIPTIONS.get(descriptor.name)
     if description is None and name.endswith("List") and name[:-len("List")] in _KIND_DESCRIPTIONS:
         description = f"{name} is a list of {name[:-len('List')]} objects."
@@ -667,7 +668,7 @@ def _message_schema(descriptor: AnyDescriptor, gvk: dict[str, str] | None) -> Sc
         schema["x-kubernetes-group-version-kind"] = [gvk]
     if descriptor.full_name in _ATOMIC_STRUCTS:
         schema["x-kubernetes-map-type"] = "atomic"
-    return dict(sorted(schema.items()))
+    return schema
 
 
 # ---------------------------------------------------------------------------------------------
@@ -735,7 +736,7 @@ def _definitions() -> dict[str, Schema]:
     delete_options["x-kubernetes-group-version-kind"] = [_gvk(g, v, "DeleteOptions") for g, v in group_versions]
     delete_options.setdefault("description", "DeleteOptions may be given when deleting an object.")
     definitions.update(_handwritten_definitions(group_versions))
-    return dict(sorted(definitions.items()))
+    return definitions
 
 
 # ---------------------------------------------------------------------------------------------
@@ -986,12 +987,22 @@ def _v2_operation(op: _Operation) -> Schema:
         out["consumes"] = list(op.consumes)
     if params:
         out["parameters"] = params
-    return dict(sorted(out.items()))
+    return out
 
 
 _SECURITY_SCHEME = {"description": "Bearer Token authentication", "in": "header", "name": "authorization",
                     "type": "apiKey"}
 _INFO = {"title": "Kubernetes", "version": "unversioned"}
+
+
+def _sorted_keys(value: Any) -> Any:
+    """A copy of a document with the keys of every object sorted, as Kubernetes prints them: any
+    encoder that keeps key order then sends the bytes ``_etag`` hashed."""
+    if isinstance(value, dict):
+        return {key: _sorted_keys(value[key]) for key in sorted(value)}
+    if isinstance(value, list):
+        return [_sorted_keys(item) for item in value]
+    return value
 
 
 @lru_cache(maxsize=1)
@@ -1001,15 +1012,15 @@ def openapi_v2() -> dict[str, Any]:
     for path in _paths():
         entry: Schema = {op.method: _v2_operation(op) for op in path.operations}
         entry["parameters"] = [_v2_param(p) for p in path.params]
-        paths[path.url] = dict(sorted(entry.items()))
-    return {
+        paths[path.url] = entry
+    return cast(dict[str, Any], _sorted_keys({
         "definitions": _definitions(),
-        "info": dict(_INFO),
-        "paths": dict(sorted(paths.items())),
+        "info": _INFO,
+        "paths": paths,
         "security": [{"BearerToken": []}],
-        "securityDefinitions": {"BearerToken": dict(_SECURITY_SCHEME)},
+        "securityDefinitions": {"BearerToken": _SECURITY_SCHEME},
         "swagger": "2.0",
-    }
+    }))
 
 
 # ---- v3 ----
@@ -1029,7 +1040,7 @@ def _v3_schema(value: Any) -> Any:
         if not out:
             return ref
         out["allOf"] = [ref]
-    return dict(sorted(out.items()))
+    return out
 
 
 #: Quantity and IntOrString in v3, where Kubernetes gives the JSON types a value may have.
@@ -1075,7 +1086,7 @@ def _v3_operation(op: _Operation) -> Schema:
             "content": {media: {"schema": {"$ref": _V3_REFS + op.body}} for media in op.consumes},
             "required": op.body_required,
         }
-    return dict(sorted(out.items()))
+    return out
 
 
 def _references(value: Any) -> Iterator[str]:
@@ -1113,22 +1124,19 @@ def _v3_document(group: str, version: str) -> dict[str, Any]:
             continue
         entry: Schema = {op.method: _v3_operation(op) for op in path.operations}
         entry["parameters"] = [_v3_param(p) for p in path.params]
-        paths[path.url] = dict(sorted(entry.items()))
+        paths[path.url] = entry
         for op in path.operations:
             used.update(r.definition for r in op.responses if r.definition is not None)
             if op.body is not None:
                 used.add(op.body)
     schemas = {name: _v3_definition(name, definitions[name]) for name in _closure(used, definitions)}
-    return {
-        "components": {
-            "schemas": schemas,
-            "securitySchemes": {"BearerToken": dict(_SECURITY_SCHEME)},
-        },
-        "info": dict(_INFO),
+    return cast(dict[str, Any], _sorted_keys({
+        "components": {"schemas": schemas, "securitySchemes": {"BearerToken": _SECURITY_SCHEME}},
+        "info": _INFO,
         "openapi": "3.0.0",
-        "paths": dict(sorted(paths.items())),
+        "paths": paths,
         "security": [{"BearerToken": []}],
-    }
+    }))
 
 
 def _etag(document: dict[str, Any]) -> str:

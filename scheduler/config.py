@@ -55,11 +55,12 @@ KIND = "KubeSchedulerConfiguration"
 DEFAULT_SCHEDULER_NAME = "default-scheduler"
 
 
-# kube-scheduler v1's default plugins, all in multiPoint, in this order (weights for Score).
+# kube-scheduler v1's default plugins, all in multiPoint, in this order (weights for Score);
+# DynamicResources before DefaultPreemption, where kube-scheduler puts it with DRA enabled.
 DEFAULT_PLUGINS: list[tuple[str, int]] = [
     ("SchedulingGates", 0), ("PrioritySort", 0), ("NodeUnschedulable", 0), ("NodeName", 0),
     ("TaintToleration", 3), ("NodeAffinity", 2), ("NodePorts", 0), ("NodeResourcesFit", 1),
-    ("PodTopologySpread", 2), ("InterPodAffinity", 2), ("DefaultPreemption", 0),
+    ("PodTopologySpread", 2), ("InterPodAffinity", 2), ("DynamicResources", 0), ("DefaultPreemption", 0),
     ("NodeResourcesBalancedAllocation", 1), ("DefaultBinder", 0),
 ]
 

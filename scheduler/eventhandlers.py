@@ -12,7 +12,9 @@ Failed; a pod that finishes leaves the watch as a deletion, freeing its room):
   deleted, that room is freed as if a bound pod had gone (an AssignedPod delete for them).
 
 Node adds, updates (split into allocatable / label / taint / condition changes) and deletes go
-to the cache and are cluster events too.
+to the cache and are cluster events too. So are ResourceClaim adds, updates and deletes,
+ResourceSlice and DeviceClass adds and updates (Dynamic Resource Allocation: the DynamicResources
+plugin's hints decide; ``scheduler.dra_manager`` has already taken the change into its view).
 
 With SchedulerPreemptionForPodResize (KEP-5836 "Detecting Deferred Resizes in UpdatePod"), a bound
 pod of one of this scheduler's profiles whose resize is Deferred is also in the queue: put there
@@ -27,7 +29,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from machinery.api import core_pb2
+from machinery.api import core_pb2, resource_pb2
 from machinery.informer import key_of
 from machinery.logging import get_logger
 from scheduler import metrics
@@ -40,8 +42,15 @@ from scheduler.framework.pod_info import PodInfo, pod_priority
 from scheduler.framework.types import (
     EVENT_ASSIGNED_POD_ADD,
     EVENT_ASSIGNED_POD_DELETE,
+    EVENT_DEVICE_CLASS_ADD,
+    EVENT_DEVICE_CLASS_UPDATE,
     EVENT_NODE_ADD,
     EVENT_NODE_DELETE,
+    EVENT_RESOURCE_CLAIM_ADD,
+    EVENT_RESOURCE_CLAIM_DELETE,
+    EVENT_RESOURCE_CLAIM_UPDATE,
+    EVENT_RESOURCE_SLICE_ADD,
+    EVENT_RESOURCE_SLICE_UPDATE,
     node_scheduling_property_changes,
     pod_scheduling_property_changes,
 )
@@ -207,3 +216,30 @@ class EventHandlers:
     def on_node_delete(self, node: core_pb2.Node) -> None:
         self.sched.cache.remove_node(node)
         self.sched.queue.move_all_to_active_or_backoff(EVENT_NODE_DELETE, node, None)
+
+    # ------------------------------------------------------------ Dynamic Resource Allocation
+
+    def on_claim_add(self, claim: resource_pb2.ResourceClaim) -> None:
+        self.sched.queue.move_all_to_active_or_backoff(EVENT_RESOURCE_CLAIM_ADD, None, claim)
+
+    def on_claim_update(self, old: resource_pb2.ResourceClaim, new: resource_pb2.ResourceClaim) -> None:
+        if old.metadata.resource_version == new.metadata.resource_version:
+            return  # a relist repeating what we have
+        self.sched.queue.move_all_to_active_or_backoff(EVENT_RESOURCE_CLAIM_UPDATE, old, new)
+
+    def on_claim_delete(self, claim: resource_pb2.ResourceClaim) -> None:
+        self.sched.queue.move_all_to_active_or_backoff(EVENT_RESOURCE_CLAIM_DELETE, claim, None)
+
+    def on_slice_add(self, slice_: resource_pb2.ResourceSlice) -> None:
+        self.sched.queue.move_all_to_active_or_backoff(EVENT_RESOURCE_SLICE_ADD, None, slice_)
+
+    def on_slice_update(self, old: resource_pb2.ResourceSlice, new: resource_pb2.ResourceSlice) -> None:
+        if old.metadata.resource_version != new.metadata.resource_version:
+            self.sched.queue.move_all_to_active_or_backoff(EVENT_RESOURCE_SLICE_UPDATE, old, new)
+
+    def on_device_class_add(self, device_class: resource_pb2.DeviceClass) -> None:
+        self.sched.queue.move_all_to_active_or_backoff(EVENT_DEVICE_CLASS_ADD, None, device_class)
+
+    def on_device_class_update(self, old: resource_pb2.DeviceClass, new: resource_pb2.DeviceClass) -> None:
+        if old.metadata.resource_version != new.metadata.resource_version:
+            self.sched.queue.move_all_to_active_or_backoff(EVENT_DEVICE_CLASS_UPDATE, old, new)

@@ -1,9 +1,10 @@
 """The scheduler: informers, cache, queue, one framework per profile, and the scheduling loop.
 
 It knows the cluster only through its informers (pods not finished, nodes,
-PodDisruptionBudgets). ``start`` lists and watches; ``run`` (once leading) pops pods one at a
-time and runs a scheduling cycle for each (``schedule_one``); binding cycles run as their own
-tasks. A background loop expires assumed pods whose binding never showed up.
+PodDisruptionBudgets and, with DynamicResourceAllocation, ResourceClaims, ResourceSlices and
+DeviceClasses: ``scheduler.dra_manager``). ``start`` lists and watches; ``run`` (once leading)
+pops pods one at a time and runs a scheduling cycle for each (``schedule_one``); binding cycles
+run as their own tasks. A background loop expires assumed pods whose binding never showed up.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from scheduler import metrics
 from scheduler.cache.cache import DEFAULT_ASSUMED_TTL, Cache
 from scheduler.cache.snapshot import Snapshot
 from scheduler.config import SchedulerConfig
+from scheduler.dra_manager import DRAManager
 from scheduler.eventhandlers import POD_FIELD_SELECTOR, EventHandlers
 from scheduler.framework.features import Features
 from scheduler.framework.interfaces import Handle, PluginFactory
@@ -51,16 +53,18 @@ class Scheduler:
         self.pods = Informer(client, POD, field_selector=POD_FIELD_SELECTOR)
         self.nodes = Informer(client, NODE)
         self.pdbs = Informer(client, POD_DISRUPTION_BUDGET)
+        features = Features.from_gates(feature_gates)  # what the gates mean to plugins, through their handle
+        # DRA's informers, before any handler of the queue's is added (its tracker runs first).
+        self.dra: DRAManager | None = DRAManager(client) if features.enable_dynamic_resource_allocation else None
         self.frameworks: dict[str, Framework] = {}
         async_api = feature_gates is None or feature_gates.enabled("SchedulerAsyncAPICalls")
         self.status_writer: StatusWriter | None = StatusWriter() if async_api else None
-        features = Features.from_gates(feature_gates)  # what the gates mean to plugins, through their handle
         # KEP-5836: Deferred resizes of bound pods are queued too (eventhandlers, schedule_one).
         self.resize_preemption = features.enable_scheduler_preemption_for_pod_resize
         for profile in cfg.profiles:
             handle = Handle(client=client, recorder=self.recorder, pods=self._all_pods,
                             get_pod=self.get_pod, pdbs=lambda: self.pdbs.list_all(), activate=self._activate,
-                            features=features)
+                            features=features, dra=self.dra, pod_indexes=self.pods)
             handle.snapshot = self.snapshot
             handle.status_writer = self.status_writer
             self.frameworks[profile.scheduler_name] = Framework(
@@ -91,6 +95,9 @@ class Scheduler:
     def get_pod(self, namespace: str, name: str) -> core_pb2.Pod | None:
         return self.pods.get(name, namespace)
 
+    def _informers(self) -> list[Informer]:
+        return [self.nodes, self.pods, self.pdbs, *(self.dra.informers() if self.dra is not None else [])]
+
     def _activate(self, pods) -> None:
         self.queue.activate(pods)
 
@@ -101,11 +108,15 @@ class Scheduler:
         h = self.handlers
         self.nodes.add_handler(h.on_node_add, h.on_node_update, h.on_node_delete)
         self.pods.add_handler(h.on_pod_add, h.on_pod_update, h.on_pod_delete)
+        if self.dra is not None:
+            self.dra.claims.add_handler(h.on_claim_add, h.on_claim_update, h.on_claim_delete)
+            self.dra.slices.add_handler(h.on_slice_add, h.on_slice_update)
+            self.dra.classes.add_handler(h.on_device_class_add, h.on_device_class_update)
         if self.recorder is not None:
             self.recorder.start()
-        for inf in (self.nodes, self.pods, self.pdbs):
+        for inf in self._informers():
             await inf.start()
-        for inf in (self.nodes, self.pods, self.pdbs):
+        for inf in self._informers():
             await inf.wait_for_sync()
         self.synced = True
         log.info("scheduler_synced", nodes=self.cache.node_count(), pods=self.cache.pod_count(),
@@ -171,7 +182,7 @@ class Scheduler:
             t.cancel()
         await self._finish_bindings()
         await cancel_and_wait(self._tasks)
-        for inf in (self.pods, self.nodes, self.pdbs):
+        for inf in self._informers():
             await inf.stop()
         if self.recorder is not None:
             await self.recorder.flush(2.0)

@@ -24,6 +24,8 @@ class Features:
     # SchedulerPreemptionForPodResize (KEP-5836, alpha; upstream's InPlacePodVerticalScalingSchedulerPreemption):
     # a Deferred in-place resize is queued and may preempt lower-priority pods on its node.
     enable_scheduler_preemption_for_pod_resize: bool = False
+    # DynamicResourceAllocation (structured parameters, GA): the DynamicResources plugin allocates claims.
+    enable_dynamic_resource_allocation: bool = True
 
     @classmethod
     def from_gates(cls, gates: FeatureGates | None) -> "Features":
@@ -32,7 +34,8 @@ class Features:
             return cls()
         return cls(enable_in_place_pod_vertical_scaling=gates.enabled("InPlacePodVerticalScaling"),
                    enable_async_preemption=gates.enabled("SchedulerAsyncPreemption"),
-                   enable_scheduler_preemption_for_pod_resize=gates.enabled("SchedulerPreemptionForPodResize"))
+                   enable_scheduler_preemption_for_pod_resize=gates.enabled("SchedulerPreemptionForPodResize"),
+                   enable_dynamic_resource_allocation=gates.enabled("DynamicResourceAllocation"))
 
 
 def features_of(handle: Any) -> Features:

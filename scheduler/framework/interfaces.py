@@ -45,7 +45,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Protocol, runtime_checkable
 
-from machinery.api import core_pb2, policy_pb2
+from machinery.api import core_pb2, policy_pb2, resource_pb2
+from machinery.dra.allocator import DeviceID
 from scheduler.framework.features import Features
 
 if TYPE_CHECKING:
@@ -279,6 +280,14 @@ def public_methods(plugin: object) -> list[str]:
     return sorted(name for name in dir(cls) if not name.startswith("_") and callable(getattr(cls, name)))
 
 
+class PodIndexes(Protocol):
+    """The indexes of the scheduler's pod informer (``machinery.informer.Informer``)."""
+
+    def add_indexer(self, name: str, fn: Callable[[core_pb2.Pod], list[str]]) -> None: ...
+
+    def by_index(self, name: str, value: str) -> list[core_pb2.Pod]: ...
+
+
 class Nominator(Protocol):
     """The pods nominated to run on a node (waiting for preemption victims to leave)."""
 
@@ -287,24 +296,50 @@ class Nominator(Protocol):
     def node_of(self, pod: core_pb2.Pod) -> str: ...
 
 
+class SharedDRAManager(Protocol):
+    """The Dynamic Resource Allocation objects the scheduler's informers hold (kube-scheduler's
+    SharedDRAManager): ResourceClaims, DeviceClasses, the ResourceSlices a node can use, and the
+    devices the claims the informer shows hold. What a plugin has allocated but not yet written
+    (Reserve to PreBind, and until the informer shows the write) is the plugin's own to add."""
+
+    def get_claim(self, namespace: str, name: str) -> resource_pb2.ResourceClaim | None:
+        """The claim as the informer has it, or None."""
+        ...
+
+    def get_device_class(self, name: str) -> resource_pb2.DeviceClass | None: ...
+
+    def slices_for(self, node_name: str) -> list[resource_pb2.ResourceSlice]:
+        """The slices published for that node (``spec.nodeName``) and those not tied to one node
+        (``nodeSelector``, ``allNodes``), which the allocator matches against the node."""
+        ...
+
+    def is_allocated(self, device: DeviceID) -> bool:
+        """Whether a claim the informer shows holds the device (its ``status.allocation``)."""
+        ...
+
+
 class Handle:
     """What plugins may use of the scheduler: the cycle's snapshot, the API, events, nominations,
-    the pods and PodDisruptionBudgets the informers hold, the framework itself (preemption
-    runs the filters to simulate) and what the feature gates mean to plugins (``features``)."""
+    the pods and PodDisruptionBudgets the informers hold (and indexes a plugin adds to the pod
+    informer), the DRA objects (``dra``), the framework itself (preemption runs the filters to
+    simulate) and what the feature gates mean to plugins (``features``)."""
 
     def __init__(self, *, client: "Client | None" = None, recorder: "EventRecorder | None" = None,
                  nominator: Nominator | None = None, pods: Callable[[], Iterable[core_pb2.Pod]] | None = None,
                  get_pod: Callable[[str, str], core_pb2.Pod | None] | None = None,
                  pdbs: Callable[[], Iterable[policy_pb2.PodDisruptionBudget]] | None = None,
                  activate: Callable[[list[core_pb2.Pod]], None] | None = None,
-                 features: Features | None = None):
+                 features: Features | None = None, dra: SharedDRAManager | None = None,
+                 pod_indexes: "PodIndexes | None" = None):
         self.client = client
         self.features = features or Features()
         self.recorder = recorder
         self.nominator = nominator
+        self.dra = dra
         self._pods = pods or (lambda: ())
         self._get_pod = get_pod or (lambda namespace, name: None)
         self._pdbs = pdbs or (lambda: ())
+        self._pod_indexes = pod_indexes
         self.activate = activate or (lambda pods: None)
         self.snapshot: "Snapshot | None" = None
         self.status_writer: "StatusWriter | None" = None  # pod status writes off the cycle, in order per pod
@@ -331,6 +366,19 @@ class Handle:
 
     def pdbs(self) -> Iterable[policy_pb2.PodDisruptionBudget]:
         return self._pdbs()
+
+    def add_pod_indexer(self, name: str, index: Callable[[core_pb2.Pod], list[str]]) -> None:
+        """Index the pod informer's pods by ``index(pod)`` under ``name`` (client-go's
+        AddIndexers on the shared pod informer); nothing without one (unit tests)."""
+        if self._pod_indexes is not None:
+            self._pod_indexes.add_indexer(name, index)
+
+    def pods_by_index(self, name: str, value: str) -> list[core_pb2.Pod]:
+        """The informer's pods whose index ``name`` gives ``value``; KeyError for an index no one
+        added (an empty list without a pod informer)."""
+        if self._pod_indexes is None:
+            return []
+        return self._pod_indexes.by_index(name, value)
 
     def nominated_pods_for_node(self, node_name: str) -> list["PodInfo"]:
         return self.nominator.nominated_pods_for_node(node_name) if self.nominator is not None else []

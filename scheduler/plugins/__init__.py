@@ -31,6 +31,7 @@ MODULES = {
     "NodeResourcesBalancedAllocation": "node_resources_balanced_allocation",
     "PodTopologySpread": "pod_topology_spread",
     "InterPodAffinity": "inter_pod_affinity",
+    "DynamicResources": "dynamic_resources",
     "DefaultPreemption": "default_preemption",
     "DefaultBinder": "default_binder",
 }

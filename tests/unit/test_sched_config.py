@@ -22,7 +22,9 @@ IMPLEMENTS = {
     "NodeAffinity": ("pre_filter", "filter", "pre_score", "score"), "NodePorts": ("pre_filter", "filter"),
     "NodeResourcesFit": ("pre_filter", "filter", "pre_score", "score"),
     "PodTopologySpread": ("pre_filter", "filter", "pre_score", "score"),
-    "InterPodAffinity": ("pre_filter", "filter", "pre_score", "score"), "DefaultPreemption": ("post_filter",),
+    "InterPodAffinity": ("pre_filter", "filter", "pre_score", "score"),
+    "DynamicResources": ("pre_filter", "filter", "reserve", "unreserve", "pre_bind"),
+    "DefaultPreemption": ("post_filter",),
     "NodeResourcesBalancedAllocation": ("pre_score", "score"), "DefaultBinder": ("bind",),
     "Custom": ("filter", "score"),
 }
@@ -37,7 +39,8 @@ def framework(doc: dict) -> Framework:
 def test_default_profile_is_kube_schedulers():
     fw = framework({})
     assert fw.points["filter"] == ["NodeUnschedulable", "NodeName", "TaintToleration", "NodeAffinity", "NodePorts",
-                                   "NodeResourcesFit", "PodTopologySpread", "InterPodAffinity"]
+                                   "NodeResourcesFit", "PodTopologySpread", "InterPodAffinity", "DynamicResources"]
+    assert fw.points["reserve"] == fw.points["preBind"] == ["DynamicResources"]
     assert fw.points["score"] == ["TaintToleration", "NodeAffinity", "NodeResourcesFit", "PodTopologySpread",
                                   "InterPodAffinity", "NodeResourcesBalancedAllocation"]
     assert fw.weights == {"TaintToleration": 3, "NodeAffinity": 2, "NodeResourcesFit": 1, "PodTopologySpread": 2,

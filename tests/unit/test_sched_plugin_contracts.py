@@ -108,8 +108,10 @@ def test_the_default_profile_builds_with_every_in_tree_plugin_in_multipoint():
     profile = config.default_config(registry).profiles[0]
     fw = Framework(profile.scheduler_name, profile.plugins, registry, Handle())
     assert fw.points["preFilter"] == ["NodeUnschedulable", "NodeName", "TaintToleration", "NodeAffinity",
-                                      "NodePorts", "NodeResourcesFit", "PodTopologySpread", "InterPodAffinity"]
+                                      "NodePorts", "NodeResourcesFit", "PodTopologySpread", "InterPodAffinity",
+                                      "DynamicResources"]
     assert fw.points["postFilter"] == ["DefaultPreemption"]
+    assert fw.points["reserve"] == fw.points["preBind"] == ["DynamicResources"]
 
 
 # ------------------------------------------------------------ misspellings are never skipped silently

@@ -832,6 +832,11 @@ _LIST_PARAMS = (
            "notifications. Specify resourceVersion."),
 )
 _WRITE_PARAMS = (_DRY_RUN, _FIELD_MANAGER, _FIELD_VALIDATION)
+# deletecollection: the objects a list would answer (no watch), deleted as a delete would.
+_DELETE_COLLECTION_PARAMS = (
+    *(p for p in _LIST_PARAMS if p.name not in ("allowWatchBookmarks", "sendInitialEvents", "watch")),
+    _DRY_RUN, _GRACE_PERIOD, _PROPAGATION_POLICY,
+)
 
 _OK = "OK"
 _CREATED = "Created"
@@ -886,6 +891,9 @@ def _kind_paths(kind: Kind[Message, Message]) -> Iterator[_Path]:
         operation("post", "create", "post", f"create a {kind.name}", params=_WRITE_PARAMS, body=object_def,
                   consumes=("*/*",),
                   responses=_responses(object_def, ("200", _OK), ("201", _CREATED), ("202", _ACCEPTED))),
+        _Operation("delete", f"delete{camel}Collection{scope}{kind.name}", f"delete collection of {kind.name}",
+                   "deletecollection", gvk, tag, _DELETE_COLLECTION_PARAMS, _DELETE_OPTIONS, False, ("*/*",),
+                   _JSON, _responses(_STATUS, ("200", _OK))),
     ))
     if kind.namespaced:
         yield _Path(f"{prefix}/{kind.plural}", (_PRETTY,), (

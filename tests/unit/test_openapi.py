@@ -284,6 +284,7 @@ def test_every_kind_has_a_path_per_verb(kind: Any) -> None:
     expected = {
         (collection, "get"): "list",
         (collection, "post"): "post",
+        (collection, "delete"): "deletecollection",
         (item, "get"): "get",
         (item, "put"): "put",
         (item, "patch"): "patch",
@@ -302,6 +303,8 @@ def test_every_kind_has_a_path_per_verb(kind: Any) -> None:
     assert {"watch", "labelSelector", "fieldSelector", "resourceVersion", "limit", "continue"} <= _param_names(
         paths[collection]["get"])
     assert _param_names(paths[item]["delete"]) >= {"dryRun", "gracePeriodSeconds", "propagationPolicy"}
+    assert _param_names(paths[collection]["delete"]) >= {"labelSelector", "fieldSelector", "dryRun",
+                                                         "gracePeriodSeconds", "propagationPolicy"}
     assert paths[item]["patch"]["consumes"] == [
         "application/apply-patch+yaml", "application/json-patch+json", "application/merge-patch+json",
         "application/strategic-merge-patch+json"]

@@ -84,7 +84,8 @@ def encode_frame(type_: str, obj_bytes: bytes) -> bytes:
 
 def json_frame(type_: str, obj: Message) -> bytes:
     """One line of a REST watch: Kubernetes' ``{"type": ..., "object": ...}`` and a newline."""
-    return json.dumps({"type": type_, "object": jsonconv.to_dict(obj)}, separators=(",", ":")).encode() + b"\n"
+    return json.dumps({"type": type_, "object": jsonconv.to_dict(obj, jsonconv.KUBERNETES_ALWAYS)},
+                      separators=(",", ":")).encode() + b"\n"
 
 
 class FrameEncoding:

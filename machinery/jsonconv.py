@@ -14,6 +14,7 @@ Kubernetes JSON needs beyond it:
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any, TypeAlias, TypeVar, cast
@@ -303,8 +304,87 @@ def _fix(descriptor: AnyDescriptor, data: dict[str, Any]) -> None:
             data[key] = _fix_value(f, value)
 
 
-def to_dict(msg: Message) -> dict[str, Any]:
-    """The message as a Kubernetes JSON document (a dict ready for json.dumps / yaml.dump)."""
+def to_dict(msg: Message, always: Mapping[str, tuple[str, ...]] | None = None) -> dict[str, Any]:
+    """The message as a Kubernetes JSON document (a dict ready for json.dumps / yaml.dump).
+
+    ``always`` (message full name -> JSON names of scalar fields) names the fields Go prints even
+    when zero (no ``omitempty``: a ContainerStatus' ``restartCount: 0``), which proto3 leaves out;
+    they are added with their zero value, as Kubernetes' JSON has them."""
     data = json_format.MessageToDict(msg, preserving_proto_field_name=False)
     _fix(msg.DESCRIPTOR, data)
+    if always:
+        _emit_zero(msg.DESCRIPTOR, data, always)
     return data
+
+
+# Scalar fields Kubernetes' Go types print even when zero (no ``omitempty``; the OpenAPI documents
+# list them as required, and the official clients' models refuse an object without them), by
+# message: ``to_dict(msg, always=KUBERNETES_ALWAYS)`` prints them as Kubernetes does. The REST API
+# serves its JSON so; ``kplane get -o json`` keeps protobuf's shorter form.
+KUBERNETES_ALWAYS: dict[str, tuple[str, ...]] = {
+    "kplane.v1.ContainerStatus": ("name", "ready", "restartCount", "image", "imageID"),
+    "kplane.v1.ContainerStateTerminated": ("exitCode",),
+    "kplane.v1.PodCondition": ("type", "status"),
+    "kplane.v1.NodeCondition": ("type", "status"),
+    "kplane.v1.NamespaceCondition": ("type", "status"),
+    "kplane.v1.Condition": ("type", "status", "reason", "message", "lastTransitionTime"),
+    "kplane.v1.NodeSystemInfo": ("machineID", "systemUUID", "bootID", "kernelVersion", "osImage",
+                                 "containerRuntimeVersion", "kubeletVersion", "kubeProxyVersion", "operatingSystem",
+                                 "architecture"),
+    "kplane.v1.NodeAddress": ("type", "address"),
+    "kplane.v1.Taint": ("key", "effect"),
+    "kplane.v1.OwnerReference": ("apiVersion", "kind", "name", "uid"),
+    "kplane.v1.ReplicaSetStatus": ("replicas",),
+    "kplane.v1.ScaleStatus": ("replicas",),
+    "kplane.v1.ContainerPort": ("containerPort",),
+    "kplane.v1.PodDisruptionBudgetStatus": ("disruptionsAllowed", "currentHealthy", "desiredHealthy", "expectedPods"),
+    "kplane.v1.PriorityClass": ("value",),
+}
+
+
+def _zero(f: _Field) -> Any:
+    if f.integer:
+        return 0
+    if f.value.type == FieldDescriptor.TYPE_BOOL:
+        return False
+    return ""
+
+
+def _reaches(descriptor: AnyDescriptor, names: frozenset[str], seen: frozenset[str] = frozenset()) -> bool:
+    """Whether ``descriptor`` or a message below it is one of ``names``."""
+    if descriptor.full_name in names:
+        return True
+    if descriptor.full_name in seen:
+        return False
+    seen = seen | {descriptor.full_name}
+    return any(f.message is not None and _reaches(f.message, names, seen) for f in _plan(descriptor).values())
+
+
+@lru_cache(maxsize=None)
+def _reaches_cached(descriptor: AnyDescriptor, names: frozenset[str]) -> bool:
+    return _reaches(descriptor, names)
+
+
+def _emit_zero(descriptor: AnyDescriptor, data: dict[str, Any], always: Mapping[str, tuple[str, ...]]) -> None:
+    names = frozenset(always)
+    if not _reaches_cached(descriptor, names):
+        return
+    plan = _plan(descriptor)
+    for json_name in always.get(descriptor.full_name, ()):
+        f = plan.get(json_name)
+        if f is not None and json_name not in data and f.message is None and not f.repeated and not f.is_map:
+            data[json_name] = _zero(f)
+    for key, value in data.items():
+        f = plan.get(key)
+        if f is None or f.message is None:
+            continue
+        if f.repeated and isinstance(value, list):
+            for v in value:
+                if isinstance(v, dict):
+                    _emit_zero(f.message, v, always)
+        elif f.is_map and isinstance(value, dict):
+            for v in value.values():
+                if isinstance(v, dict):
+                    _emit_zero(f.message, v, always)
+        elif isinstance(value, dict):
+            _emit_zero(f.message, value, always)

@@ -152,7 +152,7 @@ def success(code: int, name: str = "", kind: Kind[Message, Message] | None = Non
 def to_json(obj: Message, api_version: str = "", kind: str = "") -> dict[str, Any]:
     """An object as Kubernetes JSON, ``kind`` and ``apiVersion`` first (set if the stored object
     lacks them)."""
-    d = jsonconv.to_dict(obj)
+    d = jsonconv.to_dict(obj, jsonconv.KUBERNETES_ALWAYS)
     head = {"kind": d.pop("kind", "") or kind, "apiVersion": d.pop("apiVersion", "") or api_version}
     return {**{k: v for k, v in head.items() if v}, **d}
 

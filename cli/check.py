@@ -32,6 +32,10 @@ Rules:
   pods (through its ReplicaSets; not finished, not being deleted) over replicas + maxSurge, and once
   a rollout started fully available no deletion of an available pod leaves fewer than replicas -
   maxUnavailable available (Kubernetes' deployment controller). See the rule's class.
+- ``device-allocated-once``: at no revision do two ResourceClaims' ``status.allocation`` name the
+  same device (driver, pool, device): a device is free for another claim only once its claim was
+  deallocated or deleted (Kubernetes docs: Dynamic Resource Allocation, "tracking which of those
+  resources have already been allocated to existing ResourceClaims").
 """
 
 from __future__ import annotations
@@ -44,7 +48,7 @@ from google.protobuf.message import Message
 
 from controllers.deploymentutil import resolve_fenceposts
 from machinery import resources, timeutil
-from machinery.api import apps_pb2, coordination_pb2, core_pb2
+from machinery.api import apps_pb2, coordination_pb2, core_pb2, resource_pb2
 from machinery.client import Client
 from machinery.kinds import lookup, object_meta
 
@@ -833,6 +837,39 @@ class DeploymentSurgeAndUnavailability(Rule):
             self._available(deployment_uid, w) >= w.replicas
 
 
+class DeviceAllocatedOnce(Rule):
+    """No device is in two claims' allocations at once (the scheduler's allocated-device tracking,
+    its in-flight reservations and the resourceclaim controller's deallocation, together)."""
+
+    name = "device-allocated-once"
+
+    def __init__(self) -> None:
+        self.holder: dict[tuple[str, str, str], tuple[str, str]] = {}  # device -> (claim uid, "ns/name")
+        self.held: dict[str, list[tuple[str, str, str]]] = {}  # claim uid -> its devices
+
+    def observe(self, e: Entry, world: World) -> list[Violation]:
+        claim = e.obj
+        if not isinstance(claim, resource_pb2.ResourceClaim):
+            return []
+        uid = claim.metadata.uid
+        for device in self.held.pop(uid, []):
+            if self.holder.get(device, ("",))[0] == uid:
+                del self.holder[device]
+        if e.type == "DELETED" or not claim.status.HasField("allocation"):
+            return []
+        out: list[Violation] = []
+        devices = [(r.driver, r.pool, r.device) for r in claim.status.allocation.devices.results]
+        for device in devices:
+            other = self.holder.get(device)
+            if other is not None and other[0] != uid:
+                out.append(Violation(self.name, e.rev, f"device {'/'.join(device)} allocated to claim "
+                                                       f"{e.namespace}/{e.name} while claim {other[1]} holds it"))
+                continue
+            self.holder[device] = (uid, f"{e.namespace}/{e.name}")
+        self.held[uid] = devices
+        return out
+
+
 def _uid_of(world: World, namespace: str, name: str) -> str:
     pod = world.pod(namespace, name)
     return pod.metadata.uid if pod is not None else ""
@@ -841,7 +878,7 @@ def _uid_of(world: World, namespace: str, name: str) -> str:
 def rules() -> list[Rule]:
     return [BoundAtMostOnce(), AllocatedWithinAllocatable(), BoundRequestsWithinAllocatable(),
             ActuatedWithinAllocated(), PreemptionVictimsLowerPriority(), NoPreemptionWhileVictimsGoing(),
-            OneVictimSetPerResize(), DeploymentSurgeAndUnavailability()]
+            OneVictimSetPerResize(), DeploymentSurgeAndUnavailability(), DeviceAllocatedOnce()]
 
 
 def check_entries(entries: Iterable[Entry], active: list[Rule] | None = None) -> list[Violation]:

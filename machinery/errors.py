@@ -43,16 +43,17 @@ class Invalid(ApiError):
 
     code, http = grpc.StatusCode.INVALID_ARGUMENT, 422
 
-    def __init__(self, message: str, errors: list["FieldError"] | None = None):
+    def __init__(self, message: str, errors: list["FieldError"] | None = None, kind: str = "", name: str = ""):
         super().__init__(message)
         self.errors = errors or []
+        self.kind, self.name = kind, name  # what is invalid (Kubernetes' StatusDetails kind and name)
 
     @classmethod
     def of(cls, kind: str, name: str, errors: list["FieldError"]) -> "Invalid":
         text = ", ".join(str(e) for e in errors)
         if len(errors) > 1:
             text = f"[{text}]"
-        return cls(f'{kind} "{name}" is invalid: {text}', errors)
+        return cls(f'{kind} "{name}" is invalid: {text}', errors, kind, name)
 
 
 class NotFound(ApiError):

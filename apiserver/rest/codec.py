@@ -107,12 +107,24 @@ def status(exc: errors.ApiError, kind: Kind[Message, Message] | None = None, nam
     if reason:
         body["reason"] = reason
     details: dict[str, Any] = {}
-    if name:
-        details["name"] = name
-    if kind is not None and (reason in _BY_RESOURCE or reason == "Invalid"):
+    if isinstance(exc, errors.Invalid) and exc.kind:
+        # Kubernetes' NewInvalid: the kind and name of what was invalid (a create's object has no
+        # name on the URL; a Scale or a DeleteOptions is not the URL's kind).
+        name = exc.name
+        group = kind.group if kind is not None and exc.kind == kind.name else ""
+        if name:
+            details["name"] = name
+        if group:
+            details["group"] = group
+        details["kind"] = exc.kind
+    elif kind is not None and (reason in _BY_RESOURCE or reason == "Invalid"):
+        if name:
+            details["name"] = name
         if kind.group:
             details["group"] = kind.group
         details["kind"] = kind.name if reason == "Invalid" else kind.plural
+    elif name:
+        details["name"] = name
     if isinstance(exc, errors.Invalid) and exc.errors:
         details["causes"] = [_cause(e) for e in exc.errors]
     if details:

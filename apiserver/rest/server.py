@@ -38,6 +38,20 @@ _DISCOVERY_LEGACY = ("/api", "/api/")
 _DISCOVERY_GROUPS = ("/apis", "/apis/")
 
 
+OPENAPI_V2_PROTOBUF = "application/com.github.proto-openapi.spec.v2@v1.0+protobuf"
+
+
+def _openapi_v2_protobuf() -> bytes:
+    """A gnostic openapi_v2.Document with swagger "2.0", its info, and no paths or definitions."""
+    def field(number: int, payload: bytes) -> bytes:
+        return bytes([number << 3 | 2, len(payload)]) + payload
+    info = field(1, b"Kubernetes") + field(2, discovery.KUBERNETES_VERSION.encode())
+    return field(1, b"2.0") + field(2, info)
+
+
+_EMPTY_OPENAPI_V2 = _openapi_v2_protobuf()
+
+
 class RestError(SystemExit):
     """A REST listener that cannot be set up as asked: one line for the operator."""
 
@@ -195,7 +209,13 @@ class RestServer:
             raise errors.NotFound("the server could not find the requested resource (the OpenAPI documents are not "
                                   "served by this kplane yet)")
         accept = request.headers.get("Accept", "")
-        if accept and not any(r.matches(codec.JSON) for r in codec.parse_accept(accept)):
+        json_ok = not accept or any(r.matches(codec.JSON) for r in codec.parse_accept(accept))
+        if path.rstrip("/") == "/openapi/v2" and not json_ok and OPENAPI_V2_PROTOBUF in accept:
+            # client-go reads /openapi/v2 as protobuf only, and kubectl 1.32 only to validate a kind
+            # the v3 documents do not describe: a document describing no kind lets kubectl skip that
+            # check and report the unknown kind itself, as it does against Kubernetes.
+            return web.Response(body=_EMPTY_OPENAPI_V2, headers={"Content-Type": "application/octet-stream"})
+        if not json_ok:
             raise codec.NotAcceptable("only application/json is served for the OpenAPI documents")
         if path.rstrip("/") == "/openapi/v2":
             return _json(module.openapi_v2())

@@ -25,6 +25,7 @@ import uuid
 from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
+from typing import TypeVar
 
 from kubelet.kubelet import Kubelet, KubeletConfig
 from kubelet.node import NodeConfig
@@ -45,6 +46,19 @@ class Write:
     pod: core_pb2.Pod
 
 
+M = TypeVar("M", core_pb2.Pod, resource_pb2.ResourceClaim)
+
+
+def _read(stored: dict[str, M], plural: str, namespace: str, name: str) -> M:
+    """A copy of the object the API holds under ``namespace/name``; NotFound without one."""
+    obj = stored.get(f"{namespace}/{name}")
+    if obj is None:
+        raise errors.not_found(plural, name)
+    out = type(obj)()
+    out.CopyFrom(obj)
+    return out
+
+
 class _Pods:
     """``client.pods``: the verbs the kubelet's sync path uses, over the API's dict of pods."""
 
@@ -52,12 +66,7 @@ class _Pods:
         self._api = api
 
     async def get(self, name: str, namespace: str = "default") -> core_pb2.Pod:
-        pod = self._api.stored.get(f"{namespace}/{name}")
-        if pod is None:
-            raise errors.not_found("pods", name)
-        out = core_pb2.Pod()
-        out.CopyFrom(pod)
-        return out
+        return _read(self._api.stored, "pods", namespace, name)
 
     async def update_status(self, pod: core_pb2.Pod) -> core_pb2.Pod:
         key = key_of(pod)
@@ -115,12 +124,7 @@ class _Claims:
         self._api = api
 
     async def get(self, name: str, namespace: str = "default") -> resource_pb2.ResourceClaim:
-        claim = self._api.claims.get(f"{namespace}/{name}")
-        if claim is None:
-            raise errors.not_found("resourceclaims", name)
-        out = resource_pb2.ResourceClaim()
-        out.CopyFrom(claim)
-        return out
+        return _read(self._api.claims, "resourceclaims", namespace, name)
 
 
 class FakeApi:

@@ -52,6 +52,15 @@ async def made_for(api: FakeApi, ctl: ResourceClaimController, pod_name: str = "
     return api.get(RESOURCE_CLAIM, status.resource_claim_name)
 
 
+async def web_and_its_claim(api: FakeApi) -> tuple[ResourceClaimController, core_pb2.Pod,
+                                                  resource_pb2.ResourceClaim]:
+    """The controller, the pod "web" naming the template "gpu", and the claim it made for the pod."""
+    ctl = ResourceClaimController(api.context())
+    api.add(template())
+    pod = api.add(gpu_pod())
+    return ctl, pod, await made_for(api, ctl)
+
+
 def allocate_and_reserve(api: FakeApi, claim: resource_pb2.ResourceClaim, *pods: core_pb2.Pod) -> None:
     """What the scheduler's PreBind writes: its finalizer, the allocation, the pods in reservedFor."""
     def protect(c: resource_pb2.ResourceClaim) -> None:
@@ -67,10 +76,7 @@ def allocate_and_reserve(api: FakeApi, claim: resource_pb2.ResourceClaim, *pods:
 
 
 async def test_a_claim_is_made_per_pod_claim_from_its_template_owned_by_the_pod(api):
-    ctl = ResourceClaimController(api.context())
-    api.add(template())
-    pod = api.add(gpu_pod())
-    claim = await made_for(api, ctl)
+    ctl, pod, claim = await web_and_its_claim(api)
     assert claim.metadata.generate_name == "web-gpu-" and claim.metadata.name.startswith("web-gpu-")
     assert dict(claim.metadata.annotations) == {rc.POD_CLAIM_NAME_ANNOTATION: "gpu"}
     assert dict(claim.metadata.labels) == {"team": "ml"}
@@ -112,10 +118,7 @@ async def test_a_missing_template_is_an_event_and_a_retry(api):
 
 
 async def test_a_deleted_pods_reservation_goes_and_the_claim_is_deallocated_and_released(api):
-    ctl = ResourceClaimController(api.context())
-    api.add(template())
-    pod = api.add(gpu_pod())
-    claim = await made_for(api, ctl)
+    ctl, pod, claim = await web_and_its_claim(api)
     allocate_and_reserve(api, claim, pod)
     api.objects.pop(("Pod", "default", "web"))
     api.emit(POD, "DELETED", pod)
@@ -129,10 +132,7 @@ async def test_a_deleted_pods_reservation_goes_and_the_claim_is_deallocated_and_
 
 
 async def test_a_claim_shared_by_two_pods_stays_allocated_while_one_still_uses_it(api):
-    ctl = ResourceClaimController(api.context())
-    api.add(template())
-    web = api.add(gpu_pod())
-    claim = await made_for(api, ctl)
+    ctl, web, claim = await web_and_its_claim(api)
     reader = MakePod().name("reader").obj()
     reader.spec.resource_claims.add(name="gpu", resource_claim_name=claim.metadata.name)
     reader = api.add(reader)
@@ -146,10 +146,7 @@ async def test_a_claim_shared_by_two_pods_stays_allocated_while_one_still_uses_i
 
 
 async def test_a_done_pods_generated_claim_is_deallocated_and_deleted(api):
-    ctl = ResourceClaimController(api.context())
-    api.add(template())
-    pod = api.add(gpu_pod())
-    claim = await made_for(api, ctl)
+    ctl, pod, claim = await web_and_its_claim(api)
     allocate_and_reserve(api, claim, pod)
     api.change(pod, lambda p: setattr(p.status, "phase", "Succeeded"), status=True)
     await ctl.sync(ClaimKey("default", claim.metadata.name))
@@ -160,10 +157,7 @@ async def test_a_done_pods_generated_claim_is_deallocated_and_deleted(api):
 
 async def test_a_pod_bound_past_the_scheduler_gets_reserved_in_its_allocated_claim(api):
     """Kubernetes docs: Dynamic Resource Allocation, "Pre-scheduled Pods"."""
-    ctl = ResourceClaimController(api.context())
-    api.add(template())
-    api.add(gpu_pod())
-    claim = await made_for(api, ctl)
+    ctl, _, claim = await web_and_its_claim(api)
     allocate_and_reserve(api, claim)
     api.change(api.get(POD, "web"), lambda p: setattr(p.spec, "node_name", "node-1"))
     await ctl.sync(PodKey("default", "web"))

@@ -27,8 +27,26 @@ from tests.harness.wait import eventually
 pytestmark = pytest.mark.integration
 
 KUBECTL = os.environ.get("KPLANE_KUBECTL") or shutil.which("kubectl")
+
+
+def _kubectl_minor() -> int:
+    """kubectl's client minor version (0 when it cannot say)."""
+    if KUBECTL is None:
+        return 0
+    try:
+        out = subprocess.run([KUBECTL, "version", "--client", "-o", "json"], capture_output=True, text=True,
+                             timeout=30).stdout
+        return int(re.sub(r"\D", "", json.loads(out)["clientVersion"]["minor"]) or 0)
+    except (OSError, ValueError, KeyError, subprocess.TimeoutExpired):
+        return 0
+
+
+# 1.30+: aggregated discovery, `patch --subresource resize` (1.32), `auth whoami`; Debian's
+# kubernetes-client package is 1.20, too old to stand for today's kubectl.
+_MINOR = _kubectl_minor()
 needs_kubectl = pytest.mark.skipif(
-    KUBECTL is None, reason="no kubectl on PATH (or KPLANE_KUBECTL): the REST API's kubectl tests drive the real one")
+    _MINOR < 30, reason=f"needs kubectl 1.30+ on PATH (or KPLANE_KUBECTL); found {KUBECTL or 'none'}"
+                        f"{f' (1.{_MINOR})' if KUBECTL else ''}: the REST API's kubectl tests drive the real one")
 
 kcluster = cluster_fixture(nodes=3, schedulers=1, controller_managers=1, kubelet_args=FAST_KUBELET)
 FIXTURES = ROOT / "tests" / "fixtures"

@@ -77,7 +77,9 @@ class Scheduler:
             first.less, events={name: fw.events_to_register() for name, fw in self.frameworks.items()},
             pre_enqueue={name: fw.run_pre_enqueue_plugins for name, fw in self.frameworks.items()},
             initial_backoff=cfg.pod_initial_backoff_seconds, max_backoff=cfg.pod_max_backoff_seconds,
-            max_in_unschedulable=max_in_unschedulable, get_pod=self.get_pod)
+            max_in_unschedulable=max_in_unschedulable, get_pod=self.get_pod,
+            # KEP-6132: off, the PreQueueingHints plugins register are never called.
+            pre_queueing_hints=feature_gates is None or feature_gates.enabled("SchedulerPreQueueingHints"))
         for fw in self.frameworks.values():
             fw.handle.nominator = self.queue.nominator  # the queue's, made after the profiles
         self.queue_clock = time.monotonic

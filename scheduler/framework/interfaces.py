@@ -21,7 +21,9 @@ configuration name  Protocol                     methods
 ``preBind``         ``PreBindPlugin``            async ``pre_bind``
 ``bind``            ``BindPlugin``               async ``bind``
 ``postBind``        ``PostBindPlugin``           ``post_bind``
-(any plugin)        ``EnqueueExtensions``        ``events_to_register``
+(any plugin)        ``EnqueueExtensions``        ``events_to_register`` (each event with its
+                                                 QueueingHint and, optionally, its
+                                                 ``PreQueueingHintFn``: KEP-6132)
 (any plugin)        ``Closer``                   async ``close``
 ==================  ===========================  ===============================================
 
@@ -30,7 +32,7 @@ Score run for each node and are synchronous and cheap; anything that talks to th
 (post_filter, pre_bind, bind) is a coroutine. ``POINT_PROTOCOLS`` maps the configuration names
 to the Protocols: the framework selects a profile's plugins with ``isinstance`` against them.
 A plugin in ``multiPoint`` must not have a public method that none of its contracts names
-(``contracts_of``) and that is not one of its QueueingHints: a misspelt ``filtr`` is an error
+(``contracts_of``) and that is not one of its QueueingHints or PreQueueingHints: a misspelt ``filtr`` is an error
 when the framework is built, never an extension point skipped silently. A plugin that fulfils
 another component's contract too (DefaultPreemption: the preemption evaluator's
 ``PreemptionPlugin``) says so by naming that Protocol as a base class (PEP 544's explicit
@@ -62,6 +64,7 @@ if TYPE_CHECKING:
         Diagnosis,
         PostFilterResult,
         PreFilterResult,
+        PreQueueingHintResult,
         Status,
     )
     from scheduler.status_writer import StatusWriter
@@ -98,8 +101,29 @@ class EnqueueExtensions(Plugin, Protocol):
     """The cluster events that may make a pod this plugin rejected schedulable."""
 
     def events_to_register(self) -> list[ClusterEventWithHint]:
-        """Each event with its QueueingHint function (None: always Queue); asked once, when the
-        framework is built."""
+        """Each event with its QueueingHint function (None: always Queue) and, optionally, its
+        PreQueueingHint (``PreQueueingHintFn``); asked once, when the framework is built."""
+        ...
+
+
+@runtime_checkable
+class PreQueueingHintFn(Protocol):
+    """KEP-6132 PreQueueingHint: which pods one cluster event can concern, said once per event.
+
+    Optional on an event registration (``ClusterEventWithHint.pre_queueing_hint``). With the gate
+    SchedulerPreQueueingHints on, the queue calls it once per matching event, before it walks the
+    unschedulable pool, and then asks the same registration's QueueingHint only about the pods it
+    named — for this plugin alone: another plugin registered for the same event is asked about
+    the pods its own PreQueueingHint names, or, without one, about every pod it rejected. With
+    the gate off it is never called."""
+
+    def __call__(self, old: Any, new: Any) -> PreQueueingHintResult:
+        """``old``/``new``: the object before and after the event (None for an add / a delete).
+        ``all_pods``: every pod this plugin rejected may be concerned — the safe answer whenever
+        the pods cannot be told (an index error, an event that frees something for anyone);
+        otherwise the pods (``namespace/name``) that may be, none when empty. Naming a pod too
+        many costs one QueueingHint call; naming one too few leaves it to the periodic flush of
+        the unschedulable pool. An exception counts as ``all_pods``."""
         ...
 
 

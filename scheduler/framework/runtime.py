@@ -124,10 +124,11 @@ class FrameworkError(ValueError):
 
 def _unknown_methods(plugin: Plugin, events: list[ClusterEventWithHint]) -> list[str]:
     """The plugin's public methods that no contract it fulfils names and that are none of the
-    QueueingHints it registers: a misspelt ``filtr``, or half a contract (``reserve`` alone)."""
+    QueueingHints and PreQueueingHints it registers: a misspelt ``filtr``, or half a contract
+    (``reserve`` alone)."""
     known = set().union(*map(methods_of, contracts_of(plugin)))
-    known |= {e.hint.__func__.__name__ for e in events
-              if isinstance(e.hint, MethodType) and e.hint.__self__ is plugin}
+    known |= {fn.__func__.__name__ for e in events for fn in (e.hint, e.pre_queueing_hint)
+              if isinstance(fn, MethodType) and fn.__self__ is plugin}
     return [m for m in public_methods(plugin) if m not in known]
 
 

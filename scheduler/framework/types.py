@@ -6,7 +6,8 @@
   Filter/Score), and preemption clones it to simulate removing pods.
 - ``PreFilterResult``: a PreFilter plugin can narrow the nodes worth filtering.
 - ``ClusterEvent`` (resource + action type bits), ``QueueingHint`` and ``ClusterEventWithHint``:
-  what a plugin says can make a pod it rejected schedulable again, and how to tell per pod.
+  what a plugin says can make a pod it rejected schedulable again, and how to tell per pod;
+  ``PreQueueingHintResult``: which pods an event can concern at all (KEP-6132), said once per event.
 - ``NominatingInfo`` / ``PostFilterResult``: what PostFilter (preemption) decides.
 - ``Diagnosis`` and ``FitError``: why a pod fits nowhere, rendered as kube-scheduler renders it
   ("0/3 nodes are available: 3 Insufficient cpu. preemption: ...").
@@ -16,10 +17,13 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable, Mapping
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping
 
 from machinery.api import core_pb2
 from machinery.resources import pod_requests
+
+if TYPE_CHECKING:
+    from scheduler.framework.interfaces import PreQueueingHintFn
 
 MAX_NODE_SCORE = 100
 MIN_NODE_SCORE = 0
@@ -278,9 +282,33 @@ QueueingHintFn = Callable[[core_pb2.Pod, Any, Any], QueueingHint]
 
 
 @dataclass(frozen=True)
+class PreQueueingHintResult:
+    """What a PreQueueingHint says about one cluster event (KEP-6132 "Design Details",
+    PreQueueingHintResult): ``all_pods`` — every pod in the unschedulable pool may be concerned
+    (``pods`` is ignored); otherwise only the pods named in ``pods`` (``namespace/name``, the
+    queue's keys) are offered to the plugin's QueueingHint, and none at all when it is empty."""
+
+    all_pods: bool = False
+    pods: tuple[str, ...] = ()
+
+    @classmethod
+    def narrowed(cls, pods: Iterable[str]) -> "PreQueueingHintResult":
+        """Only these pods (``namespace/name``); an empty iterable: no pod."""
+        return cls(False, tuple(pods))
+
+
+# The PreQueueingHint answer that changes nothing: every pod is evaluated (KEP-6132's "evaluate all").
+ALL_PODS = PreQueueingHintResult(all_pods=True)
+
+
+@dataclass(frozen=True)
 class ClusterEventWithHint:
     event: ClusterEvent
     hint: QueueingHintFn | None = None  # None: always QUEUE
+    # KEP-6132: called once per matching event before the pool is walked, to name the pods this
+    # plugin's ``hint`` is asked about (``scheduler.framework.interfaces.PreQueueingHintFn``).
+    # None: every pod it rejected, as without the feature.
+    pre_queueing_hint: PreQueueingHintFn | None = None
 
 
 def pod_scheduling_property_changes(new: core_pb2.Pod, old: core_pb2.Pod,

@@ -11,26 +11,38 @@ kube-scheduler's PriorityQueue, on one asyncio loop (no locks needed):
 - **unschedulablePods**: pods the last attempt rejected. A cluster event moves a pod out only
   if a QueueingHint of one of the plugins that rejected it (``unschedulable_plugins``) says
   Queue; Pending plugins' Queue skips the backoff. Pods waiting longer than
-  ``max_in_unschedulable`` (5 min) are flushed every 30 s anyway (``UnschedulableTimeout``).
+  ``max_in_unschedulable`` (5 min) are flushed every 30 s anyway (``UnschedulableTimeout``; a
+  limit under 30 s is checked that often).
+- **PreQueueingHints** (KEP-6132, gate SchedulerPreQueueingHints): a registration may carry a
+  PreQueueingHint, called once per matching event before the pool is walked; the plugin's
+  QueueingHint is then asked only about the pods it named — per plugin: a plugin registered for
+  the same event without one is still asked about every pod it rejected. When every registration
+  the event matches named its pods, only the union of those pods is looked at (O(named), not
+  O(pool)).
 - **in flight**: a popped pod is in flight until ``done``; events that arrive meanwhile are
   recorded, and when the pod comes back unschedulable they are replayed through its rejectors'
   hints, so an event during its attempt is never lost.
 
 Metrics: ``scheduler_pending_pods{queue}`` (active, backoff, unschedulable, gated),
-``scheduler_queue_incoming_pods_total{event,queue}``, ``scheduler_unschedulable_pods{plugin,profile}``.
+``scheduler_queue_incoming_pods_total{event,queue}``, ``scheduler_unschedulable_pods{plugin,profile}``,
+``scheduler_queueing_hint_execution_duration_seconds{plugin,event,hint}`` (its ``_count``: the
+QueueingHint calls), ``scheduler_event_handling_duration_seconds{event}`` (the queue's part of an
+event), ``scheduler_pre_queueing_hint_evaluations_total{plugin,result}``.
 """
 
 from __future__ import annotations
 
 import asyncio
+import bisect
 import enum
 import time
 import weakref
 from collections import deque
+from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Iterator
 
-from prometheus_client import REGISTRY, Counter
-from prometheus_client.core import GaugeMetricFamily
+from prometheus_client import REGISTRY, Counter, Histogram
+from prometheus_client.core import GaugeMetricFamily, HistogramMetricFamily
 
 from machinery.api import core_pb2
 from machinery.informer import key_of
@@ -48,6 +60,7 @@ from scheduler.framework.types import (
     ClusterEvent,
     ClusterEventWithHint,
     NominatingInfo,
+    PreQueueingHintResult,
     QueueingHint,
     pod_scheduling_property_changes,
 )
@@ -65,6 +78,17 @@ UNSCHEDULABLE_FLUSH_PERIOD = 30.0
 
 INCOMING_PODS = Counter("scheduler_queue_incoming_pods_total", "Number of pods added to scheduling queues by event "
                         "and queue type.", ["event", "queue"])
+PRE_QUEUEING_HINT_EVALUATIONS = Counter(
+    "scheduler_pre_queueing_hint_evaluations_total", "PreQueueingHint invocations (KEP-6132) by plugin and result: "
+    "'narrowed' (only the pods it named are evaluated) or 'all_pods' (every pod it rejected is).",
+    ["plugin", "result"])
+# kube-scheduler's buckets: from 0.1 ms, the last [~200 ms, Inf).
+EVENT_HANDLING = Histogram("scheduler_event_handling_duration_seconds", "Event handling latency in seconds (kplane: "
+                           "the scheduling queue's part, the hints included).", ["event"],
+                           buckets=tuple(0.0001 * 2 ** i for i in range(12)))
+NARROWED, ALL_PODS = "narrowed", "all_pods"
+# What PreQueueingHint narrowing logs at debug (KEP-6132 "Monitoring Requirements": at V(5)).
+NARROWED_MESSAGE = "PreQueueingHint narrowed pod set"
 
 
 class Strategy(enum.IntEnum):
@@ -78,10 +102,22 @@ def _key(p: QueuedPodInfo) -> str:
 
 
 class _HintEntry:
-    __slots__ = ("event", "plugin", "hint")
+    """One registration of one plugin of one profile (identity is the key: no __eq__)."""
 
-    def __init__(self, event: ClusterEvent, plugin: str, hint):
-        self.event, self.plugin, self.hint = event, plugin, hint
+    __slots__ = ("event", "plugin", "hint", "pre_hint")
+
+    def __init__(self, event: ClusterEvent, plugin: str, hint, pre_hint=None):
+        self.event, self.plugin, self.hint, self.pre_hint = event, plugin, hint, pre_hint
+
+
+@dataclass(frozen=True)
+class _Narrowed:
+    """What the PreQueueingHints said about one event: per registration that named pods, those
+    pods; ``only``: when every registration the event matches named its pods, their union — the
+    only pods worth looking at (None: the whole pool)."""
+
+    by_entry: dict[_HintEntry, frozenset[str]]
+    only: frozenset[str] | None
 
 
 class SchedulingQueue:
@@ -92,14 +128,20 @@ class SchedulingQueue:
                  initial_backoff: float = DEFAULT_INITIAL_BACKOFF, max_backoff: float = DEFAULT_MAX_BACKOFF,
                  max_in_unschedulable: float = DEFAULT_MAX_IN_UNSCHEDULABLE,
                  clock: Callable[[], float] = time.monotonic,
-                 get_pod: Callable[[str, str], core_pb2.Pod | None] | None = None):
+                 get_pod: Callable[[str, str], core_pb2.Pod | None] | None = None,
+                 pre_queueing_hints: bool = True):
         """``events``: per profile, per plugin, its registered events with hints; ``pre_enqueue``:
         per profile, the function running its PreEnqueue plugins (returns a Status or None);
-        ``get_pod``: the informer's pods, which the nominator checks a nomination against."""
+        ``get_pod``: the informer's pods, which the nominator checks a nomination against;
+        ``pre_queueing_hints``: the gate SchedulerPreQueueingHints (off: PreQueueingHints are
+        never called and every pod is evaluated)."""
         self._clock = clock
         self.initial_backoff = initial_backoff
         self.max_backoff = max_backoff
         self.max_in_unschedulable = max_in_unschedulable
+        # kube-scheduler looks every 30 s; a shorter limit (a test's) is looked at as often as it says.
+        self.unschedulable_flush_period = min(UNSCHEDULABLE_FLUSH_PERIOD, max_in_unschedulable)
+        self.pre_queueing_hints = pre_queueing_hints
         self._active: KeyedHeap[QueuedPodInfo] = KeyedHeap(_key, less)
         self._backoff: KeyedHeap[QueuedPodInfo] = KeyedHeap(_key, self._backoff_less)
         self._unschedulable: dict[str, QueuedPodInfo] = {}
@@ -112,10 +154,11 @@ class SchedulingQueue:
             entries = self._hints.setdefault(profile, [])
             for plugin, registered in by_plugin.items():
                 for ev in registered:
-                    entries.append(_HintEntry(ev.event, plugin, ev.hint))
+                    entries.append(_HintEntry(ev.event, plugin, ev.hint, ev.pre_queueing_hint))
                     self._plugin_events.setdefault(plugin, []).append(ev.event)
         self._interesting = [e.event for entries in self._hints.values() for e in entries]
         self._interest: dict[ClusterEvent, bool] = {}  # memo of _is_event_of_interest
+        self._matching: dict[ClusterEvent, list[_HintEntry]] = {}  # memo of _entries_matching
         # In-flight pods and the events seen while any pod is in flight.
         self._seq = 0
         self._in_flight: dict[str, int] = {}  # uid -> sequence number when popped
@@ -143,7 +186,7 @@ class SchedulingQueue:
 
     async def _flush_unschedulable_loop(self) -> None:
         while True:
-            await asyncio.sleep(UNSCHEDULABLE_FLUSH_PERIOD)
+            await asyncio.sleep(self.unschedulable_flush_period)
             self.flush_unschedulable_leftover()
 
     # ------------------------------------------------------------ backoff
@@ -359,17 +402,67 @@ class SchedulingQueue:
                                       pre_check: Callable[[core_pb2.Pod], bool] | None = None) -> None:
         """A cluster event: every pod in the unschedulable pool (that ``pre_check`` lets through)
         whose rejecting plugins' hints say Queue moves on. Bound pods' adds and updates come here
-        too, with no pre-filter, as in kube-scheduler with QueueingHints: the hints decide."""
+        too, with no pre-filter, as in kube-scheduler with QueueingHints: the hints decide. With
+        PreQueueingHints (KEP-6132) each registration's hint is asked only about the pods its
+        PreQueueingHint named, and when all of them named pods only those are looked at."""
+        start = time.perf_counter()
         if not self._is_event_of_interest(event):
+            EVENT_HANDLING.labels(event.label).observe(time.perf_counter() - start)
             return  # e.g. a kubelet's status write: no plugin cares
-        pods = [p for p in self._unschedulable.values() if pre_check is None or pre_check(p.pod)]
-        self._move_pods(pods, event, old, new)
+        narrowed = self._pre_queueing_hints(event, old, new) if self.pre_queueing_hints else None
+        if narrowed is not None and narrowed.only is not None:
+            named = (self._unschedulable.get(key) for key in narrowed.only)
+            pods = [p for p in named if p is not None and (pre_check is None or pre_check(p.pod))]
+        else:
+            pods = [p for p in self._unschedulable.values() if pre_check is None or pre_check(p.pod)]
+        self._move_pods(pods, event, old, new, narrowed.by_entry if narrowed is not None else None)
+        EVENT_HANDLING.labels(event.label).observe(time.perf_counter() - start)
 
-    def _move_pods(self, pods: list[QueuedPodInfo], event: ClusterEvent, old: Any, new: Any) -> None:
+    def _entries_matching(self, event: ClusterEvent) -> list[_HintEntry]:
+        """Every registration, of any profile, that covers ``event``."""
+        entries = self._matching.get(event)
+        if entries is None:
+            entries = self._matching[event] = [e for by_profile in self._hints.values() for e in by_profile
+                                               if e.event.matches(event)]
+        return entries
+
+    def _pre_queueing_hints(self, event: ClusterEvent, old: Any, new: Any) -> _Narrowed | None:
+        """Each PreQueueingHint registered for ``event``, called once (KEP-6132 "Design Details");
+        None when there is none, or for the queue's own wildcard events."""
+        if event.is_wildcard():
+            return None
+        entries = self._entries_matching(event)
+        by_entry: dict[_HintEntry, frozenset[str]] = {}
+        everyone = False
+        for e in entries:
+            if e.pre_hint is None:
+                everyone = True  # no PreQueueingHint: every pod this plugin rejected, for its hint alone
+                continue
+            try:
+                result = e.pre_hint(old, new)
+                if not isinstance(result, PreQueueingHintResult):
+                    raise TypeError(f"returned {type(result).__name__}, not a PreQueueingHintResult")
+            except Exception as exc:  # never strand a pod on a buggy PreQueueingHint
+                log.warning("pre_queueing_hint_failed", plugin=e.plugin, cluster_event=event.label, error=str(exc))
+                result = PreQueueingHintResult(all_pods=True)
+            if result.all_pods:
+                PRE_QUEUEING_HINT_EVALUATIONS.labels(e.plugin, ALL_PODS).inc()
+                everyone = True
+                continue
+            PRE_QUEUEING_HINT_EVALUATIONS.labels(e.plugin, NARROWED).inc()
+            by_entry[e] = frozenset(result.pods)
+            log.debug("pre_queueing_hint_narrowed", msg=NARROWED_MESSAGE, plugin=e.plugin,
+                      cluster_event=event.label, pods=len(result.pods), unschedulable=len(self._unschedulable))
+        if not by_entry:
+            return None
+        return _Narrowed(by_entry, None if everyone else frozenset().union(*by_entry.values()))
+
+    def _move_pods(self, pods: list[QueuedPodInfo], event: ClusterEvent, old: Any, new: Any,
+                   narrowed: dict[_HintEntry, frozenset[str]] | None = None) -> None:
         for p in pods:
             if p.gated and not any(e.matches(event) for e in self._plugin_events.get(p.gating_plugin, ())):
                 continue
-            strategy = self._worth_requeuing(p, event, old, new)
+            strategy = self._worth_requeuing(p, event, old, new, narrowed)
             if strategy == Strategy.SKIP:
                 continue
             self._unschedulable.pop(p.key, None)
@@ -385,7 +478,10 @@ class SchedulingQueue:
                 e.matches(event) for e in self._interesting)
         return interesting
 
-    def _worth_requeuing(self, p: QueuedPodInfo, event: ClusterEvent, old: Any, new: Any) -> Strategy:
+    def _worth_requeuing(self, p: QueuedPodInfo, event: ClusterEvent, old: Any, new: Any,
+                         narrowed: dict[_HintEntry, frozenset[str]] | None = None) -> Strategy:
+        """What the hints of the pod's rejectors say about ``event``; ``narrowed``: per registration,
+        the pods its PreQueueingHint named (a registration in it is not asked about other pods)."""
         rejectors = p.unschedulable_plugins | p.pending_plugins
         if not rejectors:
             return Strategy.AFTER_BACKOFF
@@ -400,15 +496,22 @@ class SchedulingQueue:
         for e in entries:
             if e.plugin not in rejectors or not e.event.matches(event):
                 continue
+            if narrowed is not None:
+                named = narrowed.get(e)
+                if named is not None and p.key not in named:
+                    continue  # its PreQueueingHint did not name this pod: this hint is not asked
             if e.hint is None:
                 hint = QueueingHint.QUEUE
             else:
+                start = time.perf_counter()
                 try:
                     hint = e.hint(p.pod, old, new)
+                    label = _HINT_LABELS[hint]
                 except Exception as exc:  # never strand a pod on a buggy hint
                     log.warning("queueing_hint_failed", plugin=e.plugin, cluster_event=event.label, pod=p.key,
                                 error=str(exc))
-                    hint = QueueingHint.QUEUE
+                    hint, label = QueueingHint.QUEUE, _HINT_ERROR
+                HINT_DURATIONS.observe(e.plugin, event.label, label, time.perf_counter() - start)
             if hint == QueueingHint.QUEUE_SKIP:
                 continue
             if e.plugin in p.pending_plugins:
@@ -482,6 +585,50 @@ class SchedulingQueue:
 
     def in_flight_events_count(self) -> int:
         return len(self._in_flight_events)
+
+
+# ------------------------------------------------------------------------------------------
+# scheduler_queueing_hint_execution_duration_seconds{plugin,event,hint}: observed on every
+# QueueingHint call, the hot path of the O(pool) walk KEP-6132 narrows, so kept as plain bucket
+# counts and exported at scrape time (kube-scheduler records it asynchronously for the same reason).
+
+_HINT_LABELS = {QueueingHint.QUEUE: "Queue", QueueingHint.QUEUE_SKIP: "QueueSkip"}
+_HINT_ERROR = "Error"
+
+
+class _HintDurations:
+    # kube-scheduler's buckets: from 0.01 ms by a factor of 1.5, the last [~22 ms, Inf).
+    BOUNDS = tuple(0.00001 * 1.5 ** i for i in range(20))
+
+    def __init__(self) -> None:
+        # (plugin, event, hint) -> per bucket (and +Inf) the count, then the sum in the last slot.
+        self._series: dict[tuple[str, str, str], list[float]] = {}
+
+    def observe(self, plugin: str, event: str, hint: str, seconds: float) -> None:
+        key = (plugin, event, hint)
+        series = self._series.get(key)
+        if series is None:
+            series = self._series[key] = [0.0] * (len(self.BOUNDS) + 2)
+        series[bisect.bisect_left(self.BOUNDS, seconds)] += 1
+        series[-1] += seconds
+
+    def collect(self) -> Iterator[HistogramMetricFamily]:
+        family = HistogramMetricFamily("scheduler_queueing_hint_execution_duration_seconds", "Duration for running a "
+                                       "queueing hint function of a plugin.", labels=["plugin", "event", "hint"])
+        for key, series in sorted(self._series.items()):
+            buckets, total = [], 0.0
+            for bound, n in zip((*(repr(b) for b in self.BOUNDS), "+Inf"), series[:-1], strict=True):
+                total += n
+                buckets.append((bound, total))
+            family.add_metric(list(key), buckets, series[-1])
+        yield family
+
+    def describe(self) -> list[HistogramMetricFamily]:
+        return []
+
+
+HINT_DURATIONS = _HintDurations()
+REGISTRY.register(HINT_DURATIONS)
 
 
 # ------------------------------------------------------------------------------------------

@@ -38,8 +38,12 @@ relabelled. Each registration says why.
 
 ``pods_for_claim(handle, namespace, name)`` reads the claim -> pods index this plugin adds to the
 scheduler's pod informer (``POD_RESOURCE_CLAIM_INDEX``, by spec: every pod whose
-``spec.resourceClaims`` resolve to the claim, its owner or not) — what KEP-6132 "Design Details",
-"DRA Plugin Implementation" narrows a claim event to.
+``spec.resourceClaims`` resolve to the claim, its owner or not). Over it, the claim events'
+PreQueueingHint (``pre_queueing_hint_for_claim``, KEP-6132 "Design Details", "DRA Plugin
+Implementation") names the pods a claim event can concern, so the queue asks the claim hint about
+those alone instead of every pod in the unschedulable pool: a deallocation, or an index that
+cannot answer, is every pod. The failpoint ``scheduler/dra-pre-queueing-hint-skip`` (armed with
+``error``) makes it wrongly name no pod, so a test can see the periodic flush rescue a pod.
 
 Not here (Kubernetes has them): PreEnqueue (pods whose claims are missing are rejected at
 PreFilter instead), PostFilter's deallocation of an idle claim, CEL beyond exact values,
@@ -52,7 +56,7 @@ import asyncio
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-from machinery import errors
+from machinery import errors, failpoints
 from machinery.api import core_pb2, resource_pb2
 from machinery.dra import resourceclaim as rc
 from machinery.dra.allocator import AllocationError, Allocator, DeviceID, allocated_device_ids
@@ -65,6 +69,7 @@ from scheduler.framework.interfaces import Handle, SharedDRAManager
 from scheduler.framework.node_info import NodeInfo
 from scheduler.framework.plugin_args import no_args
 from scheduler.framework.types import (
+    ALL_PODS,
     DEVICE_CLASS,
     NODE,
     POD,
@@ -76,6 +81,7 @@ from scheduler.framework.types import (
     Code,
     CycleState,
     PreFilterResult,
+    PreQueueingHintResult,
     QueueingHint,
     StateData,
     Status,
@@ -94,6 +100,11 @@ ERR_NOT_AVAILABLE = "resourceclaim not available on the node"
 ERR_CANNOT_ALLOCATE = "cannot allocate all claims"
 ERR_IN_USE = "resourceclaim in use"
 WAITING_FOR_CLAIM = "waiting for resource claim"
+
+FP_PRE_QUEUEING_HINT_SKIP = failpoints.declare(
+    "scheduler/dra-pre-queueing-hint-skip", "armed with 'error': the claim events' PreQueueingHint names no pod, "
+    "whatever the event (KEP-6132's risk 'PreQueueingHintFn incorrectly signals no pods affected'); only the "
+    "periodic flush of the unschedulable pool brings such pods back")
 
 
 def pods_for_claim(handle: Handle, namespace: str, name: str) -> list[core_pb2.Pod]:
@@ -396,9 +407,10 @@ class DynamicResources:
             # whether a slice's nodeSelector or an allocated claim's node selector matches it.
             ClusterEventWithHint(ClusterEvent(NODE, ActionType.ADD | ActionType.UPDATE_NODE_LABEL)),
             # Allocation is tracked in ResourceClaims: the pod's own claim created or changed, or any
-            # claim deallocated (its devices are free again).
+            # claim deallocated (its devices are free again). The PreQueueingHint (KEP-6132) names
+            # the pods whose claim it is, so only they are asked — all of them on a deallocation.
             ClusterEventWithHint(ClusterEvent(RESOURCE_CLAIM, ActionType.ADD | ActionType.UPDATE),
-                                 self.is_schedulable_after_claim_change),
+                                 self.is_schedulable_after_claim_change, self.pre_queueing_hint_for_claim),
             # The resourceclaim controller recorded the pod's generated claims in its status.
             ClusterEventWithHint(ClusterEvent(POD, ActionType.UPDATE_POD_GENERATED_RESOURCE_CLAIM),
                                  self.is_schedulable_after_pod_change),
@@ -429,6 +441,28 @@ class DynamicResources:
         if old.status == new.status:
             return QueueingHint.QUEUE_SKIP  # a finalizer or label: nothing the pod waits for
         return QueueingHint.QUEUE
+
+    def pre_queueing_hint_for_claim(self, old: Any, new: Any) -> PreQueueingHintResult:
+        """KEP-6132 "DRA Plugin Implementation": a claim deallocated (its allocation non-nil ->
+        nil) may free devices for any pod, so every pod; otherwise the pods whose
+        spec.resourceClaims reference the claim, by the pod informer's index — its owner and every
+        pod sharing it; none when no pod references it yet (the pod's status update naming it is
+        an event of its own). Any error reading the index: every pod."""
+        try:
+            failpoints.hit_sync(FP_PRE_QUEUEING_HINT_SKIP)
+        except failpoints.FailpointError:
+            return PreQueueingHintResult.narrowed(())  # wrongly: no pod at all
+        if not isinstance(new, resource_pb2.ResourceClaim):
+            return ALL_PODS
+        if isinstance(old, resource_pb2.ResourceClaim) and old.status.HasField("allocation") and \
+                not new.status.HasField("allocation"):
+            return ALL_PODS  # deallocated: freed devices may be what any waiting pod needs
+        try:
+            pods = pods_for_claim(self._handle, new.metadata.namespace, new.metadata.name)
+        except Exception as exc:
+            log.warning("dra_pre_queueing_hint_index_failed", claim=key_of(new), error=repr(exc))
+            return ALL_PODS
+        return PreQueueingHintResult.narrowed(key_of(p) for p in pods)
 
     def is_schedulable_after_pod_change(self, pod: core_pb2.Pod, old: Any, new: Any) -> QueueingHint:
         """Kubernetes' isSchedulableAfterPodChange: the pod itself got its generated claims' names,

@@ -3,25 +3,38 @@ dynamicresources plugin with structured parameters (Kubernetes docs: Dynamic Res
 "With structured parameters") — a pod's claims must exist and be its own, a node fits when its
 slices have enough free devices of the class matching the request's selectors, devices set aside
 at Reserve are not given to the next pod in flight (Kubernetes' inFlightAllocations), PreBind
-writes the allocation and the reservation, and the QueueingHints say which events can help."""
+writes the allocation and the reservation, and the QueueingHints say which events can help; KEP-6132's
+TestPreQueueingHint (``test_pre_queueing_hint``): the claim events' PreQueueingHint over the claim ->
+pods index."""
 
 from __future__ import annotations
 
 from typing import Any
 
 import pytest
+from prometheus_client import REGISTRY
 
 from kubelet.dra.driver import device_class, resource_slice
-from machinery import errors
+from machinery import errors, failpoints
 from machinery.api import core_pb2, resource_pb2
 from machinery.dra import resourceclaim as rc
 from machinery.dra.allocator import DeviceID, allocated_device_ids
 from machinery.informer import Informer
 from machinery.kinds import POD
+from scheduler.framework.features import Features
 from scheduler.framework.interfaces import Handle
 from scheduler.framework.node_info import NodeInfo
-from scheduler.framework.types import Code, CycleState, QueueingHint
+from scheduler.framework.types import (
+    ALL_PODS,
+    EVENT_RESOURCE_CLAIM_ADD,
+    EVENT_RESOURCE_CLAIM_UPDATE,
+    Code,
+    CycleState,
+    PreQueueingHintResult,
+    QueueingHint,
+)
 from scheduler.plugins import dynamic_resources as dr
+from scheduler.queue.scheduling_queue import UNSCHEDULABLE_Q, SchedulingQueue
 from tests.harness.builders import MakeNode, MakePod
 
 
@@ -373,3 +386,118 @@ def test_the_claim_index_on_the_pod_informer_finds_every_pod_naming_a_claim_by_s
     recorded.metadata.resource_version = "2"
     pods._apply("MODIFIED", recorded)
     assert [p.metadata.name for p in dr.pods_for_claim(handle, "default", "waiting-gpu-abcde")] == ["waiting"]
+
+
+# ---------------------------------------------------------------- KEP-6132 PreQueueingHint
+
+
+class _BrokenIndex:
+    """A pod informer whose claim index cannot answer."""
+
+    def add_indexer(self, name: str, fn: Any) -> None:
+        pass
+
+    def by_index(self, name: str, value: str) -> list[core_pb2.Pod]:
+        raise RuntimeError("index unavailable")
+
+
+def _allocated(name: str, rv: str = "10") -> resource_pb2.ResourceClaim:
+    c = claim(name, rv=rv)
+    c.status.allocation.devices.results.add(request="gpu", driver="dra.kplane.dev", pool="node-1", device="gpu-0")
+    return c
+
+
+def _indexed_plugin() -> dr.DynamicResources:
+    """The plugin over a pod informer holding: owner (its claim generated from a template), reader
+    (naming owner's generated claim) and waiting (its claim not created yet)."""
+    pods: Informer[core_pb2.Pod] = Informer(_Lister(), POD)  # type: ignore[arg-type]
+    plugin = dr.new(None, Handle(pod_indexes=pods))
+    for p in (pod_with_template("owner", "owner-gpu-x7k2p"), pod_sharing("reader", "owner-gpu-x7k2p"),
+              pod_with_template("waiting")):
+        p.metadata.resource_version = "1"
+        pods._apply("ADDED", p)
+    return plugin
+
+
+PRE_QUEUEING_HINT_CASES: dict[str, tuple[Any, Any, PreQueueingHintResult]] = {
+    # (old, new, what the PreQueueingHint says)
+    "pod lookup via index: a generated claim created, its owner and the pod sharing it": (
+        None, claim("owner-gpu-x7k2p"), PreQueueingHintResult.narrowed(["default/owner", "default/reader"])),
+    "pod lookup via index: that claim allocated": (
+        claim("owner-gpu-x7k2p"), _allocated("owner-gpu-x7k2p", rv="11"),
+        PreQueueingHintResult.narrowed(["default/owner", "default/reader"])),
+    "deallocation fallback: allocation non-nil -> nil is every pod": (
+        _allocated("somebody-gpu"), claim("somebody-gpu", rv="11"), ALL_PODS),
+    "empty index (no pods affected)": (None, claim("nobody-gpu"), PreQueueingHintResult.narrowed([])),
+    "not a claim: every pod": (None, None, ALL_PODS),
+}
+
+
+@pytest.mark.parametrize(("old", "new", "expected"), list(PRE_QUEUEING_HINT_CASES.values()),
+                         ids=list(PRE_QUEUEING_HINT_CASES))
+def test_pre_queueing_hint(old, new, expected):
+    """KEP-6132 "Test Plan", TestPreQueueingHint, over the claim -> pods index ("DRA Plugin
+    Implementation"): pod lookup via index, deallocation fallback, empty index (no pods affected);
+    error handling below."""
+    result = _indexed_plugin().pre_queueing_hint_for_claim(old, new)
+    assert (result.all_pods, sorted(result.pods)) == (expected.all_pods, sorted(expected.pods))
+
+
+def test_pre_queueing_hint_error_handling():
+    """TestPreQueueingHint, error handling: "If the index lookup fails, signal 'evaluate all
+    pods' as a safe fallback" — an index that raises, or one no DynamicResources plugin added."""
+    plugin = dr.new(None, Handle(pod_indexes=_BrokenIndex()))
+    assert plugin.pre_queueing_hint_for_claim(None, claim("owner-gpu-x7k2p")) == ALL_PODS
+    unindexed: Informer[core_pb2.Pod] = Informer(_Lister(), POD)  # type: ignore[arg-type]
+    # Built with DRA off, the plugin added no index to this informer: the lookup is a KeyError.
+    plugin = dr.DynamicResources(Handle(pod_indexes=unindexed), Features(enable_dynamic_resource_allocation=False))
+    assert plugin.pre_queueing_hint_for_claim(None, claim("owner-gpu-x7k2p")) == ALL_PODS
+
+
+def test_the_skip_failpoint_makes_the_pre_queueing_hint_name_no_pod():
+    """scheduler/dra-pre-queueing-hint-skip (armed 'error'): KEP-6132's risk "PreQueueingHintFn
+    incorrectly signals 'no pods affected'" on purpose — even for a deallocation."""
+    plugin = _indexed_plugin()
+    failpoints.arm(dr.FP_PRE_QUEUEING_HINT_SKIP, "error")
+    try:
+        for old, new, _ in PRE_QUEUEING_HINT_CASES.values():
+            assert plugin.pre_queueing_hint_for_claim(old, new) == PreQueueingHintResult.narrowed([])
+    finally:
+        failpoints.reset()
+    assert plugin.pre_queueing_hint_for_claim(None, claim("owner-gpu-x7k2p")).pods
+
+
+def _hint_calls(event: str) -> float:
+    return sum(REGISTRY.get_sample_value("scheduler_queueing_hint_execution_duration_seconds_count",
+                                         {"plugin": "DynamicResources", "event": event, "hint": h}) or 0.0
+               for h in ("Queue", "QueueSkip", "Error"))
+
+
+@pytest.mark.parametrize("gate", [True, False], ids=["gate on", "gate off"])
+async def test_a_claim_event_asks_the_claim_hint_about_the_pods_of_that_claim_only(dra, gate):
+    """The plugin's registration in a real scheduling queue: 40 pods wait for their generated
+    claims. One claim created: with the gate on the claim hint is asked about its pod alone
+    (O(1)), off about all 40 (O(N)); either way that pod, and only it, is requeued. A deallocation
+    is every pod in both."""
+    pods: Informer[core_pb2.Pod] = Informer(_Lister(), POD)  # type: ignore[arg-type]
+    plugin = dr.new(None, Handle(dra=dra, pod_indexes=pods))  # type: ignore[arg-type]
+    q = SchedulingQueue(lambda a, b: a.timestamp < b.timestamp, pre_queueing_hints=gate,
+                        events={"default-scheduler": {dr.NAME: plugin.events_to_register()}})
+    waiting = {}
+    for i in range(40):
+        pod = pod_with_template(f"p-{i}", f"p-{i}-gpu")
+        pod.metadata.resource_version, pod.spec.scheduler_name = "1", "default-scheduler"
+        pods._apply("ADDED", pod)
+        q.add(pod)
+        waiting[pod.metadata.name] = p = await q.pop()
+        assert p is not None
+        p.unschedulable_plugins = {dr.NAME}
+        q.add_unschedulable_if_not_present(p)
+    before = _hint_calls("ResourceClaimAdd")
+    created = dra.put(claim("p-7-gpu", owner=waiting["p-7"].pod))
+    q.move_all_to_active_or_backoff(EVENT_RESOURCE_CLAIM_ADD, None, created)
+    assert _hint_calls("ResourceClaimAdd") - before == (1 if gate else 40)
+    assert [name for name, p in waiting.items() if q.where(p.pod) != UNSCHEDULABLE_Q] == ["p-7"]
+    before = _hint_calls("ResourceClaimUpdate")
+    q.move_all_to_active_or_backoff(EVENT_RESOURCE_CLAIM_UPDATE, _allocated("gone-gpu"), claim("gone-gpu", rv="11"))
+    assert _hint_calls("ResourceClaimUpdate") - before == 39, "deallocated: every pod still waiting"

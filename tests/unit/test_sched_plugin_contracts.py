@@ -2,7 +2,8 @@
 per extension point; here one ``runtime_checkable`` Protocol each, in scheduler/framework/interfaces.py).
 
 - Every public method of an in-tree plugin is a method some contract names, or one of the
-  QueueingHints its ``events_to_register`` hands the queue: nothing public is there by accident.
+  QueueingHints and PreQueueingHints its ``events_to_register`` hands the queue: nothing public is
+  there by accident.
 - A misspelt method is never skipped silently: at an explicit extension point the plugin "does
   not extend" it; in multiPoint the framework refuses the plugin, naming it and the method.
 - Plugin args are decoded strictly: an unknown field is an error naming its path.
@@ -64,12 +65,13 @@ def _public_methods(plugin: object) -> set[str]:
     return {name for name, _ in inspect.getmembers(type(plugin), callable) if not name.startswith("_")}
 
 
-def _registered_hints(plugin: object) -> set[str]:
-    """The plugin's own methods that its events_to_register gives as QueueingHints."""
+def _registered_hints(plugin: object, *, pre: bool = False) -> set[str]:
+    """The plugin's own methods that its events_to_register gives as QueueingHints (``pre``: as
+    PreQueueingHints, KEP-6132)."""
     if not isinstance(plugin, EnqueueExtensions):
         return set()
-    return {ev.hint.__func__.__name__ for ev in plugin.events_to_register()
-            if isinstance(ev.hint, MethodType) and ev.hint.__self__ is plugin}
+    fns = [ev.pre_queueing_hint if pre else ev.hint for ev in plugin.events_to_register()]
+    return {fn.__func__.__name__ for fn in fns if isinstance(fn, MethodType) and fn.__self__ is plugin}
 
 
 def _in_tree_plugins() -> list[tuple[str, object]]:
@@ -85,7 +87,7 @@ def test_extension_points_are_kube_schedulers_configuration_names():
 @pytest.mark.parametrize(("name", "plugin"), _in_tree_plugins(), ids=lambda v: v if isinstance(v, str) else "")
 def test_every_public_method_of_an_in_tree_plugin_is_named_by_a_contract(name, plugin):
     named = set().union(*map(_methods, EXTENSION_POINT_CONTRACTS + OTHER_CONTRACTS.get(name, ())))
-    strays = _public_methods(plugin) - named - _registered_hints(plugin)
+    strays = _public_methods(plugin) - named - _registered_hints(plugin) - _registered_hints(plugin, pre=True)
     assert not strays, f"{name}: {sorted(strays)} named by no contract (make them private, or name the contract)"
     assert set(OTHER_CONTRACTS.get(name, ())) <= set(type(plugin).__mro__), f"{name}: name the contract as a base"
 
@@ -95,6 +97,9 @@ def test_the_hints_are_what_events_to_register_returns():
     for name, plugin in _in_tree_plugins():
         hints = {m for m in _public_methods(plugin) if m.startswith("is_schedulable_after_")}
         assert hints == _registered_hints(plugin), name
+        # Their PreQueueingHints (KEP-6132) are the pre_queueing_hint_* methods, every one registered.
+        pre_hints = {m for m in _public_methods(plugin) if m.startswith("pre_queueing_hint_")}
+        assert pre_hints == _registered_hints(plugin, pre=True), name
 
 
 def test_default_preemption_names_the_evaluators_contract():

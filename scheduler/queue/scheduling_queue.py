@@ -232,6 +232,8 @@ class SchedulingQueue:
         self._run_pre_enqueue(p)
         key = p.key
         if p.gated:
+            # A flushed pod still gated makes no attempt: the next event, not the flush, moves it on.
+            p.flushed = False
             if key in self._active or key in self._backoff or key in self._unschedulable:
                 return False
             self._unschedulable[key] = p
@@ -321,6 +323,9 @@ class SchedulingQueue:
                 p.consecutive_errors_count = 0
             p.timestamp = self._clock()
             p.backoff_expiration = None
+            # Back after an attempt: what moves it next, an event or the flush, is what counts
+            # (scheduler_pod_scheduled_after_flush_total, KEP-6132's rollback signal).
+            p.flushed = False
             strategy = self._hint_for_in_flight_pod(p)
             self._requeue(p, strategy, SCHEDULE_ATTEMPT_FAILURE)
         finally:

@@ -195,6 +195,14 @@ async def test_pods_left_unschedulable_too_long_are_flushed_and_marked():
     clock.t += 101
     q.flush_unschedulable_leftover()
     assert q.where(p.pod) == ACTIVE_Q and p.flushed
+    # Rejected again, then requeued by an event: no longer a pod the flush brought back (as
+    # kube-scheduler clears WasFlushedFromUnschedulable), so scheduler_pod_scheduled_after_flush_total
+    # counts only pods whose last way out was the flush.
+    p = await pop(q)
+    reject(q, p, "Fit")
+    assert not p.flushed
+    q.move_all_to_active_or_backoff(EVENT_ASSIGNED_POD_DELETE, MakePod().name("gone").obj(), None)
+    assert q.where(p.pod) == BACKOFF_Q and not p.flushed
 
 
 async def test_nominations_are_kept_and_cleared():

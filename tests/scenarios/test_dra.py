@@ -7,8 +7,13 @@ controller-manager and two kubelets each running the fake driver dra.kplane.dev 
   bound ones gives their devices to 5 of the pending ones, requeued by the deallocation of the
   deleted pods' claims; and every generated claim goes with its pod;
 - KEP-6132 "Test Plan", E2E: several pods sharing one generated ResourceClaim are all scheduled
-  once the driver publishes its devices (here without the PreQueueingHint the KEP adds: the
-  QueueingHints over every waiting pod still get them there).
+  once the driver publishes its devices. With the gate SchedulerPreQueueingHints on (its beta
+  default) the claim events' PreQueueingHint narrows each event to the pods the claim -> pods
+  index finds by spec, so the pods sharing the owner's claim are named too and none is left to the
+  periodic flush (5 minutes here, far beyond the test's wait).
+
+Every test runs twice, on a cluster with the gate on and on one with it off (KEP-6132 "Integration
+Tests": the existing tests pass with the feature gate enabled and disabled).
 
 Kubernetes docs: Dynamic Resource Allocation — "When referencing a ResourceClaimTemplate, each Pod
 gets its own instance"; "Pods do not get scheduled to a node unless all of their resources are
@@ -23,12 +28,11 @@ import contextlib
 
 import pytest
 
-from kubelet.dra.driver import DEVICE_CLASS_NAME, DRIVER_NAME, slice_name
+from kubelet.dra.driver import DRIVER_NAME, slice_name
 from machinery import errors
-from machinery.api import core_pb2, resource_pb2
-from tests.harness.api import delete_all_pods
-from tests.harness.builders import MakePod
-from tests.harness.cluster import FAST_KUBELET, cluster_fixture, kill, start
+from machinery.api import core_pb2
+from tests.harness.cluster import FAST_KUBELET, kill, start, start_cluster, stop_cluster
+from tests.harness.dra import create_gpu_template, delete_pods_claims_and_templates, gpu_pod, running
 from tests.harness.metrics import metric, requeued_by
 from tests.harness.wait import eventually, wait_unschedulable
 
@@ -42,8 +46,17 @@ NO_DEVICES = ("0/2 nodes are available: 2 cannot allocate all claims. preemption
 DEVICES = 5
 NODES = ("node-1", "node-2")
 
-dra_cluster = cluster_fixture(nodes=2, schedulers=1, controller_managers=1, dra_devices=DEVICES,
-                              kubelet_args=FAST_KUBELET)
+GATE_ON, GATE_OFF = "SchedulerPreQueueingHints=true", "SchedulerPreQueueingHints=false"
+
+
+@pytest.fixture(scope="module", params=[GATE_ON, GATE_OFF], ids=["PreQueueingHints on", "PreQueueingHints off"])
+def dra_cluster(request):
+    tc = start_cluster(nodes=2, schedulers=1, controller_managers=1, dra_devices=DEVICES, kubelet_args=FAST_KUBELET,
+                       feature_gates=request.param)
+    try:
+        yield tc
+    finally:
+        stop_cluster(tc)
 
 
 @pytest.fixture
@@ -55,11 +68,7 @@ async def api(dra_cluster):
         yield c
     finally:
         try:
-            await delete_all_pods(c)
-            await eventually(lambda: _claims_gone(c), timeout=WAIT, what="every generated claim gone")
-            for t in (await c.resource_claim_templates.list("default")).items:
-                with contextlib.suppress(errors.NotFound):
-                    await c.resource_claim_templates.delete(t.metadata.name, "default")
+            await delete_pods_claims_and_templates(c, WAIT)
         finally:
             await c.close()
     result = dra_cluster.kplane("check")
@@ -67,35 +76,8 @@ async def api(dra_cluster):
     assert "device-allocated-once" in result.stdout
 
 
-async def _claims_gone(c) -> bool:
-    return not (await c.resource_claims.list("default")).items
-
-
-async def _template(api, name: str = "gpu") -> None:
-    """A ResourceClaimTemplate asking for one device of the class gpu.kplane.dev."""
-    t = resource_pb2.ResourceClaimTemplate()
-    t.metadata.name, t.metadata.namespace = name, "default"
-    t.spec.spec.devices.requests.add(name="gpu").exactly.device_class_name = DEVICE_CLASS_NAME
-    await api.resource_claim_templates.create(t)
-
-
-def _gpu_pod(name: str, *, template: str = "", claim: str = "") -> core_pb2.Pod:
-    """A pod whose container uses the pod claim "gpu": from ``template``, or the claim ``claim``."""
-    pod = MakePod().name(name).grace(0).obj()
-    if template:
-        pod.spec.resource_claims.add(name="gpu", resource_claim_template_name=template)
-    else:
-        pod.spec.resource_claims.add(name="gpu", resource_claim_name=claim)
-    pod.spec.containers[0].resources.claims.add(name="gpu")
-    return pod
-
-
 async def _pods(api) -> list[core_pb2.Pod]:
     return [p for p in (await api.pods.list("default")).items if not p.metadata.deletion_timestamp]
-
-
-def _running(p: core_pb2.Pod) -> bool:
-    return p.status.phase == "Running" and all(cs.ready for cs in p.status.container_statuses)
 
 
 async def _allocations(api) -> dict[str, tuple[str, str]]:
@@ -109,14 +91,20 @@ async def _allocations(api) -> dict[str, tuple[str, str]]:
     return out
 
 
+def _narrowed(tc) -> float:
+    """Claim events the DRA PreQueueingHint narrowed to the pods the index names."""
+    return metric(tc, "scheduler", "scheduler_pre_queueing_hint_evaluations_total",
+                  'plugin="DynamicResources",result="narrowed"')
+
+
 async def _settled(api, bound: int, pending: int) -> list[core_pb2.Pod]:
     """Until ``bound`` pods run on their nodes and ``pending`` wait unbound, for a second on end."""
     box: dict[str, list[core_pb2.Pod]] = {}
 
     async def counts() -> bool:
         pods = box["pods"] = await _pods(api)
-        running = [p for p in pods if p.spec.node_name and _running(p)]
-        return len(running) == bound and len(pods) == bound + pending
+        ran = [p for p in pods if p.spec.node_name and running(p)]
+        return len(ran) == bound and len(pods) == bound + pending
     await eventually(counts, timeout=WAIT, interval=0.2, what=f"{bound} pods running, {pending} pending")
     await asyncio.sleep(1.0)
     assert await counts(), "the counts held"
@@ -134,9 +122,9 @@ async def _waits_for_devices(api, name: str) -> None:
 
 
 async def test_dra_issue_20_pods_from_one_template_on_2_nodes_with_5_devices_each(api, dra_cluster):
-    await _template(api)
+    await create_gpu_template(api)
     for i in range(20):
-        await api.pods.create(_gpu_pod(f"gpu-{i:02}", template="gpu"))
+        await api.pods.create(gpu_pod(f"gpu-{i:02}", template="gpu"))
     pods = await _settled(api, bound=10, pending=10)
     bound = [p for p in pods if p.spec.node_name]
     assert sorted(p.spec.node_name for p in bound) == ["node-1"] * DEVICES + ["node-2"] * DEVICES
@@ -175,15 +163,16 @@ async def test_kep6132_e2e_pods_sharing_one_generated_claim_all_scheduled_once_t
     """The owner's claim comes from a template; three more pods name that generated claim. No
     driver publishes at first (the kubelets are down, their slices removed): all four wait. Once
     node-1's kubelet starts and its driver publishes, all four run there, the claim reserved for
-    each of them."""
+    each of them — with the gate on, the claim's events narrowed by the PreQueueingHint to the
+    pods the index finds for it (owner and sharers alike), and not one of them left to the flush."""
     for node in NODES:
         kill(dra_cluster, f"kubelet/{node}")
     try:
         for node in NODES:
             with contextlib.suppress(errors.NotFound):
                 await api.resource_slices.delete(slice_name(node))
-        await _template(api)
-        await api.pods.create(_gpu_pod("owner", template="gpu"))
+        await create_gpu_template(api)
+        await api.pods.create(gpu_pod("owner", template="gpu"))
 
         async def recorded() -> bool:
             pod = await api.pods.get("owner")
@@ -192,19 +181,25 @@ async def test_kep6132_e2e_pods_sharing_one_generated_claim_all_scheduled_once_t
         shared = (await api.pods.get("owner")).status.resource_claim_statuses[0].resource_claim_name
         sharers = [f"sharer-{i}" for i in range(3)]
         for name in sharers:
-            await api.pods.create(_gpu_pod(name, claim=shared))
+            await api.pods.create(gpu_pod(name, claim=shared))
         for name in ("owner", *sharers):
             await _waits_for_devices(api, name)
 
+        narrowed_before = _narrowed(dra_cluster)
         start(dra_cluster, "kubelet/node-1")  # its driver publishes node-1's 5 GPUs
 
         async def all_running() -> bool:
             pods = await _pods(api)
-            return len(pods) == 4 and all(p.spec.node_name == "node-1" and _running(p) for p in pods)
+            return len(pods) == 4 and all(p.spec.node_name == "node-1" and running(p) for p in pods)
         await eventually(all_running, timeout=WAIT, interval=0.2, what="all four pods running on node-1")
         claim = await api.resource_claims.get(shared)
         assert sorted(r.name for r in claim.status.reserved_for) == sorted(["owner", *sharers])
         assert len(claim.status.allocation.devices.results) == 1
+        if dra_cluster.state.config["feature_gates"] == GATE_ON:
+            assert _narrowed(dra_cluster) > narrowed_before, "the shared claim's writes were narrowed events"
+        else:
+            assert _narrowed(dra_cluster) == 0, "gate off: the PreQueueingHint is never called"
+        assert metric(dra_cluster, "scheduler", "scheduler_pod_scheduled_after_flush_total") == 0
     finally:
         for node in NODES:
             with contextlib.suppress(AssertionError):

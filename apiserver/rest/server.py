@@ -134,9 +134,10 @@ class RestServer:
         # and answered with Kubernetes' 413 Status rather than cut off by aiohttp.
         app = web.Application(client_max_size=64 * 1024 * 1024)
         app.router.add_route("*", "/{tail:.*}", self._handle)
-        # Watches stay open for minutes: at shutdown they are cancelled after a second, so the
-        # apiserver still exits promptly on SIGTERM.
-        self._runner = web.AppRunner(app, handler_cancellation=True, access_log=None, shutdown_timeout=1.0)
+        # A client's disconnect does not cancel its request (a write is never cut off between
+        # its admission and its etcd transaction); watches notice it themselves (watch.py). At
+        # shutdown open watches are cancelled after a second, so SIGTERM still exits promptly.
+        self._runner = web.AppRunner(app, access_log=None, shutdown_timeout=1.0)
         await self._runner.setup()
         site = web.TCPSite(self._runner, self.host, self._port, ssl_context=ctx, reuse_address=True)
         try:

@@ -28,6 +28,7 @@ from apiserver.watchcache import JSON, WATCH_DELIVERY
 from machinery import errors, failpoints
 
 MIN_REQUEST_TIMEOUT = 1800.0
+DISCONNECT_CHECK = 5.0  # seconds an idle watch waits before it looks whether its client is still there
 
 
 def _timeout(call: Call) -> float:
@@ -78,14 +79,22 @@ async def serve(request: web.Request, call: Call, authenticate: Authenticate) ->
         try:
             async with asyncio.timeout(timeout):
                 while True:
-                    batch = await watcher.next_batch()
+                    try:
+                        batch = await asyncio.wait_for(watcher.next_batch(), DISCONNECT_CHECK)
+                    except TimeoutError:
+                        # An idle watch notices a client gone (handlers are not cancelled on a
+                        # disconnect, so a write is never cut off half done).
+                        if request.transport is None or request.transport.is_closing():
+                            break
+                        continue
                     if batch is None:
                         break
                     await failpoints.hit(WATCH_DELIVERY)
                     await resp.write(batch)
-        except TimeoutError:
+        except (TimeoutError, ConnectionResetError):
             pass
-        await resp.write_eof()
+        if request.transport is not None and not request.transport.is_closing():
+            await resp.write_eof()
         return resp
     finally:
         cache.remove(watcher)

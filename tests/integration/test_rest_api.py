@@ -440,6 +440,49 @@ async def _ready(client, name: str) -> bool:
     return any(c.type == "Ready" and c.status == "True" for c in p.status.conditions)
 
 
+# ---------------------------------------------------------------- watches and their clients
+
+
+def _watchers(tc, kind: str) -> float:
+    import urllib.request
+
+    with urllib.request.urlopen(f"http://{harness.admin(tc, 'apiserver')}/metrics", timeout=5) as resp:
+        text = resp.read().decode()
+    m = re.search(rf'^apiserver_registered_watchers\{{group="",kind="{kind}",version="v1"\}} (\S+)$', text, re.M)
+    return float(m.group(1)) if m else 0.0
+
+
+async def test_a_watch_streams_json_lines_and_is_let_go_when_its_client_leaves(kcluster, client):
+    """A raw ``?watch=1`` over HTTPS: the current objects as ADDED lines, then a create as it
+    happens; the client hangs up and the apiserver drops the watcher (nothing leaks, nothing hangs)."""
+    import http.client
+    import ssl
+
+    from machinery.api import core_pb2
+
+    host, port = kcluster.rest.rsplit(":", 1)
+    ctx = ssl.create_default_context(cafile=str(Path(kcluster.data_dir) / "pki" / "ca.crt"))
+    before = _watchers(kcluster, "LimitRange")  # the components' own watches of LimitRanges, if any
+    conn = http.client.HTTPSConnection(host, int(port), context=ctx, timeout=20)
+    conn.request("GET", "/api/v1/namespaces/default/limitranges?watch=1&allowWatchBookmarks=true",
+                 headers={"Authorization": f"Bearer {kcluster.token}"})
+    resp = conn.getresponse()
+    assert resp.status == 200 and resp.getheader("Content-Type") == "application/json"
+    assert _watchers(kcluster, "LimitRange") == before + 1
+    lr = core_pb2.LimitRange(metadata={"name": "watched"})
+    lr.spec.limits.add(type="Container", max={"cpu": "2"})
+    created = await client.limit_ranges.create(lr)
+    event = json.loads(resp.readline())
+    while event["type"] == "BOOKMARK":
+        event = json.loads(resp.readline())
+    assert event["type"] == "ADDED" and event["object"]["metadata"]["name"] == "watched"
+    assert event["object"]["metadata"]["resourceVersion"] == created.metadata.resource_version
+    resp.close()
+    conn.close()
+    await eventually(lambda: _watchers(kcluster, "LimitRange") == before, timeout=20,
+                     what="the apiserver dropped the watch of a client that left")
+
+
 async def test_python_client_watch_resumes_after_an_apiserver_restart(kcluster, client):
     """A watch from the list's resourceVersion sees a create; the apiserver is killed and started
     again; two more pods are created; a watch resumed from the last version seen gets exactly
@@ -486,46 +529,3 @@ def _grpc_pod(name: str):
 
     # No scheduler serves "nobody": nothing but this test writes the pod.
     return MakePod().name(name).labels({"test": "resume"}).scheduler_name("nobody").obj()
-
-
-# ---------------------------------------------------------------- watches and their clients
-
-
-def _watchers(tc, kind: str) -> float:
-    import urllib.request
-
-    with urllib.request.urlopen(f"http://{harness.admin(tc, 'apiserver')}/metrics", timeout=5) as resp:
-        text = resp.read().decode()
-    m = re.search(rf'^apiserver_registered_watchers\{{group="",kind="{kind}",version="v1"\}} (\S+)$', text, re.M)
-    return float(m.group(1)) if m else 0.0
-
-
-async def test_a_watch_streams_json_lines_and_is_let_go_when_its_client_leaves(kcluster, client):
-    """A raw ``?watch=1`` over HTTPS: the current objects as ADDED lines, then a create as it
-    happens; the client hangs up and the apiserver drops the watcher (nothing leaks, nothing hangs)."""
-    import http.client
-    import ssl
-
-    from machinery.api import core_pb2
-
-    host, port = kcluster.rest.rsplit(":", 1)
-    ctx = ssl.create_default_context(cafile=str(Path(kcluster.data_dir) / "pki" / "ca.crt"))
-    before = _watchers(kcluster, "LimitRange")
-    conn = http.client.HTTPSConnection(host, int(port), context=ctx, timeout=20)
-    conn.request("GET", "/api/v1/namespaces/default/limitranges?watch=1&allowWatchBookmarks=true",
-                 headers={"Authorization": f"Bearer {kcluster.token}"})
-    resp = conn.getresponse()
-    assert resp.status == 200 and resp.getheader("Content-Type") == "application/json"
-    assert _watchers(kcluster, "LimitRange") == before + 1
-    lr = core_pb2.LimitRange(metadata={"name": "watched"})
-    lr.spec.limits.add(type="Container", max={"cpu": "2"})
-    created = await client.limit_ranges.create(lr)
-    event = json.loads(resp.readline())
-    while event["type"] == "BOOKMARK":
-        event = json.loads(resp.readline())
-    assert event["type"] == "ADDED" and event["object"]["metadata"]["name"] == "watched"
-    assert event["object"]["metadata"]["resourceVersion"] == created.metadata.resource_version
-    resp.close()
-    conn.close()
-    await eventually(lambda: _watchers(kcluster, "LimitRange") == before, timeout=20,
-                     what="the apiserver dropped the watch of a client that left")

@@ -100,15 +100,17 @@ async def test_kubectl_applies_the_docs_priority_class_pod_and_pdb(kcluster, cli
     assert pod.spec.priority == 1000000 and pod.spec.priority_class_name == "high-priority"
     assert (await client.priority_classes.get("high-priority")).value == 1000000
     assert (await client.pod_disruption_budgets.get("zk-pdb")).spec.min_available == "2"
-    versions = (pod.metadata.resource_version, (await client.priority_classes.get("high-priority")).metadata
-                .resource_version)
+    pc_version = (await client.priority_classes.get("high-priority")).metadata.resource_version
     # Applied again: nothing changes. (kubectl says "configured" for the PriorityClass: its
     # globalDefault: false is omitted from the live object, as Kubernetes omits it, so kubectl's
-    # three-way patch sets it again — a patch that changes nothing, so no new revision.)
+    # three-way patch sets it again — a patch that changes nothing, so no new revision. The pod's
+    # own version moves as the scheduler and its kubelet write it; its spec does not.)
     out = ok(kubectl(kcluster, "apply", "-f", str(ROOT / "examples" / "pod.yaml")))
     assert out.splitlines()[1] == "pod/web unchanged"
-    assert versions == ((await client.pods.get("web")).metadata.resource_version,
-                        (await client.priority_classes.get("high-priority")).metadata.resource_version)
+    assert (await client.priority_classes.get("high-priority")).metadata.resource_version == pc_version
+    again = await client.pods.get("web")
+    assert again.metadata.generation == pod.metadata.generation
+    assert dict(again.metadata.annotations) == dict(pod.metadata.annotations)
     out = ok(kubectl(kcluster, "wait", "--for=condition=Ready", "pod/web", "--timeout=60s"))
     assert out.strip() == "pod/web condition met"
     pod = await client.pods.get("web")
@@ -375,9 +377,14 @@ def _python_client(tc):
 
 async def test_python_client_lists_what_grpc_lists(kcluster, client):
     k8s, v1 = _python_client(kcluster)
+
+    async def same() -> bool:  # pods of the earlier tests may still be going: compare once settled
+        return ({p.metadata.name for p in v1.list_namespaced_pod("default").items}
+                == {p.metadata.name for p in (await client.pods.list("default")).items})
+
+    await eventually(same, timeout=30, what="the same pods listed over REST and gRPC")
     theirs = v1.list_namespaced_pod("default")
     ours = await client.pods.list("default")
-    assert {p.metadata.name for p in theirs.items} == {p.metadata.name for p in ours.items}
     by_name = {p.metadata.name: p for p in ours.items}
     for p in theirs.items:
         assert p.metadata.uid == by_name[p.metadata.name].metadata.uid

@@ -5,6 +5,10 @@ Resource Allocation, "With structured parameters": the scheduler allocates from 
 ResourceSlices publish, "keeping information about ResourceClaim allocations in memory and writing
 this information to the ResourceClaim objects in the background while concurrently binding").
 
+- PreEnqueue: a pod whose claims are not all there yet (not created, not its own, being deleted)
+  is not popped at all: it waits, gated, in the unschedulable pool until an event below — no
+  failing attempt, no backoff, no status write (Kubernetes' PreEnqueue; the same checks as
+  PreFilter's first step, ``_pod_claims``).
 - PreFilter: a pod without ``spec.resourceClaims`` Skips the plugin. Every claim it names must
   exist — a template's claim recorded by the resourceclaim controller in
   ``status.resourceClaimStatuses``, and controlled by the pod —, not be being deleted, and, when
@@ -45,8 +49,7 @@ those alone instead of every pod in the unschedulable pool: a deallocation, or a
 cannot answer, is every pod. The failpoint ``scheduler/dra-pre-queueing-hint-skip`` (armed with
 ``error``) makes it wrongly name no pod, so a test can see the periodic flush rescue a pod.
 
-Not here (Kubernetes has them): PreEnqueue (pods whose claims are missing are rejected at
-PreFilter instead), PostFilter's deallocation of an idle claim, CEL beyond exact values,
+Not here (Kubernetes has them): PostFilter's deallocation of an idle claim, CEL beyond exact values,
 ``firstAvailable``, ``constraints``, admin access, device taints, partitionable devices.
 """
 
@@ -212,6 +215,20 @@ class DynamicResources:
                     raise _NotSchedulable(why)
             out.append(claim)
         return out
+
+    # ------------------------------------------------------------ enqueue
+
+    def pre_enqueue(self, pod: core_pb2.Pod) -> Status | None:
+        """Kubernetes' PreEnqueue: every claim the pod names must exist, be its own when generated
+        and not be being deleted before it is worth an attempt; otherwise it waits, gated, for
+        the claim events and its own status update (UnschedulableAndUnresolvable)."""
+        if not self._enabled or not pod.spec.resource_claims:
+            return None
+        try:
+            self._pod_claims(pod)
+        except _NotSchedulable as exc:
+            return _unschedulable(str(exc))
+        return None
 
     # ------------------------------------------------------------ filter
 

@@ -197,6 +197,21 @@ def test_a_pod_waits_for_its_claim_and_for_a_claim_of_its_own(plugin, dra):
                                 "(pod is not owner)")
 
 
+def test_pre_enqueue_keeps_a_pod_out_of_active_q_until_its_claims_are_there(plugin, dra):
+    """Kubernetes' PreEnqueue: no attempt (no backoff, no status write) while a claim is missing;
+    the pod waits gated for the claim events and its own status update."""
+    assert plugin.pre_enqueue(MakePod().name("plain").obj()) is None
+    pod = pod_with_template("web")
+    not_created = 'waiting for resource claim: pod "default/web": ResourceClaim not created yet'
+    assert reasons(plugin.pre_enqueue(pod)) == (Code.UNSCHEDULABLE_AND_UNRESOLVABLE, not_created)
+    pod = pod_with_template("web", "web-gpu")
+    assert plugin.pre_enqueue(pod).message() == \
+        'waiting for resource claim: resourceclaim.resource.k8s.io "web-gpu" not found'
+    dra.put(claim("web-gpu", owner=pod))
+    assert plugin.pre_enqueue(pod) is None, "its claim is there (allocating it is for the attempt)"
+    assert plugin.pre_enqueue(pod_sharing("reader", "web-gpu")) is None
+
+
 def test_a_missing_device_class_or_a_selector_kplane_cannot_evaluate_waits(plugin, dra):
     del dra.classes["gpu.kplane.dev"]
     _, status = plugin.pre_filter(CycleState(), gpu_pod(dra, "web"), [])

@@ -42,7 +42,7 @@ def main() -> int:
         written.append(out / "kubelet.json")
     if "scheduler" in suites:
         print("\n== scheduler: scheduler_perf's SchedulingBasic, PreemptionBasic, Unschedulable; "
-              "ResizePreemption (KEP-5836) ==", flush=True)
+              "ResizePreemption (KEP-5836); SchedulingWithResourceClaimTemplate (KEP-6132) ==", flush=True)
         try:
             sc = scheduler.run(out, quick=args.quick, only=only or None)
         except ValueError as exc:

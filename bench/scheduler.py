@@ -21,6 +21,18 @@ process, 4 cpu / 32Gi / 110 pods each, as scheduler_perf's default node):
   ReplicaSet of 100m/500Mi pods scaled from 0 to 2000 through its scale subresource, measured from
   the scale request until every pod Runs; this workload's cluster alone runs a controller-manager,
   whose CPU per pod the summary gives.
+- ``SchedulingWithResourceClaimTemplate`` (test/integration/scheduler_perf/dra/performance-config.yaml,
+  its 2000pods_100nodes shape: 100 nodes with devices, 20 claims per node, half the pods placed
+  first, half measured — the cluster full at 2,000): KEP-6132's benchmark. Each hollow node's fake
+  driver publishes 20 GPUs (``--dra-devices 20``), a controller-manager's resourceclaim controller
+  makes every pod's claim from the ResourceClaimTemplate; pods created in a burst (16 requests in
+  flight). Run at 500, 1,000 and 2,000 pods, each with the gate SchedulerPreQueueingHints off and
+  on, each on a fresh cluster, twice (off, on, then on, off: the best of each, so that a burst of
+  load from outside the benchmark costs one side one try, not the ratio): pods/s for both, their
+  ratio, and the DynamicResources QueueingHint calls per ResourceClaim event of the measured phase
+  (the scheduler's ``scheduler_queueing_hint_execution_duration_seconds_count`` over its
+  ``scheduler_event_handling_duration_seconds_count``). ``--quick``: 20 nodes, 100/200/400 pods,
+  once.
 
 For the first three, the measured pods are created by this process (16 at a time) and an informer
 here records when each is seen bound: throughput = measured pods / (last bound - first create),
@@ -52,7 +64,7 @@ from typing import Callable, ClassVar
 from bench.api import _profile_summary, load_profile, percentile, run_loop_result
 from bench.kubelet import _bounded, _cpu_by_component, _running
 from cli import cluster, topology
-from machinery.api import apps_pb2, core_pb2, scheduling_pb2
+from machinery.api import apps_pb2, core_pb2, resource_pb2, scheduling_pb2
 from machinery.client import Client
 from machinery.informer import Informer
 from machinery.kinds import POD
@@ -64,6 +76,9 @@ CHURN_INTERVAL = 0.2  # scheduler_perf's churn op: intervalMilliseconds 200
 LABEL = "kplane.dev/bench"
 RESIZE_GATE = "SchedulerPreemptionForPodResize=true"
 RESIZE_CONDITIONS = ("PodResizePending", "PodResizeInProgress")
+PRE_QUEUEING_HINTS = "SchedulerPreQueueingHints"  # KEP-6132's gate, off then on
+DRA_DEVICE_CLASS = "gpu.kplane.dev"  # the class kplane up creates for the fake driver
+CLAIM_EVENTS = ("ResourceClaimAdd", "ResourceClaimUpdate")
 
 
 @dataclass(frozen=True)
@@ -121,12 +136,27 @@ class ReplicaSetWorkload:
     feature_gates: str = ""
 
 
+@dataclass(frozen=True)
+class ClaimTemplateWorkload:
+    """scheduler_perf's SchedulingWithResourceClaimTemplate at each of ``sizes`` pods: ``nodes`` hollow
+    nodes whose driver publishes ``devices_per_node`` GPUs; half the pods (each with a claim from one
+    ResourceClaimTemplate) placed first, half measured; each size with the gate
+    SchedulerPreQueueingHints off and on, ``repeats`` times. Throughput in pods bound per second."""
+    UNIT: ClassVar[str] = "pod"
+    name: str
+    sizes: tuple[int, ...]
+    nodes: int
+    devices_per_node: int
+    repeats: int = 1
+
+
 AnyWorkload = Workload | ResizeWorkload | ReplicaSetWorkload
 
 
-def workloads(scale: float) -> list[AnyWorkload]:
+def workloads(scale: float) -> list[AnyWorkload | ClaimTemplateWorkload]:
     def n(x: int) -> int:
         return max(1, int(x * scale))
+    quick = scale < 1.0
     return [
         Workload("SchedulingBasic", ((n(500), POD_DEFAULT, True),), (n(1000), POD_DEFAULT)),
         Workload("PreemptionBasic", ((n(2000), POD_LOW_PRIORITY, True),), (n(500), POD_HIGH_PRIORITY)),
@@ -134,6 +164,8 @@ def workloads(scale: float) -> list[AnyWorkload]:
                  churn=POD_HIGH_PRIORITY_LARGE_CPU),
         ResizeWorkload("ResizePreemption", POD_RESIZER, (2, POD_RESIZE_FILLER), "3"),  # one resizer per node
         ReplicaSetWorkload("ReplicaSetScaleUp", n(2000), POD_DEFAULT),
+        ClaimTemplateWorkload("SchedulingWithResourceClaimTemplate", (100, 200, 400) if quick else (500, 1000, 2000),
+                              nodes=20 if quick else 100, devices_per_node=20, repeats=1 if quick else 2),
     ]
 
 
@@ -278,6 +310,119 @@ async def _run_workload(server: str, token: str, w: Workload, mark=lambda label:
             "p50_ms": round(percentile(latencies, 50), 1), "p99_ms": round(percentile(latencies, 99), 1)}
 
 
+def _claim_pod(name: str, phase: str) -> core_pb2.Pod:
+    """scheduler_perf's pod-with-claim-template.yaml: a pause container using the claim "resource",
+    which comes from the template "test-claim-template"."""
+    pod = core_pb2.Pod(api_version="v1", kind="Pod")
+    pod.metadata.name, pod.metadata.namespace = name, "default"
+    pod.metadata.labels[LABEL] = phase
+    c = pod.spec.containers.add(name="pause", image="registry.k8s.io/pause:3.10.1")
+    c.resources.claims.add(name="resource")
+    pod.spec.resource_claims.add(name="resource", resource_claim_template_name="test-claim-template")
+    return pod
+
+
+async def _claim_template(c: Client) -> None:
+    """scheduler_perf's resourceclaimtemplate.yaml: one device of the driver's class."""
+    t = resource_pb2.ResourceClaimTemplate()
+    t.metadata.name, t.metadata.namespace = "test-claim-template", "default"
+    t.spec.spec.devices.requests.add(name="req-0").exactly.device_class_name = DRA_DEVICE_CLASS
+    await c.resource_claim_templates.create(t)
+
+
+async def _run_claim_template_workload(server: str, token: str, pods: int, mark=lambda label: None) -> dict:
+    """Half of ``pods`` created and bound, then the other half — measured — in one burst."""
+    async with Client(server, token, timeout=60) as c:
+        await _claim_template(c)
+        bound = _Bound(c)
+        await bound.informer.start()
+        await bound.informer.wait_for_sync()
+        sent: dict[str, float] = {}
+
+        async def create(names: list[str], phase: str) -> None:
+            async def one(name: str) -> None:
+                sent[name] = time.perf_counter()
+                await c.pods.create(_claim_pod(name, phase))
+            await _bounded(16, ((lambda n=n: one(n)) for n in names))
+
+        init = [f"init-{k}" for k in range(pods // 2)]
+        await create(init, "init")
+        await bound.until(init, timeout=900)
+        names = [f"measure-{k}" for k in range(pods - len(init))]
+        mark("measure-start")
+        t0 = time.perf_counter()
+        await create(names, "measure")
+        await bound.until(names, timeout=900)
+        mark("measure-end")
+        last = max(bound.at[n] for n in names)
+        latencies = [1000 * (bound.at[n] - sent[n]) for n in names]
+        await bound.informer.stop()
+    await asyncio.sleep(0.2)  # let gRPC finish cancelling the watch before the loop closes
+    return {"measured_pods": len(names), "pods_per_s": round(len(names) / (last - t0), 1),
+            "p50_ms": round(percentile(latencies, 50), 1), "p99_ms": round(percentile(latencies, 99), 1)}
+
+
+def _metric_sums(state: cluster.ClusterState, component: str, wanted: dict[str, tuple[str, ...]]) -> dict[str, float]:
+    """Per key, the sum of ``component``'s series whose line starts with any of its prefixes."""
+    import urllib.request
+    with urllib.request.urlopen(f"http://{state.processes[component].admin}/metrics", timeout=10) as resp:
+        lines = resp.read().decode().splitlines()
+    return {key: sum(float(line.rsplit(" ", 1)[1]) for line in lines if line.startswith(prefixes))
+            for key, prefixes in wanted.items()}
+
+
+# What the measured phase of SchedulingWithResourceClaimTemplate reads from the scheduler.
+_CLAIM_METRICS = {
+    "claim_events": tuple(f'scheduler_event_handling_duration_seconds_count{{event="{e}"}}' for e in CLAIM_EVENTS),
+    "claim_hint_calls": tuple(f'scheduler_queueing_hint_execution_duration_seconds_count{{event="{e}",'
+                              for e in CLAIM_EVENTS),
+    "hint_calls": ("scheduler_queueing_hint_execution_duration_seconds_count{",),
+    "narrowed": ('scheduler_pre_queueing_hint_evaluations_total{plugin="DynamicResources",result="narrowed"}',),
+    "all_pods": ('scheduler_pre_queueing_hint_evaluations_total{plugin="DynamicResources",result="all_pods"}',),
+    "after_flush": ("scheduler_pod_scheduled_after_flush_total ",),
+}
+
+
+def run_claim_template_one(w: ClaimTemplateWorkload, pods: int, gate: bool) -> dict:
+    """One size, one setting of the gate, on a cluster of its own."""
+    state = _cluster(w.nodes, feature_gates=f"{PRE_QUEUEING_HINTS}={'true' if gate else 'false'}",
+                     controller_managers=1, dra_devices=w.devices_per_node)
+    try:
+        marks: dict[str, tuple[float, dict[str, float], dict[str, float]]] = {}
+
+        def mark(label: str) -> None:
+            marks[label] = (time.perf_counter(), _cpu_by_component(state), _metric_sums(state, "scheduler",
+                                                                                         _CLAIM_METRICS))
+        r = run_loop_result(_run_claim_template_workload(state.server, state.admin_token(), pods, mark=mark))
+        (t0, cpu0, m0), (t1, cpu1, m1) = marks["measure-start"], marks["measure-end"]
+        delta = {k: m1[k] - m0[k] for k in m1}
+        r["cpu_share_by_component"] = {k: round((cpu1[k] - cpu0[k]) / (t1 - t0), 2) for k in cpu1}
+        r["cpu_ms_per_pod_by_component"] = {k: round(1000 * (cpu1[k] - cpu0[k]) / r["measured_pods"], 1)
+                                            for k in cpu1}
+        r["measured_phase"] = {k: int(v) for k, v in delta.items()}
+        r["claim_hint_calls_per_claim_event"] = round(delta["claim_hint_calls"] / max(1.0, delta["claim_events"]), 2)
+        return r
+    finally:
+        cluster.down(state, purge=True)
+
+
+def run_claim_template(w: ClaimTemplateWorkload) -> dict:
+    """Each size with the gate off and on, ``repeats`` times in alternating order; per setting the
+    run with the most pods/s, and the on/off ratio of those."""
+    out: dict = {"nodes": w.nodes, "devices_per_node": w.devices_per_node, "repeats": w.repeats, "sizes": {}}
+    for pods in w.sizes:
+        tries: dict[str, list[dict]] = {"off": [], "on": []}
+        for attempt in range(w.repeats):
+            for gate in ((False, True) if attempt % 2 == 0 else (True, False)):
+                print(f"    {pods} pods, {PRE_QUEUEING_HINTS}={'on' if gate else 'off'} ...", flush=True)
+                tries["on" if gate else "off"].append(run_claim_template_one(w, pods, gate))
+        runs: dict = {g: max(results, key=lambda r: r["pods_per_s"]) for g, results in tries.items()}
+        runs["ratio"] = round(runs["on"]["pods_per_s"] / runs["off"]["pods_per_s"], 2)
+        runs["pods_per_s_of_each_try"] = {g: [r["pods_per_s"] for r in results] for g, results in tries.items()}
+        out["sizes"][str(pods)] = runs
+    return out
+
+
 async def _run_resize_workload(server: str, token: str, w: ResizeWorkload, nodes: int,
                                mark=lambda label: None) -> dict:
     per_node, filler = w.fillers
@@ -397,13 +542,13 @@ def _scheduler_metrics(state: cluster.ClusterState) -> dict[str, float]:
 
 
 def _cluster(nodes: int, profile_path: str = "", feature_gates: str = "",
-             controller_managers: int = 0) -> cluster.ClusterState:
+             controller_managers: int = 0, dra_devices: int = 0) -> cluster.ClusterState:
     data = tempfile.mkdtemp(prefix="kplane-bench-sched-")
     # scheduler_perf's shape: the scheduler and what it needs; a controller-manager only for the
-    # workloads whose pods a controller makes.
+    # workloads whose pods (or claims) a controller makes.
     cfg = topology.ClusterConfig(data_dir=data, nodes=0, hollow_nodes=nodes, node_cpu="4", node_memory="32Gi",
                                  node_pods=110, schedulers=1, controller_managers=controller_managers,
-                                 feature_gates=feature_gates)
+                                 feature_gates=feature_gates, dra_devices=dra_devices)
     state = cluster.up(cfg, timeout=300, echo=lambda *_: None)
     if profile_path:
         sched = state.processes["scheduler"]
@@ -506,8 +651,10 @@ def run(out_dir: Path, quick: bool = False, only: list[str] | None = None) -> di
     result: dict = {"machine": {"cpus": os.cpu_count()}, "nodes": nodes, "workloads": {}}
     for w in chosen:
         print(f"  {w.name} ...", flush=True)
-        result["workloads"][w.name] = run_one(w, nodes)
-    missed = [w for w in chosen if result["workloads"][w.name].get("target_met") is False]
+        result["workloads"][w.name] = run_claim_template(w) if isinstance(w, ClaimTemplateWorkload) \
+            else run_one(w, nodes)
+    missed = [w for w in chosen
+              if not isinstance(w, ClaimTemplateWorkload) and result["workloads"][w.name].get("target_met") is False]
     if missed or not only or "SchedulingBasic" in only:
         result["profile"] = profile(nodes, out_dir, scale, missed[0] if missed else None)
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -516,10 +663,14 @@ def run(out_dir: Path, quick: bool = False, only: list[str] | None = None) -> di
 
 
 def summary(r: dict) -> str:
-    lines = [f"{r['nodes']} hollow nodes (4 cpu, 32Gi, 110 pods), create -> bound (ResizePreemption: resize "
-             f"request -> actuated) through the real processes, event loop "
-             f"{os.environ.get('KPLANE_EVENT_LOOP') or 'asyncio'}:"]
+    nodes = f"{r['nodes']} hollow nodes (4 cpu, 32Gi, 110 pods)" if any(
+        "sizes" not in w for w in r["workloads"].values()) else "Hollow nodes (4 cpu, 32Gi, 110 pods)"
+    lines = [f"{nodes}, create -> bound (ResizePreemption: resize request -> actuated) through the real "
+             f"processes, event loop {os.environ.get('KPLANE_EVENT_LOOP') or 'asyncio'}:"]
     for name, w in r["workloads"].items():
+        if "sizes" in w:
+            lines += _claim_template_summary(name, w)
+            continue
         unit = "resize" if "resizes_per_s" in w else "pod"
         target = f"   target >= {w[f'target_{unit}s_per_s']:.0f}: {'met' if w['target_met'] else 'MISSED'}" \
             if f"target_{unit}s_per_s" in w else ""
@@ -561,3 +712,18 @@ def summary(r: dict) -> str:
         for row in prof["top_self_time"][:12]:
             lines.append(f"  {row['self_pct']:>5.1f}%  {row['function']}")
     return "\n".join(lines)
+
+
+def _claim_template_summary(name: str, w: dict) -> list[str]:
+    lines = [f"  {name} ({w['nodes']} hollow nodes x {w['devices_per_node']} GPUs; half the pods placed first, "
+             f"half measured; gate {PRE_QUEUEING_HINTS} off -> on, best of {w['repeats']}):",
+             f"  {'pods':>8} {'off pods/s':>11} {'on pods/s':>10} {'on/off':>7}   hint calls per claim event off / on"
+             f"   scheduler CPU ms per pod off / on   p50 ms off / on"]
+    for pods, runs in w["sizes"].items():
+        off, on = runs["off"], runs["on"]
+        cpu = [x["cpu_ms_per_pod_by_component"].get("scheduler", 0.0) for x in (off, on)]
+        calls = [x["claim_hint_calls_per_claim_event"] for x in (off, on)]
+        lines.append(f"  {pods:>8} {off['pods_per_s']:>11.1f} {on['pods_per_s']:>10.1f} {runs['ratio']:>7.2f}"
+                     f"   {calls[0]:>16.1f} / {calls[1]:<8.2f}"
+                     f"   {cpu[0]:>20.1f} / {cpu[1]:<8.1f}   {off['p50_ms']:>8.0f} / {on['p50_ms']:.0f}")
+    return lines

@@ -80,7 +80,8 @@ async def serve(request: web.Request, call: Call, authenticate: Authenticate) ->
             async with asyncio.timeout(timeout):
                 while True:
                     try:
-                        batch = await asyncio.wait_for(watcher.next_batch(), DISCONNECT_CHECK)
+                        async with asyncio.timeout(DISCONNECT_CHECK):
+                            batch = await watcher.next_batch()
                     except TimeoutError:
                         # An idle watch notices a client gone (handlers are not cancelled on a
                         # disconnect, so a write is never cut off half done).

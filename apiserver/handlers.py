@@ -7,6 +7,11 @@ API calls (``rest/verbs.py``), and any ``ApiError`` becomes its gRPC status with
 message. Watch responses are written
 as pre-encoded bytes (see ``watchcache``), so the response serializer is the identity.
 
+Every write is recorded in metadata.managedFields under the client's field manager: a
+PatchRequest's ``field_manager``, else the ``x-kplane-field-manager`` metadata, else the user's
+name (``system:kube-scheduler``, ``system:node:node-1``, ``admin``), as Kubernetes names a client
+by its User-Agent when it gives no fieldManager.
+
 Sizes at the boundary, as Kubernetes' apiserver: a request over ``errors.MAX_REQUEST_BYTES``
 (3 MiB) is answered ``Request entity too large: limit is 3145728`` (413, INVALID_ARGUMENT: never
 retried) before it is even decoded; a status message is cut to fit gRPC's metadata limit
@@ -15,6 +20,7 @@ retried) before it is even decoded; a status message is cut to fit gRPC's metada
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any, Awaitable, Callable, NoReturn
 
 import grpc
@@ -23,6 +29,7 @@ from google.protobuf.message import Message
 from apiserver import history
 from apiserver.admission import noderestriction
 from apiserver.auth import User
+from apiserver.fieldmanager import validate_manager
 from apiserver.requests import WATCH_MAX_PENDING, Api, open_watch
 from apiserver.watchcache import WATCH_DELIVERY
 from machinery import errors, failpoints
@@ -35,6 +42,7 @@ log = get_logger()
 __all__ = ["Api", "DRY_RUN_HEADER", "WATCH_MAX_PENDING", "build"]
 
 DRY_RUN_HEADER = "x-kplane-dry-run"
+FIELD_MANAGER_HEADER = "x-kplane-field-manager"
 
 
 def _identity(b: bytes) -> bytes:
@@ -80,7 +88,28 @@ def _metadata_value(context: grpc.aio.ServicerContext, key: str) -> str | None:
     return None
 
 
-Handler = Callable[[Api, Kind, Any, User, bool], Awaitable[Message]]
+@dataclass(frozen=True)
+class Caller:
+    """Who calls and how: the authenticated user, a dry run, the field manager its writes go under."""
+
+    user: User
+    dry_run: bool
+    field_manager: str
+
+
+Handler = Callable[[Api, Kind, Any, Caller], Awaitable[Message]]
+
+
+def _field_manager(context: grpc.aio.ServicerContext, user: User) -> str:
+    """The ``x-kplane-field-manager`` metadata, else the user's name; Invalid as Kubernetes'
+    ValidateFieldManager refuses a name over 128 bytes or with unprintable characters."""
+    given = _metadata_value(context, FIELD_MANAGER_HEADER)
+    if given is None:
+        return user.name
+    errs = validate_manager(given, FIELD_MANAGER_HEADER)
+    if errs:
+        raise errors.Invalid.of("UpdateOptions.meta.k8s.io", "", errs)
+    return given
 
 
 def _unary(api: Api, kind: Kind, fn: Handler, verb: str, subresource: str = ""):
@@ -91,8 +120,10 @@ def _unary(api: Api, kind: Kind, fn: Handler, verb: str, subresource: str = ""):
         refuse = errors.RequestEntityTooLarge.of(api.max_request_bytes) if isinstance(request, _Oversized) else None
         dry = (_metadata_value(context, DRY_RUN_HEADER) or "").lower() == "all"
         try:
-            return await endpoint.call(lambda: api.authn.authenticate(context.invocation_metadata()),
-                                       lambda user: fn(api, kind, request, user, dry), refuse)
+            def run(user: User) -> Awaitable[Message]:
+                return fn(api, kind, request, Caller(user, dry, _field_manager(context, user)))
+
+            return await endpoint.call(lambda: api.authn.authenticate(context.invocation_metadata()), run, refuse)
         except errors.ApiError as exc:
             await _abort(context, exc.code, exc.message, **where)
         except grpc.aio.AbortError:
@@ -120,68 +151,68 @@ def _takes(request_type: type[Message]):
 # ---------------------------------------------------------------- verbs
 
 
-async def _create(api: Api, kind: Kind, obj: Message, user: User, dry: bool) -> Message:
-    return await api.registry.create(kind, obj, user, dry)
+async def _create(api: Api, kind: Kind, obj: Message, c: Caller) -> Message:
+    return await api.registry.create(kind, obj, c.user, c.dry_run, field_manager=c.field_manager)
 
 
 @_takes(meta_pb2.GetRequest)
-async def _get(api: Api, kind: Kind, req: meta_pb2.GetRequest, user: User, dry: bool) -> Message:
-    noderestriction.authorize(user, "get", kind, req.namespace, req.name)
+async def _get(api: Api, kind: Kind, req: meta_pb2.GetRequest, c: Caller) -> Message:
+    noderestriction.authorize(c.user, "get", kind, req.namespace, req.name)
     return await api.registry.get(kind, req.namespace, req.name)
 
 
 @_takes(meta_pb2.ListRequest)
-async def _list(api: Api, kind: Kind, req: meta_pb2.ListRequest, user: User, dry: bool) -> Message:
+async def _list(api: Api, kind: Kind, req: meta_pb2.ListRequest, c: Caller) -> Message:
     return await api.registry.list(kind, req)
 
 
-async def _update(api: Api, kind: Kind, obj: Message, user: User, dry: bool) -> Message:
-    return await api.registry.update(kind, obj, user, dry)
+async def _update(api: Api, kind: Kind, obj: Message, c: Caller) -> Message:
+    return await api.registry.update(kind, obj, c.user, c.dry_run, field_manager=c.field_manager)
 
 
-async def _update_status(api: Api, kind: Kind, obj: Message, user: User, dry: bool) -> Message:
-    return await api.registry.update(kind, obj, user, dry, subresource="status")
+async def _update_status(api: Api, kind: Kind, obj: Message, c: Caller) -> Message:
+    return await api.registry.update(kind, obj, c.user, c.dry_run, subresource="status", field_manager=c.field_manager)
 
 
 @_takes(meta_pb2.PatchRequest)
-async def _patch(api: Api, kind: Kind, req: meta_pb2.PatchRequest, user: User, dry: bool) -> Message:
+async def _patch(api: Api, kind: Kind, req: meta_pb2.PatchRequest, c: Caller) -> Message:
     if kind is POD and req.subresource == "resize":
-        return await api.pods.resize_patch(req, user, dry)
-    return await api.registry.patch(kind, req, user, dry)
+        return await api.pods.resize_patch(req, c.user, c.dry_run, field_manager=c.field_manager)
+    return await api.registry.patch(kind, req, c.user, c.dry_run, field_manager=c.field_manager)
 
 
 @_takes(meta_pb2.DeleteRequest)
-async def _delete(api: Api, kind: Kind, req: meta_pb2.DeleteRequest, user: User, dry: bool) -> Message:
-    return await api.registry.delete(kind, req, user, dry)
+async def _delete(api: Api, kind: Kind, req: meta_pb2.DeleteRequest, c: Caller) -> Message:
+    return await api.registry.delete(kind, req, c.user, c.dry_run)
 
 
 @_takes(core_pb2.Binding)
-async def _bind(api: Api, kind: Kind, binding: core_pb2.Binding, user: User, dry: bool) -> Message:
-    return await api.pods.bind(binding, user, dry)
+async def _bind(api: Api, kind: Kind, binding: core_pb2.Binding, c: Caller) -> Message:
+    return await api.pods.bind(binding, c.user, c.dry_run)
 
 
-async def _resize(api: Api, kind: Kind, pod: core_pb2.Pod, user: User, dry: bool) -> Message:
-    return await api.pods.resize(pod, user, dry)
+async def _resize(api: Api, kind: Kind, pod: core_pb2.Pod, c: Caller) -> Message:
+    return await api.pods.resize(pod, c.user, c.dry_run, field_manager=c.field_manager)
 
 
 @_takes(core_pb2.Eviction)
-async def _evict(api: Api, kind: Kind, ev: core_pb2.Eviction, user: User, dry: bool) -> Message:
-    return await api.pods.evict(ev, user, dry)
+async def _evict(api: Api, kind: Kind, ev: core_pb2.Eviction, c: Caller) -> Message:
+    return await api.pods.evict(ev, c.user, c.dry_run)
 
 
 @_takes(meta_pb2.GetRequest)
-async def _get_scale(api: Api, kind: Kind, req: meta_pb2.GetRequest, user: User, dry: bool) -> Message:
-    noderestriction.authorize(user, "get", kind, req.namespace, req.name)
+async def _get_scale(api: Api, kind: Kind, req: meta_pb2.GetRequest, c: Caller) -> Message:
+    noderestriction.authorize(c.user, "get", kind, req.namespace, req.name)
     return await api.scale.get(kind, req)
 
 
 @_takes(autoscaling_pb2.Scale)
-async def _update_scale(api: Api, kind: Kind, scale: autoscaling_pb2.Scale, user: User, dry: bool) -> Message:
-    return await api.scale.update(kind, scale, user, dry)
+async def _update_scale(api: Api, kind: Kind, scale: autoscaling_pb2.Scale, c: Caller) -> Message:
+    return await api.scale.update(kind, scale, c.user, c.dry_run, field_manager=c.field_manager)
 
 
-async def _finalize(api: Api, kind: Kind, ns: core_pb2.Namespace, user: User, dry: bool) -> Message:
-    return await api.namespaces.finalize(ns, user, dry)
+async def _finalize(api: Api, kind: Kind, ns: core_pb2.Namespace, c: Caller) -> Message:
+    return await api.namespaces.finalize(ns, c.user, c.dry_run, field_manager=c.field_manager)
 
 
 def _watch(api: Api, kind: Kind):

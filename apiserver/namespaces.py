@@ -12,6 +12,7 @@ from __future__ import annotations
 from apiserver import strategy
 from apiserver.admission import noderestriction
 from apiserver.auth import User
+from apiserver.fieldmanager import Manager
 from apiserver.registry import Registry
 from machinery import errors
 from machinery.api import core_pb2
@@ -22,7 +23,8 @@ class NamespaceSubresources:
     def __init__(self, registry: Registry):
         self.registry = registry
 
-    async def finalize(self, ns: core_pb2.Namespace, user: User, dry_run: bool = False) -> core_pb2.Namespace:
+    async def finalize(self, ns: core_pb2.Namespace, user: User, dry_run: bool = False,
+                       field_manager: str | None = None) -> core_pb2.Namespace:
         name = ns.metadata.name
 
         def build(old: core_pb2.Namespace) -> core_pb2.Namespace:
@@ -33,5 +35,6 @@ class NamespaceSubresources:
 
         if not name:
             raise errors.Invalid.of(NAMESPACE.name, "", [errors.required("metadata.name", "name is required")])
-        return await self.registry.guaranteed_update(NAMESPACE, "", name, build,
-                                                     precondition_rv=ns.metadata.resource_version, dry_run=dry_run)
+        return await self.registry.guaranteed_update(
+            NAMESPACE, "", name, build, precondition_rv=ns.metadata.resource_version, dry_run=dry_run,
+            manager=Manager(field_manager, "finalize") if field_manager is not None else None)

@@ -26,7 +26,8 @@ from collections.abc import Awaitable, Callable, Sequence
 from apiserver import defaults, strategy, validation
 from apiserver.admission import limitranger, noderestriction
 from apiserver.auth import User
-from apiserver.registry import Registry, parse_patch, patched
+from apiserver.fieldmanager import Manager
+from apiserver.registry import Registry, check_patch_options, is_apply, parse_patch, patched
 from machinery import disruption, errors, timeutil
 from machinery.api import core_pb2, meta_pb2, policy_pb2
 from machinery.featuregates import FeatureGates
@@ -143,25 +144,35 @@ class PodSubresources:
             await self.registry.resource_quota.admit(POD, new, old, dry_run=dry_run)
         return admit
 
-    async def resize(self, pod: core_pb2.Pod, user: User, dry_run: bool = False) -> core_pb2.Pod:
-        """Update through the resize subresource (the request is the whole pod)."""
+    async def resize(self, pod: core_pb2.Pod, user: User, dry_run: bool = False,
+                     field_manager: str | None = None) -> core_pb2.Pod:
+        """Update through the resize subresource (the request is the whole pod), recorded under
+        ``field_manager``."""
         namespace = pod.metadata.namespace or "default"
         ranges = await self.registry.limit_ranger.ranges(namespace)
         return await self.registry.guaranteed_update(
             POD, namespace, pod.metadata.name, lambda old: self._resized(pod, old, user, ranges),
-            precondition_rv=pod.metadata.resource_version, dry_run=dry_run, admit=self._charge_quota(dry_run))
+            precondition_rv=pod.metadata.resource_version, dry_run=dry_run, admit=self._charge_quota(dry_run),
+            manager=Manager(field_manager, "resize") if field_manager is not None else None)
 
     async def resize_patch(self, req: meta_pb2.PatchRequest, user: User, dry_run: bool = False,
-                           unknown: list[str] | None = None) -> core_pb2.Pod:
+                           unknown: list[str] | None = None, field_manager: str | None = None) -> core_pb2.Pod:
         """Patch through the resize subresource (strategic merge merges containers by name);
-        ``unknown`` as ``Registry.patch``'s."""
+        ``unknown`` and the field manager as ``Registry.patch``'s. Server-side apply is served on
+        the pod and its status, not here."""
+        check_patch_options(req)
+        if is_apply(req):
+            raise errors.BadRequest("server-side apply is not served on pods/resize by kplane: apply to the pod, "
+                                    "or patch pods/resize with a strategic merge, merge or JSON patch")
         document, precondition = parse_patch(req)
         namespace = req.namespace or "default"
         ranges = await self.registry.limit_ranger.ranges(namespace)
+        manager = req.field_manager or field_manager
         return await self.registry.guaranteed_update(
             POD, namespace, req.name,
             lambda old: self._resized(patched(POD, old, document, req.patch_type, unknown), old, user, ranges),
-            precondition_rv=precondition, dry_run=dry_run, admit=self._charge_quota(dry_run))
+            precondition_rv=precondition, dry_run=dry_run, admit=self._charge_quota(dry_run),
+            manager=Manager(manager, "resize") if manager is not None else None)
 
     # ------------------------------------------------------------ eviction
 

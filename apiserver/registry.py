@@ -11,6 +11,11 @@ Orphan adds ``orphan``, Foreground ``foregroundDeletion``, Background neither, s
 waits for the garbage collector in the first two cases. A namespace's first delete marks it
 Terminating; it goes once its spec.finalizers are empty too (Kubernetes' namespace storage).
 Creates of namespaced objects pass namespace lifecycle admission (``admission.namespacelifecycle``).
+
+A write made for a client names its field manager (``field_manager``): its fields are recorded in
+metadata.managedFields (``apiserver.fieldmanager``), and a patch of type ``apply`` is server-side
+apply (``apply``). The apiserver's own writes (admission's quota charges, bindings, deletions) are
+recorded under no manager, as Kubernetes' storage-level writes are not.
 """
 
 from __future__ import annotations
@@ -31,6 +36,7 @@ from apiserver.admission.namespacelifecycle import NamespaceLifecycle
 from apiserver.admission.resourcequota import ResourceQuotaAdmission
 from apiserver.auth import User
 from apiserver.etcd import CompactedError, EtcdClient
+from apiserver.fieldmanager import FieldManager, Manager, validate_manager
 from apiserver.watchcache import WatchCache
 from machinery import errors, jsonconv, patch, selectors, timeutil
 from machinery.api import core_pb2, meta_pb2, scheduling_pb2
@@ -77,6 +83,7 @@ class Registry:
         self.namespace_lifecycle = NamespaceLifecycle()
         self.limit_ranger = LimitRanger(self)
         self.resource_quota = ResourceQuotaAdmission(self)
+        self.fields = FieldManager()
         self._written: dict[str, int] = {}  # kind plural -> the revision of this apiserver's last write
 
     # ------------------------------------------------------------ read your writes
@@ -186,7 +193,11 @@ class Registry:
 
     # ------------------------------------------------------------ create
 
-    async def create(self, kind: Kind[M, L], obj: M, user: User, dry_run: bool = False) -> M:
+    async def create(self, kind: Kind[M, L], obj: M, user: User, dry_run: bool = False,
+                     field_manager: str | None = None) -> M:
+        """Create ``obj``; ``field_manager`` owns its fields as requested and defaulted (None: its
+        managedFields stay as given)."""
+        requested = obj
         obj = strategy.copy(obj)
         meta = object_meta(obj)
         meta.namespace = self._namespace(kind, meta.namespace)
@@ -217,6 +228,8 @@ class Registry:
         elif isinstance(obj, scheduling_pb2.PriorityClass):  # kind is PRIORITY_CLASS
             priority.admit_priority_class(obj, by_name)
         strategy.prepare_for_create(kind, obj)
+        if field_manager is not None:
+            self.fields.created(kind, requested, obj, Manager(field_manager), strategy.defaulted_request)
         if isinstance(obj, core_pb2.Pod):
             limitranger.validate_pod(obj, ranges)
         await self.resource_quota.admit(kind, obj, dry_run=dry_run)
@@ -235,13 +248,15 @@ class Registry:
     # ------------------------------------------------------------ updates
 
     async def guaranteed_update(self, kind: Kind[M, L], namespace: str, name: str, build: Build[M], *,
-                                precondition_rv: str = "", dry_run: bool = False, admit: Admit[M] | None = None) -> M:
+                                precondition_rv: str = "", dry_run: bool = False, admit: Admit[M] | None = None,
+                                manager: Manager | None = None) -> M:
         """Read the current object, ``build`` the new one from it, compare-and-swap; retry on races.
 
         ``build`` gets a private copy of the stored object and returns the object to store (it
         may raise an ApiError). With ``precondition_rv`` the stored version must be that one.
         ``admit`` (new, stored), if given, runs after ``build`` when something changes, dry runs
-        included, as Kubernetes runs validating admission inside its GuaranteedUpdate.
+        included, as Kubernetes runs validating admission inside its GuaranteedUpdate. ``manager``,
+        if given, is recorded as the owner of what the write changes (an Update in managedFields).
         """
         namespace = self._namespace(kind, namespace)
         key = kind.key(namespace, name)
@@ -262,6 +277,8 @@ class Registry:
             new = build(strategy.copy(old))
             new_meta = object_meta(new)
             new_meta.resource_version = old_meta.resource_version
+            if manager is not None:
+                self.fields.update(kind, old, new, manager)
             new_bytes = encode(new)
             if new_bytes == encode(old):
                 return old
@@ -284,8 +301,9 @@ class Registry:
         raise errors.conflict(kind.plural, name, "too many concurrent writers; try again")
 
     async def update(self, kind: Kind[M, L], obj: M, user: User, dry_run: bool = False,
-                     subresource: str = "") -> M:
-        """Update (``subresource`` "") or status update ("status") from a full object."""
+                     subresource: str = "", field_manager: str | None = None) -> M:
+        """Update (``subresource`` "") or status update ("status") from a full object, recorded
+        under ``field_manager``."""
         meta = object_meta(obj)
         namespace = self._namespace(kind, meta.namespace)
         verb = "status" if subresource == "status" else "update"
@@ -301,28 +319,75 @@ class Registry:
             return admit_update(kind, verb, user, new, old)
 
         return await self.guaranteed_update(kind, namespace, meta.name, build,
-                                            precondition_rv=meta.resource_version, dry_run=dry_run)
+                                            precondition_rv=meta.resource_version, dry_run=dry_run,
+                                            manager=_manager(field_manager, subresource))
 
     async def patch(self, kind: Kind[M, L], req: meta_pb2.PatchRequest, user: User, dry_run: bool = False,
-                    unknown: builtins.list[str] | None = None) -> M:
-        """Server-side patch: applied to the current object, then stored as an update would be.
+                    unknown: builtins.list[str] | None = None, field_manager: str | None = None) -> M:
+        """Server-side patch: applied to the current object, then stored as an update would be,
+        recorded under ``req.field_manager`` or else ``field_manager``; type ``apply`` is
+        server-side apply (``apply``).
 
         Fields the patched object has that its kind does not are refused (Kubernetes'
         fieldValidation=Strict), or, given a list ``unknown``, dropped and their paths put there
         (Warn and Ignore)."""
         if req.subresource not in ("", "status"):
             raise errors.BadRequest(f'unknown subresource "{req.subresource}" for {kind.plural}')
+        check_patch_options(req)
         document, precondition = parse_patch(req)
         namespace = self._namespace(kind, req.namespace)
         verb = "status" if req.subresource == "status" else "update"
         if verb == "status" and not kind.has_status:
             raise errors.MethodNotAllowed(f"{kind.plural} have no status subresource")
+        if is_apply(req):
+            return await self.apply(kind, req, document, precondition, user, dry_run)
 
         def build(old: M) -> M:
             return admit_update(kind, verb, user, patched(kind, old, document, req.patch_type, unknown), old)
 
         return await self.guaranteed_update(kind, namespace, req.name, build, precondition_rv=precondition,
-                                            dry_run=dry_run)
+                                            dry_run=dry_run,
+                                            manager=_manager(req.field_manager or field_manager, req.subresource))
+
+    async def apply(self, kind: Kind[M, L], req: meta_pb2.PatchRequest, document: object, precondition: str,
+                    user: User, dry_run: bool = False) -> M:
+        """Server-side apply of the configuration ``document`` by ``req.field_manager``: merged into
+        the object (created when there is none, unless this is its status), fields the manager no
+        longer applies removed, a conflict with another manager's field refused unless ``req.force``.
+        A field the kind does not have is refused whatever the fieldValidation, as in Kubernetes."""
+        namespace = self._namespace(kind, req.namespace)
+        config = applied_configuration(kind, req, document, namespace)
+        manager = Manager(req.field_manager, req.subresource)
+        force = req.force
+        verb = "status" if req.subresource == "status" else "update"
+
+        def build(old: M) -> M:
+            def prepare(new: M) -> M:
+                object_meta(new).resource_version = object_meta(old).resource_version
+                return admit_update(kind, verb, user, new, old)
+            return self.fields.apply(kind, old, config, manager, force, prepare)
+
+        for _ in range(MAX_RETRIES):
+            if await self.read(kind, namespace, req.name) is None and await self.read(
+                    kind, namespace, req.name, fresh=True) is None:
+                if req.subresource:
+                    raise errors.not_found(kind.plural, req.name)
+                if precondition:
+                    raise errors.conflict(kind.plural, req.name)
+                obj = self.fields.apply(kind, None, config, manager, force, lambda new: new)
+                meta = object_meta(obj)
+                meta.name, meta.namespace = req.name, namespace
+                try:
+                    return await self.create(kind, obj, user, dry_run)
+                except errors.AlreadyExists:
+                    continue  # created meanwhile: apply to it
+            try:
+                return await self.guaranteed_update(kind, namespace, req.name, build, precondition_rv=precondition,
+                                                    dry_run=dry_run)
+            except errors.NotFound:
+                if await self.read(kind, namespace, req.name, fresh=True) is not None:
+                    raise
+        raise errors.conflict(kind.plural, req.name, "too many concurrent writers; try again")
 
     # ------------------------------------------------------------ delete
 
@@ -474,6 +539,59 @@ def admit_update(kind: Kind[M, L], verb: str, user: User, new: M, old: M) -> M:
         return strategy.prepare_for_status_update(kind, new, old)
     strategy.prepare_for_update(kind, new, old)
     return new
+
+
+APPLY = "apply"
+
+
+def is_apply(req: meta_pb2.PatchRequest) -> bool:
+    return req.patch_type.split(";")[0].strip().lower() in (APPLY, "application/apply-patch+yaml")
+
+
+def _manager(name: str | None, subresource: str = "") -> Manager | None:
+    return Manager(name, subresource) if name is not None else None
+
+
+def check_patch_options(req: meta_pb2.PatchRequest) -> None:
+    """Kubernetes' ValidatePatchOptions: an apply names its field manager, only an apply may
+    force, a field manager is at most 128 printable bytes."""
+    errs: builtins.list[errors.FieldError] = []
+    if is_apply(req):
+        if not req.field_manager:
+            errs.append(errors.required("fieldManager", "is required for apply patch"))
+    elif req.HasField("force"):
+        errs.append(errors.forbidden("force", "may not be specified for non-apply patch"))
+    errs.extend(validate_manager(req.field_manager))
+    if errs:
+        raise errors.Invalid.of("PatchOptions.meta.k8s.io", "", errs)
+
+
+def applied_configuration(kind: Kind[M, L], req: meta_pb2.PatchRequest, document: object,
+                          namespace: str) -> dict[str, Any]:
+    """The configuration of an apply, checked as Kubernetes checks it: an object of the kind at its
+    version, naming the object of the URL, without managedFields."""
+    if not isinstance(document, dict):
+        raise errors.BadRequest("the apply configuration must be an object")
+    version = document.get("apiVersion") or ""
+    if version != kind.api_version:
+        raise errors.BadRequest(f"Incorrect version specified in apply patch. Specified patch version: {version}, "
+                                f"expected: {kind.api_version}")
+    if document.get("kind") != kind.name:
+        raise errors.BadRequest(f"the kind in the apply configuration ({document.get('kind') or ''}) does not match "
+                                f"the kind of the URL ({kind.name})")
+    meta = document.get("metadata")
+    if meta is not None and not isinstance(meta, dict):
+        raise errors.BadRequest("metadata must be an object")
+    meta = meta or {}
+    if meta.get("managedFields") is not None:
+        raise errors.BadRequest("metadata.managedFields must be nil")
+    if meta.get("name", req.name) != req.name:
+        raise errors.BadRequest(f"the name of the object ({meta.get('name')}) does not match the name on the URL "
+                                f"({req.name})")
+    if kind.namespaced and meta.get("namespace", namespace) not in (namespace, "", None):
+        raise errors.BadRequest(f"the namespace of the object ({meta.get('namespace')}) does not match the namespace "
+                                f"on the request ({namespace})")
+    return document
 
 
 def parse_patch(req: meta_pb2.PatchRequest) -> tuple[object, str]:

@@ -17,6 +17,7 @@ from google.protobuf.message import Message
 
 from apiserver import validation
 from apiserver.auth import User
+from apiserver.fieldmanager import Manager
 from apiserver.registry import Registry, admit_update
 from machinery import errors, selectors
 from machinery.api import autoscaling_pb2, meta_pb2
@@ -76,7 +77,9 @@ class ScaleSubresource:
         return scale_of(kind, await self.registry.get(kind, req.namespace, req.name))
 
     async def update(self, kind: Kind, scale: autoscaling_pb2.Scale, user: User,
-                     dry_run: bool = False) -> autoscaling_pb2.Scale:
+                     dry_run: bool = False, field_manager: str | None = None) -> autoscaling_pb2.Scale:
+        """Set the object's ``spec.replicas``, recorded under ``field_manager`` with subresource
+        "scale" (as Kubernetes records a scale's managedFields on its object)."""
         wanted = autoscaling_pb2.Scale()
         wanted.CopyFrom(scale)
         meta = wanted.metadata
@@ -96,6 +99,7 @@ class ScaleSubresource:
             _scalable(new).spec.replicas = wanted.spec.replicas
             return admit_update(kind, "scale", user, new, old)
 
-        updated = await self.registry.guaranteed_update(kind, meta.namespace, meta.name, build,
-                                                        precondition_rv=meta.resource_version, dry_run=dry_run)
+        updated = await self.registry.guaranteed_update(
+            kind, meta.namespace, meta.name, build, precondition_rv=meta.resource_version, dry_run=dry_run,
+            manager=Manager(field_manager, "scale") if field_manager is not None else None)
         return scale_of(kind, updated)

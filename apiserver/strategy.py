@@ -75,6 +75,19 @@ def spec_bytes(kind: Kind[Message, Message], obj: Message) -> bytes:
     return tmp.SerializeToString(deterministic=True)
 
 
+def defaulted_request(kind: Kind[M, L], requested: M) -> M:
+    """A create's request as Kubernetes' decoder defaults it, before any admission plugin: what its
+    field manager is recorded as owning (the DefaultTolerationSeconds tolerations, the priority,
+    LimitRanger's resources are admission's, so nobody's)."""
+    out = copy(requested)
+    tolerations = list(out.spec.tolerations) if isinstance(out, core_pb2.Pod) else None
+    defaults.default_object(kind.name, out)
+    if isinstance(out, core_pb2.Pod) and tolerations is not None:
+        del out.spec.tolerations[:]
+        out.spec.tolerations.extend(tolerations)
+    return out
+
+
 def prepare_for_create(kind: Kind[M, L], obj: M) -> None:
     """Defaulting and the kind's create-time resets, then validation (raises Invalid)."""
     typed = accessor(obj)

@@ -70,6 +70,15 @@ class Conflict(ApiError):
     code, http = grpc.StatusCode.ABORTED, 409
 
 
+class ApplyConflict(Conflict):
+    """A server-side apply that would change fields other field managers own (Kubernetes'
+    NewApplyConflict): ``causes`` are (``conflict with "manager"``, field path) pairs."""
+
+    def __init__(self, message: str, causes: list[tuple[str, str]] | None = None):
+        super().__init__(message)
+        self.causes = causes or []
+
+
 class FailedPrecondition(ApiError):
     code, http = grpc.StatusCode.FAILED_PRECONDITION, 400
 

@@ -7,6 +7,8 @@ Kubernetes JSON needs beyond it:
 - int64 fields print as JSON numbers (protobuf prints them as strings);
 - quantities (``(kplane.v1.quantity)`` fields) accept bare numbers: ``cpu: 2``;
 - IntOrString fields (``(kplane.v1.int_or_string)``) accept numbers and print integers as numbers;
+- JSON kept as text (``(kplane.v1.raw_json)``: a managedFields entry's ``fieldsV1``) is read and
+  printed as the JSON object it holds;
 - ``null`` means "not set", as in Kubernetes JSON (``creationTimestamp: null``);
 - a field the schema does not have is rejected with its full path (Kubernetes' strict decoding),
   never dropped.
@@ -14,6 +16,7 @@ Kubernetes JSON needs beyond it:
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import lru_cache
@@ -39,6 +42,7 @@ if TYPE_CHECKING:
 # the typed extension handle they are.
 _QUANTITY = cast("_ExtensionFieldDescriptor[FieldOptions, bool]", options_pb2.quantity)
 _INT_OR_STRING = cast("_ExtensionFieldDescriptor[FieldOptions, bool]", options_pb2.int_or_string)
+_RAW_JSON = cast("_ExtensionFieldDescriptor[FieldOptions, bool]", options_pb2.raw_json)
 
 _INT64_TYPES = {
     FieldDescriptor.TYPE_INT64, FieldDescriptor.TYPE_UINT64, FieldDescriptor.TYPE_SINT64,
@@ -72,6 +76,7 @@ class _Field:
     integer: bool
     quantity: bool
     int_or_string: bool
+    raw_json: bool  # a string holding a JSON object: the object in Kubernetes JSON
     kind_name: str  # human name of the expected type, for errors
 
 
@@ -116,6 +121,7 @@ def _plan(descriptor: AnyDescriptor) -> dict[str, _Field]:
             integer=value.type in _INT_TYPES,
             quantity=opts.Extensions[_QUANTITY],
             int_or_string=opts.Extensions[_INT_OR_STRING],
+            raw_json=opts.Extensions[_RAW_JSON],
             kind_name=_describe(value),
         )
     return plan
@@ -129,6 +135,10 @@ def _join(path: str, name: str) -> str:
 
 
 def _normalize_scalar(f: _Field, value: Any, path: str) -> Any:
+    if f.raw_json:
+        if not isinstance(value, dict):
+            raise DecodeError(f'invalid value for field "{path}": expected an object, got {_json_type(value)}')
+        return json.dumps(value, separators=(",", ":"))
     if f.quantity or f.int_or_string:
         if isinstance(value, bool):
             raise DecodeError(f'invalid value for field "{path}": expected a quantity or string, got {value!r}')
@@ -258,7 +268,7 @@ def prune_unknown(message_type: type[Message], data: dict[str, Any]) -> tuple[di
 def _needs_fix(descriptor: AnyDescriptor) -> bool:
     """Whether any field below this message prints differently from protobuf's JSON."""
     for f in _plan(descriptor).values():
-        if f.int64 or f.int_or_string or f.is_map or f.opaque:
+        if f.int64 or f.int_or_string or f.is_map or f.opaque or f.raw_json:
             return True
         if f.message is not None and f.message is not descriptor and _needs_fix(f.message):
             return True
@@ -281,6 +291,8 @@ def _fix_value(f: _Field, value: Any) -> Any:
         return _integral_numbers(value)
     if f.int64:
         return int(value)
+    if f.raw_json:
+        return json.loads(value) if isinstance(value, str) else value
     if f.int_or_string and isinstance(value, str) and value.lstrip("-").isdigit():
         return int(value)
     if f.message is not None and isinstance(value, dict):

@@ -107,6 +107,12 @@ def status(exc: errors.ApiError, kind: Kind[Message, Message] | None = None, nam
     if reason:
         body["reason"] = reason
     details: dict[str, Any] = {}
+    if isinstance(exc, errors.ApplyConflict):
+        # Kubernetes' NewApplyConflict: a cause per field, and nothing else in the details.
+        body["details"] = {"causes": [{"reason": "FieldManagerConflict", "message": message, "field": path}
+                                      for message, path in exc.causes]}
+        body["code"] = exc.http
+        return body
     if isinstance(exc, errors.Invalid) and exc.kind:
         # Kubernetes' NewInvalid: the kind and name of what was invalid (a create's object has no
         # name on the URL; a Scale or a DeleteOptions is not the URL's kind).

@@ -23,8 +23,10 @@ Everything is generated from the proto descriptors (``machinery/api``) and the k
 * ``x-kubernetes-patch-merge-key``/``-strategy`` come from ``machinery.patch.MERGE_LISTS``, the
   table the apiserver's strategic merge patch applies (one source of truth), resolved from each
   kind's JSON paths to the message field they name; ``required``, ``x-kubernetes-list-type``,
-  ``-list-map-keys`` and ``-map-type`` are Kubernetes' markers of the Go types, in ``_REQUIRED``,
-  ``_LIST_TYPES``, ``_ATOMIC_MAPS`` and ``_ATOMIC_STRUCTS``.
+  ``-list-map-keys``, ``-map-type`` and ``default`` are Kubernetes' markers of the Go types, in
+  ``_REQUIRED``, ``_LIST_TYPES``, ``_ATOMIC_MAPS``, ``_ATOMIC_STRUCTS`` and ``_DEFAULTS`` (the
+  defaults of list-map keys only). Server-side apply (``apiserver.fieldmanager``) reads its schema
+  from these documents, as Kubernetes' does.
 
 The contract the REST server calls: :func:`openapi_v2`, :func:`openapi_v3_paths`,
 :func:`openapi_v3`. Each document is built once and is the same on every build (the server may
@@ -98,6 +100,7 @@ _QUANTITY = "io.k8s.apimachinery.pkg.api.resource.Quantity"
 _INT_OR_STRING = "io.k8s.apimachinery.pkg.util.intstr.IntOrString"
 _TIME = f"{_META}.Time"
 _MICRO_TIME = f"{_META}.MicroTime"
+_FIELDS_V1 = f"{_META}.FieldsV1"
 _STATUS = f"{_META}.Status"
 _PATCH = f"{_META}.Patch"
 _DELETE_OPTIONS = f"{_META}.DeleteOptions"
@@ -107,6 +110,7 @@ _DELETE_OPTIONS = f"{_META}.DeleteOptions"
 _TIMES = {
     "kplane.v1.ObjectMeta.creation_timestamp": _TIME,
     "kplane.v1.ObjectMeta.deletion_timestamp": _TIME,
+    "kplane.v1.ManagedFieldsEntry.time": _TIME,
     "kplane.v1.Condition.last_transition_time": _TIME,
     "kplane.v1.PodCondition.last_probe_time": _TIME,
     "kplane.v1.PodCondition.last_transition_time": _TIME,
@@ -255,6 +259,7 @@ _LIST_TYPES: dict[str, str | tuple[str, ...]] = {
     "kplane.v1.LimitRangeSpec.limits": "atomic",
     "kplane.v1.ObjectMeta.owner_references": ("uid",),
     "kplane.v1.ObjectMeta.finalizers": "set",
+    "kplane.v1.ObjectMeta.managed_fields": "atomic",
     "kplane.v1.LabelSelector.match_expressions": "atomic",
     "kplane.v1.LabelSelectorRequirement.values": "atomic",
     "kplane.v1.ReplicaSetStatus.conditions": ("type",),
@@ -273,6 +278,12 @@ _LIST_TYPES: dict[str, str | tuple[str, ...]] = {
     "kplane.v1.ResourceSliceSpec.devices": "atomic",
     "kplane.v1.DeviceClassSpec.selectors": "atomic",
     "kplane.v1.DeviceClassSpec.config": "atomic",
+}
+
+#: ``+default`` of the fields that are keys of a list map (Kubernetes publishes them so that
+#: server-side apply can key an item that leaves them out: a port without ``protocol`` is TCP's).
+_DEFAULTS: dict[str, Any] = {
+    "kplane.v1.ContainerPort.protocol": "TCP",
 }
 
 #: Map fields marked ``+mapType=atomic``.
@@ -358,8 +369,8 @@ def _gvk(group: str, version: str, kind: str) -> dict[str, str]:
 
 
 def _handwritten_definitions(group_versions: tuple[tuple[str, str], ...]) -> dict[str, Schema]:
-    """Quantity, IntOrString, Time and MicroTime (strings in JSON), Status (every error and some
-    deletes), Patch (a PATCH body), WatchEvent and RawExtension (a watch stream's events)."""
+    """Quantity, IntOrString, Time and MicroTime (strings in JSON), FieldsV1 (an object), Status
+    (every error and some deletes), Patch (a PATCH body), WatchEvent and RawExtension (a watch stream's events)."""
     every_group_version = [_gvk(g, v, "") for g, v in group_versions]
     return {
         _QUANTITY: {
@@ -376,6 +387,12 @@ def _handwritten_definitions(group_versions: tuple[tuple[str, str], ...]) -> dic
             "description": "A time, RFC 3339 to the second (2006-01-02T15:04:05Z).",
             "format": "date-time",
             "type": "string",
+        },
+        _FIELDS_V1: {
+            "description": "FieldsV1 is a set of fields as Kubernetes encodes it: a JSON object whose keys are "
+                           "f:<field>, k:<the keys of a list item, as JSON>, v:<a set's value, as JSON>, i:<index> "
+                           "and \".\" (the node itself), each holding the set below it.",
+            "type": "object",
         },
         _MICRO_TIME: {
             "description": "A time, RFC 3339 to the microsecond (2006-01-02T15:04:05.000000Z).",
@@ -464,6 +481,7 @@ _V3_REFS = "#/components/schemas/"
 
 _OPT_QUANTITY = cast("_ExtensionFieldDescriptor[FieldOptions, bool]", options_pb2.quantity)
 _OPT_INT_OR_STRING = cast("_ExtensionFieldDescriptor[FieldOptions, bool]", options_pb2.int_or_string)
+_OPT_RAW_JSON = cast("_ExtensionFieldDescriptor[FieldOptions, bool]", options_pb2.raw_json)
 
 _SCALARS: dict[int, Schema] = {
     FieldDescriptor.TYPE_STRING: {"type": "string"},
@@ -536,6 +554,8 @@ def _value_schema(fd: AnyFieldDescriptor, value: AnyFieldDescriptor) -> Schema:
         return {"$ref": _ref(_QUANTITY)}
     if options.Extensions[_OPT_INT_OR_STRING]:
         return {"$ref": _ref(_INT_OR_STRING)}
+    if options.Extensions[_OPT_RAW_JSON]:
+        return {"$ref": _ref(_FIELDS_V1)}
     message = _message_type(value)
     if message is None:
         return dict(_SCALARS[value.type])
@@ -619,6 +639,8 @@ def _field_schema(fd: AnyFieldDescriptor, kind: str | None) -> Schema:
             schema["x-kubernetes-list-type"] = list_type
     else:
         schema = _value_schema(fd, fd)
+    if fd.full_name in _DEFAULTS:
+        schema["default"] = _DEFAULTS[fd.full_name]
     patch = _patch_strategies().get(fd.full_name)
     if patch is not None:
         if patch.merge_key:

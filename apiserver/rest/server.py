@@ -286,7 +286,7 @@ class RestServer:
             output = codec.negotiate(request.headers.get("Accept", ""), table=reading,
                                      include_object=query.get("includeObject"))
             call = verbs.Call(api, target, request.method, query, body, request.headers.get("Content-Type", ""),
-                              output)
+                              output, user_agent=request.headers.get("User-Agent", ""))
             if verb == "WATCH":
                 return await watch.serve(request, call, lambda: self._authenticate(request))
             handler = verbs.HANDLERS[verb]

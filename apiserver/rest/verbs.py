@@ -7,9 +7,12 @@ Kubernetes' RequestInfo decides the verb from the method and the URL (``verb_of`
 object is get, of a collection list (watch with ``?watch=1``: watch.py), POST create, PUT update,
 PATCH patch, DELETE of an object delete and of a collection deletecollection. Query parameters
 are Kubernetes': ``dryRun=All``, ``fieldValidation=Strict|Warn|Ignore`` (Warn, the default, drops
-an unknown field with a ``Warning`` header; Strict refuses it), ``fieldManager`` (accepted; only
-server-side apply would use it, and that is not served yet), ``labelSelector``, ``fieldSelector``,
-``limit``/``continue``, ``resourceVersion``/``resourceVersionMatch``, DeleteOptions' fields.
+an unknown field with a ``Warning`` header; Strict refuses it), ``fieldManager`` (the manager a
+write is recorded under in metadata.managedFields; without it the User-Agent up to its first "/",
+as Kubernetes names a client; required for server-side apply) and ``force`` (apply only),
+``labelSelector``, ``fieldSelector``, ``limit``/``continue``, ``resourceVersion``/
+``resourceVersionMatch``, DeleteOptions' fields. A PATCH of ``application/apply-patch+yaml`` is
+server-side apply (the registry's ``apply``): its YAML body goes to the registry as JSON.
 """
 
 from __future__ import annotations
@@ -18,10 +21,12 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, Awaitable, Callable, Mapping, Sequence
 
+import yaml
 from google.protobuf.message import Message
 
 from apiserver.admission import noderestriction
 from apiserver.auth import User
+from apiserver.fieldmanager import manager_from_user_agent, validate_manager
 from apiserver.requests import Api
 from apiserver.rest import codec, tables
 from apiserver.rest.paths import NOT_EMULATED, Target
@@ -36,6 +41,7 @@ PATCH_TYPES = {
     "application/json-patch+json": "json",
 }
 APPLY_PATCH = "application/apply-patch+yaml"
+APPLY = "apply"  # the registry's patch type of server-side apply
 _SCALE_RETRIES = 5
 
 
@@ -71,6 +77,7 @@ class Call:
     output: codec.Output
     user: User | None = None
     warnings: list[str] = field(default_factory=list)
+    user_agent: str = ""
 
     @property
     def kind(self) -> Kind[Message, Message]:
@@ -84,6 +91,16 @@ class Call:
     def who(self) -> User:
         assert self.user is not None, "the request path authenticates before a verb runs"
         return self.user
+
+    def field_manager(self, options: str) -> str:
+        """The write's field manager: ``fieldManager`` (checked as Kubernetes checks it, an
+        invalid one refused as ``options`` — CreateOptions, UpdateOptions — is), else the client's
+        User-Agent up to its first "/"."""
+        given = self.query.get("fieldManager")
+        errs = validate_manager(given)
+        if errs:
+            raise errors.Invalid.of(f"{options}.meta.k8s.io", "", errs)
+        return given or manager_from_user_agent(self.user_agent)
 
 
 @dataclass(frozen=True)
@@ -241,30 +258,33 @@ async def create(call: Call) -> Reply:
         raise _method_not_allowed()
     obj = _decode(call, call.kind.message, call.kind.api_version, call.kind.name)
     _check_namespace(call, object_meta(obj))
-    return _object(call, await api.registry.create(call.kind, obj, call.who, dry), 201)
+    manager = call.field_manager("CreateOptions")
+    return _object(call, await api.registry.create(call.kind, obj, call.who, dry, field_manager=manager), 201)
 
 
 async def update(call: Call) -> Reply:
     t, api, dry = call.target, call.api, dry_run(call.query.getall("dryRun"))
     if not t.name:
         raise _method_not_allowed()
+    manager = call.field_manager("UpdateOptions")
     if t.subresource == "scale":
         scale = _decode(call, autoscaling_pb2.Scale, "autoscaling/v1", "Scale")
         assert isinstance(scale, autoscaling_pb2.Scale)
         _check_name(call, scale.metadata)
         _check_namespace(call, scale.metadata)
-        updated = await api.scale.update(call.kind, scale, call.who, dry)
+        updated = await api.scale.update(call.kind, scale, call.who, dry, field_manager=manager)
         return Reply(200, codec.to_json(updated, "autoscaling/v1", "Scale"))
     obj = _decode(call, call.kind.message, call.kind.api_version, call.kind.name)
     meta = object_meta(obj)
     _check_name(call, meta)
     _check_namespace(call, meta)
     if t.subresource in ("", "status"):
-        result = await api.registry.update(call.kind, obj, call.who, dry, subresource=t.subresource)
+        result = await api.registry.update(call.kind, obj, call.who, dry, subresource=t.subresource,
+                                           field_manager=manager)
     elif t.subresource == "resize" and isinstance(obj, core_pb2.Pod):
-        result = await api.pods.resize(obj, call.who, dry)
+        result = await api.pods.resize(obj, call.who, dry, field_manager=manager)
     elif t.subresource == "finalize" and isinstance(obj, core_pb2.Namespace):
-        result = await api.namespaces.finalize(obj, call.who, dry)
+        result = await api.namespaces.finalize(obj, call.who, dry, field_manager=manager)
     else:
         raise _method_not_allowed()
     return _object(call, result)
@@ -273,15 +293,41 @@ async def update(call: Call) -> Reply:
 def patch_type(content_type: str) -> str:
     media = content_type.split(";")[0].strip().lower()
     if media == APPLY_PATCH:
-        raise codec.UnsupportedMediaType(
-            "the patch type application/apply-patch+yaml (server-side apply) is not served by kplane yet; "
-            "use client-side apply (kubectl apply without --server-side) or a strategic merge, merge or JSON patch")
+        return APPLY
     try:
         return PATCH_TYPES[media]
     except KeyError:
         raise codec.UnsupportedMediaType(
             f'the body of the request was in an unknown format - accepted media types include: '
-            f'{", ".join(PATCH_TYPES)}, {APPLY_PATCH} (not served yet)') from None
+            f'{", ".join(PATCH_TYPES)}, {APPLY_PATCH}') from None
+
+
+def _force(query: Query) -> bool | None:
+    """``force`` as Go's strconv.ParseBool reads it; None when not given."""
+    if "force" not in query:
+        return None
+    text = query.get("force")
+    if text in ("1", "t", "T", "true", "TRUE", "True"):
+        return True
+    if text in ("0", "f", "F", "false", "FALSE", "False", ""):
+        return False
+    raise errors.BadRequest(f'force: invalid value "{text}": must be a boolean')
+
+
+def _patch_body(call: Call, kind_of_patch: str) -> str:
+    """The patch as the registry takes it: JSON (an apply configuration is YAML, or JSON)."""
+    if kind_of_patch != APPLY:
+        return call.body.decode("utf-8", errors="replace")
+    try:
+        doc = json.loads(call.body) if call.body.lstrip().startswith(b"{") else None
+    except ValueError:
+        doc = None
+    try:
+        if doc is None:
+            doc = yaml.safe_load(call.body) if call.body.strip() else None
+    except yaml.YAMLError as exc:
+        raise errors.BadRequest(f"error decoding YAML: {' '.join(str(exc).split())}") from None
+    return json.dumps(doc, separators=(",", ":"), default=str)
 
 
 async def patch_(call: Call) -> Reply:
@@ -294,15 +340,23 @@ async def patch_(call: Call) -> Reply:
         raise errors.BadRequest(f"fieldValidation must be one of {', '.join(codec.FIELD_VALIDATIONS)}, got "
                                 f'"{validation}"')
     unknown: list[str] | None = None if validation == "Strict" else []
-    text = call.body.decode("utf-8", errors="replace")
-    req = meta_pb2.PatchRequest(namespace=call.namespace, name=t.name, patch_type=kind_of_patch, patch=text,
-                                subresource=t.subresource)
+    req = meta_pb2.PatchRequest(namespace=call.namespace, name=t.name, patch_type=kind_of_patch,
+                                patch=_patch_body(call, kind_of_patch), subresource=t.subresource,
+                                field_manager=call.query.get("fieldManager"))
+    force = _force(call.query)
+    if force is not None:
+        req.force = force
+    manager = call.field_manager("PatchOptions")
     if t.subresource == "scale":
-        return Reply(200, codec.to_json(await _patch_scale(call, req, dry), "autoscaling/v1", "Scale"))
+        if kind_of_patch == APPLY:
+            raise codec.UnsupportedMediaType(f"server-side apply is not served on {call.kind.plural}/scale by kplane: "
+                                             "apply to the object, or use kubectl scale")
+        scale = await _patch_scale(call, req, dry, manager)
+        return Reply(200, codec.to_json(scale, "autoscaling/v1", "Scale"))
     if t.subresource in ("", "status"):
-        result = await api.registry.patch(call.kind, req, call.who, dry, unknown=unknown)
+        result = await api.registry.patch(call.kind, req, call.who, dry, unknown=unknown, field_manager=manager)
     elif t.subresource == "resize" and call.kind is POD:
-        result = await api.pods.resize_patch(req, call.who, dry, unknown=unknown)
+        result = await api.pods.resize_patch(req, call.who, dry, unknown=unknown, field_manager=manager)
     else:
         raise _method_not_allowed()
     if unknown and validation == "Warn":
@@ -310,7 +364,7 @@ async def patch_(call: Call) -> Reply:
     return _object(call, result)
 
 
-async def _patch_scale(call: Call, req: meta_pb2.PatchRequest, dry: bool) -> autoscaling_pb2.Scale:
+async def _patch_scale(call: Call, req: meta_pb2.PatchRequest, dry: bool, manager: str) -> autoscaling_pb2.Scale:
     """A patch of the scale subresource (``kubectl scale``): applied to the current Scale, then an
     update of it with the Scale's resourceVersion as precondition, read again on a race."""
     try:
@@ -330,7 +384,7 @@ async def _patch_scale(call: Call, req: meta_pb2.PatchRequest, dry: bool) -> aut
         if not wanted.metadata.resource_version:
             wanted.metadata.resource_version = current.metadata.resource_version
         try:
-            return await call.api.scale.update(call.kind, wanted, call.who, dry)
+            return await call.api.scale.update(call.kind, wanted, call.who, dry, field_manager=manager)
         except errors.Conflict:
             if isinstance(document, dict) and (document.get("metadata") or {}).get("resourceVersion"):
                 raise

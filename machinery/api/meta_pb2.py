@@ -22,9 +22,10 @@ _runtime_version.ValidateProtobufRuntimeVersion(
 _sym_db = _symbol_database.Default()
 
 
+from machinery.api import options_pb2 as kplane_dot_v1_dot_options__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x14kplane/v1/meta.proto\x12\tkplane.v1\"\xa1\x04\n\nObjectMeta\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x15\n\rgenerate_name\x18\x02 \x01(\t\x12\x11\n\tnamespace\x18\x03 \x01(\t\x12\x0b\n\x03uid\x18\x04 \x01(\t\x12\x18\n\x10resource_version\x18\x05 \x01(\t\x12\x12\n\ngeneration\x18\x06 \x01(\x03\x12\x1a\n\x12\x63reation_timestamp\x18\x07 \x01(\t\x12\x1a\n\x12\x64\x65letion_timestamp\x18\x08 \x01(\t\x12*\n\x1d\x64\x65letion_grace_period_seconds\x18\t \x01(\x03H\x00\x88\x01\x01\x12\x31\n\x06labels\x18\n \x03(\x0b\x32!.kplane.v1.ObjectMeta.LabelsEntry\x12;\n\x0b\x61nnotations\x18\x0b \x03(\x0b\x32&.kplane.v1.ObjectMeta.AnnotationsEntry\x12\x33\n\x10owner_references\x18\x0c \x03(\x0b\x32\x19.kplane.v1.OwnerReference\x12\x12\n\nfinalizers\x18\r \x03(\t\x1a-\n\x0bLabelsEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\x1a\x32\n\x10\x41nnotationsEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\x42 \n\x1e_deletion_grace_period_seconds\"\xb2\x01\n\x0eOwnerReference\x12\x13\n\x0b\x61pi_version\x18\x01 \x01(\t\x12\x0c\n\x04kind\x18\x02 \x01(\t\x12\x0c\n\x04name\x18\x03 \x01(\t\x12\x0b\n\x03uid\x18\x04 \x01(\t\x12\x17\n\ncontroller\x18\x05 \x01(\x08H\x00\x88\x01\x01\x12!\n\x14\x62lock_owner_deletion\x18\x06 \x01(\x08H\x01\x88\x01\x01\x42\r\n\x0b_controllerB\x17\n\x15_block_owner_deletion\"\x82\x01\n\x08ListMeta\x12\x18\n\x10resource_version\x18\x01 \x01(\t\x12 \n\x0e\x63ontinue_token\x18\x02 \x01(\tR\x08\x63ontinue\x12!\n\x14remaining_item_count\x18\x03 \x01(\x03H\x00\x88\x01\x01\x42\x17\n\x15_remaining_item_count\"\xc4\x01\n\rLabelSelector\x12?\n\x0cmatch_labels\x18\x01 \x03(\x0b\x32).kplane.v1.LabelSelector.MatchLabelsEntry\x12>\n\x11match_expressions\x18\x02 \x03(\x0b\x32#.kplane.v1.LabelSelectorRequirement\x1a\x32\n\x10MatchLabelsEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"I\n\x18LabelSelectorRequirement\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\x10\n\x08operator\x18\x02 \x01(\t\x12\x0e\n\x06values\x18\x03 \x03(\t\"\x85\x01\n\tCondition\x12\x0c\n\x04type\x18\x01 \x01(\t\x12\x0e\n\x06status\x18\x02 \x01(\t\x12\x1b\n\x13observed_generation\x18\x03 \x01(\x03\x12\x1c\n\x14last_transition_time\x18\x04 \x01(\t\x12\x0e\n\x06reason\x18\x05 \x01(\t\x12\x0f\n\x07message\x18\x06 \x01(\t\"\x90\x01\n\x0fObjectReference\x12\x0c\n\x04kind\x18\x01 \x01(\t\x12\x11\n\tnamespace\x18\x02 \x01(\t\x12\x0c\n\x04name\x18\x03 \x01(\t\x12\x0b\n\x03uid\x18\x04 \x01(\t\x12\x13\n\x0b\x61pi_version\x18\x05 \x01(\t\x12\x18\n\x10resource_version\x18\x06 \x01(\t\x12\x12\n\nfield_path\x18\x07 \x01(\t\"$\n\x14LocalObjectReference\x12\x0c\n\x04name\x18\x01 \x01(\t\"-\n\nGetRequest\x12\x11\n\tnamespace\x18\x01 \x01(\t\x12\x0c\n\x04name\x18\x02 \x01(\t\"\x9b\x01\n\x0bListRequest\x12\x11\n\tnamespace\x18\x01 \x01(\t\x12\x16\n\x0elabel_selector\x18\x02 \x01(\t\x12\x16\n\x0e\x66ield_selector\x18\x03 \x01(\t\x12\x18\n\x10resource_version\x18\x04 \x01(\t\x12\r\n\x05limit\x18\x05 \x01(\x03\x12 \n\x0e\x63ontinue_token\x18\x06 \x01(\tR\x08\x63ontinue\"\xa7\x01\n\x0cWatchRequest\x12\x11\n\tnamespace\x18\x01 \x01(\t\x12\x16\n\x0elabel_selector\x18\x02 \x01(\t\x12\x16\n\x0e\x66ield_selector\x18\x03 \x01(\t\x12\x18\n\x10resource_version\x18\x04 \x01(\t\x12\x1d\n\x15\x61llow_watch_bookmarks\x18\x05 \x01(\x08\x12\x1b\n\x13send_initial_events\x18\x06 \x01(\x08\"]\n\rPreconditions\x12\x10\n\x03uid\x18\x01 \x01(\tH\x00\x88\x01\x01\x12\x1d\n\x10resource_version\x18\x02 \x01(\tH\x01\x88\x01\x01\x42\x06\n\x04_uidB\x13\n\x11_resource_version\"\xd5\x01\n\rDeleteRequest\x12\x11\n\tnamespace\x18\x01 \x01(\t\x12\x0c\n\x04name\x18\x02 \x01(\t\x12!\n\x14grace_period_seconds\x18\x03 \x01(\x03H\x00\x88\x01\x01\x12/\n\rpreconditions\x18\x04 \x01(\x0b\x32\x18.kplane.v1.Preconditions\x12\x1f\n\x12propagation_policy\x18\x05 \x01(\tH\x01\x88\x01\x01\x42\x17\n\x15_grace_period_secondsB\x15\n\x13_propagation_policy\"g\n\x0cPatchRequest\x12\x11\n\tnamespace\x18\x01 \x01(\t\x12\x0c\n\x04name\x18\x02 \x01(\t\x12\x12\n\npatch_type\x18\x03 \x01(\t\x12\r\n\x05patch\x18\x04 \x01(\t\x12\x13\n\x0bsubresource\x18\x05 \x01(\tB\x16Z\x14kplane.dev/api/v1;v1b\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x14kplane/v1/meta.proto\x12\tkplane.v1\x1a\x17kplane/v1/options.proto\"\xd8\x04\n\nObjectMeta\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x15\n\rgenerate_name\x18\x02 \x01(\t\x12\x11\n\tnamespace\x18\x03 \x01(\t\x12\x0b\n\x03uid\x18\x04 \x01(\t\x12\x18\n\x10resource_version\x18\x05 \x01(\t\x12\x12\n\ngeneration\x18\x06 \x01(\x03\x12\x1a\n\x12\x63reation_timestamp\x18\x07 \x01(\t\x12\x1a\n\x12\x64\x65letion_timestamp\x18\x08 \x01(\t\x12*\n\x1d\x64\x65letion_grace_period_seconds\x18\t \x01(\x03H\x00\x88\x01\x01\x12\x31\n\x06labels\x18\n \x03(\x0b\x32!.kplane.v1.ObjectMeta.LabelsEntry\x12;\n\x0b\x61nnotations\x18\x0b \x03(\x0b\x32&.kplane.v1.ObjectMeta.AnnotationsEntry\x12\x33\n\x10owner_references\x18\x0c \x03(\x0b\x32\x19.kplane.v1.OwnerReference\x12\x12\n\nfinalizers\x18\r \x03(\t\x12\x35\n\x0emanaged_fields\x18\x0e \x03(\x0b\x32\x1d.kplane.v1.ManagedFieldsEntry\x1a-\n\x0bLabelsEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\x1a\x32\n\x10\x41nnotationsEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\x42 \n\x1e_deletion_grace_period_seconds\"\xa8\x01\n\x12ManagedFieldsEntry\x12\x0f\n\x07manager\x18\x01 \x01(\t\x12\x11\n\toperation\x18\x02 \x01(\t\x12\x13\n\x0b\x61pi_version\x18\x03 \x01(\t\x12\x0c\n\x04time\x18\x04 \x01(\t\x12\x13\n\x0b\x66ields_type\x18\x05 \x01(\t\x12!\n\tfields_v1\x18\x06 \x01(\tB\x04\xd8\xf3\x18\x01R\x08\x66ieldsV1\x12\x13\n\x0bsubresource\x18\x07 \x01(\t\"\xb2\x01\n\x0eOwnerReference\x12\x13\n\x0b\x61pi_version\x18\x01 \x01(\t\x12\x0c\n\x04kind\x18\x02 \x01(\t\x12\x0c\n\x04name\x18\x03 \x01(\t\x12\x0b\n\x03uid\x18\x04 \x01(\t\x12\x17\n\ncontroller\x18\x05 \x01(\x08H\x00\x88\x01\x01\x12!\n\x14\x62lock_owner_deletion\x18\x06 \x01(\x08H\x01\x88\x01\x01\x42\r\n\x0b_controllerB\x17\n\x15_block_owner_deletion\"\x82\x01\n\x08ListMeta\x12\x18\n\x10resource_version\x18\x01 \x01(\t\x12 \n\x0e\x63ontinue_token\x18\x02 \x01(\tR\x08\x63ontinue\x12!\n\x14remaining_item_count\x18\x03 \x01(\x03H\x00\x88\x01\x01\x42\x17\n\x15_remaining_item_count\"\xc4\x01\n\rLabelSelector\x12?\n\x0cmatch_labels\x18\x01 \x03(\x0b\x32).kplane.v1.LabelSelector.MatchLabelsEntry\x12>\n\x11match_expressions\x18\x02 \x03(\x0b\x32#.kplane.v1.LabelSelectorRequirement\x1a\x32\n\x10MatchLabelsEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"I\n\x18LabelSelectorRequirement\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\x10\n\x08operator\x18\x02 \x01(\t\x12\x0e\n\x06values\x18\x03 \x03(\t\"\x85\x01\n\tCondition\x12\x0c\n\x04type\x18\x01 \x01(\t\x12\x0e\n\x06status\x18\x02 \x01(\t\x12\x1b\n\x13observed_generation\x18\x03 \x01(\x03\x12\x1c\n\x14last_transition_time\x18\x04 \x01(\t\x12\x0e\n\x06reason\x18\x05 \x01(\t\x12\x0f\n\x07message\x18\x06 \x01(\t\"\x90\x01\n\x0fObjectReference\x12\x0c\n\x04kind\x18\x01 \x01(\t\x12\x11\n\tnamespace\x18\x02 \x01(\t\x12\x0c\n\x04name\x18\x03 \x01(\t\x12\x0b\n\x03uid\x18\x04 \x01(\t\x12\x13\n\x0b\x61pi_version\x18\x05 \x01(\t\x12\x18\n\x10resource_version\x18\x06 \x01(\t\x12\x12\n\nfield_path\x18\x07 \x01(\t\"$\n\x14LocalObjectReference\x12\x0c\n\x04name\x18\x01 \x01(\t\"-\n\nGetRequest\x12\x11\n\tnamespace\x18\x01 \x01(\t\x12\x0c\n\x04name\x18\x02 \x01(\t\"\x9b\x01\n\x0bListRequest\x12\x11\n\tnamespace\x18\x01 \x01(\t\x12\x16\n\x0elabel_selector\x18\x02 \x01(\t\x12\x16\n\x0e\x66ield_selector\x18\x03 \x01(\t\x12\x18\n\x10resource_version\x18\x04 \x01(\t\x12\r\n\x05limit\x18\x05 \x01(\x03\x12 \n\x0e\x63ontinue_token\x18\x06 \x01(\tR\x08\x63ontinue\"\xa7\x01\n\x0cWatchRequest\x12\x11\n\tnamespace\x18\x01 \x01(\t\x12\x16\n\x0elabel_selector\x18\x02 \x01(\t\x12\x16\n\x0e\x66ield_selector\x18\x03 \x01(\t\x12\x18\n\x10resource_version\x18\x04 \x01(\t\x12\x1d\n\x15\x61llow_watch_bookmarks\x18\x05 \x01(\x08\x12\x1b\n\x13send_initial_events\x18\x06 \x01(\x08\"]\n\rPreconditions\x12\x10\n\x03uid\x18\x01 \x01(\tH\x00\x88\x01\x01\x12\x1d\n\x10resource_version\x18\x02 \x01(\tH\x01\x88\x01\x01\x42\x06\n\x04_uidB\x13\n\x11_resource_version\"\xd5\x01\n\rDeleteRequest\x12\x11\n\tnamespace\x18\x01 \x01(\t\x12\x0c\n\x04name\x18\x02 \x01(\t\x12!\n\x14grace_period_seconds\x18\x03 \x01(\x03H\x00\x88\x01\x01\x12/\n\rpreconditions\x18\x04 \x01(\x0b\x32\x18.kplane.v1.Preconditions\x12\x1f\n\x12propagation_policy\x18\x05 \x01(\tH\x01\x88\x01\x01\x42\x17\n\x15_grace_period_secondsB\x15\n\x13_propagation_policy\"\x9c\x01\n\x0cPatchRequest\x12\x11\n\tnamespace\x18\x01 \x01(\t\x12\x0c\n\x04name\x18\x02 \x01(\t\x12\x12\n\npatch_type\x18\x03 \x01(\t\x12\r\n\x05patch\x18\x04 \x01(\t\x12\x13\n\x0bsubresource\x18\x05 \x01(\t\x12\x15\n\rfield_manager\x18\x06 \x01(\t\x12\x12\n\x05\x66orce\x18\x07 \x01(\x08H\x00\x88\x01\x01\x42\x08\n\x06_forceB\x16Z\x14kplane.dev/api/v1;v1b\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -36,40 +37,44 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_OBJECTMETA_LABELSENTRY']._serialized_options = b'8\001'
   _globals['_OBJECTMETA_ANNOTATIONSENTRY']._loaded_options = None
   _globals['_OBJECTMETA_ANNOTATIONSENTRY']._serialized_options = b'8\001'
+  _globals['_MANAGEDFIELDSENTRY'].fields_by_name['fields_v1']._loaded_options = None
+  _globals['_MANAGEDFIELDSENTRY'].fields_by_name['fields_v1']._serialized_options = b'\330\363\030\001'
   _globals['_LABELSELECTOR_MATCHLABELSENTRY']._loaded_options = None
   _globals['_LABELSELECTOR_MATCHLABELSENTRY']._serialized_options = b'8\001'
-  _globals['_OBJECTMETA']._serialized_start=36
-  _globals['_OBJECTMETA']._serialized_end=581
-  _globals['_OBJECTMETA_LABELSENTRY']._serialized_start=450
-  _globals['_OBJECTMETA_LABELSENTRY']._serialized_end=495
-  _globals['_OBJECTMETA_ANNOTATIONSENTRY']._serialized_start=497
-  _globals['_OBJECTMETA_ANNOTATIONSENTRY']._serialized_end=547
-  _globals['_OWNERREFERENCE']._serialized_start=584
-  _globals['_OWNERREFERENCE']._serialized_end=762
-  _globals['_LISTMETA']._serialized_start=765
-  _globals['_LISTMETA']._serialized_end=895
-  _globals['_LABELSELECTOR']._serialized_start=898
-  _globals['_LABELSELECTOR']._serialized_end=1094
-  _globals['_LABELSELECTOR_MATCHLABELSENTRY']._serialized_start=1044
-  _globals['_LABELSELECTOR_MATCHLABELSENTRY']._serialized_end=1094
-  _globals['_LABELSELECTORREQUIREMENT']._serialized_start=1096
-  _globals['_LABELSELECTORREQUIREMENT']._serialized_end=1169
-  _globals['_CONDITION']._serialized_start=1172
-  _globals['_CONDITION']._serialized_end=1305
-  _globals['_OBJECTREFERENCE']._serialized_start=1308
-  _globals['_OBJECTREFERENCE']._serialized_end=1452
-  _globals['_LOCALOBJECTREFERENCE']._serialized_start=1454
-  _globals['_LOCALOBJECTREFERENCE']._serialized_end=1490
-  _globals['_GETREQUEST']._serialized_start=1492
-  _globals['_GETREQUEST']._serialized_end=1537
-  _globals['_LISTREQUEST']._serialized_start=1540
-  _globals['_LISTREQUEST']._serialized_end=1695
-  _globals['_WATCHREQUEST']._serialized_start=1698
-  _globals['_WATCHREQUEST']._serialized_end=1865
-  _globals['_PRECONDITIONS']._serialized_start=1867
-  _globals['_PRECONDITIONS']._serialized_end=1960
-  _globals['_DELETEREQUEST']._serialized_start=1963
-  _globals['_DELETEREQUEST']._serialized_end=2176
-  _globals['_PATCHREQUEST']._serialized_start=2178
-  _globals['_PATCHREQUEST']._serialized_end=2281
+  _globals['_OBJECTMETA']._serialized_start=61
+  _globals['_OBJECTMETA']._serialized_end=661
+  _globals['_OBJECTMETA_LABELSENTRY']._serialized_start=530
+  _globals['_OBJECTMETA_LABELSENTRY']._serialized_end=575
+  _globals['_OBJECTMETA_ANNOTATIONSENTRY']._serialized_start=577
+  _globals['_OBJECTMETA_ANNOTATIONSENTRY']._serialized_end=627
+  _globals['_MANAGEDFIELDSENTRY']._serialized_start=664
+  _globals['_MANAGEDFIELDSENTRY']._serialized_end=832
+  _globals['_OWNERREFERENCE']._serialized_start=835
+  _globals['_OWNERREFERENCE']._serialized_end=1013
+  _globals['_LISTMETA']._serialized_start=1016
+  _globals['_LISTMETA']._serialized_end=1146
+  _globals['_LABELSELECTOR']._serialized_start=1149
+  _globals['_LABELSELECTOR']._serialized_end=1345
+  _globals['_LABELSELECTOR_MATCHLABELSENTRY']._serialized_start=1295
+  _globals['_LABELSELECTOR_MATCHLABELSENTRY']._serialized_end=1345
+  _globals['_LABELSELECTORREQUIREMENT']._serialized_start=1347
+  _globals['_LABELSELECTORREQUIREMENT']._serialized_end=1420
+  _globals['_CONDITION']._serialized_start=1423
+  _globals['_CONDITION']._serialized_end=1556
+  _globals['_OBJECTREFERENCE']._serialized_start=1559
+  _globals['_OBJECTREFERENCE']._serialized_end=1703
+  _globals['_LOCALOBJECTREFERENCE']._serialized_start=1705
+  _globals['_LOCALOBJECTREFERENCE']._serialized_end=1741
+  _globals['_GETREQUEST']._serialized_start=1743
+  _globals['_GETREQUEST']._serialized_end=1788
+  _globals['_LISTREQUEST']._serialized_start=1791
+  _globals['_LISTREQUEST']._serialized_end=1946
+  _globals['_WATCHREQUEST']._serialized_start=1949
+  _globals['_WATCHREQUEST']._serialized_end=2116
+  _globals['_PRECONDITIONS']._serialized_start=2118
+  _globals['_PRECONDITIONS']._serialized_end=2211
+  _globals['_DELETEREQUEST']._serialized_start=2214
+  _globals['_DELETEREQUEST']._serialized_end=2427
+  _globals['_PATCHREQUEST']._serialized_start=2430
+  _globals['_PATCHREQUEST']._serialized_end=2586
 # @@protoc_insertion_point(module_scope)

@@ -1,3 +1,4 @@
+from machinery.api import options_pb2 as _options_pb2
 from google.protobuf.internal import containers as _containers
 from google.protobuf import descriptor as _descriptor
 from google.protobuf import message as _message
@@ -7,7 +8,7 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 DESCRIPTOR: _descriptor.FileDescriptor
 
 class ObjectMeta(_message.Message):
-    __slots__ = ("name", "generate_name", "namespace", "uid", "resource_version", "generation", "creation_timestamp", "deletion_timestamp", "deletion_grace_period_seconds", "labels", "annotations", "owner_references", "finalizers")
+    __slots__ = ("name", "generate_name", "namespace", "uid", "resource_version", "generation", "creation_timestamp", "deletion_timestamp", "deletion_grace_period_seconds", "labels", "annotations", "owner_references", "finalizers", "managed_fields")
     class LabelsEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -35,6 +36,7 @@ class ObjectMeta(_message.Message):
     ANNOTATIONS_FIELD_NUMBER: _ClassVar[int]
     OWNER_REFERENCES_FIELD_NUMBER: _ClassVar[int]
     FINALIZERS_FIELD_NUMBER: _ClassVar[int]
+    MANAGED_FIELDS_FIELD_NUMBER: _ClassVar[int]
     name: str
     generate_name: str
     namespace: str
@@ -48,7 +50,26 @@ class ObjectMeta(_message.Message):
     annotations: _containers.ScalarMap[str, str]
     owner_references: _containers.RepeatedCompositeFieldContainer[OwnerReference]
     finalizers: _containers.RepeatedScalarFieldContainer[str]
-    def __init__(self, name: _Optional[str] = ..., generate_name: _Optional[str] = ..., namespace: _Optional[str] = ..., uid: _Optional[str] = ..., resource_version: _Optional[str] = ..., generation: _Optional[int] = ..., creation_timestamp: _Optional[str] = ..., deletion_timestamp: _Optional[str] = ..., deletion_grace_period_seconds: _Optional[int] = ..., labels: _Optional[_Mapping[str, str]] = ..., annotations: _Optional[_Mapping[str, str]] = ..., owner_references: _Optional[_Iterable[_Union[OwnerReference, _Mapping]]] = ..., finalizers: _Optional[_Iterable[str]] = ...) -> None: ...
+    managed_fields: _containers.RepeatedCompositeFieldContainer[ManagedFieldsEntry]
+    def __init__(self, name: _Optional[str] = ..., generate_name: _Optional[str] = ..., namespace: _Optional[str] = ..., uid: _Optional[str] = ..., resource_version: _Optional[str] = ..., generation: _Optional[int] = ..., creation_timestamp: _Optional[str] = ..., deletion_timestamp: _Optional[str] = ..., deletion_grace_period_seconds: _Optional[int] = ..., labels: _Optional[_Mapping[str, str]] = ..., annotations: _Optional[_Mapping[str, str]] = ..., owner_references: _Optional[_Iterable[_Union[OwnerReference, _Mapping]]] = ..., finalizers: _Optional[_Iterable[str]] = ..., managed_fields: _Optional[_Iterable[_Union[ManagedFieldsEntry, _Mapping]]] = ...) -> None: ...
+
+class ManagedFieldsEntry(_message.Message):
+    __slots__ = ("manager", "operation", "api_version", "time", "fields_type", "fields_v1", "subresource")
+    MANAGER_FIELD_NUMBER: _ClassVar[int]
+    OPERATION_FIELD_NUMBER: _ClassVar[int]
+    API_VERSION_FIELD_NUMBER: _ClassVar[int]
+    TIME_FIELD_NUMBER: _ClassVar[int]
+    FIELDS_TYPE_FIELD_NUMBER: _ClassVar[int]
+    FIELDS_V1_FIELD_NUMBER: _ClassVar[int]
+    SUBRESOURCE_FIELD_NUMBER: _ClassVar[int]
+    manager: str
+    operation: str
+    api_version: str
+    time: str
+    fields_type: str
+    fields_v1: str
+    subresource: str
+    def __init__(self, manager: _Optional[str] = ..., operation: _Optional[str] = ..., api_version: _Optional[str] = ..., time: _Optional[str] = ..., fields_type: _Optional[str] = ..., fields_v1: _Optional[str] = ..., subresource: _Optional[str] = ...) -> None: ...
 
 class OwnerReference(_message.Message):
     __slots__ = ("api_version", "kind", "name", "uid", "controller", "block_owner_deletion")
@@ -204,15 +225,19 @@ class DeleteRequest(_message.Message):
     def __init__(self, namespace: _Optional[str] = ..., name: _Optional[str] = ..., grace_period_seconds: _Optional[int] = ..., preconditions: _Optional[_Union[Preconditions, _Mapping]] = ..., propagation_policy: _Optional[str] = ...) -> None: ...
 
 class PatchRequest(_message.Message):
-    __slots__ = ("namespace", "name", "patch_type", "patch", "subresource")
+    __slots__ = ("namespace", "name", "patch_type", "patch", "subresource", "field_manager", "force")
     NAMESPACE_FIELD_NUMBER: _ClassVar[int]
     NAME_FIELD_NUMBER: _ClassVar[int]
     PATCH_TYPE_FIELD_NUMBER: _ClassVar[int]
     PATCH_FIELD_NUMBER: _ClassVar[int]
     SUBRESOURCE_FIELD_NUMBER: _ClassVar[int]
+    FIELD_MANAGER_FIELD_NUMBER: _ClassVar[int]
+    FORCE_FIELD_NUMBER: _ClassVar[int]
     namespace: str
     name: str
     patch_type: str
     patch: str
     subresource: str
-    def __init__(self, namespace: _Optional[str] = ..., name: _Optional[str] = ..., patch_type: _Optional[str] = ..., patch: _Optional[str] = ..., subresource: _Optional[str] = ...) -> None: ...
+    field_manager: str
+    force: bool
+    def __init__(self, namespace: _Optional[str] = ..., name: _Optional[str] = ..., patch_type: _Optional[str] = ..., patch: _Optional[str] = ..., subresource: _Optional[str] = ..., field_manager: _Optional[str] = ..., force: _Optional[bool] = ...) -> None: ...

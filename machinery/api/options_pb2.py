@@ -25,7 +25,7 @@ _sym_db = _symbol_database.Default()
 from google.protobuf import descriptor_pb2 as google_dot_protobuf_dot_descriptor__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x17kplane/v1/options.proto\x12\tkplane.v1\x1a google/protobuf/descriptor.proto:1\n\x08quantity\x12\x1d.google.protobuf.FieldOptions\x18\xb9\x8e\x03 \x01(\x08:6\n\rint_or_string\x12\x1d.google.protobuf.FieldOptions\x18\xba\x8e\x03 \x01(\x08\x42\x16Z\x14kplane.dev/api/v1;v1b\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x17kplane/v1/options.proto\x12\tkplane.v1\x1a google/protobuf/descriptor.proto:1\n\x08quantity\x12\x1d.google.protobuf.FieldOptions\x18\xb9\x8e\x03 \x01(\x08:6\n\rint_or_string\x12\x1d.google.protobuf.FieldOptions\x18\xba\x8e\x03 \x01(\x08:1\n\x08raw_json\x12\x1d.google.protobuf.FieldOptions\x18\xbb\x8e\x03 \x01(\x08\x42\x16Z\x14kplane.dev/api/v1;v1b\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)

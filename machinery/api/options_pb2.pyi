@@ -7,3 +7,5 @@ QUANTITY_FIELD_NUMBER: _ClassVar[int]
 quantity: _descriptor.FieldDescriptor
 INT_OR_STRING_FIELD_NUMBER: _ClassVar[int]
 int_or_string: _descriptor.FieldDescriptor
+RAW_JSON_FIELD_NUMBER: _ClassVar[int]
+raw_json: _descriptor.FieldDescriptor

@@ -173,7 +173,7 @@ async def _call(handler: grpc.RpcMethodHandler, data: bytes) -> _Context:
 async def test_a_request_over_the_limit_is_413_on_invalid_argument_before_it_is_decoded():
     reached = []
 
-    async def create(api, kind, obj, user, dry):
+    async def create(api, kind, obj, caller):
         reached.append(obj)
 
     handler = handlers._unary(_api(max_request_bytes=1000), POD, create, "CREATE")
@@ -191,10 +191,10 @@ async def test_the_default_limit_is_kubernetes_3_mib():
 
 
 async def test_an_error_message_too_big_for_grpc_metadata_is_cut_at_the_boundary():
-    async def create(api, kind, obj, user, dry):
+    async def create(api, kind, obj, caller):
         raise errors.Invalid(f'Pod "x" is invalid: {"z" * 100_000}')
 
-    async def crash(api, kind, obj, user, dry):
+    async def crash(api, kind, obj, caller):
         raise RuntimeError("q" * 100_000)
 
     for fn, code in ((create, grpc.StatusCode.INVALID_ARGUMENT), (crash, grpc.StatusCode.INTERNAL)):

@@ -324,10 +324,90 @@ async def test_bad_requests_get_kubectls_message(kcluster, client, tmp_path):
     fails(kubectl(kcluster, "exec", "web", "--", "ls"), "pods/exec is not emulated by kplane")
     fails(kubectl(kcluster, "logs", "web"), "pods/log is not emulated by kplane")
     assert time.monotonic() - started < 30
-    fails(kubectl(kcluster, "apply", "--server-side", "-f", _write(tmp_path, "ssa.yaml", pod_yaml("ssa"))),
-          "server-side apply")
+    # A server-side apply of a field pods do not have: Kubernetes' BadRequest, nothing created.
+    bad = pod_yaml("ssa").replace("spec:\n", "spec:\n  potato: 1\n", 1)
+    run = kubectl(kcluster, "apply", "--server-side", "--validate=false", "-f", _write(tmp_path, "ssa.yaml", bad))
+    fails(run, "Error from server (BadRequest)")
+    assert ("failed to create typed patch object (default/ssa; /v1, Kind=Pod): "
+            ".spec.potato: field not declared in schema") in run.stderr, run.stderr
     with pytest.raises(errors.NotFound):
         await client.pods.get("ssa")
+
+
+# ---------------------------------------------------------------- server-side apply
+
+DEPLOYMENT = """apiVersion: apps/v1
+kind: Deployment
+metadata: {{name: ssa-web, labels: {{{labels}}}}}
+spec:
+  replicas: {replicas}
+  selector: {{matchLabels: {{app: ssa-web}}}}
+  template:
+    metadata: {{labels: {{app: ssa-web}}}}
+    spec: {{containers: [{{name: c, image: nginx}}]}}
+"""
+
+
+def _owners(obj) -> dict[str, tuple[str, dict]]:
+    """manager -> (operation, its field set) from an object's managedFields, as the gRPC API shows them."""
+    return {e.manager: (e.operation, json.loads(e.fields_v1)) for e in obj.metadata.managed_fields}
+
+
+@needs_kubectl
+async def test_server_side_apply_from_two_field_managers_conflicts(kcluster, client, tmp_path):
+    """alice applies a Deployment with 3 replicas; bob applying 5 gets kubectl's conflict message
+    naming alice and .spec.replicas, and nothing changes; with --force-conflicts bob takes the
+    field; alice re-applying without it keeps her other fields and bob's 5 stays. Each step is
+    compared with what the gRPC API shows."""
+    def apply(manager: str, replicas: int | None, labels: str = "app: ssa-web", *extra: str):
+        text = DEPLOYMENT.format(replicas=replicas, labels=labels)
+        if replicas is None:
+            text = text.replace("  replicas: None\n", "")
+        return kubectl(kcluster, "apply", "--server-side", f"--field-manager={manager}", *extra, "-f",
+                       _write(tmp_path, f"{manager}.yaml", text))
+
+    ok(apply("alice", 3))
+    made = await client.deployments.get("ssa-web")
+    assert made.spec.replicas == 3
+    owners = _owners(made)
+    assert owners["alice"][0] == "Apply", owners
+    assert "f:replicas" in owners["alice"][1]["f:spec"], owners
+    shown = json.loads(ok(kubectl(kcluster, "get", "deployment", "ssa-web", "-o", "json", "--show-managed-fields")))
+    alice = next(e for e in shown["metadata"]["managedFields"] if e["manager"] == "alice")
+    assert (alice["operation"], alice["fieldsV1"]) == owners["alice"]
+
+    run = apply("bob", 5)
+    assert run.returncode == 1, run.stdout
+    assert "Apply failed with 1 conflict" in run.stderr, run.stderr
+    assert 'conflict with "alice"' in run.stderr and ".spec.replicas" in run.stderr, run.stderr
+    after = await client.deployments.get("ssa-web")
+    # (the deployment controller writes its status meanwhile: the spec's generation is what bob did not move)
+    assert (after.spec.replicas, after.metadata.generation) == (3, made.metadata.generation)
+    assert "bob" not in _owners(after)
+
+    ok(apply("bob", 5, "app: ssa-web", "--force-conflicts"))
+    forced = await client.deployments.get("ssa-web")
+    assert forced.spec.replicas == 5
+    owners = _owners(forced)
+    assert "f:replicas" in owners["bob"][1]["f:spec"], owners
+    assert "f:replicas" not in owners["alice"][1]["f:spec"], owners
+
+    # alice drops replicas and adds a label: her label lands, bob's replicas stay.
+    ok(apply("alice", None, "app: ssa-web, tier: front"))
+    last = await client.deployments.get("ssa-web")
+    assert last.spec.replicas == 5 and last.metadata.labels["tier"] == "front"
+
+    # The same apply over gRPC: carol conflicts with bob on replicas, then forces it.
+    config = {"metadata": {"name": "ssa-web"}, "spec": {"replicas": 7}}
+    with pytest.raises(errors.Conflict, match='Apply failed with 1 conflict: conflict with "bob": .spec.replicas'):
+        await client.deployments.apply(config, field_manager="carol")
+    assert (await client.deployments.get("ssa-web")).spec.replicas == 5
+    taken = await client.deployments.apply(config, field_manager="carol", force=True)
+    assert taken.spec.replicas == 7 and "f:replicas" in _owners(taken)["carol"][1]["f:spec"]
+    shown = json.loads(ok(kubectl(kcluster, "get", "deployment", "ssa-web", "-o", "json", "--show-managed-fields")))
+    assert shown["spec"]["replicas"] == 7
+    assert "carol" in {e["manager"] for e in shown["metadata"]["managedFields"]}
+    ok(kubectl(kcluster, "delete", "deployment", "ssa-web"))
 
 
 # ---------------------------------------------------------------- drain

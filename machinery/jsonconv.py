@@ -78,6 +78,7 @@ class _Field:
     int_or_string: bool
     raw_json: bool  # a string holding a JSON object: the object in Kubernetes JSON
     kind_name: str  # human name of the expected type, for errors
+    plain: bool  # a string, bool or integer printed as protobuf holds it (no message, no option)
 
 
 def _describe(fd: AnyFieldDescriptor) -> str:
@@ -123,6 +124,7 @@ def _plan(descriptor: AnyDescriptor) -> dict[str, _Field]:
             int_or_string=opts.Extensions[_INT_OR_STRING],
             raw_json=opts.Extensions[_RAW_JSON],
             kind_name=_describe(value),
+            plain=value_message is None and not (opts.Extensions[_INT_OR_STRING] or opts.Extensions[_RAW_JSON]),
         )
     return plan
 
@@ -225,11 +227,55 @@ def from_dict(message_type: type[_M], data: Any, path: str = "") -> _M:
         raise DecodeError(f"expected a JSON object, got {_json_type(data)}")
     normalized = _normalize(message_type.DESCRIPTOR, data, path)
     msg = message_type()
-    try:
-        json_format.ParseDict(normalized, msg)
-    except json_format.ParseError as exc:  # what the walk above does not catch (e.g. int range)
-        raise DecodeError(str(exc).replace("\n", " ")) from None
+    _fill(msg, normalized, path)
     return msg
+
+
+def _fill(msg: Message, data: dict[str, Any], path: str) -> None:
+    """Set ``msg``'s fields from a document ``_normalize`` checked and converted: straight onto
+    the message, field by field (protobuf's ParseDict would check every value again)."""
+    plan = _plan(msg.DESCRIPTOR)
+    for key, value in data.items():
+        f = plan[key]
+        here = _join(path, key)
+        target = getattr(msg, f.proto_name)
+        try:
+            if f.is_map:
+                for k, v in value.items():
+                    if f.message is not None:
+                        _fill(target[k], v, f"{here}[{k}]")
+                    elif f.opaque:
+                        _parse_opaque(v, target[k], f"{here}[{k}]")
+                    else:
+                        target[k] = v
+            elif f.repeated:
+                if f.message is not None:
+                    for i, v in enumerate(value):
+                        _fill(target.add(), v, f"{here}[{i}]")
+                elif f.opaque:
+                    for i, v in enumerate(value):
+                        _parse_opaque(v, target.add(), f"{here}[{i}]")
+                else:
+                    target.extend(value)
+            elif f.message is not None:
+                target.SetInParent()
+                _fill(target, value, here)
+            elif f.opaque:
+                _parse_opaque(value, target, here)
+            else:
+                setattr(msg, f.proto_name, value)
+        except (ValueError, TypeError) as exc:  # an integer out of the field's range
+            if isinstance(exc, DecodeError):
+                raise
+            raise DecodeError(f'invalid value for field "{here}": {exc}') from None
+
+
+def _parse_opaque(value: Any, target: Message, path: str) -> None:
+    """A Struct, Value, ListValue or Any, from its JSON as protobuf reads it."""
+    try:
+        json_format.ParseDict(value, target)
+    except json_format.ParseError as exc:
+        raise DecodeError(f'invalid value for field "{path}": ' + str(exc).replace("\n", " ")) from None
 
 
 def _prune(descriptor: AnyDescriptor, data: dict[str, Any], path: str, unknown: list[str]) -> dict[str, Any]:
@@ -264,17 +310,6 @@ def prune_unknown(message_type: type[Message], data: dict[str, Any]) -> tuple[di
 # ---------------------------------------------------------------- encoding
 
 
-@lru_cache(maxsize=None)
-def _needs_fix(descriptor: AnyDescriptor) -> bool:
-    """Whether any field below this message prints differently from protobuf's JSON."""
-    for f in _plan(descriptor).values():
-        if f.int64 or f.int_or_string or f.is_map or f.opaque or f.raw_json:
-            return True
-        if f.message is not None and f.message is not descriptor and _needs_fix(f.message):
-            return True
-    return False
-
-
 def _integral_numbers(value: Any) -> Any:
     """Struct numbers are doubles; print 8080.0 as 8080 as the user wrote it."""
     if isinstance(value, float) and value.is_integer():
@@ -286,47 +321,57 @@ def _integral_numbers(value: Any) -> Any:
     return value
 
 
-def _fix_value(f: _Field, value: Any) -> Any:
-    if f.opaque:
-        return _integral_numbers(value)
-    if f.int64:
-        return int(value)
-    if f.raw_json:
-        return json.loads(value) if isinstance(value, str) else value
-    if f.int_or_string and isinstance(value, str) and value.lstrip("-").isdigit():
-        return int(value)
-    if f.message is not None and isinstance(value, dict):
-        _fix(f.message, value)
-    return value
-
-
-def _fix(descriptor: AnyDescriptor, data: dict[str, Any]) -> None:
-    if not _needs_fix(descriptor):
-        return
-    plan = _plan(descriptor)
-    for key, value in data.items():
-        f = plan.get(key)
-        if f is None:
-            continue
-        if f.repeated:
-            data[key] = [_fix_value(f, v) for v in value]
-        elif f.is_map:  # Kubernetes prints maps sorted by key
-            data[key] = {k: _fix_value(f, value[k]) for k in sorted(value)}
-        else:
-            data[key] = _fix_value(f, value)
-
-
 def to_dict(msg: Message, always: Mapping[str, tuple[str, ...]] | None = None) -> dict[str, Any]:
     """The message as a Kubernetes JSON document (a dict ready for json.dumps / yaml.dump).
 
     ``always`` (message full name -> JSON names of scalar fields) names the fields Go prints even
     when zero (no ``omitempty``: a ContainerStatus' ``restartCount: 0``), which proto3 leaves out;
     they are added with their zero value, as Kubernetes' JSON has them."""
-    data = json_format.MessageToDict(msg, preserving_proto_field_name=False)
-    _fix(msg.DESCRIPTOR, data)
-    if always:
-        _emit_zero(msg.DESCRIPTOR, data, always)
-    return data
+    return _encode(msg, always or {})
+
+
+@lru_cache(maxsize=None)
+def _fields_by_proto_name(descriptor: AnyDescriptor) -> dict[str, _Field]:
+    return {f.proto_name: f for f in _plan(descriptor).values()}
+
+
+def _encode(msg: Message, always: Mapping[str, tuple[str, ...]]) -> dict[str, Any]:
+    """One pass over the fields set (protobuf's MessageToDict, then a pass to print them as
+    Kubernetes does, cost twice as much): JSON names in field order, int64 and integral
+    IntOrStrings as numbers, maps sorted by key, raw JSON as its object, Structs as their JSON."""
+    descriptor = msg.DESCRIPTOR
+    plan = _fields_by_proto_name(descriptor)
+    out: dict[str, Any] = {}
+    for fd, value in msg.ListFields():
+        f = plan[fd.name]
+        if f.is_map:
+            keys = sorted(value)
+            out[f.json_name] = ({k: value[k] for k in keys} if f.plain else
+                                {k: _encode_value(f, value[k], always) for k in keys})
+        elif f.repeated:
+            out[f.json_name] = list(value) if f.plain else [_encode_value(f, v, always) for v in value]
+        else:
+            out[f.json_name] = value if f.plain else _encode_value(f, value, always)
+    zeros = always.get(descriptor.full_name) if always else None
+    if zeros:
+        named = _plan(descriptor)
+        for json_name in zeros:
+            z = named.get(json_name)
+            if z is not None and json_name not in out and z.message is None and not z.repeated and not z.is_map:
+                out[json_name] = _zero(z)
+    return out
+
+
+def _encode_value(f: _Field, value: Any, always: Mapping[str, tuple[str, ...]]) -> Any:
+    if f.message is not None:
+        return _encode(value, always)
+    if f.opaque:
+        return _integral_numbers(json_format.MessageToDict(value))
+    if f.raw_json:
+        return json.loads(value)
+    if f.int_or_string and value.lstrip("-").isdigit():
+        return int(value)
+    return value
 
 
 # Scalar fields Kubernetes' Go types print even when zero (no ``omitempty``; the OpenAPI documents
@@ -360,43 +405,3 @@ def _zero(f: _Field) -> Any:
     if f.value.type == FieldDescriptor.TYPE_BOOL:
         return False
     return ""
-
-
-def _reaches(descriptor: AnyDescriptor, names: frozenset[str], seen: frozenset[str] = frozenset()) -> bool:
-    """Whether ``descriptor`` or a message below it is one of ``names``."""
-    if descriptor.full_name in names:
-        return True
-    if descriptor.full_name in seen:
-        return False
-    seen = seen | {descriptor.full_name}
-    return any(f.message is not None and _reaches(f.message, names, seen) for f in _plan(descriptor).values())
-
-
-@lru_cache(maxsize=None)
-def _reaches_cached(descriptor: AnyDescriptor, names: frozenset[str]) -> bool:
-    return _reaches(descriptor, names)
-
-
-def _emit_zero(descriptor: AnyDescriptor, data: dict[str, Any], always: Mapping[str, tuple[str, ...]]) -> None:
-    names = frozenset(always)
-    if not _reaches_cached(descriptor, names):
-        return
-    plan = _plan(descriptor)
-    for json_name in always.get(descriptor.full_name, ()):
-        f = plan.get(json_name)
-        if f is not None and json_name not in data and f.message is None and not f.repeated and not f.is_map:
-            data[json_name] = _zero(f)
-    for key, value in data.items():
-        f = plan.get(key)
-        if f is None or f.message is None:
-            continue
-        if f.repeated and isinstance(value, list):
-            for v in value:
-                if isinstance(v, dict):
-                    _emit_zero(f.message, v, always)
-        elif f.is_map and isinstance(value, dict):
-            for v in value.values():
-                if isinstance(v, dict):
-                    _emit_zero(f.message, v, always)
-        elif isinstance(value, dict):
-            _emit_zero(f.message, value, always)

@@ -50,7 +50,25 @@ def test_jsonconv_int_or_string_and_dra_json_names():
     assert jsonconv.to_dict(d)["attributes"]["cores"] == {"int": 7}
 
 
+def test_jsonconv_prints_go_zero_values_raw_json_and_fields_in_proto_order():
+    doc = {"metadata": {"name": "p", "managedFields": [{"manager": "m", "operation": "Update",
+                                                         "fieldsV1": {"f:spec": {"f:nodeName": {}}}}]},
+           "status": {"conditions": [{"type": "Ready", "status": "False"}],
+                      "containerStatuses": [{"name": "c", "ready": False, "restartCount": 0}]}}
+    pod = jsonconv.from_dict(core_pb2.Pod, doc)
+    assert pod.metadata.managed_fields[0].fields_v1 == '{"f:spec":{"f:nodeName":{}}}'
+    short = jsonconv.to_dict(pod)
+    assert short["status"]["containerStatuses"] == [{"name": "c"}]  # protobuf leaves zeros out
+    assert short["metadata"]["managedFields"][0]["fieldsV1"] == {"f:spec": {"f:nodeName": {}}}
+    full = jsonconv.to_dict(pod, jsonconv.KUBERNETES_ALWAYS)
+    assert full["status"]["containerStatuses"] == [{"name": "c", "ready": False, "restartCount": 0, "image": "",
+                                                    "imageID": ""}]
+    assert list(full) == ["metadata", "status"] and list(full["metadata"]) == ["name", "managedFields"]
+    assert jsonconv.from_dict(core_pb2.Pod, full) == pod
+
+
 @pytest.mark.parametrize("doc,message", [
+    ({"spec": {"priority": 2**40}}, 'field "spec.priority": Value out of range'),
     ({"spec": {"foo": 1}}, 'unknown field "spec.foo"'),
     ({"spec": {"containers": [{"name": "c", "colour": "red"}]}}, 'unknown field "spec.containers[0].colour"'),
     ({"spec": {"priority": "high"}}, 'field "spec.priority": expected an integer, got "high"'),

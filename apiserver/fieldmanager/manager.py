@@ -122,6 +122,9 @@ def validate_manager(name: str, path: str = "fieldManager") -> list[errors.Field
 def manager_from_user_agent(user_agent: str) -> str:
     """Kubernetes' prefixFromUserAgent: the User-Agent up to its first "/", printable characters
     only, at most 128 bytes (``kubectl/v1.32.4 (linux/amd64) ...`` is ``kubectl``)."""
+    prefix = user_agent.split("/", 1)[0]
+    if prefix.isprintable() and len(prefix) <= MAX_MANAGER_LENGTH and prefix.isascii():
+        return prefix  # the usual case, without the walk below
     out = ""
     for ch in user_agent.split("/", 1)[0]:
         if not ch.isprintable():

@@ -307,6 +307,10 @@ def decode(message: type[Message], api_version: str, kind_name: str, doc: Any, f
     if field_validation not in FIELD_VALIDATIONS:
         raise errors.BadRequest(f"fieldValidation must be one of {', '.join(FIELD_VALIDATIONS)}, got "
                                 f'"{field_validation}"')
+    try:
+        return jsonconv.from_dict(message, doc)  # the usual body: every field known, every value valid
+    except jsonconv.DecodeError:
+        pass  # the walk below names every unknown field first, as Kubernetes' decoder does
     pruned, unknown = jsonconv.prune_unknown(message, doc)
     if unknown:
         if field_validation == "Strict":

@@ -163,6 +163,9 @@ def test_manager_names():
     assert manager_from_user_agent("kubectl/v1.32.4 (linux/amd64) kubernetes/e6c6e9c") == "kubectl"
     assert manager_from_user_agent("OpenAPI-Generator/33.1.0/python") == "OpenAPI-Generator"
     assert manager_from_user_agent("") == ""
+    assert manager_from_user_agent("a\tb/1") == "ab"  # unprintable characters dropped
+    assert manager_from_user_agent("x" * 200 + "/1") == "x" * 128
+    assert manager_from_user_agent("é" * 100) == "é" * 64  # 128 bytes, not characters
     assert str(validate_manager("x" * 129)[0]) == "fieldManager: Too long: may not be more than 128 bytes"
     assert validate_manager("kubectl") == []
 

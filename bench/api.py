@@ -7,7 +7,10 @@ All figures come from one run on one machine, so the ratios mean something on a 
   storage, the watch cache); the figure that matters is ``creates_per_s / raw_etcd_puts_per_s``;
 - watch delivery: 50 watchers (in their own process) watch pods while pods are created at a
   paced rate (500/s by default); for every (event, watcher) the latency from the create request to
-  delivery is recorded; every watcher must receive every event.
+  delivery is recorded; every watcher must receive every event;
+- REST beside gRPC (``bench/rest.py``): the creates again as JSON over HTTPS, and the 200 writes/s
+  watch phase again with the watchers on the REST API; the apiserver's CPU per create and per
+  delivered event of each path, and their ratio (the REST path at most 1.5x the gRPC path's).
 
 When a target is missed, the creates phase is run again with the apiserver under cProfile and
 the functions that take the time are reported.
@@ -28,6 +31,7 @@ from typing import Any, Coroutine, Protocol, TypeVar, cast
 
 import aetcd
 
+from bench import rest
 from cli import cluster, topology
 from machinery.client import Client
 from machinery.process import run_loop
@@ -154,10 +158,25 @@ def run(out_dir: Path, quick: bool = False) -> dict:
         server, token = state.server, state.admin_token()
         etcd = state.processes["etcd"].grpc
         raw = run_loop_result(raw_etcd_puts(etcd, n_raw, 64))
+        api_pid = state.processes["apiserver"].pid
+        cpu0 = rest.cpu_seconds(api_pid)
         made = run_loop_result(creates(server, token, n_creates, 64, 8, "c"))
+        grpc_cpu = rest.cpu_seconds(api_pid) - cpu0
         result["raw_etcd_puts_per_s"] = round(raw, 1)
         result["creates_per_s"] = round(made, 1)
         result["create_ratio"] = round(made / raw, 3)
+
+        # The same creates over REST (JSON over HTTPS), right after, with the apiserver's CPU for both.
+        endpoint = rest.Endpoint(state, token)
+        bodies = [rest.pod_body(_pod(f"r-{i}")) for i in range(n_creates)]
+        run_loop_result(rest.creates(endpoint, [rest.pod_body(_pod("r-warmup"))], 1, 1))
+        cpu0 = rest.cpu_seconds(api_pid)
+        rest_made = run_loop_result(rest.creates(endpoint, bodies, 64, 8))
+        rest_cpu = rest.cpu_seconds(api_pid) - cpu0
+        grpc_ms, rest_ms = grpc_cpu * 1000 / (n_creates + 1), rest_cpu * 1000 / n_creates
+        result["rest"] = {"creates": {"grpc_per_s": round(made, 1), "rest_per_s": round(rest_made, 1),
+                                      "grpc_cpu_ms": round(grpc_ms, 3), "rest_cpu_ms": round(rest_ms, 3),
+                                      "cpu_ratio": rest.cpu_ratio(rest_ms, grpc_ms)}}
 
         # Watch delivery: 50 watchers in their own process, paced writes from this one; at the
         # target rate, and at a lower one to show what this machine sustains.
@@ -165,13 +184,23 @@ def run(out_dir: Path, quick: bool = False) -> dict:
         result["watch"] = w
         result["watch_p99_ms_worst_watcher"] = w["worst_watcher_p99_ms"]
         result["watch_all_kept_up"] = w["all_complete"]
-        result["watch_at_200"] = watch_phase(server, token, 200.0, watch_seconds, watchers, data, "v")
+        result["watch_at_200"] = watch_phase(server, token, 200.0, watch_seconds, watchers, data, "v", api_pid)
+        rest_watch = watch_phase(server, token, 200.0, watch_seconds, watchers, data, "x", api_pid, endpoint)
+        grpc_us = result["watch_at_200"]["apiserver_cpu_us_per_event"]
+        rest_us = rest_watch["apiserver_cpu_us_per_event"]
+        result["rest"]["watch"] = {"rate": 200.0, "watchers": watchers, "grpc": result["watch_at_200"],
+                                   "rest": rest_watch, "grpc_cpu_us_per_event": grpc_us,
+                                   "rest_cpu_us_per_event": rest_us, "cpu_ratio": rest.cpu_ratio(rest_us, grpc_us)}
 
         missed = []
         if result["create_ratio"] < TARGET_CREATE_RATIO:
             missed.append("create_ratio")
         if not w["all_complete"] or w["worst_watcher_p99_ms"] >= TARGET_WATCH_P99_MS:
             missed.append("watch")
+        if not result["rest"]["creates"]["cpu_ratio"] <= rest.TARGET_CPU_RATIO:
+            missed.append("rest_create_cpu")
+        if not (rest_watch["all_complete"] and result["rest"]["watch"]["cpu_ratio"] <= rest.TARGET_CPU_RATIO):
+            missed.append("rest_watch")
         result["targets_missed"] = missed
         if missed:
             result["profile"] = profile_creates(state, n_creates, data)
@@ -182,20 +211,30 @@ def run(out_dir: Path, quick: bool = False) -> dict:
     return result
 
 
-def watch_phase(server: str, token: str, rate: float, seconds: float, watchers: int, data: str, prefix: str) -> dict:
+def watch_phase(server: str, token: str, rate: float, seconds: float, watchers: int, data: str, prefix: str,
+                api_pid: int | None = None, over_rest: rest.Endpoint | None = None) -> dict:
+    """Watchers in their own process (gRPC, or REST given ``over_rest``), pods written over gRPC at
+    ``rate``; with ``api_pid``, the apiserver's CPU from the writes' start to the last delivery,
+    per delivered event."""
     expect = int(rate * seconds)
     report = Path(data) / f"watchers-{prefix}.json"
+    via = ["--rest", over_rest.base, "--ca", over_rest.ca] if over_rest else []
     proc = subprocess.Popen([sys.executable, "-m", "bench.watchers", "--server", server, "--token", token,
                              "--watchers", str(watchers), "--expect", str(expect), "--prefix", f"{prefix}-",
-                             "--out", str(report), "--timeout", str(seconds + 60)])
+                             "--out", str(report), "--timeout", str(seconds + 60), *via])
     ready = Path(str(report) + ".ready")
     deadline = time.monotonic() + 30
     while not ready.exists() and time.monotonic() < deadline:
         time.sleep(0.05)
+    cpu0 = rest.cpu_seconds(api_pid)
     run_loop_result(paced_writes(server, token, rate, seconds, prefix))
     proc.wait(timeout=seconds + 90)
+    cpu = rest.cpu_seconds(api_pid) - cpu0
     w = json.loads(report.read_text())
     w["rate"] = rate
+    if api_pid is not None:
+        delivered = w["min_events_per_watcher"] * watchers
+        w["apiserver_cpu_us_per_event"] = round(cpu * 1e6 / delivered, 2) if delivered else float("nan")
     return w
 
 
@@ -236,6 +275,7 @@ def summary(r: dict) -> str:
         f"p50 {r['watch_at_200']['p50_ms']:.1f} ms, "
         f"worst watcher p99 {r['watch_at_200']['worst_watcher_p99_ms']:.1f} ms",
     ]
+    lines.extend(rest.summary_lines(r["rest"]))
     if r.get("targets_missed"):
         lines.append(f"targets missed: {', '.join(r['targets_missed'])}; apiserver profile of the creates phase "
                      f"({r['profile'].get('creates_per_s_under_profiler', '?')} creates/s under cProfile):")

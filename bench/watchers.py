@@ -4,6 +4,8 @@
 opens the watches at the current resourceVersion, writes ``report.json.ready``, and records for
 every ADDED event the delay from the send time the writer put in the pod's annotation. It ends
 when every watcher has seen ``--expect`` events (or at ``--timeout``) and writes the report.
+With ``--rest https://host:port --ca ca.crt`` the watches are the REST API's (``?watch=1``,
+newline-delimited JSON, 10 watches per HTTPS connection pool) rather than gRPC streams.
 """
 
 from __future__ import annotations
@@ -11,9 +13,12 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import ssl
 import time
 from pathlib import Path
-from typing import TypedDict
+from typing import AsyncIterator, TypedDict
+
+import aiohttp
 
 from machinery.client import Client
 from machinery.process import run_loop
@@ -42,13 +47,36 @@ async def main(args: argparse.Namespace) -> None:
     done = asyncio.Event()
     remaining = [args.watchers]
 
-    async def watch(i: int) -> None:
-        seen = 0
+    sessions: list[aiohttp.ClientSession] = []
+    if args.rest:
+        ctx = ssl.create_default_context(cafile=args.ca)
+        sessions = [aiohttp.ClientSession(connector=aiohttp.TCPConnector(ssl=ctx, limit=0),
+                                          headers={"Authorization": f"Bearer {args.token}"})
+                    for _ in range(max(1, args.watchers // 10))]
+
+    async def grpc_events(i: int) -> AsyncIterator[tuple[str, str, dict[str, str]]]:
         async for ev in clients[i % len(clients)].pods.watch("default", label_selector="app=bench",
                                                               resource_version=start_rv, allow_bookmarks=False):
-            if ev.type != "ADDED" or not ev.object.metadata.name.startswith(args.prefix):
+            yield ev.type, ev.object.metadata.name, dict(ev.object.metadata.annotations)
+
+    async def rest_events(i: int) -> AsyncIterator[tuple[str, str, dict[str, str]]]:
+        url = f"{args.rest}/api/v1/namespaces/default/pods"
+        params = {"watch": "1", "labelSelector": "app=bench", "resourceVersion": start_rv,
+                  "allowWatchBookmarks": "false", "timeoutSeconds": str(int(args.timeout) + 30)}
+        async with sessions[i % len(sessions)].get(url, params=params, timeout=aiohttp.ClientTimeout()) as resp:
+            if resp.status != 200:
+                raise RuntimeError(f"REST watch answered {resp.status}: {(await resp.text())[:300]}")
+            async for line in resp.content:
+                ev = json.loads(line)
+                meta = ev["object"].get("metadata", {})
+                yield ev["type"], meta.get("name", ""), meta.get("annotations") or {}
+
+    async def watch(i: int) -> None:
+        seen = 0
+        async for type_, name, notes in (rest_events(i) if args.rest else grpc_events(i)):
+            if type_ != "ADDED" or not name.startswith(args.prefix):
                 continue
-            sent = ev.object.metadata.annotations.get(ANNOTATION)
+            sent = notes.get(ANNOTATION)
             if sent:
                 latencies[i].append((time.time() - float(sent)) * 1000)
             seen += 1
@@ -70,6 +98,8 @@ async def main(args: argparse.Namespace) -> None:
         t.cancel()
     for c in clients:
         await c.close()
+    for session in sessions:
+        await session.close()
     per: list[_WatcherReport] = [
         {"events": len(lat), "p50_ms": round(_pct(lat, 50), 2), "p99_ms": round(_pct(lat, 99), 2),
          "max_ms": round(max(lat), 2) if lat else None} for lat in latencies]
@@ -94,6 +124,8 @@ def cli() -> None:
     p.add_argument("--prefix", default="w-")
     p.add_argument("--out", required=True)
     p.add_argument("--timeout", type=float, default=120)
+    p.add_argument("--rest", default="", help="watch over the REST API at this base URL (https://host:port)")
+    p.add_argument("--ca", default="", help="the CA certificate of --rest")
     run_loop(main(p.parse_args()))
 
 

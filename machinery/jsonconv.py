@@ -62,7 +62,7 @@ class DecodeError(ValueError):
 
 
 @dataclass(frozen=True)
-class _Field:
+class Field:
     json_name: str
     proto_name: str
     repeated: bool
@@ -97,9 +97,9 @@ def _message_type(fd: AnyFieldDescriptor) -> AnyDescriptor | None:
 
 
 @lru_cache(maxsize=None)
-def _plan(descriptor: AnyDescriptor) -> dict[str, _Field]:
+def _plan(descriptor: AnyDescriptor) -> dict[str, Field]:
     """The fields of a message, by JSON name (and proto name, which protobuf also accepts)."""
-    plan: dict[str, _Field] = {}
+    plan: dict[str, Field] = {}
     for fd in descriptor.fields:
         fd_message = _message_type(fd)
         entry = fd_message if fd_message is not None and fd_message.GetOptions().map_entry else None
@@ -109,7 +109,7 @@ def _plan(descriptor: AnyDescriptor) -> dict[str, _Field]:
         opaque = value_message is not None and value_message.full_name in _OPAQUE_TYPES
         message = value_message if not opaque else None
         opts = fd.GetOptions()
-        plan[fd.json_name] = _Field(
+        plan[fd.json_name] = Field(
             json_name=fd.json_name,
             proto_name=fd.name,
             repeated=fd.is_repeated and not is_map,
@@ -136,7 +136,7 @@ def _join(path: str, name: str) -> str:
     return f"{path}.{name}" if path else name
 
 
-def _normalize_scalar(f: _Field, value: Any, path: str) -> Any:
+def _normalize_scalar(f: Field, value: Any, path: str) -> Any:
     if f.raw_json:
         if not isinstance(value, dict):
             raise DecodeError(f'invalid value for field "{path}": expected an object, got {_json_type(value)}')
@@ -331,7 +331,7 @@ def to_dict(msg: Message, always: Mapping[str, tuple[str, ...]] | None = None) -
 
 
 @lru_cache(maxsize=None)
-def _fields_by_proto_name(descriptor: AnyDescriptor) -> dict[str, _Field]:
+def _fields_by_proto_name(descriptor: AnyDescriptor) -> dict[str, Field]:
     return {f.proto_name: f for f in _plan(descriptor).values()}
 
 
@@ -344,25 +344,33 @@ def _encode(msg: Message, always: Mapping[str, tuple[str, ...]]) -> dict[str, An
     out: dict[str, Any] = {}
     for fd, value in msg.ListFields():
         f = plan[fd.name]
-        if f.is_map:
-            keys = sorted(value)
-            out[f.json_name] = ({k: value[k] for k in keys} if f.plain else
-                                {k: _encode_value(f, value[k], always) for k in keys})
-        elif f.repeated:
-            out[f.json_name] = list(value) if f.plain else [_encode_value(f, v, always) for v in value]
-        else:
-            out[f.json_name] = value if f.plain else _encode_value(f, value, always)
+        out[f.json_name] = encode_field(f, value, always)
     zeros = always.get(descriptor.full_name) if always else None
     if zeros:
         named = _plan(descriptor)
         for json_name in zeros:
             z = named.get(json_name)
             if z is not None and json_name not in out and z.message is None and not z.repeated and not z.is_map:
-                out[json_name] = _zero(z)
+                out[json_name] = zero_value(z)
     return out
 
 
-def _encode_value(f: _Field, value: Any, always: Mapping[str, tuple[str, ...]]) -> Any:
+def fields_of(descriptor: AnyDescriptor) -> dict[str, Field]:
+    """A message's fields by proto name, as this module prints and reads them."""
+    return _fields_by_proto_name(descriptor)
+
+
+def encode_field(f: Field, value: Any, always: Mapping[str, tuple[str, ...]]) -> Any:
+    """One set field's value (a scalar, a message, a repeated field or a map) in Kubernetes JSON."""
+    if f.is_map:
+        keys = sorted(value)
+        return {k: value[k] for k in keys} if f.plain else {k: _encode_value(f, value[k], always) for k in keys}
+    if f.repeated:
+        return list(value) if f.plain else [_encode_value(f, v, always) for v in value]
+    return value if f.plain else _encode_value(f, value, always)
+
+
+def _encode_value(f: Field, value: Any, always: Mapping[str, tuple[str, ...]]) -> Any:
     if f.message is not None:
         return _encode(value, always)
     if f.opaque:
@@ -399,7 +407,7 @@ KUBERNETES_ALWAYS: dict[str, tuple[str, ...]] = {
 }
 
 
-def _zero(f: _Field) -> Any:
+def zero_value(f: Field) -> Any:
     if f.integer:
         return 0
     if f.value.type == FieldDescriptor.TYPE_BOOL:

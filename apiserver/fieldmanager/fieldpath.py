@@ -68,11 +68,12 @@ class FieldSet:
     """A set of paths, as a trie (structured-merge-diff's ``fieldpath.Set``). Children are
     never empty."""
 
-    __slots__ = ("members", "children")
+    __slots__ = ("members", "children", "_inner")
 
     def __init__(self) -> None:
         self.members: set[PathElement] = set()
         self.children: dict[PathElement, FieldSet] = {}
+        self._inner: str | None = None  # to_json's text between the braces, once asked for
 
     @classmethod
     def of(cls, *paths: Path) -> FieldSet:
@@ -85,11 +86,13 @@ class FieldSet:
 
     def insert(self, path: Path) -> None:
         node = self
+        node._inner = None
         for pe in path[:-1]:
             child = node.children.get(pe)
             if child is None:
                 child = node.children[pe] = FieldSet()
             node = child
+            node._inner = None
         if path:
             node.members.add(path[-1])
 
@@ -128,16 +131,25 @@ class FieldSet:
     # unchanged set by identity).
 
     def union(self, other: FieldSet) -> FieldSet:
-        if other.empty():
+        """``self`` itself when ``other`` adds nothing to it."""
+        if other.empty() or other is self:
             return self
         if self.empty():
             return other
-        out = FieldSet()
-        out.members = self.members | other.members
-        out.children = dict(self.children)
+        members = self.members if other.members <= self.members else self.members | other.members
+        children: dict[PathElement, FieldSet] | None = None
         for pe, theirs in other.children.items():
-            mine = out.children.get(pe)
-            out.children[pe] = theirs if mine is None else mine.union(theirs)
+            mine = self.children.get(pe)
+            both = theirs if mine is None else mine.union(theirs)
+            if both is not mine:
+                if children is None:
+                    children = dict(self.children)
+                children[pe] = both
+        if children is None and members is self.members:
+            return self
+        out = FieldSet()
+        out.members = set(members) if members is self.members else members
+        out.children = children if children is not None else dict(self.children)
         return out
 
     def difference(self, other: FieldSet) -> FieldSet:
@@ -213,7 +225,26 @@ class FieldSet:
         return out
 
     def to_json(self) -> str:
-        return json.dumps(self.to_fields_v1(), separators=(",", ":"), ensure_ascii=False)
+        """``to_fields_v1`` as compact JSON text. A node's text is kept once made: sets are values,
+        and the sets an update builds share the nodes it did not change, so re-encoding an entry
+        costs the paths that changed."""
+        return "{" + self._inner_text() + "}"
+
+    def _inner_text(self) -> str:
+        if self._inner is None:
+            parts = []
+            for pe in sorted(self.members | set(self.children), key=order):
+                child = self.children.get(pe)
+                key = json.dumps(encode_element(pe), ensure_ascii=False)
+                if child is None:
+                    parts.append(key + ":{}")
+                else:
+                    inner = child._inner_text()
+                    dot = pe in self.members
+                    body = ('".":{}' + ("," + inner if inner else "")) if dot else inner
+                    parts.append(key + ":{" + body + "}")
+            self._inner = ",".join(parts)
+        return self._inner
 
     @classmethod
     def from_fields_v1(cls, doc: Any) -> FieldSet:

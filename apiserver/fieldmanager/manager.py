@@ -230,6 +230,56 @@ def encode(managed: Managed, obj: Message) -> None:
                                 fields_v1=raw, subresource=identity.subresource)
 
 
+def _json_value(msg: Message, fd: Any, f: jsonconv.Field, zeros: tuple[str, ...]) -> Any:
+    """A field of ``msg`` as Kubernetes JSON prints it (``to_dict`` with KUBERNETES_ALWAYS), or
+    ABSENT where that leaves it out."""
+    value = getattr(msg, fd.name)
+    if fd.is_repeated:  # lists and maps
+        present = len(value) > 0
+    elif fd.has_presence:
+        present = msg.HasField(fd.name)
+    else:
+        present = bool(value)  # proto3: a zero scalar is not set
+    if present:
+        return jsonconv.encode_field(f, value, jsonconv.KUBERNETES_ALWAYS)
+    return jsonconv.zero_value(f) if f.json_name in zeros and f.message is None and not fd.is_repeated else ABSENT
+
+
+def _differing(a: Message, b: Message, left: dict[str, Any], right: dict[str, Any], skip: str = "") -> None:
+    """Fill ``left`` and ``right`` with the Kubernetes JSON of the fields of ``a`` and ``b`` (two
+    messages of one type, both set) that differ, and only those: a message set on both sides is
+    narrowed the same way, anything else is printed whole. Equal fields add, change and remove
+    nothing, so comparing what is left finds what comparing the whole objects finds, and protobuf
+    tells equal fields apart without printing them."""
+    descriptor = a.DESCRIPTOR
+    fields = jsonconv.fields_of(descriptor)
+    zeros = jsonconv.KUBERNETES_ALWAYS.get(descriptor.full_name, ())
+    for fd in descriptor.fields:
+        if fd.name == skip:
+            continue
+        va, vb = getattr(a, fd.name), getattr(b, fd.name)
+        f = fields[fd.name]
+        if f.message is not None and not fd.is_repeated:  # a singular message field
+            has_a, has_b = a.HasField(fd.name), b.HasField(fd.name)
+            if has_a == has_b and (not has_a or va == vb):
+                continue
+            if has_a and has_b:
+                sub_left: dict[str, Any] = {}
+                sub_right: dict[str, Any] = {}
+                _differing(va, vb, sub_left, sub_right)
+                left[f.json_name], right[f.json_name] = sub_left, sub_right
+                continue
+        elif va == vb and (not fd.has_presence or fd.is_repeated or a.HasField(fd.name) == b.HasField(fd.name)):
+            continue
+        lv, rv = _json_value(a, fd, f, zeros), _json_value(b, fd, f, zeros)
+        if lv == rv:
+            continue
+        if lv is not ABSENT:
+            left[f.json_name] = lv
+        if rv is not ABSENT:
+            right[f.json_name] = rv
+
+
 def _without_managed_fields(meta: meta_pb2.ObjectMeta) -> meta_pb2.ObjectMeta:
     out = meta_pb2.ObjectMeta()
     out.CopyFrom(meta)
@@ -291,9 +341,18 @@ class FieldManager:
                             {k: v for k, v in whole_right.items() if k in changed})
                 continue
             a, b = getattr(old, fd.name), getattr(new, fd.name)
+            has_a, has_b = old.HasField(fd.name), new.HasField(fd.name)
+            if has_a and has_b:
+                if a == b:
+                    continue
+                sub_left: dict[str, Any] = {}
+                sub_right: dict[str, Any] = {}
+                _differing(a, b, sub_left, sub_right, "managed_fields" if fd.name == "metadata" else "")
+                if sub_left or sub_right:
+                    left[fd.json_name], right[fd.json_name] = sub_left, sub_right
+                continue
             if fd.name == "metadata" and (a.managed_fields or b.managed_fields):
                 a, b = _without_managed_fields(a), _without_managed_fields(b)
-            has_a, has_b = old.HasField(fd.name), new.HasField(fd.name)
             if has_a == has_b and a == b:
                 continue
             always = fd.name in _ALWAYS_PRESENT  # Go structs, printed even when empty
@@ -382,7 +441,7 @@ class FieldManager:
         if mine:
             identity = _Identity(manager.name, UPDATE, kind.api_version, manager.subresource)
             known = managed.get(identity)
-            fields = mine if known is None else mine.union(known.fields)
+            fields = mine if known is None else known.fields.union(mine)  # known's, if mine adds nothing
             managed[identity] = _Entry(fields, kind.api_version, self._now())
         for identity in [i for i, e in managed.items() if e.fields.empty()]:
             del managed[identity]

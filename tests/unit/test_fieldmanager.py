@@ -373,3 +373,20 @@ def test_creates_of_one_shape_share_what_they_own_and_other_shapes_do_not():
         assert got == _fields_v1_uncached(variant)
     other = _created(FieldManager(), pod(5), "helm").metadata.managed_fields[0]
     assert (other.manager, other.fields_v1) == ("helm", first.fields_v1)
+
+
+def test_a_union_that_adds_nothing_is_the_set_itself_and_text_follows_inserts():
+    """What lets an update reuse an entry's fieldsV1 text: the union that adds nothing returns the
+    set itself; a node's kept text is dropped when a path is inserted below it."""
+    a = FieldSet.of((field("spec"), field("nodeName")), (field("metadata"), field("labels"), field("app")))
+    assert a.union(FieldSet.of((field("spec"), field("nodeName")))) is a
+    grown = a.union(FieldSet.of((field("spec"), field("priority"))))
+    assert grown is not a and grown.has((field("spec"), field("priority"))) and not a.has((field("spec"),
+                                                                                             field("priority")))
+    before = a.to_json()
+    assert before == '{"f:metadata":{"f:labels":{"f:app":{}}},"f:spec":{"f:nodeName":{}}}'
+    a.insert((field("metadata"), field("labels"), field("tier")))
+    assert a.to_json() == json.dumps(a.to_fields_v1(), separators=(",", ":"))
+    assert '"f:tier":{}' in a.to_json()
+    b = FieldSet.of((field("spec"),), (field("spec"), field("nodeName")))
+    assert b.to_json() == '{"f:spec":{".":{},"f:nodeName":{}}}'

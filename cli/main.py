@@ -63,7 +63,8 @@ def connect(args: argparse.Namespace) -> Client:
             token = token or state.admin_token()
     if not token:
         raise UsageError("no token: give --token or $KPLANE_TOKEN, or use a --data-dir made by `kplane up`")
-    return Client(server, token, namespace=args.namespace or "default", timeout=args.request_timeout)
+    return Client(server, token, namespace=args.namespace or "default", timeout=args.request_timeout,
+                  field_manager="kplane")
 
 
 def run_api(args: argparse.Namespace, fn: Callable[[Client], Awaitable[int]]) -> int:

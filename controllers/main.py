@@ -145,7 +145,7 @@ class ControllerManagerProcess:
             LEASE_NAMESPACE, LEASE_NAME, self.identity, lease_duration=election.lease_duration,
             renew_deadline=election.renew_deadline, retry_period=election.retry_period)
         token = Path(a.token_file).read_text().strip()
-        self.client = Client(a.server, token, timeout=10.0)
+        self.client = Client(a.server, token, timeout=10.0, field_manager="kube-controller-manager")
         self.leading = leading = _Leading(self.client, self.options)
         host, _, port = a.admin_listen.rpartition(":")
         self.admin = AdminServer(host or "127.0.0.1", int(port), health=lambda: None,

@@ -141,7 +141,7 @@ class KubeletProcess:
     def __init__(self, a: argparse.Namespace):
         self.cfg = config_from(a)
         token = Path(a.token_file).read_text().strip()
-        self.client = Client(a.server, token, timeout=10.0)
+        self.client = Client(a.server, token, timeout=10.0, field_manager="kubelet")
         self.runtime = RuntimeClient(a.runtime_endpoint)
         self.kubelet = kubelet = Kubelet(self.cfg, self.client, self.runtime)
         self.runtime_endpoint = a.runtime_endpoint

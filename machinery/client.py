@@ -59,6 +59,9 @@ from machinery.kinds import (
 
 DEFAULT_TIMEOUT = 30.0
 DRY_RUN_HEADER = "x-kplane-dry-run"
+# The field manager a client's writes are recorded under in metadata.managedFields (the apiserver
+# falls back to the user's name): what a Kubernetes component's User-Agent names it.
+FIELD_MANAGER_HEADER = "x-kplane-field-manager"
 TOO_MANY_REQUESTS = "Too many requests"  # the apiserver's overload answer (retryable: nothing was done)
 
 CHANNEL_OPTIONS = [
@@ -318,14 +321,20 @@ class NamespaceClient(ResourceClient[core_pb2.Namespace, core_pb2.NamespaceList]
 
 class Client:
     def __init__(self, target: str, token: str | None = None, *, namespace: str = "default",
-                 timeout: float = DEFAULT_TIMEOUT, channel: grpc.aio.Channel | None = None):
+                 timeout: float = DEFAULT_TIMEOUT, channel: grpc.aio.Channel | None = None, field_manager: str = ""):
+        """``field_manager``: the name this client's writes are recorded under in managedFields
+        (``kubelet``, ``kube-scheduler``, ``kube-controller-manager``, as Kubernetes names its
+        components by their User-Agent); "" leaves it to the apiserver: the user's name."""
         self.target = target
         self.token = token if token is not None else os.environ.get("KPLANE_TOKEN", "")
         self.namespace = namespace
         self.timeout = timeout
+        self.field_manager = field_manager
         self._owns_channel = channel is None
         self.channel = channel if channel is not None else grpc.aio.insecure_channel(target, options=CHANNEL_OPTIONS)
-        self._metadata = (("authorization", f"Bearer {self.token}"),)
+        self._metadata: Metadata = (("authorization", f"Bearer {self.token}"),)
+        if field_manager:
+            self._metadata += ((FIELD_MANAGER_HEADER, field_manager),)
         self._dry_metadata = self._metadata + ((DRY_RUN_HEADER, "All"),)
         self._resources: dict[str, ResourceClient[Any, Any]] = {}
         self._history: _StreamMethod[api_pb2.HistoryRequest, api_pb2.HistoryResponse] = self.channel.unary_stream(
@@ -335,7 +344,8 @@ class Client:
         """A client with another identity on this client's channel (many kubelets in one process
         share one connection); closing it leaves the channel to its owner."""
         return Client(self.target, token, namespace=self.namespace,
-                      timeout=self.timeout if timeout is None else timeout, channel=self.channel)
+                      timeout=self.timeout if timeout is None else timeout, channel=self.channel,
+                      field_manager=self.field_manager)
 
     async def close(self) -> None:
         if self._owns_channel:

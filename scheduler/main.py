@@ -159,7 +159,7 @@ class SchedulerProcess:
         a.identity = a.identity or f"{socket.gethostname()}_{os.getpid()}"
         self.identity = a.identity
         token = Path(a.token_file).read_text().strip()
-        self.client = Client(a.server, token, timeout=10.0)
+        self.client = Client(a.server, token, timeout=10.0, field_manager="kube-scheduler")
         self.runner = runner = _Runner(self.client, a, registry, gates)
         try:
             runner.sched = runner.new()

@@ -103,7 +103,8 @@ class HollowProcess:
     """Every hollow node of this process, their shared connection and the one admin port."""
 
     def __init__(self, a: argparse.Namespace):
-        self.shared = Client(a.server, "", timeout=10.0)  # owns the connection; each node calls with its own token
+        # Owns the connection; each node calls with its own token, as "kubelet" like a real one.
+        self.shared = Client(a.server, "", timeout=10.0, field_manager="kubelet")
         self.nodes = nodes = build(a, self.shared)
         host, _, port = a.admin_listen.rpartition(":")
         self.admin = AdminServer(host or "127.0.0.1", int(port),

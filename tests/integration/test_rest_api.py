@@ -410,6 +410,54 @@ async def test_server_side_apply_from_two_field_managers_conflicts(kcluster, cli
     ok(kubectl(kcluster, "delete", "deployment", "ssa-web"))
 
 
+RS = """apiVersion: apps/v1
+kind: ReplicaSet
+metadata: {name: owners}
+spec:
+  replicas: 1
+  selector: {matchLabels: {app: owners}}
+  template:
+    metadata: {labels: {app: owners}}
+    spec: {containers: [{name: c, image: nginx}]}
+"""
+
+
+@needs_kubectl
+async def test_managed_fields_name_the_components_as_kubernetes_does(kcluster, client, tmp_path):
+    """A ReplicaSet applied by kubectl: its pod is the controller-manager's (Update) and its status
+    the kubelet's (Update of the status subresource), as `kubectl get --show-managed-fields` shows
+    on a Kubernetes cluster; the ReplicaSet is kubectl's, its status the controller-manager's."""
+    ok(kubectl(kcluster, "apply", "-f", _write(tmp_path, "rs.yaml", RS)))
+
+    async def running_pod():
+        pods = (await client.pods.list(label_selector="app=owners")).items
+        return pods[0] if pods and pods[0].status.phase == "Running" else None
+
+    async def running() -> bool:
+        return await running_pod() is not None
+
+    await eventually(running, timeout=60, what="the ReplicaSet's pod Running")
+    pod = await running_pod()
+    assert pod is not None
+    owners = {(e.manager, e.operation, e.subresource): json.loads(e.fields_v1) for e in pod.metadata.managed_fields}
+    made = owners[("kube-controller-manager", "Update", "")]
+    assert "f:ownerReferences" in made["f:metadata"] and "f:containers" in made["f:spec"], owners
+    assert "f:phase" in owners[("kubelet", "Update", "status")]["f:status"], owners
+    shown = json.loads(ok(kubectl(kcluster, "get", "pod", pod.metadata.name, "-o", "json", "--show-managed-fields")))
+    assert {(e["manager"], e["operation"], e.get("subresource", "")) for e in shown["metadata"]["managedFields"]} \
+        == set(owners)
+    rs = await client.replica_sets.get("owners")
+    rs_owners = {(e.manager, e.subresource) for e in rs.metadata.managed_fields}
+    assert ("kubectl-client-side-apply", "") in rs_owners, rs_owners
+    await eventually(lambda: _rs_status_owned(client), timeout=30, what="the ReplicaSet's status written")
+    ok(kubectl(kcluster, "delete", "replicaset", "owners"))
+
+
+async def _rs_status_owned(client) -> bool:
+    rs = await client.replica_sets.get("owners")
+    return ("kube-controller-manager", "status") in {(e.manager, e.subresource) for e in rs.metadata.managed_fields}
+
+
 # ---------------------------------------------------------------- drain
 
 

@@ -10,12 +10,19 @@ For an existing object, ``spec`` (for kinds without one: every field but metadat
 labels and annotations are replaced by the given ones; status, uid and creationTimestamp are
 kept; a given metadata.resourceVersion must match. Spec fields the server fills in and users do
 not write (a pod's nodeName, priority and preemptionPolicy) are kept when the document omits them.
+
+``--server-side`` sends each document as written to the server's apply (server-side apply under
+``--field-manager``, ``kplane`` by default): the server merges it, and a field another manager
+owns is a conflict unless ``--force-conflicts``. The dry runs come first as above, and for an
+object that exists a server-side dry run too, so a conflict stops the apply before anything is
+written.
 """
 
 from __future__ import annotations
 
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any
 
 import yaml
 from google.protobuf.message import Message
@@ -38,6 +45,24 @@ class Document:
     index: int
     kind: Kind[Message, Message]
     obj: Message
+    source: dict[str, Any] = field(default_factory=dict)  # the document as written: what server-side apply sends
+
+
+@dataclass(frozen=True)
+class ServerSide:
+    """``--server-side``: apply on the server as ``field_manager``, taking conflicting fields with ``force``."""
+
+    field_manager: str = "kplane"
+    force: bool = False
+
+
+# After a conflict, what the user can do (kubectl says as much).
+CONFLICT_HELP = """
+Please review the fields above: other field managers own them. To resolve this:
+* to manage all of them, run the apply again with --force-conflicts;
+* to leave them to their managers, remove them from your manifest;
+* to share them, give them the values they have now (you become their manager when the others
+  stop applying them)."""
 
 
 def _read(filename: str) -> str:
@@ -86,7 +111,7 @@ def load_documents(filename: str) -> list[Document]:
                              f"{kind.name}: {exc}") from None
         if not object_meta(obj).name and not object_meta(obj).generate_name:
             raise ApplyError(f"{where}: metadata.name is required")
-        docs.append(Document(i, kind, obj))
+        docs.append(Document(i, kind, obj, d))
     return docs
 
 
@@ -158,7 +183,76 @@ def _needs_class_from_this_apply(pod: core_pb2.Pod, classes: dict[str, schedulin
     return bool(name) and name in classes and f"no PriorityClass with name {name} was found" in exc.message
 
 
-async def apply(client: Client, docs: list[Document], namespace: str | None, dry_run: bool = False) -> int:
+async def _apply_server_side(client: Client, doc: Document, namespace: str, how: ServerSide, dry_run: bool) -> str:
+    """One document through the server's apply; the line kubectl prints for it."""
+    source = dict(doc.source)
+    meta = dict(source.get("metadata") or {})
+    if doc.kind.namespaced:
+        meta["namespace"] = meta.get("namespace") or namespace
+    else:
+        meta.pop("namespace", None)
+    if not meta.get("name"):
+        raise ApplyError(f"document {doc.index}: metadata.name is required: server-side apply cannot use "
+                         f"generateName")
+    source["metadata"] = meta
+    try:
+        await client.resource(doc.kind).apply(source, field_manager=how.field_manager, force=how.force,
+                                              dry_run=dry_run)
+    except errors.Conflict as exc:
+        if exc.message.startswith("Apply failed"):
+            raise ApplyError(exc.message + CONFLICT_HELP) from None
+        raise
+    return f"{printers.resource_name(doc.kind, meta['name'])} serverside-applied"
+
+
+async def _exists(client: Client, doc: Document, namespace: str) -> bool:
+    meta = object_meta(doc.obj)
+    if not meta.name:
+        return False
+    try:
+        await client.resource(doc.kind).get(meta.name, (meta.namespace or namespace) if doc.kind.namespaced else "")
+    except errors.NotFound:
+        return False
+    return True
+
+
+async def _dry_run(client: Client, d: Document, default_ns: str, classes: dict[str, scheduling_pb2.PriorityClass],
+                   namespaces: set[str]) -> None:
+    """A create or update dry run of ``d`` as client-side apply sends it: the Namespace and the
+    PriorityClass earlier documents of this apply create count as there."""
+    probe = type(d.obj)()
+    probe.CopyFrom(d.obj)
+    try:
+        await _apply_one(client, Document(d.index, d.kind, probe), default_ns, dry_run=True)
+    except errors.NotFound as exc:
+        ns = object_meta(probe).namespace
+        if not d.kind.namespaced or ns not in namespaces or exc.message != f'namespaces "{ns}" not found':
+            raise
+        # Nothing can exist yet in a namespace this apply creates: the document will be a
+        # create; check it as one where a namespace exists.
+        object_meta(probe).namespace = "default"
+        await client.resource(d.kind).create(probe, dry_run=True)
+    except errors.Forbidden as exc:
+        pod = d.obj
+        if not isinstance(pod, core_pb2.Pod) or not _needs_class_from_this_apply(pod, classes, exc):
+            raise
+        # The pod's PriorityClass is created by an earlier document of this apply: check the
+        # rest of the pod without it, and the priority it states against that class.
+        pc = classes[pod.spec.priority_class_name]
+        if pod.spec.HasField("priority") and pod.spec.priority != pc.value:
+            raise errors.Forbidden(f'pods "{pod.metadata.name}" is forbidden: the integer value of priority '
+                                   f'({pod.spec.priority}) must not be provided in pod spec; priority admission '
+                                   f'controller computed {pc.value} from the given PriorityClass name') from None
+        pod_probe = core_pb2.Pod()
+        pod_probe.CopyFrom(pod)
+        pod_probe.spec.ClearField("priority_class_name")
+        pod_probe.spec.ClearField("priority")
+        pod_probe.spec.ClearField("preemption_policy")
+        await _apply_one(client, Document(d.index, d.kind, pod_probe), default_ns, dry_run=True)
+
+
+async def apply(client: Client, docs: list[Document], namespace: str | None, dry_run: bool = False,
+                server_side: ServerSide | None = None) -> int:
     default_ns = namespace or client.namespace
     if namespace:
         for d in docs:
@@ -170,35 +264,12 @@ async def apply(client: Client, docs: list[Document], namespace: str | None, dry
     classes: dict[str, scheduling_pb2.PriorityClass] = {}
     namespaces: set[str] = set()  # created (or updated) by earlier documents of this apply
     for d in docs:
-        probe = type(d.obj)()
-        probe.CopyFrom(d.obj)
-        try:
-            await _apply_one(client, Document(d.index, d.kind, probe), default_ns, dry_run=True)
-        except errors.NotFound as exc:
-            ns = object_meta(probe).namespace
-            if not d.kind.namespaced or ns not in namespaces or exc.message != f'namespaces "{ns}" not found':
-                raise
-            # Nothing can exist yet in a namespace this apply creates: the document will be a
-            # create; check it as one where a namespace exists.
-            object_meta(probe).namespace = "default"
-            await client.resource(d.kind).create(probe, dry_run=True)
-        except errors.Forbidden as exc:
-            pod = d.obj
-            if not isinstance(pod, core_pb2.Pod) or not _needs_class_from_this_apply(pod, classes, exc):
-                raise
-            # The pod's PriorityClass is created by an earlier document of this apply: check the
-            # rest of the pod without it, and the priority it states against that class.
-            pc = classes[pod.spec.priority_class_name]
-            if pod.spec.HasField("priority") and pod.spec.priority != pc.value:
-                raise errors.Forbidden(f'pods "{pod.metadata.name}" is forbidden: the integer value of priority '
-                                       f'({pod.spec.priority}) must not be provided in pod spec; priority admission '
-                                       f'controller computed {pc.value} from the given PriorityClass name') from None
-            pod_probe = core_pb2.Pod()
-            pod_probe.CopyFrom(pod)
-            pod_probe.spec.ClearField("priority_class_name")
-            pod_probe.spec.ClearField("priority")
-            pod_probe.spec.ClearField("preemption_policy")
-            await _apply_one(client, Document(d.index, d.kind, pod_probe), default_ns, dry_run=True)
+        if server_side is not None and await _exists(client, d, default_ns):
+            # An object that exists: the server's apply merges the document into it, and checks
+            # what only it checks (another manager's fields).
+            await _apply_server_side(client, d, default_ns, server_side, dry_run=True)
+        else:
+            await _dry_run(client, d, default_ns, classes, namespaces)
         if isinstance(d.obj, scheduling_pb2.PriorityClass):
             classes[d.obj.metadata.name] = d.obj
         elif d.kind is NAMESPACE:
@@ -209,5 +280,8 @@ async def apply(client: Client, docs: list[Document], namespace: str | None, dry
             print(f"{printers.resource_name(d.kind, meta.name or meta.generate_name)} (server dry run)")
         return 0
     for d in docs:
-        print(await _apply_one(client, d, default_ns, dry_run=False))
+        if server_side is not None:
+            print(await _apply_server_side(client, d, default_ns, server_side, dry_run=False))
+        else:
+            print(await _apply_one(client, d, default_ns, dry_run=False))
     return 0

@@ -316,8 +316,12 @@ def cmd_get(args: argparse.Namespace) -> int:
 
 
 def cmd_apply(args: argparse.Namespace) -> int:
+    if not args.server_side and (args.force_conflicts or args.field_manager is not None):
+        raise UsageError("--force-conflicts and --field-manager go with --server-side")
     docs = apply_cmd.load_documents(args.filename)
-    return run_api(args, lambda client: apply_cmd.apply(client, docs, args.namespace, dry_run=args.dry_run))
+    how = apply_cmd.ServerSide(args.field_manager or "kplane", args.force_conflicts) if args.server_side else None
+    return run_api(args, lambda client: apply_cmd.apply(client, docs, args.namespace, dry_run=args.dry_run,
+                                                        server_side=how))
 
 
 # kubectl's --cascade values -> DeleteOptions' propagationPolicy.
@@ -514,6 +518,11 @@ def build_parser() -> argparse.ArgumentParser:
     sp = add("apply", cmd_apply, "create or update objects from Kubernetes-style YAML/JSON (multi-document)")
     sp.add_argument("-f", "--filename", required=True, help="FILE or - for stdin")
     sp.add_argument("--dry-run", action="store_true", help="validate on the server, change nothing")
+    sp.add_argument("--server-side", action="store_true",
+                    help="server-side apply: the server merges each document and records its fields' manager")
+    sp.add_argument("--field-manager", help="with --server-side: the manager the fields are recorded under (kplane)")
+    sp.add_argument("--force-conflicts", action="store_true",
+                    help="with --server-side: take the fields other managers own instead of failing")
 
     sp = add("get", cmd_get, "list or show objects")
     sp.add_argument("kind", metavar="KIND")

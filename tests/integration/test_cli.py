@@ -177,6 +177,48 @@ def test_stale_resource_version_in_apply_conflicts(kcluster, tmp_path):
     assert _revision(kcluster) == before
 
 
+def test_server_side_apply_from_two_managers_conflicts_and_force_takes_the_field(kcluster, tmp_path):
+    """kplane apply --server-side: alice's label; bob's other value is kubectl's conflict message
+    (exit 1, nothing written, not even bob's other label); --force-conflicts hands it over; a
+    partial document (labels only) merges into the pod; --force-conflicts alone is a usage error."""
+    def apply(manager: str, labels: str, *extra: str):
+        doc = POD.format(name="ssa-cli", extra="").replace("metadata: {name: ssa-cli}",
+                                                           f"metadata: {{name: ssa-cli, labels: {{{labels}}}}}")
+        return kcluster.kplane("apply", "--server-side", "--field-manager", manager, *extra, "-f",
+                               _write(tmp_path, doc))
+
+    out = apply("alice", "tier: a")
+    assert out.returncode == 0 and out.stdout.strip() == "pod/ssa-cli serverside-applied", out.stderr
+    before = _revision(kcluster)
+    out = apply("bob", "tier: b, team: x")
+    assert out.returncode == 1, out.stdout
+    assert out.stderr.startswith('error: Apply failed with 1 conflict: conflict with "alice": '
+                                 '.metadata.labels.tier'), out.stderr
+    assert "--force-conflicts" in out.stderr and "Traceback" not in out.stderr
+    assert _revision(kcluster) == before
+    assert apply("bob", "tier: b, team: x", "--force-conflicts").returncode == 0
+
+    async def read():
+        c = kcluster.client()
+        try:
+            return await c.pods.get("ssa-cli")
+        finally:
+            await c.close()
+
+    import asyncio
+    pod = asyncio.run(read())
+    assert dict(pod.metadata.labels) == {"tier": "b", "team": "x"}
+    owners = {e.manager: json.loads(e.fields_v1) for e in pod.metadata.managed_fields}
+    assert "f:tier" in owners["bob"]["f:metadata"]["f:labels"]
+    assert "f:labels" not in owners["alice"].get("f:metadata", {})
+    partial = "apiVersion: v1\nkind: Pod\nmetadata: {name: ssa-cli, labels: {owner: carol}}\n"
+    out = kcluster.kplane("apply", "--server-side", "--field-manager", "carol", "-f", _write(tmp_path, partial))
+    assert out.returncode == 0, out.stderr
+    assert asyncio.run(read()).metadata.labels["owner"] == "carol"
+    _fails_cleanly(kcluster, kcluster.kplane("apply", "--force-conflicts", "-f", _write(tmp_path, partial)),
+                   "--force-conflicts and --field-manager go with --server-side")
+
+
 def test_resize_that_changes_qos_or_touches_ephemeral_storage_is_rejected(kcluster, tmp_path):
     doc = ("apiVersion: v1\nkind: Pod\nmetadata: {name: rs-bad}\nspec:\n  containers:\n  - name: c\n    image: nginx\n"
            "    resources: {requests: {cpu: 100m, ephemeral-storage: 1Gi}, limits: {cpu: 200m}}\n")

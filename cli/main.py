@@ -277,10 +277,13 @@ def cmd_get(args: argparse.Namespace) -> int:
             lst = list_accessor(kind, await rc.list(ns, label_selector=args.selector or "",
                                                     field_selector=args.field_selector or ""))
             items, rv = list(lst.items), lst.metadata.resource_version
+        shown = items
+        if not args.show_managed_fields:
+            shown = [printers.without_managed_fields(o) for o in items]
         if args.output == "json":
-            print(printers.to_json(items[0] if args.name else printers.as_list(items)))
+            print(printers.to_json(shown[0] if args.name else printers.as_list(shown)))
         elif args.output == "yaml":
-            print(printers.to_yaml(items[0] if args.name else printers.as_list(items)), end="")
+            print(printers.to_yaml(shown[0] if args.name else printers.as_list(shown)), end="")
         elif args.output == "name":
             for o in items:
                 print(printers.resource_name(kind, object_meta(o).name))
@@ -300,6 +303,8 @@ def cmd_get(args: argparse.Namespace) -> int:
 
         def show(type_: str, obj: Message) -> None:
             if args.output in ("json", "yaml"):
+                if not args.show_managed_fields:
+                    obj = printers.without_managed_fields(obj)
                 doc = {"type": type_, "object": jsonconv.to_dict(obj)}
                 print(json.dumps(doc) if args.output == "json" else "---\n" + printers.to_yaml(doc), flush=True)
             elif args.output == "name":
@@ -531,6 +536,8 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("-l", "--selector")
     sp.add_argument("--field-selector")
     sp.add_argument("-o", "--output", choices=["wide", "json", "yaml", "name"])
+    sp.add_argument("--show-managed-fields", action="store_true",
+                    help="-o json|yaml: keep metadata.managedFields (left out by default, as kubectl does)")
     sp.add_argument("-w", "--watch", action="store_true")
 
     sp = add("delete", cmd_delete, "delete an object (gracefully)")

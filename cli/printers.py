@@ -50,6 +50,17 @@ def to_yaml(obj: Message | dict) -> str:
     return yaml.safe_dump(obj if isinstance(obj, dict) else jsonconv.to_dict(obj), sort_keys=False)
 
 
+def without_managed_fields(obj: Message) -> Message:
+    """``obj`` without metadata.managedFields: what kubectl's get prints unless
+    ``--show-managed-fields``."""
+    if not object_meta(obj).managed_fields:
+        return obj
+    out = type(obj)()
+    out.CopyFrom(obj)
+    del object_meta(out).managed_fields[:]
+    return out
+
+
 def as_list(items: list[Message]) -> dict:
     return {"apiVersion": "v1", "items": [jsonconv.to_dict(i) for i in items], "kind": "List",
             "metadata": {"resourceVersion": ""}}

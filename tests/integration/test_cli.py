@@ -215,6 +215,11 @@ def test_server_side_apply_from_two_managers_conflicts_and_force_takes_the_field
     out = kcluster.kplane("apply", "--server-side", "--field-manager", "carol", "-f", _write(tmp_path, partial))
     assert out.returncode == 0, out.stderr
     assert asyncio.run(read()).metadata.labels["owner"] == "carol"
+    # get -o json|yaml leaves managedFields out unless asked, as kubectl does.
+    plain = json.loads(kcluster.kplane("get", "pod", "ssa-cli", "-o", "json").stdout)
+    assert "managedFields" not in plain["metadata"] and plain["metadata"]["labels"]["owner"] == "carol"
+    full = json.loads(kcluster.kplane("get", "pod", "ssa-cli", "-o", "json", "--show-managed-fields").stdout)
+    assert {e["manager"] for e in full["metadata"]["managedFields"]} >= {"alice", "bob", "carol"}
     _fails_cleanly(kcluster, kcluster.kplane("apply", "--force-conflicts", "-f", _write(tmp_path, partial)),
                    "--force-conflicts and --field-manager go with --server-side")
 

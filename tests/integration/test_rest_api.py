@@ -520,8 +520,20 @@ async def test_python_client_lists_what_grpc_lists(kcluster, client):
     nodes = v1.list_node()
     assert sorted(n.metadata.name for n in nodes.items) == ["node-1", "node-2", "node-3"]
     assert all(n.status.node_info.kubelet_version for n in nodes.items)
-    page = v1.list_namespaced_pod("default", limit=1)
-    assert len(page.items) == 1 and page.metadata._continue
+    # Pages, over pods of this test's own (what earlier tests left is not counted on).
+    for i in range(3):
+        v1.create_namespaced_pod("default", yaml.safe_load(pod_yaml(f"page-{i}", labels={"page": "yes"})))
+    names: list[str] = []
+    page = v1.list_namespaced_pod("default", label_selector="page=yes", limit=2)
+    assert len(page.items) == 2 and page.metadata._continue, page.metadata
+    names += [p.metadata.name for p in page.items]
+    rest = v1.list_namespaced_pod("default", label_selector="page=yes", limit=2, _continue=page.metadata._continue)
+    assert len(rest.items) == 1 and not rest.metadata._continue
+    names += [p.metadata.name for p in rest.items]
+    assert sorted(names) == ["page-0", "page-1", "page-2"] == sorted(
+        p.metadata.name for p in (await client.pods.list("default", label_selector="page=yes")).items)
+    for i in range(3):
+        await client.pods.delete(f"page-{i}", grace_period_seconds=0)
     with pytest.raises(k8s.ApiException) as exc:
         v1.read_namespaced_pod("x", "default")
     assert exc.value.status == 404 and json.loads(exc.value.body)["reason"] == "NotFound"

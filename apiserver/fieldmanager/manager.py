@@ -29,6 +29,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from google.protobuf.descriptor import FieldDescriptor
 from google.protobuf.message import Message
 
 from apiserver.fieldmanager import schema
@@ -192,20 +193,56 @@ _CREATED_MAX = 1024
 def _create_shape(kind: Kind[M, L], requested: M, manager: Manager) -> bytes:
     """What the fields a create owns depend on, and nothing else: the request with what no manager
     owns cleared (name, namespace, uid, resourceVersion, generation, creationTimestamp) and its
-    label and annotation values blanked (a map's key is owned whatever its value), with the kind
-    and the manager. Two requests of one shape own the same fields."""
+    values blanked (``_blank_values``), with the kind and the manager. Two requests of one shape
+    own the same fields."""
     out = type(requested)()
     out.CopyFrom(requested)
     meta = object_meta(out)
     for name in ("name", "namespace", "uid", "resource_version", "generation", "creation_timestamp"):
         meta.ClearField(name)
-    if meta.generate_name:
-        meta.generate_name = "-"
-    for values in (meta.labels, meta.annotations):
-        for k in list(values):
-            values[k] = ""
+    _blank_values(out)
     head = f"{kind.plural}\0{manager.name}\0{manager.subresource}\0".encode()
     return head + out.SerializeToString(deterministic=True)
+
+
+_OPAQUE = frozenset({"google.protobuf.Struct", "google.protobuf.Value", "google.protobuf.ListValue",
+                     "google.protobuf.Any"})
+
+
+def _blank_values(msg: Message) -> None:
+    """Every set string and integer outside lists made one value ("-", 1), in place: whether a
+    scalar is there decides what a create owns, never its value (an Event's message, a pod's
+    annotations, a label's value), so requests that differ only there share their shape. Lists
+    are left as they are (an item's key values are its path: a container's name), as are
+    protobuf Structs (kept whole) and zero values (a set ``priority: 0`` stays 0)."""
+    for fd, value in msg.ListFields():
+        if fd.message_type is not None and fd.message_type.full_name in _OPAQUE:
+            continue
+        if fd.is_repeated:
+            entry = fd.message_type
+            if entry is None or not entry.GetOptions().map_entry:
+                continue  # a list
+            value_fd = entry.fields_by_name["value"]
+            if value_fd.message_type is None:
+                for k in list(value):
+                    value[k] = _blank(value_fd.type, value[k])
+            elif value_fd.message_type.full_name not in _OPAQUE:
+                for k in value:
+                    _blank_values(value[k])
+        elif fd.message_type is not None:
+            _blank_values(value)
+        else:
+            setattr(msg, fd.name, _blank(fd.type, value))
+
+
+def _blank(field_type: int, value: Any) -> Any:
+    if not value or isinstance(value, bool):
+        return value
+    if field_type == FieldDescriptor.TYPE_STRING:
+        return "-"
+    if isinstance(value, int):
+        return 1
+    return value
 
 
 def _time_order(entry: _Entry) -> str:
@@ -386,15 +423,17 @@ class FieldManager:
         ``default`` (the decoder's defaulting) makes it, before admission: what admission and the
         strategy add is nobody's.
 
-        Objects made alike — a ReplicaSet's pods, a client's burst of creates from one template —
-        own the same fields: what a create owns is remembered by the request's shape
-        (``_create_shape``), and a create of a known shape only stamps the time."""
+        Objects made alike — a ReplicaSet's pods, a client's burst of creates from one template,
+        the Events of one reason — own the same fields: what a create owns is remembered by the
+        defaulted request's shape (``_create_shape``; defaulted first, as a default can depend on
+        a value: a Deployment's rollingUpdate on its strategy's type), and a create of a known
+        shape only stamps the time."""
         meta = object_meta(obj)
         del meta.managed_fields[:]
-        shape = None if object_meta(requested).managed_fields else _create_shape(kind, requested, manager)
+        defaulted = default(kind, requested)
+        shape = None if object_meta(defaulted).managed_fields else _create_shape(kind, defaulted, manager)
         entries = _CREATED.get(shape) if shape is not None else None
         if entries is None:
-            defaulted = default(kind, requested)
             self.update(kind, None, defaulted, manager)
             entries = tuple(meta_pb2.ManagedFieldsEntry(
                 manager=e.manager, operation=e.operation, api_version=e.api_version, fields_type=e.fields_type,

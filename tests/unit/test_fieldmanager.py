@@ -19,7 +19,7 @@ from apiserver.fieldmanager.typed import ABSENT, TypeError_, compare, field_set,
 from apiserver.registry import admit_update
 from machinery import errors, jsonconv
 from machinery.api import core_pb2
-from machinery.kinds import DEPLOYMENT, NODE, POD
+from machinery.kinds import DEPLOYMENT, EVENT, NODE, POD
 from tests.harness.builders import MakeDeployment, MakePod
 
 ADMIN = User("admin", groups=("system:masters",))
@@ -390,3 +390,55 @@ def test_a_union_that_adds_nothing_is_the_set_itself_and_text_follows_inserts():
     assert '"f:tier":{}' in a.to_json()
     b = FieldSet.of((field("spec"),), (field("spec"), field("nodeName")))
     assert b.to_json() == '{"f:spec":{".":{},"f:nodeName":{}}}'
+
+
+def _made_fields(kind, obj, manager: str = "m", fm: FieldManager | None = None) -> str:
+    stored, requested = strategy.copy(obj), strategy.copy(obj)
+    strategy.prepare_for_create(kind, stored)
+    (fm or FieldManager()).created(kind, requested, stored, Manager(manager), strategy.defaulted_request)
+    return stored.metadata.managed_fields[0].fields_v1
+
+
+def _uncached_fields(kind, obj, manager: str = "m") -> str:
+    manager_module._CREATED.clear()
+    return _made_fields(kind, obj, manager)
+
+
+def test_the_create_shape_blanks_values_but_not_what_a_default_or_a_list_key_depends_on():
+    """Events of one reason with other messages, objects and counts share a shape; a
+    Deployment's strategy type, which its defaults follow, and a container's name, its list key,
+    do not; every cached answer is the uncached one."""
+    fm = FieldManager()
+    manager_module._CREATED.clear()
+
+    def event(i: int, reason: str) -> core_pb2.Event:
+        ev = core_pb2.Event()
+        ev.metadata.name, ev.metadata.namespace = f"web-{i}.{i:x}", "default"
+        ev.involved_object.kind, ev.involved_object.name, ev.involved_object.uid = "Pod", f"web-{i}", f"u{i}"
+        ev.reason, ev.message, ev.type, ev.count = reason, f"Successfully assigned default/web-{i} to n{i}", \
+            "Normal", i + 1
+        return ev
+
+    first = _made_fields(EVENT, event(1, "Scheduled"), fm=fm)
+    for i in range(2, 6):
+        assert _made_fields(EVENT, event(i, "Preempted"), fm=fm) == first
+    assert len(manager_module._CREATED) == 1
+    assert first == _uncached_fields(EVENT, event(9, "Scheduled"))
+
+    def deployment(name: str, strategy_type: str):
+        d = MakeDeployment().name(name).obj()
+        d.spec.ClearField("strategy")
+        d.spec.strategy.type = strategy_type  # defaulting adds rollingUpdate to a RollingUpdate one only
+        return d
+
+    manager_module._CREATED.clear()
+    rolling = _made_fields(DEPLOYMENT, deployment("a", "RollingUpdate"), fm=fm)
+    recreate = _made_fields(DEPLOYMENT, deployment("b", "Recreate"), fm=fm)
+    assert len(manager_module._CREATED) == 2 and rolling != recreate
+    assert recreate == _uncached_fields(DEPLOYMENT, deployment("c", "Recreate"))
+    assert "f:rollingUpdate" in rolling and "f:rollingUpdate" not in recreate
+
+    manager_module._CREATED.clear()
+    one = _made_fields(POD, MakePod().name("p").container("a", "busybox").obj(), fm=fm)
+    other = _made_fields(POD, MakePod().name("q").container("b", "busybox").obj(), fm=fm)
+    assert one != other and other == _uncached_fields(POD, MakePod().name("r").container("b", "busybox").obj())

@@ -235,7 +235,7 @@ class FieldSet:
             parts = []
             for pe in sorted(self.members | set(self.children), key=order):
                 child = self.children.get(pe)
-                key = json.dumps(encode_element(pe), ensure_ascii=False)
+                key = _key_text(pe)
                 if child is None:
                     parts.append(key + ":{}")
                 else:
@@ -295,6 +295,24 @@ def encode_element(pe: PathElement) -> str:
     if kind == VALUE:
         return "v:" + json.dumps(_plain(v), separators=(",", ":"), ensure_ascii=False)
     return f"i:{v}"
+
+
+_KEY_TEXTS: dict[PathElement, str] = {}
+
+
+def _key_text(pe: PathElement) -> str:
+    """``encode_element(pe)`` as a JSON string, remembered for fields and for list keys of strings
+    (the elements every managedFields entry repeats). Not for values and other keys: True and 1 are
+    one dict key to Python, two elements to FieldsV1."""
+    text = _KEY_TEXTS.get(pe)
+    if text is None:
+        text = json.dumps(encode_element(pe), ensure_ascii=False)
+        kind, v = pe
+        if kind == FIELD or (kind == KEY and all(isinstance(x, str) for _, x in v)):
+            if len(_KEY_TEXTS) >= 65536:
+                _KEY_TEXTS.clear()
+            _KEY_TEXTS[pe] = text
+    return text
 
 
 def decode_element(text: str) -> PathElement:

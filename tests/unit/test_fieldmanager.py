@@ -390,6 +390,11 @@ def test_a_union_that_adds_nothing_is_the_set_itself_and_text_follows_inserts():
     assert '"f:tier":{}' in a.to_json()
     b = FieldSet.of((field("spec"),), (field("spec"), field("nodeName")))
     assert b.to_json() == '{"f:spec":{".":{},"f:nodeName":{}}}'
+    # Elements' texts are remembered, but True and 1 (one dict key to Python) stay two elements.
+    assert FieldSet.of((field("s"), value(1))).to_json() == '{"f:s":{"v:1":{}}}'
+    assert FieldSet.of((field("s"), value(True))).to_json() == '{"f:s":{"v:true":{}}}'
+    assert FieldSet.of((field("s"), key({"a": 1}))).to_json() == '{"f:s":{"k:{\\"a\\":1}":{}}}'
+    assert FieldSet.of((field("s"), key({"a": True}))).to_json() == '{"f:s":{"k:{\\"a\\":true}":{}}}'
 
 
 def _made_fields(kind, obj, manager: str = "m", fm: FieldManager | None = None) -> str:

@@ -31,7 +31,7 @@ from typing import Any, Coroutine, Protocol, TypeVar, cast
 
 import aetcd
 
-from bench import rest
+from bench import cpu, rest
 from cli import cluster, topology
 from machinery.client import Client
 from machinery.process import run_loop
@@ -159,9 +159,9 @@ def run(out_dir: Path, quick: bool = False) -> dict:
         etcd = state.processes["etcd"].grpc
         raw = run_loop_result(raw_etcd_puts(etcd, n_raw, 64))
         api_pid = state.processes["apiserver"].pid
-        cpu0 = rest.cpu_seconds(api_pid)
+        cpu0 = cpu.seconds(api_pid)
         made = run_loop_result(creates(server, token, n_creates, 64, 8, "c"))
-        grpc_cpu = rest.cpu_seconds(api_pid) - cpu0
+        grpc_cpu = cpu.seconds(api_pid) - cpu0
         result["raw_etcd_puts_per_s"] = round(raw, 1)
         result["creates_per_s"] = round(made, 1)
         result["create_ratio"] = round(made / raw, 3)
@@ -170,9 +170,9 @@ def run(out_dir: Path, quick: bool = False) -> dict:
         endpoint = rest.Endpoint(state, token)
         bodies = [rest.pod_body(_pod(f"r-{i}")) for i in range(n_creates)]
         run_loop_result(rest.creates(endpoint, [rest.pod_body(_pod("r-warmup"))], 1, 1))
-        cpu0 = rest.cpu_seconds(api_pid)
+        cpu0 = cpu.seconds(api_pid)
         rest_made = run_loop_result(rest.creates(endpoint, bodies, 64, 8))
-        rest_cpu = rest.cpu_seconds(api_pid) - cpu0
+        rest_cpu = cpu.seconds(api_pid) - cpu0
         grpc_ms, rest_ms = grpc_cpu * 1000 / (n_creates + 1), rest_cpu * 1000 / n_creates
         result["rest"] = {"creates": {"grpc_per_s": round(made, 1), "rest_per_s": round(rest_made, 1),
                                       "grpc_cpu_ms": round(grpc_ms, 3), "rest_cpu_ms": round(rest_ms, 3),
@@ -226,15 +226,15 @@ def watch_phase(server: str, token: str, rate: float, seconds: float, watchers: 
     deadline = time.monotonic() + 30
     while not ready.exists() and time.monotonic() < deadline:
         time.sleep(0.05)
-    cpu0 = rest.cpu_seconds(api_pid)
+    cpu0 = cpu.seconds(api_pid)
     run_loop_result(paced_writes(server, token, rate, seconds, prefix))
     proc.wait(timeout=seconds + 90)
-    cpu = rest.cpu_seconds(api_pid) - cpu0
+    used = cpu.seconds(api_pid) - cpu0
     w = json.loads(report.read_text())
     w["rate"] = rate
     if api_pid is not None:
         delivered = w["min_events_per_watcher"] * watchers
-        w["apiserver_cpu_us_per_event"] = round(cpu * 1e6 / delivered, 2) if delivered else float("nan")
+        w["apiserver_cpu_us_per_event"] = round(used * 1e6 / delivered, 2) if delivered else float("nan")
     return w
 
 

@@ -26,6 +26,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from bench import cpu
 from bench.api import _profile_summary, percentile, run_loop_result
 from cli import cluster, topology
 from machinery.api import core_pb2
@@ -35,19 +36,6 @@ from machinery.kinds import POD
 from tests.harness.builders import MakePod
 
 NODE = "node-1"
-
-
-def _cpu_seconds(pid: int | None) -> float:
-    """User + system CPU time a process has used (Linux /proc)."""
-    try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    except (OSError, IndexError):
-        return 0.0
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
-def _cpu_by_component(state: cluster.ClusterState) -> dict[str, float]:
-    return {name: _cpu_seconds(p.pid) for name, p in state.processes.items()}
 
 
 def _pod(name: str, node: str = NODE) -> core_pb2.Pod:
@@ -188,10 +176,10 @@ def run(out_dir: Path, quick: bool = False) -> dict:
     try:
         server, token = state.server, state.admin_token()
         result["api_creates_per_s"] = round(run_loop_result(_api_baseline(server, token, n_pods)), 1)
-        cpu_before, wall_before = _cpu_by_component(state), time.perf_counter()
+        cpu_before, wall_before = cpu.by_component(state), time.perf_counter()
         r = run_loop_result(_start_and_resize(server, token, n_pods, n_resize, "start"))
         wall = time.perf_counter() - wall_before
-        cpu_after = _cpu_by_component(state)
+        cpu_after = cpu.by_component(state)
         result.update(r)
         # Which process was busy: CPU seconds per second of the start+resize phase (1.0 = one core).
         result["cpu_share_by_component"] = {name: round((cpu_after[name] - cpu_before[name]) / wall, 2)

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import ssl
 import time
 from pathlib import Path
@@ -26,15 +25,6 @@ from cli import cluster, pki
 from machinery.api import core_pb2
 
 TARGET_CPU_RATIO = 1.5  # the REST path's apiserver CPU per request, at most this times the gRPC path's
-
-
-def cpu_seconds(pid: int | None) -> float:
-    """User + system CPU time a process has used (Linux /proc)."""
-    try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    except (OSError, IndexError):
-        return 0.0
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 class Endpoint:

@@ -61,8 +61,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, ClassVar
 
+from bench import cpu
 from bench.api import _profile_summary, load_profile, percentile, run_loop_result
-from bench.kubelet import _bounded, _cpu_by_component, _running
+from bench.kubelet import _bounded, _running
 from cli import cluster, topology
 from machinery.api import apps_pb2, core_pb2, resource_pb2, scheduling_pb2
 from machinery.client import Client
@@ -391,7 +392,7 @@ def run_claim_template_one(w: ClaimTemplateWorkload, pods: int, gate: bool) -> d
         marks: dict[str, tuple[float, dict[str, float], dict[str, float]]] = {}
 
         def mark(label: str) -> None:
-            marks[label] = (time.perf_counter(), _cpu_by_component(state), _metric_sums(state, "scheduler",
+            marks[label] = (time.perf_counter(), cpu.by_component(state), _metric_sums(state, "scheduler",
                                                                                          _CLAIM_METRICS))
         r = run_loop_result(_run_claim_template_workload(state.server, state.admin_token(), pods, mark=mark))
         (t0, cpu0, m0), (t1, cpu1, m1) = marks["measure-start"], marks["measure-end"]
@@ -569,7 +570,7 @@ def run_one(w: AnyWorkload, nodes: int) -> dict:
     try:
         marks: dict[str, tuple[float, dict[str, float]]] = {}
         r = run_loop_result(_measure(state, w, nodes, mark=lambda label: marks.__setitem__(
-            label, (time.perf_counter(), _cpu_by_component(state)))))
+            label, (time.perf_counter(), cpu.by_component(state)))))
         (t0, cpu_before), (t1, cpu_after) = marks["measure-start"], marks["measure-end"]
         wall = t1 - t0
         # The measured phase only: each component's share of a core, and its CPU per measured pod (resize).

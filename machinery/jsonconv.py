@@ -54,7 +54,8 @@ _INT_TYPES = _INT64_TYPES | {
 }
 _M = TypeVar("_M", bound=Message)
 _STRUCT = "google.protobuf.Struct"
-_OPAQUE_TYPES = {_STRUCT, "google.protobuf.Value", "google.protobuf.ListValue", "google.protobuf.Any"}
+# Kept as given, whatever their content (a probe, a volume): JSON objects of any shape.
+OPAQUE_TYPES = frozenset({_STRUCT, "google.protobuf.Value", "google.protobuf.ListValue", "google.protobuf.Any"})
 
 
 class DecodeError(ValueError):
@@ -106,7 +107,7 @@ def _plan(descriptor: AnyDescriptor) -> dict[str, Field]:
         is_map = entry is not None
         value = entry.fields_by_name["value"] if entry is not None else fd
         value_message = _message_type(value)
-        opaque = value_message is not None and value_message.full_name in _OPAQUE_TYPES
+        opaque = value_message is not None and value_message.full_name in OPAQUE_TYPES
         message = value_message if not opaque else None
         opts = fd.GetOptions()
         plan[fd.json_name] = Field(
@@ -358,6 +359,28 @@ def _encode(msg: Message, always: Mapping[str, tuple[str, ...]]) -> dict[str, An
 def fields_of(descriptor: AnyDescriptor) -> dict[str, Field]:
     """A message's fields by proto name, as this module prints and reads them."""
     return _fields_by_proto_name(descriptor)
+
+
+MISSING: Any = object()  # field_json's "not printed"
+
+
+def field_json(msg: Message, fd: AnyFieldDescriptor, always: Mapping[str, tuple[str, ...]]) -> Any:
+    """One field of ``msg`` as ``to_dict(msg, always)`` prints it, or ``MISSING`` where it leaves the
+    field out: proto3's unset (a zero scalar without presence, an empty list or map, an unset
+    message) unless ``always`` names the scalar, which then prints its zero value."""
+    f = _fields_by_proto_name(msg.DESCRIPTOR)[fd.name]
+    value = getattr(msg, fd.name)
+    if fd.is_repeated:  # lists and maps
+        present = len(value) > 0
+    elif fd.has_presence:
+        present = msg.HasField(fd.name)
+    else:
+        present = bool(value)
+    if present:
+        return encode_field(f, value, always)
+    if f.message is None and not fd.is_repeated and f.json_name in always.get(msg.DESCRIPTOR.full_name, ()):
+        return zero_value(f)
+    return MISSING
 
 
 def encode_field(f: Field, value: Any, always: Mapping[str, tuple[str, ...]]) -> Any:

@@ -205,10 +205,6 @@ def _create_shape(kind: Kind[M, L], requested: M, manager: Manager) -> bytes:
     return head + out.SerializeToString(deterministic=True)
 
 
-_OPAQUE = frozenset({"google.protobuf.Struct", "google.protobuf.Value", "google.protobuf.ListValue",
-                     "google.protobuf.Any"})
-
-
 def _blank_values(msg: Message) -> None:
     """Every set string and integer outside lists made one value ("-", 1), in place: whether a
     scalar is there decides what a create owns, never its value (an Event's message, a pod's
@@ -216,7 +212,7 @@ def _blank_values(msg: Message) -> None:
     are left as they are (an item's key values are its path: a container's name), as are
     protobuf Structs (kept whole) and zero values (a set ``priority: 0`` stays 0)."""
     for fd, value in msg.ListFields():
-        if fd.message_type is not None and fd.message_type.full_name in _OPAQUE:
+        if fd.message_type is not None and fd.message_type.full_name in jsonconv.OPAQUE_TYPES:
             continue
         if fd.is_repeated:
             entry = fd.message_type
@@ -226,7 +222,7 @@ def _blank_values(msg: Message) -> None:
             if value_fd.message_type is None:
                 for k in list(value):
                     value[k] = _blank(value_fd.type, value[k])
-            elif value_fd.message_type.full_name not in _OPAQUE:
+            elif value_fd.message_type.full_name not in jsonconv.OPAQUE_TYPES:
                 for k in value:
                     _blank_values(value[k])
         elif fd.message_type is not None:
@@ -267,21 +263,6 @@ def encode(managed: Managed, obj: Message) -> None:
                                 fields_v1=raw, subresource=identity.subresource)
 
 
-def _json_value(msg: Message, fd: Any, f: jsonconv.Field, zeros: tuple[str, ...]) -> Any:
-    """A field of ``msg`` as Kubernetes JSON prints it (``to_dict`` with KUBERNETES_ALWAYS), or
-    ABSENT where that leaves it out."""
-    value = getattr(msg, fd.name)
-    if fd.is_repeated:  # lists and maps
-        present = len(value) > 0
-    elif fd.has_presence:
-        present = msg.HasField(fd.name)
-    else:
-        present = bool(value)  # proto3: a zero scalar is not set
-    if present:
-        return jsonconv.encode_field(f, value, jsonconv.KUBERNETES_ALWAYS)
-    return jsonconv.zero_value(f) if f.json_name in zeros and f.message is None and not fd.is_repeated else ABSENT
-
-
 def _differing(a: Message, b: Message, left: dict[str, Any], right: dict[str, Any], skip: str = "") -> None:
     """Fill ``left`` and ``right`` with the Kubernetes JSON of the fields of ``a`` and ``b`` (two
     messages of one type, both set) that differ, and only those: a message set on both sides is
@@ -290,7 +271,6 @@ def _differing(a: Message, b: Message, left: dict[str, Any], right: dict[str, An
     tells equal fields apart without printing them."""
     descriptor = a.DESCRIPTOR
     fields = jsonconv.fields_of(descriptor)
-    zeros = jsonconv.KUBERNETES_ALWAYS.get(descriptor.full_name, ())
     for fd in descriptor.fields:
         if fd.name == skip:
             continue
@@ -308,12 +288,13 @@ def _differing(a: Message, b: Message, left: dict[str, Any], right: dict[str, An
                 continue
         elif va == vb and (not fd.has_presence or fd.is_repeated or a.HasField(fd.name) == b.HasField(fd.name)):
             continue
-        lv, rv = _json_value(a, fd, f, zeros), _json_value(b, fd, f, zeros)
-        if lv == rv:
+        lv = jsonconv.field_json(a, fd, jsonconv.KUBERNETES_ALWAYS)
+        rv = jsonconv.field_json(b, fd, jsonconv.KUBERNETES_ALWAYS)
+        if lv is not jsonconv.MISSING and rv is not jsonconv.MISSING and lv == rv:
             continue
-        if lv is not ABSENT:
+        if lv is not jsonconv.MISSING:
             left[f.json_name] = lv
-        if rv is not ABSENT:
+        if rv is not jsonconv.MISSING:
             right[f.json_name] = rv
 
 

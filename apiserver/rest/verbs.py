@@ -27,6 +27,7 @@ from google.protobuf.message import Message
 from apiserver.admission import noderestriction
 from apiserver.auth import User
 from apiserver.fieldmanager import manager_from_user_agent, validate_manager
+from apiserver.registry import APPLY
 from apiserver.requests import Api
 from apiserver.rest import codec, tables
 from apiserver.rest.paths import NOT_EMULATED, Target
@@ -41,7 +42,6 @@ PATCH_TYPES = {
     "application/json-patch+json": "json",
 }
 APPLY_PATCH = "application/apply-patch+yaml"
-APPLY = "apply"  # the registry's patch type of server-side apply
 _SCALE_RETRIES = 5
 
 

@@ -28,6 +28,7 @@ from collections.abc import Awaitable
 from typing import Any, Callable
 
 from google.protobuf.message import Message
+from prometheus_client import Counter
 
 from apiserver import defaults, strategy
 from apiserver.admission import limitranger, noderestriction, priority
@@ -44,6 +45,10 @@ from machinery.kinds import NAMESPACE, PRIORITY_CLASS, Kind, L, M, list_accessor
 
 MAX_RETRIES = 8
 _NAME_CHARS = "bcdfghjklmnpqrstvwxz2456789"
+
+CONSISTENT_READ_WAIT = 3.0  # seconds a consistent list waits for the watch cache (Kubernetes' blockTimeout)
+_CONSISTENT_READS = Counter("apiserver_watch_cache_consistent_read_total",
+                            "Counter for consistent reads from cache.", ["fallback", "resource", "success"])
 
 # The garbage collector's finalizers (metav1.FinalizerOrphanDependents, FinalizerDeleteDependents)
 # and DeleteOptions' propagation policies.
@@ -132,7 +137,8 @@ class Registry:
 
     async def list(self, kind: Kind[M, L], req: meta_pb2.ListRequest, exact: bool = False) -> L:
         """The objects selected, at the watch cache's revision once it has reached the one asked
-        for ("": etcd's current; "0": any) — or, ``exact`` (Kubernetes' resourceVersionMatch=Exact),
+        for ("": etcd's current, a consistent read — from etcd if the cache lags, see
+        ``_consistent_read``; "0": any) — or, ``exact`` (Kubernetes' resourceVersionMatch=Exact),
         as they were at that very revision, read from etcd's history."""
         try:
             labels = selectors.parse_label_selector(req.label_selector)
@@ -140,17 +146,21 @@ class Registry:
         except selectors.SelectorError as exc:
             raise errors.BadRequest(str(exc)) from None
         rv = req.resource_version
+        namespace = req.namespace if kind.namespaced else ""
+        from_etcd = 0  # a revision to read from etcd instead of the cache
         if rv == "":
-            await self.cache.wait_for(await self.etcd.current_revision())
+            from_etcd = await self._consistent_read(kind)
         elif rv != "0":
             try:
                 await self.cache.wait_for(int(rv))
             except ValueError:
                 raise errors.BadRequest(f'invalid resource version "{rv}"') from None
-        namespace = req.namespace if kind.namespaced else ""
         at = self.cache.rev
         if exact:
             at = int(rv)
+            items = await self._list_at(kind, namespace, labels, fields, at)
+        elif from_etcd:
+            at = from_etcd
             items = await self._list_at(kind, namespace, labels, fields, at)
         else:
             items = self.cache[kind].select(namespace, labels, fields)
@@ -175,6 +185,21 @@ class Registry:
             items = page
         lst.items.extend(items)
         return out
+
+    async def _consistent_read(self, kind: Kind[M, L]) -> int:
+        """A list at resourceVersion "" is a consistent read (Kubernetes' ConsistentListFromCache):
+        etcd's current revision is asked for, and the watch cache serves the list once it has
+        caught up with it. A cache still behind after ``CONSISTENT_READ_WAIT`` seconds does not
+        fail the list: 0 is returned when the cache may serve it, else the revision at which to
+        read it from etcd instead (Kubernetes' fallback)."""
+        current = await self.etcd.current_revision()
+        try:
+            await self.cache.wait_for(current, timeout=CONSISTENT_READ_WAIT)
+        except errors.Timeout:
+            _CONSISTENT_READS.labels("true", kind.plural, "true").inc()
+            return current
+        _CONSISTENT_READS.labels("false", kind.plural, "true").inc()
+        return 0
 
     async def _list_at(self, kind: Kind[M, L], namespace: str, labels: selectors.LabelSelector,
                        fields: selectors.FieldSelector, rev: int) -> builtins.list[M]:

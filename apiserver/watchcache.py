@@ -44,6 +44,9 @@ log = get_logger()
 
 WATCH_DELIVERY = failpoints.declare(
     "apiserver/watch-delivery", "before a batch of watch events is written to a client (sleep = informer lag)")
+CACHE_INTAKE = failpoints.declare(
+    "apiserver/watch-cache-intake", "before the watch cache takes a batch of etcd's events (sleep or pause = a cache "
+    "behind etcd, as a busy apiserver's is)")
 
 _EVENTS_RECEIVED = Counter("apiserver_watch_cache_events_received_total",
                            "Counter of events received in watch cache broken by resource type.", ["resource"])
@@ -506,6 +509,7 @@ class WatchCache:
                     if resp.created:  # its header revision is not progress: catch-up events follow
                         continue
                     if resp.events:
+                        await failpoints.hit(CACHE_INTAKE)
                         self._apply(resp.events)
                     elif resp.header.revision > self.rev:  # progress notification
                         await self._advance(resp.header.revision)

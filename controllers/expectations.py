@@ -11,7 +11,10 @@ lowered at once (the informer will never show it). Expectations expire after 5 m
 (ExpectationsTimeout): a watch event lost for good cannot keep a controller asleep for ever.
 
 A restarted controller-manager starts with none, which is safe because its informers have listed
-every pod before any worker runs: what the dead process created is in the cache.
+every pod before any worker runs, at resourceVersion "" (a consistent read, never older than a
+write acknowledged before it, even when the apiserver's watch cache lags): what the dead process
+created is in the cache. (A create still in flight when it died may land after that list, as in
+Kubernetes.)
 """
 
 from __future__ import annotations

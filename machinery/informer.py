@@ -123,9 +123,13 @@ class Reflector(Generic[M]):
                 backoff = await _sleep(backoff)
 
     async def _list(self) -> None:
+        """List at resourceVersion "": a consistent read, never older than what was written before
+        it (client-go's WatchList streams its initial state the same way). A list at "0" may be
+        served by a watch cache that is behind etcd: a controller-manager restarted a moment after
+        its previous incarnation created pods would not see them and create them again."""
         _RELISTS.labels(kind=self._resource.kind.name).inc()
         resp = await self._resource.list(self.namespace, label_selector=self.label_selector,
-                                         field_selector=self.field_selector, resource_version="0")
+                                         field_selector=self.field_selector, resource_version="")
         self.resource_version = resp.metadata.resource_version
         self._on_list(list(resp.items), self.resource_version)
 

@@ -22,13 +22,15 @@ from __future__ import annotations
 
 import pytest
 
+from apiserver.watchcache import CACHE_INTAKE
 from cli import check
 from controllers.deployment import FP_AFTER_SCALE
 from controllers.replicaset import FP_AFTER_CREATE, FP_BEFORE_STATUS_UPDATE
 from machinery.api import apps_pb2, core_pb2
 from tests.harness.builders import MakeDeployment, MakeReplicaSet
 from tests.harness.cluster import FAST_KUBELET, cluster_fixture, start, wait_exited
-from tests.harness.failpoints import failpoint
+from tests.harness.failpoints import failpoint, wait_paused
+from tests.harness.metrics import metric
 from tests.harness.wait import eventually
 
 pytestmark = [pytest.mark.chaos, pytest.mark.integration]
@@ -111,6 +113,55 @@ async def test_replicaset_controller_killed_ten_times_makes_no_pod_twice(chaos_c
     result = chaos_cluster.kplane("check")
     assert result.returncode == 0, f"kplane check failed:\n{result.stdout}{result.stderr}"
     await api.replica_sets.delete(name)
+
+
+async def test_replicaset_controller_restarted_while_the_watch_cache_lags_makes_no_pod_twice(chaos_cluster, api):
+    """A controller-manager dies right after a pod create that the apiserver's watch cache has not
+    taken in yet (its intake paused: a busy apiserver's cache behind etcd). The next process must
+    still see that pod: its informers list at resourceVersion "", a consistent read, which the
+    apiserver serves from etcd once the cache has not caught up within 3 s. A list at "0" would be
+    served by the stale cache, and the ReplicaSet would get a pod made twice."""
+    name = "lagging-cache"
+    await api.replica_sets.create(MakeReplicaSet().name(name).replicas(0).req(cpu="10m").obj())
+    failpoint(chaos_cluster, CM, FP_AFTER_CREATE, "1*pause")
+    await api.replica_sets.scale(name, 2)  # slow start: a batch of 1 (held here), then a batch of 1
+    await wait_paused(chaos_cluster, CM, FP_AFTER_CREATE)
+    rs = await api.replica_sets.get(name)
+
+    async def cached_pods() -> list[core_pb2.Pod]:
+        return [p for p in (await api.pods.list("default", resource_version="0")).items
+                if any(r.uid == rs.metadata.uid for r in p.metadata.owner_references)]
+
+    await eventually(lambda: _count(cached_pods(), 1), timeout=WAIT, what="the first pod in the watch cache")
+    fallbacks = metric(chaos_cluster, "apiserver", "apiserver_watch_cache_consistent_read_total",
+                       'fallback="true",resource="pods"')
+    failpoint(chaos_cluster, "apiserver", CACHE_INTAKE, "pause")
+    try:
+        failpoint(chaos_cluster, CM, FP_AFTER_CREATE, "panic")  # releases the held create: the second one dies here
+        await wait_exited(chaos_cluster, CM, timeout=WAIT)
+        assert len(await cached_pods()) == 1, "the watch cache took in the second pod: nothing lags"
+        before = (await api.replica_sets.get(name)).metadata.resource_version
+        start(chaos_cluster, CM)
+        failpoint(chaos_cluster, CM, FP_AFTER_CREATE, "off")
+
+        async def synced() -> bool:  # its first sync ends with a status write (the dead one wrote none)
+            return (await api.replica_sets.get(name)).metadata.resource_version != before
+
+        await eventually(synced, timeout=WAIT, what="the new controller-manager's sync of the ReplicaSet")
+        from_etcd = metric(chaos_cluster, "apiserver", "apiserver_watch_cache_consistent_read_total",
+                           'fallback="true",resource="pods"') - fallbacks
+    finally:
+        failpoint(chaos_cluster, "apiserver", CACHE_INTAKE, "off")
+    await _wait_replicaset(api, name, 2)
+    assert await _most_pods_over_replicas(api, name) == [], "a pod made twice"
+    assert from_etcd > 0, "no list of pods was served from etcd while the cache lagged"
+    result = chaos_cluster.kplane("check")
+    assert result.returncode == 0, f"kplane check failed:\n{result.stdout}{result.stderr}"
+    await api.replica_sets.delete(name)
+
+
+async def _count(pods, n: int) -> bool:
+    return len(await pods) == n
 
 
 async def test_deployment_controller_killed_ten_times_mid_rollout_stays_within_its_bounds(chaos_cluster, api):

@@ -18,7 +18,6 @@ and kube-scheduler relies on:
 from __future__ import annotations
 
 import signal
-import urllib.request
 
 import pytest
 
@@ -29,6 +28,7 @@ from tests.harness.api import delete_all_pods
 from tests.harness.builders import MakePod, make_priority_class
 from tests.harness.cluster import FAST_KUBELET, cluster_fixture, kill, start
 from tests.harness.failpoints import failpoint
+from tests.harness.metrics import metric
 from tests.harness.wait import eventually, wait_running
 
 pytestmark = [pytest.mark.chaos, pytest.mark.integration]
@@ -56,16 +56,9 @@ async def api(le_cluster):
         await c.close()
 
 
-def _master_status(tc, component: str) -> float | None:
+def _master_status(tc, component: str) -> float:
     """``leader_election_master_status{name="kube-scheduler"}`` of a running scheduler."""
-    tc.reload()
-    with urllib.request.urlopen(f"http://{tc.process(component).admin}/metrics", timeout=5) as resp:
-        text = resp.read().decode()
-    key = f'leader_election_master_status{{name="{LEASE}"}}'
-    for line in text.splitlines():
-        if line.startswith(key):
-            return float(line.split()[-1])
-    return None
+    return metric(tc, component, "leader_election_master_status", f'name="{LEASE}"}}')
 
 
 async def _leader(tc, api) -> tuple[str, str, coordination_pb2.Lease]:
@@ -197,11 +190,7 @@ async def test_stopped_leader_releases_the_lease_and_the_standby_takes_it_at_onc
 
 def _failpoint_hits(tc, component: str, name: str) -> float:
     """``kplane_failpoint_hits_total`` of one failpoint in ``component``."""
-    tc.reload()
-    with urllib.request.urlopen(f"http://{tc.process(component).admin}/metrics", timeout=5) as resp:
-        text = resp.read().decode()
-    return sum(float(line.split()[-1]) for line in text.splitlines()
-               if line.startswith("kplane_failpoint_hits_total{") and f'name="{name}"' in line)
+    return metric(tc, component, "kplane_failpoint_hits_total", f'name="{name}"')
 
 
 async def test_stopped_leader_finishes_its_bindings_before_it_releases_the_lease(le_cluster, api):

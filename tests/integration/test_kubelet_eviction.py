@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import time
-import urllib.request
 from pathlib import Path
 
 import pytest
@@ -19,6 +18,7 @@ from machinery import errors
 from machinery.api import core_pb2, cri_pb2
 from tests.harness.builders import MakePod, make_priority_class
 from tests.harness.cluster import cluster_fixture, start_cluster, stop_cluster
+from tests.harness.metrics import metric
 from tests.harness.wait import eventually
 
 pytestmark = pytest.mark.integration
@@ -141,13 +141,8 @@ async def _failed_revision(api, name: str) -> int:
     raise AssertionError(f"{name} never became Failed")
 
 
-def _metric(tc, name: str, labels: str) -> float | None:
-    admin = tc.process("kubelet/node-1").admin
-    with urllib.request.urlopen(f"http://{admin}/metrics", timeout=5) as resp:
-        for line in resp.read().decode().splitlines():
-            if line.startswith(f"{name}{{{labels}}} "):
-                return float(line.split()[-1])
-    return None
+def _metric(tc, name: str, labels: str) -> float:
+    return metric(tc, "kubelet/node-1", name, labels + "}")
 
 
 def _log_events(tc, event: str) -> list[dict]:
@@ -163,7 +158,7 @@ def _log_events(tc, event: str) -> list[dict]:
 
 
 async def test_hard_threshold_evicts_in_the_documented_order_then_the_pressure_clears(api, runtime, pressure_cluster):
-    evictions_before = _metric(pressure_cluster, "kubelet_evictions_total", 'eviction_signal="memory.available"') or 0
+    evictions_before = _metric(pressure_cluster, "kubelet_evictions_total", 'eviction_signal="memory.available"')
     # 1Gi node, memory.available<200Mi. Usage 150 + 150 + 100 = 400Mi: 624Mi available.
     await api.pods.create(MakePod().name("guaranteed").req(cpu="100m", memory="200Mi").lim(cpu="100m", memory="200Mi")
                           .priority_class("evict-low").node("node-1").grace(30).annotation(MEMORY_USAGE, "150Mi")

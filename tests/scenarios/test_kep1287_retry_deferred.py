@@ -15,8 +15,6 @@ says which one did.
 
 from __future__ import annotations
 
-import urllib.request
-
 import pytest
 
 from machinery import errors
@@ -26,6 +24,7 @@ from tests.harness.api import delete_all_pods, resize
 from tests.harness.builders import MakePod, make_priority_class
 from tests.harness.cluster import cluster_fixture
 from tests.harness.history import pod_history
+from tests.harness.metrics import label, series
 from tests.harness.wait import condition, eventually, wait_running
 
 pytestmark = pytest.mark.scenario
@@ -94,15 +93,8 @@ async def _completed(api, name: str, requests: dict[str, str]) -> None:
 
 def _accepted(tc) -> dict[str, float]:
     """kubelet_pod_deferred_resize_accepted_total by retry_trigger, from the kubelet's /metrics."""
-    tc.reload()
-    with urllib.request.urlopen(f"http://{tc.process(f'kubelet/{NODE}').admin}/metrics", timeout=5) as resp:
-        text = resp.read().decode()
-    out: dict[str, float] = {}
-    for line in text.splitlines():
-        if line.startswith("kubelet_pod_deferred_resize_accepted_total{"):
-            trigger = line.split('retry_trigger="', 1)[1].split('"', 1)[0]
-            out[trigger] = float(line.split()[-1])
-    return out
+    return {label(k, "retry_trigger"): v
+            for k, v in series(tc, f"kubelet/{NODE}", "kubelet_pod_deferred_resize_accepted_total").items()}
 
 
 def _delta(after: dict[str, float], before: dict[str, float]) -> dict[str, float]:

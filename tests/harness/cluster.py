@@ -141,10 +141,29 @@ def pytest_runtest_makereport(item, call):
     outcome = yield
     report = outcome.get_result()
     if report.failed and _ACTIVE:
-        for state in list(_ACTIVE):
+        for i, state in enumerate(list(_ACTIVE)):
             tc = TestCluster(state)
             tc.reload()
             report.sections.append((f"component logs ({state.data_dir})", tc.logs()))
+            if _ARTIFACTS:
+                _keep_artifacts(tc, Path(_ARTIFACTS) / f"{item.nodeid.replace('/', '_').replace('::', '__')}-{i}")
+
+
+# KPLANE_TEST_ARTIFACTS=DIR: a failing test's clusters leave their whole logs and their history
+# (``kplane history``) in DIR, for a failure that the logs' tails do not explain.
+_ARTIFACTS = os.environ.get("KPLANE_TEST_ARTIFACTS", "")
+
+
+def _keep_artifacts(tc: TestCluster, out: Path) -> None:
+    out.mkdir(parents=True, exist_ok=True)
+    for p in tc.state.processes.values():
+        if p.log and Path(p.log).exists():
+            shutil.copy(p.log, out / Path(p.log).name)
+    try:
+        run = tc.kplane("history", timeout=120)
+        (out / "history.jsonl").write_text(run.stdout + run.stderr)
+    except subprocess.TimeoutExpired:
+        (out / "history.jsonl").write_text("kplane history timed out\n")
 
 
 # --- one component of a running cluster ---------------------------------------------------------

@@ -8,8 +8,6 @@ import shutil
 import subprocess
 from pathlib import Path
 
-import pytest
-
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -23,8 +21,8 @@ def _compose() -> list[str] | None:
 
 def test_compose_yaml_is_valid_for_a_real_compose_implementation():
     compose = _compose()
-    if compose is None:
-        pytest.skip("no Compose implementation on this machine (make install tries Debian's docker-compose)")
+    assert compose is not None, "no Compose implementation on this machine: `make install` installs Debian's " \
+                                "docker-compose (tools/install_compose.sh)"
     out = subprocess.run([*compose, "--project-directory", str(ROOT), "-f", str(ROOT / "compose.yaml"), "config"],
                          capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr

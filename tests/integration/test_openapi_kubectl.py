@@ -4,13 +4,12 @@ Without a cluster: a stub HTTP server answers what kubectl asks before it reads 
 legacy discovery of /api and /apis) and serves the documents as they are, so these tests check the
 documents against kubectl itself — ``kubectl explain`` walks the v3 schema, ``kubectl apply``
 decides on server-side field validation from the v3 PATCH operations — independently of the REST
-API server. Against a cluster: the same through kplane's REST API, once the harness serves it.
+API server. Against a cluster: the same through kplane's REST API.
 """
 
 from __future__ import annotations
 
 import json
-import shutil
 import subprocess
 import threading
 from collections.abc import Iterator
@@ -25,12 +24,10 @@ import pytest
 from apiserver.rest.openapi import openapi_v2, openapi_v3, openapi_v3_paths
 from machinery.api.comments import COMMENTS
 from machinery.kinds import KINDS
-from tests.harness import cluster as harness
+from tests.harness import kubectl
 
 pytestmark = pytest.mark.integration
 
-KUBECTL = shutil.which("kubectl")
-needs_kubectl = pytest.mark.skipif(KUBECTL is None, reason="kubectl is not on PATH: these tests drive the real one")
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 # A Pod of the Kubernetes docs ("Taints and Tolerations").
@@ -164,9 +161,7 @@ def _kubeconfig(directory: Path, server: str, token: str = "stub", ca: str | Non
 
 
 def _kubectl(kubeconfig: Path, cache: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    assert KUBECTL is not None
-    return subprocess.run([KUBECTL, "--kubeconfig", str(kubeconfig), "--cache-dir", str(cache), *args],
-                          capture_output=True, text=True, timeout=120)
+    return kubectl.run(kubeconfig, cache, *args)
 
 
 def _words(text: str) -> str:
@@ -193,7 +188,6 @@ def _check_explain_resources(out: str) -> None:
 # ---------------------------------------------------------------------------------------------
 
 
-@needs_kubectl
 def test_kubectl_explain_pod_containers_resources(stub: Stub, tmp_path: Path) -> None:
     run = _kubectl(_kubeconfig(tmp_path, stub.url), tmp_path / "cache", "explain", "pod.spec.containers.resources")
     assert run.returncode == 0, run.stderr
@@ -201,7 +195,6 @@ def test_kubectl_explain_pod_containers_resources(stub: Stub, tmp_path: Path) ->
     assert any(path.startswith("/openapi/v3/api/v1") for _, path, _ in stub.requests)
 
 
-@needs_kubectl
 def test_kubectl_explain_walks_every_kind(stub: Stub, tmp_path: Path) -> None:
     """``kubectl explain <plural>`` finds each kind's schema by the GVK of its path's operations."""
     kubeconfig, cache = _kubeconfig(tmp_path, stub.url), tmp_path / "cache"
@@ -215,7 +208,6 @@ def test_kubectl_explain_walks_every_kind(stub: Stub, tmp_path: Path) -> None:
     assert "FIELD: maxSurge <IntOrString>" in run.stdout, run.stdout
 
 
-@needs_kubectl
 def test_kubectl_apply_leaves_field_validation_to_the_server(stub: Stub, tmp_path: Path) -> None:
     """kubectl sends fieldValidation=Strict (and validates nothing itself) because the v3 document
     of v1 has it on the Pod's PATCH operations; the stub answers the dry-run create."""
@@ -229,7 +221,6 @@ def test_kubectl_apply_leaves_field_validation_to_the_server(stub: Stub, tmp_pat
     assert not any(path == "/openapi/v2" for _, path, _ in stub.requests)
 
 
-@needs_kubectl
 def test_kubectl_apply_builds_its_strategic_merge_patch_from_the_v3_extensions(stub: Stub, tmp_path: Path) -> None:
     """Client-side apply of a changed Pod: kubectl computes a strategic merge patch from the v3
     schema's x-kubernetes-patch-* (containers merge by name: only the changed container, and
@@ -257,21 +248,10 @@ def test_kubectl_apply_builds_its_strategic_merge_patch_from_the_v3_extensions(s
 # Against a cluster's REST API
 # ---------------------------------------------------------------------------------------------
 
-_REST_HARNESS = hasattr(harness.TestCluster, "kubeconfig")
-needs_rest = pytest.mark.skipif(
-    not _REST_HARNESS,
-    reason="waits for the REST API server (apiserver/rest/server.py) in the test harness: "
-           "tests/harness/cluster.py's TestCluster.kubeconfig, the kubeconfig of the cluster's REST address")
-
-
-@needs_kubectl
-@needs_rest
 def test_kubectl_explain_and_apply_against_a_cluster(kcluster: Any, tmp_path: Path) -> None:
     """The documents through kplane's REST API: explain, a server-side dry run, and an unknown
     field refused by the server's strict field validation, which kubectl asked for."""
     kubeconfig = Path(kcluster.kubeconfig)
-    if not kubeconfig.exists():
-        pytest.skip(f"the test cluster wrote no {kubeconfig}: its apiserver serves no REST API")
     cache = tmp_path / "cache"
     run = _kubectl(kubeconfig, cache, "explain", "pod.spec.containers.resources")
     assert run.returncode == 0, run.stderr

@@ -1,7 +1,11 @@
-"""The harness's own guards: a metric the component does not export is an error, never a 0."""
+"""The harness's own guards: a metric the component does not export is an error, never a 0; a
+skipped test not on the allow-list fails the run."""
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import SimpleNamespace
@@ -9,6 +13,7 @@ from types import SimpleNamespace
 import pytest
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
+from tests.harness.cluster import ROOT
 from tests.harness.metrics import MetricNotExported, label, metric, series
 
 
@@ -61,3 +66,20 @@ def test_a_metric_not_exported_raises_rather_than_reads_0(component):
         metric(component, "c", "apiserver_requests_total")
     with pytest.raises(MetricNotExported):
         metric(component, "c", "scheduler_pending_pod")
+
+
+def test_a_skip_not_on_the_allow_list_fails_the_run(tmp_path):
+    (tmp_path / "conftest.py").write_text(
+        "from tests.harness.skips import pytest_runtest_logreport, pytest_sessionfinish, pytest_terminal_summary\n")
+    (tmp_path / "test_probe.py").write_text(
+        "import pytest\n\ndef test_skips():\n    pytest.skip('no tool')\n\ndef test_passes():\n    pass\n")
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    run = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:asyncio",
+                          str(tmp_path)], capture_output=True, text=True, cwd=tmp_path, env=env, timeout=120)
+    assert run.returncode == 1, run.stdout + run.stderr
+    assert "test_probe.py::test_skips: Skipped: no tool" in run.stdout
+    assert "1 passed, 1 skipped" in run.stdout
+    (tmp_path / "test_probe.py").write_text("def test_passes():\n    pass\n")
+    run = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:asyncio",
+                          str(tmp_path)], capture_output=True, text=True, cwd=tmp_path, env=env, timeout=120)
+    assert run.returncode == 0, run.stdout + run.stderr

@@ -63,7 +63,7 @@ def connect(args: argparse.Namespace) -> Client:
             token = token or state.admin_token()
     if not token:
         raise UsageError("no token: give --token or $KPLANE_TOKEN, or use a --data-dir made by `kplane up`")
-    return Client(server, token, namespace=args.namespace or "default", timeout=args.request_timeout,
+    return Client(server, token, namespace=getattr(args, "namespace", None) or "default", timeout=args.request_timeout,
                   field_manager="kplane")
 
 
@@ -241,7 +241,7 @@ def cmd_compose(args: argparse.Namespace) -> int:
 
 
 def cmd_tokens(args: argparse.Namespace) -> int:
-    d = Path(args.data_dir or ".kplane")
+    d = data_dir_of(args)
     d.mkdir(parents=True, exist_ok=True)
     cluster.write_tokens(d, [f"node-{i}" for i in range(1, args.nodes + 1)])
     print(f"tokens in {d / cluster.TOKENS_FILE}")
@@ -265,6 +265,10 @@ def _kind(name: str) -> Kind[Message, Message]:
 def cmd_get(args: argparse.Namespace) -> int:
     kind = _kind(args.kind)
     ns = "" if args.all_namespaces else (args.namespace or "default")
+    if args.name and (args.selector or args.field_selector):  # kubectl's words for both
+        raise UsageError("selectors and the all flag cannot be used when passing resource/name arguments")
+    if args.name and args.all_namespaces and kind.namespaced:
+        raise UsageError("a resource cannot be retrieved by name across all namespaces")
 
     async def go(client: Client) -> int:
         rc = client.resource(kind)
@@ -467,10 +471,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--request-timeout", type=float, default=30.0, help="seconds per API call")
     sub = p.add_subparsers(dest="command", metavar="COMMAND")
 
-    def add(name: str, fn, help_: str, **kw) -> argparse.ArgumentParser:
+    def add(name: str, fn, help_: str, namespaced: bool = False, **kw) -> argparse.ArgumentParser:
+        """A subcommand; ``namespaced`` ones take -n/--namespace (the others refuse it, as an
+        unrecognized argument, rather than ignore it)."""
         sp = sub.add_parser(name, help=help_, description=help_, **kw)
         sp.set_defaults(fn=fn)
-        sp.add_argument("-n", "--namespace", default=None, help="namespace (default: default)")
+        if namespaced:
+            sp.add_argument("-n", "--namespace", default=None, help="namespace (default: default)")
         return sp
 
     sp = add("up", cmd_up, "start etcd, the apiserver and every other component as local processes")
@@ -520,7 +527,8 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("--taint", action="append", default=[], metavar="KEY[=VALUE]:EFFECT")
     sp.add_argument("--timeout", type=float, default=60.0, help="seconds to wait for the node to be Ready")
 
-    sp = add("apply", cmd_apply, "create or update objects from Kubernetes-style YAML/JSON (multi-document)")
+    sp = add("apply", cmd_apply, "create or update objects from Kubernetes-style YAML/JSON (multi-document)",
+             namespaced=True)
     sp.add_argument("-f", "--filename", required=True, help="FILE or - for stdin")
     sp.add_argument("--dry-run", action="store_true", help="validate on the server, change nothing")
     sp.add_argument("--server-side", action="store_true",
@@ -529,7 +537,7 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("--force-conflicts", action="store_true",
                     help="with --server-side: take the fields other managers own instead of failing")
 
-    sp = add("get", cmd_get, "list or show objects")
+    sp = add("get", cmd_get, "list or show objects", namespaced=True)
     sp.add_argument("kind", metavar="KIND")
     sp.add_argument("name", metavar="NAME", nargs="?")
     sp.add_argument("-A", "--all-namespaces", action="store_true")
@@ -540,7 +548,7 @@ def build_parser() -> argparse.ArgumentParser:
                     help="-o json|yaml: keep metadata.managedFields (left out by default, as kubectl does)")
     sp.add_argument("-w", "--watch", action="store_true")
 
-    sp = add("delete", cmd_delete, "delete an object (gracefully)")
+    sp = add("delete", cmd_delete, "delete an object (gracefully)", namespaced=True)
     sp.add_argument("kind", metavar="KIND")
     sp.add_argument("name", metavar="NAME")
     sp.add_argument("--grace-period", type=int, default=None)
@@ -548,14 +556,14 @@ def build_parser() -> argparse.ArgumentParser:
                     help="what becomes of the object's dependents (kubectl's flag): deleted by the garbage "
                          "collector after it (background) or before it (foreground), or kept (orphan)")
 
-    sp = add("patch", cmd_patch, "patch an object (strategic merge patches merge containers by name)")
+    sp = add("patch", cmd_patch, "patch an object (strategic merge patches merge containers by name)", namespaced=True)
     sp.add_argument("kind", metavar="KIND")
     sp.add_argument("name", metavar="NAME")
     sp.add_argument("-p", "--patch", required=True)
     sp.add_argument("--type", choices=["strategic", "merge", "json"], default="strategic")
     sp.add_argument("--subresource", choices=["resize", "status"])
 
-    sp = add("resize", cmd_resize, "resize a pod in place through the resize subresource (KEP-1287)")
+    sp = add("resize", cmd_resize, "resize a pod in place through the resize subresource (KEP-1287)", namespaced=True)
     sp.add_argument("kind", metavar="pod")
     sp.add_argument("name", metavar="NAME")
     sp.add_argument("-c", "--container")
@@ -564,7 +572,8 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("--limit-cpu")
     sp.add_argument("--limit-memory")
 
-    sp = add("evict", cmd_evict, "evict a pod through the eviction subresource (honours PodDisruptionBudgets)")
+    sp = add("evict", cmd_evict, "evict a pod through the eviction subresource (honours PodDisruptionBudgets)",
+             namespaced=True)
     sp.add_argument("kind", metavar="pod")
     sp.add_argument("name", metavar="NAME")
     sp.add_argument("--grace-period", type=int, default=None)

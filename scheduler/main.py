@@ -39,6 +39,8 @@ from scheduler.scheduler import Scheduler
 
 log = get_logger()
 
+EMULATED_VERSION = "1.36"  # the release whose behaviour this scheduler has
+
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="python -m scheduler", description="kplane scheduler")
@@ -57,9 +59,18 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--assumed-pod-ttl", default="15m",
                    help="how long after its binding an assumed pod may go unseen before it is expired")
     p.add_argument("--feature-gates", default="")
-    p.add_argument("--emulated-version", default="1.36")
+    p.add_argument("--emulated-version", default=EMULATED_VERSION,
+                   help=f"behave as this kube-scheduler release; only {EMULATED_VERSION} so far")
     p.add_argument("--log-level", default="info")
     return p.parse_args(argv)
+
+
+def check_emulated_version(a: argparse.Namespace) -> None:
+    """The scheduler has no behaviour of an older release yet (the kubelet has): any other
+    version is refused rather than accepted and ignored."""
+    if a.emulated_version != EMULATED_VERSION:
+        raise SystemExit(f"invalid --emulated-version {a.emulated_version!r}: the scheduler emulates only "
+                         f"{EMULATED_VERSION} so far")
 
 
 def parse_gates(a: argparse.Namespace) -> FeatureGates:
@@ -76,6 +87,7 @@ def check(a: argparse.Namespace, registry: dict[str, PluginFactory] | None = Non
     error. Reads no token and opens no connection, so ``kplane up`` runs it before starting
     anything."""
     registry = registry if registry is not None else default_registry()
+    check_emulated_version(a)
     features = Features.from_gates(parse_gates(a))
     cfg, _, _ = build_config(a, registry)
     _, _, port = a.admin_listen.rpartition(":")

@@ -58,6 +58,8 @@ def test_scheduler_config_with_a_misspelled_plugin_arg(tmp_path):
      "invalid --kubelet-arg: argument --sync-frequency: invalid float value: 'often'"),
     ({"nodes": 0, "hollow_nodes": 1, "kubelet_args": ["--eviction-hard=memory.available>1Gi"]},
      "invalid --kubelet-arg: invalid eviction configuration"),
+    ({"scheduler_args": ["--emulated-version=1.35"]},
+     "invalid --scheduler-arg: invalid --emulated-version '1.35': the scheduler emulates only 1.36 so far"),
     ({"apiserver_args": ["--watch-cache-size=big"]},
      "invalid --apiserver-arg: argument --watch-cache-size: invalid int value: 'big'"),
 ])

@@ -7,7 +7,7 @@ import pytest
 import yaml
 
 from cli import apply, check, printers, topology
-from cli.main import build_parser
+from cli.main import build_parser, main
 from machinery.api import core_pb2
 from tests.harness.builders import MakePod
 from tests.harness.cluster import ROOT
@@ -71,6 +71,49 @@ def test_kplane_help_lists_every_command_of_the_design():
     for cmd in ("up", "down", "status", "node", "apply", "get", "delete", "patch", "resize", "evict", "kill",
                 "start", "restart", "failpoint", "history", "check"):
         assert f" {cmd} " in text or f"{{{cmd}," in text or f",{cmd}," in text or f",{cmd}}}" in text, cmd
+
+
+NAMESPACED = {"apply": ["-f", "x.yaml"], "get": ["pods"], "delete": ["pod", "a"], "patch": ["pod", "a", "-p", "{}"],
+              "resize": ["pod", "a", "--cpu", "1"], "evict": ["pod", "a"]}
+NOT_NAMESPACED = {"up": [], "down": [], "status": [], "node": ["add", "n"], "kill": ["scheduler"],
+                  "start": ["scheduler"], "restart": ["scheduler"], "failpoint": ["scheduler", "p", "off"],
+                  "compose": [], "tokens": [], "history": [], "check": []}
+
+
+@pytest.mark.parametrize("command", sorted(NAMESPACED))
+def test_commands_that_act_in_a_namespace_take_n(command):
+    args = build_parser().parse_args([command, *NAMESPACED[command], "-n", "team-a"])
+    assert args.namespace == "team-a"
+
+
+@pytest.mark.parametrize("command", sorted(NOT_NAMESPACED))
+def test_commands_that_act_in_no_namespace_refuse_n_rather_than_ignore_it(command, capsys):
+    assert set(NAMESPACED) | set(NOT_NAMESPACED) >= {c for c in build_parser()._subparsers._group_actions[0].choices}
+    with pytest.raises(SystemExit) as info:
+        build_parser().parse_args([command, *NOT_NAMESPACED[command], "-n", "team-a"])
+    assert info.value.code == 2
+    assert "unrecognized arguments: -n team-a" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["get", "pods", "web", "-l", "app=web"],
+     "error: selectors and the all flag cannot be used when passing resource/name arguments"),
+    (["get", "pods", "web", "--field-selector", "spec.nodeName=node-1"],
+     "error: selectors and the all flag cannot be used when passing resource/name arguments"),
+    (["get", "pods", "web", "-A"], "error: a resource cannot be retrieved by name across all namespaces"),
+])
+def test_get_by_name_refuses_what_it_would_ignore(argv, message, capsys, tmp_path):
+    """kubectl's words; refused before any cluster is looked for (the data dir has none)."""
+    assert main(["--data-dir", str(tmp_path), *argv]) == 1
+    assert capsys.readouterr().err.strip() == message
+
+
+def test_tokens_writes_into_kplane_home(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("KPLANE_HOME", str(tmp_path / "home"))
+    monkeypatch.chdir(tmp_path)
+    assert main(["tokens", "--nodes", "1"]) == 0
+    assert (tmp_path / "home" / "tokens.csv").exists() and not (tmp_path / ".kplane").exists()
+    assert str(tmp_path / "home") in capsys.readouterr().out
 
 
 def test_apply_loads_multi_document_yaml_and_lists(tmp_path):

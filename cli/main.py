@@ -101,11 +101,7 @@ def cmd_up(args: argparse.Namespace) -> int:
         raise UsageError(str(exc)) from None
     if etcd.warning:
         print(f"warning: {etcd.warning}", file=sys.stderr)
-    missing = [name for name, pkg in (("scheduler", "scheduler"), ("controller-manager", "controllers"),
-                                      ("kubelet and runtime per node", "kubelet")) if not topology.implemented(pkg)]
     state = cluster.up(cfg, timeout=args.timeout, echo=lambda line: print(line, flush=True))
-    if missing:
-        print(f"not started (not implemented in this version yet): {', '.join(missing)}")
     print(f"cluster is up: server {state.server}, data in {state.data_dir}", flush=True)
     if state.rest and state.kubeconfig.exists():
         # kubectl and the official clients, over the Kubernetes REST API (https://<rest>).

@@ -5,14 +5,10 @@
 free, state under the data dir); ``render_compose`` turns the "compose" rendering (service
 names, fixed ports, volumes) into compose.yaml. The command lines are built by the same code in
 both modes, so running one tests the other.
-
-A component appears only once its code exists (its package has a ``__main__``), so the topology
-grows as the scheduler, controller-manager and kubelets land.
 """
 
 from __future__ import annotations
 
-import importlib.util
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -98,11 +94,6 @@ class Component:
         return self.name.replace("/", "-")
 
 
-def implemented(package: str) -> bool:
-    """Whether ``python -m package`` exists yet."""
-    return importlib.util.find_spec(f"{package}.__main__") is not None
-
-
 def etcd_member_names(cfg: ClusterConfig) -> list[str]:
     if cfg.etcd_members == 1:
         return ["etcd"]
@@ -139,15 +130,12 @@ def port_names(cfg: ClusterConfig) -> list[str]:
     for m in etcd_member_names(cfg):
         names += [f"{m}.client", f"{m}.peer", f"{m}.metrics"]
     names += ["apiserver.grpc", "apiserver.rest", "apiserver.admin"]
-    if implemented("scheduler"):
-        names += [f"{n}.admin" for n in scheduler_names(cfg)]
-    if implemented("controllers"):
-        names += [f"{n}.admin" for n in controller_manager_names(cfg)]
-    if implemented("kubelet"):
-        for n in node_specs(cfg):
-            names += node_port_names(n.name)
-        if cfg.hollow_nodes:
-            names.append(f"{HOLLOW}.admin")
+    names += [f"{n}.admin" for n in scheduler_names(cfg)]
+    names += [f"{n}.admin" for n in controller_manager_names(cfg)]
+    for n in node_specs(cfg):
+        names += node_port_names(n.name)
+    if cfg.hollow_nodes:
+        names.append(f"{HOLLOW}.admin")
     return names
 
 
@@ -303,15 +291,12 @@ def build(cfg: ClusterConfig, mode: Mode = "local", python: str = "python") -> l
                                 grpc=f"{a.host('apiserver')}:{api_port}", rest=f"{a.host('apiserver')}:{api_rest}",
                                 admin=f"{a.host('apiserver')}:{api_admin}", depends_on=members))
     server = f"{a.host('apiserver')}:{api_port}"
-    if implemented("scheduler"):
-        components += scheduler_components(cfg, a, server, python)
-    if implemented("controllers"):
-        components += controller_manager_components(cfg, a, server, python)
-    if implemented("kubelet"):
-        for spec in node_specs(cfg):
-            components += node_components(cfg, a, spec, server, python)
-        if cfg.hollow_nodes:
-            components.append(hollow_component(cfg, a, server, python))
+    components += scheduler_components(cfg, a, server, python)
+    components += controller_manager_components(cfg, a, server, python)
+    for spec in node_specs(cfg):
+        components += node_components(cfg, a, spec, server, python)
+    if cfg.hollow_nodes:
+        components.append(hollow_component(cfg, a, server, python))
     return components
 
 

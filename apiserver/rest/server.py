@@ -3,7 +3,7 @@ certificate ``kplane up`` makes, ``--tls-cert-file`` / ``--tls-private-key-file`
 on a loopback address.
 
 Every request is routed here: health (/healthz, /readyz, /livez: what the gRPC health service
-says), /version, the OpenAPI documents (``openapi.py``, when that module exists), discovery
+says), /version, the OpenAPI documents (``openapi.py``), discovery
 (discovery.py), the access reviews (access.py), and the resources (paths.py, verbs.py,
 watch.py). Resource requests go through the shared request path (``requests.Endpoint``: ready,
 inflight limits, authentication, metrics); every failure is answered with its metav1.Status.
@@ -16,18 +16,16 @@ made as a node without its token.
 
 from __future__ import annotations
 
-import importlib
 import ipaddress
 import json
 import ssl
-from types import ModuleType
 from typing import Any, Callable
 
 from aiohttp import web
 
 from apiserver.auth import MASTERS_GROUP, User
 from apiserver.requests import Api
-from apiserver.rest import access, codec, discovery, paths, verbs, watch
+from apiserver.rest import access, codec, discovery, openapi, paths, verbs, watch
 from machinery import errors
 from machinery.logging import get_logger
 
@@ -80,16 +78,6 @@ def check_listen(listen: str, cert_file: str, key_file: str) -> None:
     if not cert_file and not is_loopback(host):
         raise RestError(f"--rest-listen {listen} would serve plain HTTP on a non-loopback address; give "
                         "--tls-cert-file and --tls-private-key-file (kplane up makes them) or listen on 127.0.0.1")
-
-
-def _openapi() -> ModuleType | None:
-    """apiserver/rest/openapi.py, once it exists (another piece of work writes it)."""
-    try:
-        return importlib.import_module("apiserver.rest.openapi")
-    except ModuleNotFoundError as exc:
-        if exc.name != "apiserver.rest.openapi":
-            raise
-        return None
 
 
 def _json(doc: Any, status: int = 200, content_type: str = codec.JSON) -> web.Response:
@@ -205,10 +193,6 @@ class RestServer:
         return web.Response(text=reason, status=503, content_type="text/plain")
 
     def _openapi(self, request: web.Request, path: str) -> web.Response:
-        module = _openapi()
-        if module is None:
-            raise errors.NotFound("the server could not find the requested resource (the OpenAPI documents are not "
-                                  "served by this kplane yet)")
         accept = request.headers.get("Accept", "")
         json_ok = not accept or any(r.matches(codec.JSON) for r in codec.parse_accept(accept))
         if path.rstrip("/") == "/openapi/v2" and not json_ok and OPENAPI_V2_PROTOBUF in accept:
@@ -219,11 +203,11 @@ class RestServer:
         if not json_ok:
             raise codec.NotAcceptable("only application/json is served for the OpenAPI documents")
         if path.rstrip("/") == "/openapi/v2":
-            return _json(module.openapi_v2())
+            return _json(openapi.openapi_v2())
         if path.rstrip("/") == "/openapi/v3":
-            return _json(module.openapi_v3_paths())
+            return _json(openapi.openapi_v3_paths())
         if path.startswith("/openapi/v3/"):
-            doc = module.openapi_v3(path[len("/openapi/v3/"):].strip("/"))
+            doc = openapi.openapi_v3(path[len("/openapi/v3/"):].strip("/"))
             if doc is not None:
                 return _json(doc)
         raise errors.NotFound("the server could not find the requested resource")

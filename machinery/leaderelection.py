@@ -32,7 +32,10 @@ Where this differs from client-go, and why:
 - ``on_stopped_leading`` runs only if this elector led (client-go calls it whenever ``Run``
   returns); ``run()`` returning already says the election ended.
 - The leading task is cancelled *and awaited* before the Lease is released, so the work the Lease
-  guards has stopped before another candidate can take it at once.
+  guards has stopped before another candidate can take it at once. And the leading work may say
+  it has not (``may_release``: a scheduler whose stop cut a binding short, which may still land):
+  the Lease is then kept, to expire, rather than handed to a standby that could act against that
+  late write.
 - A leading task that raises ends leadership and ``run()`` raises it (in Go a panic in the
   goroutine ends the process, and with it the lease); one that returns leaves the elector leading.
 - ``on_new_leader`` is called synchronously, and not for an empty holder (a released Lease).
@@ -165,8 +168,10 @@ class LeaderElector:
 
     def __init__(self, client: Client, cfg: LeaderElectionConfig,
                  on_started_leading: Callable[[], Coroutine[Any, Any, None]],
-                 on_stopped_leading: Callable[[], None], on_new_leader: Callable[[str], None] | None = None):
+                 on_stopped_leading: Callable[[], None], on_new_leader: Callable[[str], None] | None = None,
+                 may_release: Callable[[], bool] | None = None):
         self._cfg = cfg
+        self._may_release = may_release
         self._lock = _LeaseLock(client, cfg.lease_namespace, cfg.lease_name)
         self._on_started_leading = on_started_leading
         self._on_stopped_leading = on_stopped_leading
@@ -294,7 +299,13 @@ class LeaderElector:
                           error=repr(exc), exc_info=exc)
         if not led:
             return  # never acquired: nothing to release or report (client-go releases only after leading)
-        released = await self._release() if self._cfg.release_on_cancel else False
+        released = False
+        if self._cfg.release_on_cancel:
+            if self._may_release is None or self._may_release():
+                released = await self._release()
+            else:
+                log.warning("lease_kept_to_expire", lease=self._cfg.lease, identity=self._cfg.identity,
+                            reason="the leading work ended with writes that may still land")
         if not lost:
             log.info("leader_stopped", lease=self._cfg.lease, identity=self._cfg.identity, released=released)
         try:

@@ -149,6 +149,10 @@ class _Runner:
         assert self.sched is not None
         await self.sched.run()
 
+    def drained(self) -> bool:
+        """Whether the last leadership's bindings all ended on their own (see Scheduler._finish_bindings)."""
+        return self.sched is None or self.sched.drained
+
     async def reset(self) -> None:
         """After losing the lease: drop everything learnt and start over, as a restarted process would."""
         self.ready = False
@@ -209,7 +213,8 @@ class SchedulerProcess:
                     lost.clear()
                     elector = LeaderElector(self.client, elector_cfg, on_started_leading=runner.lead,
                                             on_stopped_leading=on_stopped,
-                                            on_new_leader=lambda who: log.info("new_leader", leader=who))
+                                            on_new_leader=lambda who: log.info("new_leader", leader=who),
+                                            may_release=runner.drained)
                     await elector.run()
                     await runner.reset()
 

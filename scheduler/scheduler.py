@@ -18,7 +18,7 @@ from machinery.events import EventRecorder
 from machinery.informer import Informer
 from machinery.kinds import NODE, POD, POD_DISRUPTION_BUDGET
 from machinery.logging import get_logger
-from machinery.process import cancel_and_wait, supervise, yield_to_others
+from machinery.process import STOP_TIMEOUT, cancel_and_wait, supervise, yield_to_others
 from scheduler import metrics
 from scheduler.cache.cache import DEFAULT_ASSUMED_TTL, Cache
 from scheduler.cache.snapshot import Snapshot
@@ -37,6 +37,10 @@ from scheduler.status_writer import StatusWriter
 log = get_logger()
 
 ASSUMED_CLEANUP_PERIOD = 1.0
+# Seconds a stopping scheduler gives its binding cycles in flight, inside the process's stop
+# budget (SIGTERM to exit, machinery.process.STOP_TIMEOUT), keeping the rest for releasing the
+# Lease after them and closing.
+BINDING_DRAIN_TIMEOUT = STOP_TIMEOUT - 1.5
 
 
 class Scheduler:
@@ -86,6 +90,7 @@ class Scheduler:
         self.algorithm = Algorithm(self)
         self.handlers = EventHandlers(self)
         self._bindings: set[asyncio.Task] = set()
+        self.drained = True  # False once a stop cut a binding short (see _finish_bindings)
         self._tasks: list[asyncio.Task] = []
         self.synced = False
 
@@ -149,7 +154,7 @@ class Scheduler:
         finally:
             # The Lease guards the binding cycles too: they end before this does, so the Lease is
             # not released while a binding the next leader cannot know of is still to land.
-            await self._finish_bindings()
+            await self._finish_bindings(BINDING_DRAIN_TIMEOUT)
 
     def start_binding(self, fw: Framework, state: CycleState, p: QueuedPodInfo, assumed: core_pb2.Pod, host: str,
                       start: float) -> None:
@@ -164,15 +169,24 @@ class Scheduler:
             await asyncio.sleep(ASSUMED_CLEANUP_PERIOD)
             self.cache.cleanup_assumed_pods()
 
-    async def _finish_bindings(self, timeout: float = 5.0) -> None:
-        """Let each binding cycle and eviction in flight finish (it may be mid-request); cancel it
-        after ``timeout``."""
-        for t in list(self._bindings):
-            try:
-                async with asyncio.timeout(timeout):
-                    await asyncio.shield(t)
-            except (TimeoutError, asyncio.CancelledError, Exception):
-                t.cancel()
+    async def _finish_bindings(self, timeout: float) -> None:
+        """Let the binding cycles and evictions in flight finish (each may be mid-request), all
+        within ``timeout`` seconds; then cancel what is left. A binding cut short may still land
+        (its request may be at the apiserver already), so ``drained`` turns False: the Lease is
+        then left to expire rather than released (``may_release``). Cancelled meanwhile (the
+        process's last sweep: its time is up), the bindings are cancelled at once, the same way."""
+        pending = {t for t in self._bindings if not t.done()}
+        try:
+            if pending:
+                _, pending = await asyncio.wait(pending, timeout=timeout)
+        finally:
+            pending = {t for t in pending if not t.done()}
+            if pending:
+                self.drained = False
+                log.warning("bindings_abandoned", pods=sorted(t.get_name().removeprefix("bind-") for t in pending),
+                            timeout=timeout)
+                for t in pending:
+                    t.cancel()
         for fw in self.frameworks.values():
             await fw.close()
         if self.status_writer is not None:
@@ -182,7 +196,7 @@ class Scheduler:
         await self.queue.close()
         for t in self._tasks:
             t.cancel()
-        await self._finish_bindings()
+        await self._finish_bindings(BINDING_DRAIN_TIMEOUT)
         await cancel_and_wait(self._tasks)
         for inf in self._informers():
             await inf.stop()

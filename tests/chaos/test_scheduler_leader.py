@@ -89,8 +89,9 @@ async def _scheduled_by(api, names: list[str]) -> dict[str, str]:
 
     async def all_there():
         out.clear()
+        uids = {(await api.pods.get(n)).metadata.uid for n in names}  # not an earlier pod's of the same name
         for ev in (await api.events.list("default")).items:
-            if ev.reason == "Scheduled" and ev.involved_object.name in names:
+            if ev.reason == "Scheduled" and ev.involved_object.uid in uids:
                 assert ev.involved_object.name not in out, f"two Scheduled events for {ev.involved_object.name}"
                 out[ev.involved_object.name] = ev.reporting_instance
         return len(out) == len(names)
@@ -202,7 +203,8 @@ async def test_stopped_leader_finishes_its_bindings_before_it_releases_the_lease
     except errors.AlreadyExists:
         pass
     leader, standby, lease = await _leader(le_cluster, api)
-    failpoint(le_cluster, leader, "scheduler/before-bind", "1*sleep(3000)")
+    # Held 1 s before its request: in flight at SIGTERM, well inside the stop's drain (2.5 s).
+    failpoint(le_cluster, leader, "scheduler/before-bind", "1*sleep(1000)")
     await api.pods.create(MakePod().name("in-flight").req(cpu="3", memory="32Mi").grace(1).obj())  # of the node's 4 cpu
     await eventually(lambda: _failpoint_hits(le_cluster, leader, "scheduler/before-bind") == 1, timeout=MARGIN,
                      what="the leader holding its binding of in-flight")
@@ -224,4 +226,39 @@ async def test_stopped_leader_finishes_its_bindings_before_it_releases_the_lease
                 and not obj.spec.holder_identity]
     assert bound and released and bound[0] < released[0], \
         f"in-flight bound at {bound[:1]}, Lease released at {released[:1]}"
+    await _assert_no_pod_bound_twice_and_check(le_cluster, api)
+
+
+async def test_a_binding_the_stop_cannot_wait_for_keeps_the_lease_until_it_expires(le_cluster, api):
+    """The other way a stop hands over cleanly: a binding held longer than the stop may wait (the
+    process must be gone within 5 s of SIGTERM) is cancelled, and as its request could still have
+    been landing, the Lease is not released but left to expire. The standby takes over after the
+    lease duration, as after a kill; nothing is bound twice."""
+    try:
+        await api.priority_classes.create(make_priority_class("urgent", 1000))
+    except errors.AlreadyExists:
+        pass
+    leader, standby, lease = await _leader(le_cluster, api)
+    failpoint(le_cluster, leader, "scheduler/before-bind", "1*sleep(10000)")
+    await api.pods.create(MakePod().name("held").req(cpu="3", memory="32Mi").grace(1).obj())
+    await eventually(lambda: _failpoint_hits(le_cluster, leader, "scheduler/before-bind") == 1, timeout=MARGIN,
+                     what="the leader holding its binding of held")
+    le_cluster.reload()
+    proc = le_cluster.process(leader)
+    assert cluster.signal_process(proc, signal.SIGTERM)
+    await api.pods.create(MakePod().name("urgent").req(cpu="2", memory="32Mi").priority_class("urgent").grace(1).obj())
+    await eventually(lambda: not cluster.alive(proc.pid), timeout=MARGIN, what=f"{leader} stopped")
+    proc.pid = None
+    le_cluster.state.save()
+
+    await wait_running(api, "urgent", timeout=LEASE_DURATION + MARGIN)
+    assert (await _scheduled_by(api, ["urgent"]))["urgent"] == standby
+    log = _log(le_cluster, leader)
+    assert '"bindings_abandoned"' in log and '"lease_kept_to_expire"' in log, log[-3000:]
+    later = [obj for rev, obj in await _history(api, "Lease") if obj.metadata.name == LEASE
+             and int(obj.metadata.resource_version) > int(lease.metadata.resource_version)]
+    assert all(obj.spec.holder_identity for obj in later), "the Lease was released"
+    assert later[-1].spec.holder_identity == standby
+    assert later[-1].spec.lease_transitions == lease.spec.lease_transitions + 1
+    assert not [pod for _, pod in await _history(api, "Pod") if pod.metadata.name == "held" and pod.spec.node_name]
     await _assert_no_pod_bound_twice_and_check(le_cluster, api)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import time
 
 import pytest
 from prometheus_client import REGISTRY
@@ -101,7 +102,7 @@ class Candidate:
 
     def __init__(self, store: LeaseStore, lease: str, identity: str, *, lease_duration: float = 0.6,
                  renew_deadline: float = 0.4, retry_period: float = 0.1, release_on_cancel: bool = False,
-                 leading_work=None):
+                 leading_work=None, may_release=None):
         self.client = FakeClient(store)
         self.started = 0
         self.stopped = 0
@@ -110,7 +111,8 @@ class Candidate:
         self._leading_work = leading_work
         cfg = LeaderElectionConfig(NS, lease, identity, lease_duration=lease_duration, renew_deadline=renew_deadline,
                                    retry_period=retry_period, release_on_cancel=release_on_cancel)
-        self.elector = LeaderElector(self.client, cfg, self._lead, self._stop, self.new_leaders.append)
+        self.elector = LeaderElector(self.client, cfg, self._lead, self._stop, self.new_leaders.append,
+                                     may_release=may_release)
         self.task: asyncio.Task | None = None
 
     async def _lead(self) -> None:
@@ -428,3 +430,23 @@ async def test_the_lease_is_renewed_while_the_leading_work_drains_after_a_stop(s
     holders = [w.spec.holder_identity for w in store.writes]
     assert "b" not in holders[:holders.index("")], holders  # b took nothing before a released
     await eventually(b.is_leader, timeout=5, what="b takes the released lease")
+
+
+async def test_leading_work_cut_short_keeps_the_lease_to_expire_instead_of_releasing_it(store, lease_name,
+                                                                                    candidates):
+    # A scheduler whose stop cancelled a binding in flight (its request may still land) says so
+    # through may_release: the Lease is not released, so the standby waits for it to expire
+    # rather than take it at once and act against that late write.
+    slow = dict(lease_duration=2.0, renew_deadline=1.5, retry_period=0.1)
+    a = Candidate(store, lease_name, "a", release_on_cancel=True, may_release=lambda: False, **slow)
+    candidates.append(a.start())
+    await eventually(a.is_leader, what="a leads")
+    b = Candidate(store, lease_name, "b", **slow)
+    candidates.append(b.start())
+    await eventually(lambda: b.elector.leader() == "a", what="b sees a")
+    await a.cancel()
+    stopped = time.monotonic()
+    assert a.stopped == 1 and a.leading_cancelled
+    assert all(w.spec.holder_identity for w in store.writes), "a released the Lease"
+    await eventually(b.is_leader, timeout=10, what="b takes the lease once it expired")
+    assert time.monotonic() - stopped >= 2.0 - 0.5  # the lease's duration, less a's last renewal's age

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Generic
 
 from google.protobuf.message import Message
-from prometheus_client import Counter
+from prometheus_client import Counter, Gauge
 
 from machinery import errors
 from machinery.client import Client, ResourceClient
@@ -36,6 +36,21 @@ _RELISTS = Counter("kplane_informer_relists_total", "Times an informer listed it
                    ["kind"])
 _WATCH_RESTARTS = Counter("kplane_informer_watch_restarts_total", "Times an informer re-opened its watch.",
                           ["kind", "reason"])
+# client-go's reflector_last_resource_version: how far this process's view of a kind has come
+# (the highest of its reflectors of that kind), so informer lag can be read off /metrics.
+_LAST_RV = Gauge("reflector_last_resource_version", "Last resource version seen for the reflectors of a kind.",
+                 ["kind"])
+_last_rv: dict[str, int] = {}
+
+
+def _saw(kind: str, resource_version: str) -> None:
+    try:
+        rv = int(resource_version)
+    except ValueError:
+        return
+    if rv > _last_rv.get(kind, 0):
+        _last_rv[kind] = rv
+        _LAST_RV.labels(kind=kind).set(rv)
 
 ListFn = Callable[[list[M], str], None]
 EventFn = Callable[[str, M], None]
@@ -104,6 +119,7 @@ class Reflector(Generic[M]):
                     rv = object_meta(ev.object).resource_version
                     if rv and _rv_str(rv) > _rv_str(self.resource_version):
                         self.resource_version = rv
+                        _saw(kind, rv)
                 _WATCH_RESTARTS.labels(kind=kind, reason="closed").inc()
                 if not delivered:  # a stream that ends at once must not become a busy loop
                     backoff = await _sleep(backoff)
@@ -132,6 +148,7 @@ class Reflector(Generic[M]):
                                          field_selector=self.field_selector, resource_version="")
         self.resource_version = resp.metadata.resource_version
         self._on_list(list(resp.items), self.resource_version)
+        _saw(self._resource.kind.name, self.resource_version)
 
 
 async def _sleep(backoff: float) -> float:

@@ -19,7 +19,7 @@ import pytest
 
 from cli import cluster, topology
 from machinery.client import Client
-from tests.harness.wait import eventually
+from tests.harness.wait import DEADLINE_SCALE, eventually
 
 ROOT = Path(__file__).resolve().parents[2]
 _LOG_LINES = int(os.environ.get("KPLANE_TEST_LOG_LINES", "60"))
@@ -94,7 +94,7 @@ def start_cluster(**overrides) -> TestCluster:
                                  schedulers=overrides.pop("schedulers", 0),
                                  controller_managers=overrides.pop("controller_managers", 0), **overrides)
     try:
-        state = cluster.up(cfg, timeout=60, echo=lambda *_: None)
+        state = cluster.up(cfg, timeout=60 * DEADLINE_SCALE, echo=lambda *_: None)
     except cluster.ClusterError:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
@@ -183,7 +183,7 @@ def kill(tc, component: str) -> None:
 
 def start(tc, component: str) -> None:
     tc.reload()
-    ok, reason = cluster.start(tc.state, tc.process(component), 30)
+    ok, reason = cluster.start(tc.state, tc.process(component), 30 * DEADLINE_SCALE)
     tc.state.save()
     assert ok, f"{component} did not start: {reason}"
 

@@ -1,5 +1,6 @@
 """A running component's Prometheus metrics, through its admin port: one metric summed over its
-series, the scheduling queue's requeues by cluster event, a runtime's calls by operation."""
+series, the scheduling queue's requeues by cluster event, a runtime's calls by operation, how
+far a component's informers of a kind have come."""
 
 from __future__ import annotations
 
@@ -87,3 +88,13 @@ def requeued_by(tc, event: str) -> float:
 async def runtime_calls(tc, node: str, operation: str) -> float:
     """``kplane_runtime_operations_total`` of ``node``'s runtime for one operation."""
     return metric(tc, f"runtime/{node}", "kplane_runtime_operations_total", f'operation_type="{operation}"}}')
+
+
+async def informers_reach(tc, component: str, kind: str, resource_version: str | int) -> None:
+    """Until ``component``'s informers of ``kind`` have seen ``resource_version`` (their
+    ``reflector_last_resource_version``): every change up to it is in their caches."""
+    from tests.harness.wait import eventually
+
+    await eventually(lambda: metric(tc, component, "reflector_last_resource_version", f'kind="{kind}"}}')
+                     >= int(resource_version), timeout=20,
+                     what=f"{component}'s {kind} informers at resourceVersion {resource_version}")

@@ -229,7 +229,7 @@ async def test_deployment_watch_sees_create_update_delete(client: Client) -> Non
     await client.deployments.create(deployment("watched"))
     await client.deployments.scale("watched", 4)
     await client.deployments.delete("watched")
-    await asyncio.wait_for(task, 10)
+    await asyncio.wait_for(task, 30)
     assert [(e.type, e.object.spec.replicas) for e in events] == [("ADDED", 2), ("MODIFIED", 4), ("DELETED", 4)]
 
 
@@ -329,7 +329,7 @@ async def test_namespace_watch_sees_termination_and_removal(client: Client) -> N
     ns = await client.namespaces.delete("watched-ns")
     ns.spec.ClearField("finalizers")
     await client.namespaces.finalize(ns)
-    await asyncio.wait_for(task, 10)
+    await asyncio.wait_for(task, 30)
     assert events == [("ADDED", "Active"), ("MODIFIED", "Terminating"), ("DELETED", "Terminating")]
 
 

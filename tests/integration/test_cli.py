@@ -18,6 +18,7 @@ import pytest
 
 from tests.harness.builders import MakePod
 from tests.harness.cluster import ROOT, cluster_fixture
+from tests.harness.wait import DEADLINE_SCALE
 
 pytestmark = pytest.mark.integration
 
@@ -336,7 +337,7 @@ class _Watcher:
             self.lines.append(line.rstrip("\n"))
 
     def wait_for(self, what: str, predicate, timeout: float = 30) -> None:
-        deadline = time.monotonic() + timeout
+        deadline = time.monotonic() + timeout * DEADLINE_SCALE
         while not predicate(self.lines):
             if time.monotonic() > deadline or self.proc.poll() is not None:
                 raise AssertionError(f"{what}: not seen (running: {self.proc.poll() is None}); stdout:\n"
@@ -384,13 +385,15 @@ def test_get_watch_resumes_across_an_apiserver_restart(restartable, tmp_path):
         assert started.returncode == 0, started.stderr
         _apply_pods(tc, tmp_path, "after-1", "after-2", label="{watch: restart}")
         w.wait_for("the pods created after the restart",
-                   lambda lines: _names(lines) == ["before-1", "before-2", "after-1", "after-2"])
-        time.sleep(1.0)  # a duplicate or a late error would show by now
+                   lambda lines: _names(lines)[:4] == ["before-1", "before-2", "after-1", "after-2"])
+        # One more pod, printed last: a duplicate of an earlier one would have come before it.
+        _apply_pods(tc, tmp_path, "sentinel", label="{watch: restart}")
+        w.wait_for("the sentinel pod", lambda lines: "sentinel" in _names(lines))
         assert w.proc.poll() is None, "kplane get -w ended"
     finally:
         code, err = w.stop()
-    assert _names(w.lines) == ["before-1", "before-2", "after-1", "after-2"]
-    assert len(w.lines) == 5 and all(line.split()[1:3] == ["0/1", "Pending"] for line in w.lines[1:])
+    assert _names(w.lines) == ["before-1", "before-2", "after-1", "after-2", "sentinel"]
+    assert len(w.lines) == 6 and all(line.split()[1:3] == ["0/1", "Pending"] for line in w.lines[1:])
     assert code == 130
     assert "Traceback" not in err and "resuming from resourceVersion" in err
 
@@ -418,11 +421,13 @@ def test_get_watch_relists_on_gone_and_prints_what_changed(relisting, tmp_path):
         assert tc.kplane("delete", "pod", "r-0", "--grace-period", "0").returncode == 0
         assert tc.kplane("failpoint", "apiserver", "apiserver/watch-delivery", "off").returncode == 0
         w.wait_for("the changes after the relist", lambda lines: len(events(lines)) >= 13)
-        time.sleep(1.0)
+        # One more pod, printed last: a change printed twice would have come before it.
+        _apply_pods(tc, tmp_path, "r-sentinel", label="{relist: 'yes'}")
+        w.wait_for("the sentinel pod", lambda lines: ("ADDED", "r-sentinel") in events(lines))
         assert w.proc.poll() is None, "kplane get -w ended"
     finally:
         code, err = w.stop()
     seen = events(w.lines)
-    assert seen[:2] == [("ADDED", "r-0"), ("ADDED", "r-keep")]
-    assert sorted(seen[2:]) == sorted([("DELETED", "r-0")] + [("ADDED", f"r-{i}") for i in range(1, 11)])
+    assert seen[:2] == [("ADDED", "r-0"), ("ADDED", "r-keep")] and seen[-1] == ("ADDED", "r-sentinel")
+    assert sorted(seen[2:-1]) == sorted([("DELETED", "r-0")] + [("ADDED", f"r-{i}") for i in range(1, 11)])
     assert "too old" in err and "listing again" in err

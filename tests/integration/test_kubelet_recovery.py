@@ -4,7 +4,6 @@ never a container left running for a pod the API no longer has."""
 
 from __future__ import annotations
 
-import asyncio
 import glob
 import shutil
 from pathlib import Path
@@ -114,7 +113,13 @@ async def test_an_unreachable_runtime_makes_the_node_not_ready_and_loses_nothing
     # waits for the runtime, not refused
     await api.pods.create(MakePod().name("new").req(cpu="500m", memory="64Mi").node(NODE).grace(1)
                           .resize_policy("cpu", "NotRequired").obj())
-    await asyncio.sleep(1.5)
+
+    def tried() -> bool:  # the kubelet has had the pod and found no runtime
+        tc.reload()
+        text = Path(tc.process(KUBELET).log).read_text(errors="replace")
+        return any('"pod_sync_retry"' in line and '"default/new"' in line for line in text.splitlines())
+
+    await eventually(tried, timeout=20, what="the kubelet trying to run new without its runtime")
     assert (await api.pods.get("new")).status.phase in ("", "Pending")
     tc.reload()
     assert tc.process(KUBELET).pid and Path(f"/proc/{tc.process(KUBELET).pid}").exists(), "the kubelet died"

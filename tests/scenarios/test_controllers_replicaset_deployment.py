@@ -17,7 +17,6 @@ included — and must find nothing.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 
 import pytest
@@ -28,6 +27,7 @@ from machinery.api import apps_pb2, core_pb2
 from tests.harness.api import delete_all_pods, ensure_priority_classes
 from tests.harness.builders import MakeDeployment, MakePod, MakeReplicaSet
 from tests.harness.cluster import FAST_KUBELET, cluster_fixture
+from tests.harness.metrics import informers_reach
 from tests.harness.wait import eventually, wait_unschedulable
 
 pytestmark = pytest.mark.scenario
@@ -126,7 +126,7 @@ async def test_replicaset_creates_its_pods_which_are_scheduled_and_run(api):
     assert created == sorted(f"Created pod: {p.metadata.name}" for p in pods)
 
 
-async def test_scaling_a_replicaset_up_and_down_deletes_the_cheapest_pods(api):
+async def test_scaling_a_replicaset_up_and_down_deletes_the_cheapest_pods(apps_cluster, api):
     """Kubernetes docs, ReplicaSet, "Pod deletion cost": on a scale-down the pods with the lower
     controller.kubernetes.io/pod-deletion-cost go first."""
     await api.replica_sets.create(MakeReplicaSet().name("scaled").replicas(2).req(cpu="100m").obj())
@@ -135,9 +135,9 @@ async def test_scaling_a_replicaset_up_and_down_deletes_the_cheapest_pods(api):
     pods = await _wait_running(api, "scaled", 5)
     keep = sorted(p.metadata.name for p in pods)[:2]
     for name in keep:
-        await api.pods.patch(name, {"metadata": {"annotations": {DELETION_COST: "100"}}})
+        last = await api.pods.patch(name, {"metadata": {"annotations": {DELETION_COST: "100"}}})
     # The pods' and the ReplicaSet's watches are apart: the controller must see the costs before the scale.
-    await asyncio.sleep(1)
+    await informers_reach(apps_cluster, "controller-manager", "Pod", last.metadata.resource_version)
     await api.replica_sets.scale("scaled", 2)
     left = await _wait_running(api, "scaled", 2)
     assert sorted(p.metadata.name for p in left) == keep

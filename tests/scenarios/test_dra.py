@@ -23,7 +23,6 @@ device-allocated-once included — and must find nothing.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 
 import pytest
@@ -97,17 +96,25 @@ def _narrowed(tc) -> float:
                   'plugin="DynamicResources",result="narrowed"')
 
 
-async def _settled(api, bound: int, pending: int) -> list[core_pb2.Pod]:
-    """Until ``bound`` pods run on their nodes and ``pending`` wait unbound, for a second on end."""
+async def _settled(tc, api, bound: int, pending: int) -> list[core_pb2.Pod]:
+    """Until ``bound`` pods run on their nodes and ``pending`` wait unbound, parked in the
+    scheduler's unschedulable pool (none in activeQ or backoffQ, none in a cycle): nothing can
+    change any more without a new cluster event."""
     box: dict[str, list[core_pb2.Pod]] = {}
 
     async def counts() -> bool:
         pods = box["pods"] = await _pods(api)
         ran = [p for p in pods if p.spec.node_name and running(p)]
         return len(ran) == bound and len(pods) == bound + pending
-    await eventually(counts, timeout=WAIT, interval=0.2, what=f"{bound} pods running, {pending} pending")
-    await asyncio.sleep(1.0)
-    assert await counts(), "the counts held"
+
+    def parked() -> bool:
+        return [metric(tc, "scheduler", "scheduler_pending_pods", f'queue="{q}"}}')
+                for q in ("active", "backoff", "unschedulable")] == [0, 0, pending]
+
+    async def settled() -> bool:
+        return await counts() and parked() and await counts()
+    await eventually(settled, timeout=WAIT, interval=0.2,
+                     what=f"{bound} pods running, {pending} pending in the unschedulable pool")
     return box["pods"]
 
 
@@ -125,7 +132,7 @@ async def test_dra_issue_20_pods_from_one_template_on_2_nodes_with_5_devices_eac
     await create_gpu_template(api)
     for i in range(20):
         await api.pods.create(gpu_pod(f"gpu-{i:02}", template="gpu"))
-    pods = await _settled(api, bound=10, pending=10)
+    pods = await _settled(dra_cluster, api, bound=10, pending=10)
     bound = [p for p in pods if p.spec.node_name]
     assert sorted(p.spec.node_name for p in bound) == ["node-1"] * DEVICES + ["node-2"] * DEVICES
     waiting = [p.metadata.name for p in pods if not p.spec.node_name]
@@ -146,7 +153,7 @@ async def test_dra_issue_20_pods_from_one_template_on_2_nodes_with_5_devices_eac
     requeued_before = requeued_by(dra_cluster, "ResourceClaimUpdate")
     for name in gone:
         await api.pods.delete(name, "default")
-    pods = await _settled(api, bound=10, pending=5)
+    pods = await _settled(dra_cluster, api, bound=10, pending=5)
     newly = [p for p in pods if p.spec.node_name and p.metadata.name in waiting]
     assert len(newly) == 5
     allocations = await _allocations(api)

@@ -30,6 +30,7 @@ from tests.harness.api import delete_all_pods
 from tests.harness.builders import MakePod, limit_range_item, make_limit_range, make_namespace, make_resource_quota
 from tests.harness.cluster import FAST_KUBELET, cluster_fixture
 from tests.harness.failpoints import failpoint, wait_paused
+from tests.harness.metrics import metric
 from tests.harness.node_state import runtime
 from tests.harness.wait import condition, eventually
 
@@ -169,6 +170,17 @@ QUOTA_REFUSED = [
 ]
 
 
+async def _resynced(api, tc) -> None:
+    """Until the resourcequota controller has synced twice as many quotas as there are since now:
+    its periodic resync (2 s here) queues every quota, so each one has been recounted from the
+    caches of this moment at least once."""
+    def synced() -> float:
+        return metric(tc, "controller-manager", "workqueue_work_duration_seconds_count", 'name="resourcequota_primary"')
+
+    start, quotas = synced(), len((await api.resource_quotas.list("")).items)
+    await eventually(lambda: synced() >= start + 2 * quotas, timeout=20, what=f"{2 * quotas} quota syncs")
+
+
 @pytest.mark.parametrize("case,title,cpu,memory,detail", QUOTA_REFUSED, ids=[f"{c[0]}-{c[1]}" for c in QUOTA_REFUSED])
 async def test_kep1287_resource_quota_tests_1_to_3_exceed(api, namespace, case, title, cpu, memory, detail):
     pod = await quota_namespace(api, namespace)
@@ -268,7 +280,7 @@ async def test_kep1287_resource_quota_usage_follows_resize_up_at_once_and_down_o
         pod = await api.pods.patch("web", resize_patch("250m", "128Mi"), namespace=namespace, subresource="resize")
         assert pod.metadata.generation == 3
         await wait_paused(kcluster, f"kubelet/{NODE}", "kubelet/resize-after-allocate")
-        await asyncio.sleep(3)  # longer than the controller's 2s resync: it has recounted meanwhile
+        await _resynced(api, kcluster)  # the controller has recounted every quota since
         now = await used(api, namespace, "compute")
         assert now["requests.cpu"] == Quantity("1"), "a resize down frees quota only once actuated"
     finally:

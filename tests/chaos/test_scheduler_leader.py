@@ -194,28 +194,37 @@ def _failpoint_hits(tc, component: str, name: str) -> float:
     return metric(tc, component, "kplane_failpoint_hits_total", f'name="{name}"')
 
 
-async def test_stopped_leader_finishes_its_bindings_before_it_releases_the_lease(le_cluster, api):
-    """client-go's rule for releasing on cancel: the work the Lease guards is done before the Lease
-    is given up. A binding in flight at SIGTERM is such work: released first, the standby would
-    place another pod on the room that binding is about to take (no fencing stops the late bind)."""
+async def _sigterm_leader_mid_binding(tc, api, pod: str, hold_ms: int):
+    """The leader holds its binding of ``pod`` (3 of the node's 4 CPUs) ``hold_ms`` at
+    scheduler/before-bind and gets SIGTERM meanwhile; an ``urgent`` pod (2 CPUs), which the
+    standby once leading would put on the room ``pod`` is being bound to, comes right after.
+    Returns once the leader's process is gone: (leader, standby, the Lease before)."""
     try:
         await api.priority_classes.create(make_priority_class("urgent", 1000))
     except errors.AlreadyExists:
         pass
-    leader, standby, lease = await _leader(le_cluster, api)
-    # Held 1 s before its request: in flight at SIGTERM, well inside the stop's drain (2.5 s).
-    failpoint(le_cluster, leader, "scheduler/before-bind", "1*sleep(1000)")
-    await api.pods.create(MakePod().name("in-flight").req(cpu="3", memory="32Mi").grace(1).obj())  # of the node's 4 cpu
-    await eventually(lambda: _failpoint_hits(le_cluster, leader, "scheduler/before-bind") == 1, timeout=MARGIN,
-                     what="the leader holding its binding of in-flight")
-    le_cluster.reload()
-    proc = le_cluster.process(leader)
+    leader, standby, lease = await _leader(tc, api)
+    failpoint(tc, leader, "scheduler/before-bind", f"1*sleep({hold_ms})")
+    await api.pods.create(MakePod().name(pod).req(cpu="3", memory="32Mi").grace(1).obj())
+    await eventually(lambda: _failpoint_hits(tc, leader, "scheduler/before-bind") == 1, timeout=MARGIN,
+                     what=f"the leader holding its binding of {pod}")
+    tc.reload()
+    proc = tc.process(leader)
     assert cluster.signal_process(proc, signal.SIGTERM)
-    # The standby, once leading, would put this one on the room in-flight is being bound to.
     await api.pods.create(MakePod().name("urgent").req(cpu="2", memory="32Mi").priority_class("urgent").grace(1).obj())
     await eventually(lambda: not cluster.alive(proc.pid), timeout=MARGIN, what=f"{leader} stopped")
     proc.pid = None
-    le_cluster.state.save()
+    tc.state.save()
+    return leader, standby, lease
+
+
+async def test_stopped_leader_finishes_its_bindings_before_it_releases_the_lease(le_cluster, api):
+    """client-go's rule for releasing on cancel: the work the Lease guards is done before the Lease
+    is given up. A binding in flight at SIGTERM is such work: released first, the standby would
+    place another pod on the room that binding is about to take (no fencing stops the late bind).
+    Held 1 s before its request, the binding is in flight at SIGTERM and well inside the stop's
+    drain (2.5 s)."""
+    _, standby, lease = await _sigterm_leader_mid_binding(le_cluster, api, "in-flight", 1000)
 
     # in-flight's binding landed before the Lease was released; then the new leader preempted it.
     await wait_running(api, "urgent", timeout=LEASE_DURATION + MARGIN)
@@ -234,22 +243,7 @@ async def test_a_binding_the_stop_cannot_wait_for_keeps_the_lease_until_it_expir
     process must be gone within 5 s of SIGTERM) is cancelled, and as its request could still have
     been landing, the Lease is not released but left to expire. The standby takes over after the
     lease duration, as after a kill; nothing is bound twice."""
-    try:
-        await api.priority_classes.create(make_priority_class("urgent", 1000))
-    except errors.AlreadyExists:
-        pass
-    leader, standby, lease = await _leader(le_cluster, api)
-    failpoint(le_cluster, leader, "scheduler/before-bind", "1*sleep(10000)")
-    await api.pods.create(MakePod().name("held").req(cpu="3", memory="32Mi").grace(1).obj())
-    await eventually(lambda: _failpoint_hits(le_cluster, leader, "scheduler/before-bind") == 1, timeout=MARGIN,
-                     what="the leader holding its binding of held")
-    le_cluster.reload()
-    proc = le_cluster.process(leader)
-    assert cluster.signal_process(proc, signal.SIGTERM)
-    await api.pods.create(MakePod().name("urgent").req(cpu="2", memory="32Mi").priority_class("urgent").grace(1).obj())
-    await eventually(lambda: not cluster.alive(proc.pid), timeout=MARGIN, what=f"{leader} stopped")
-    proc.pid = None
-    le_cluster.state.save()
+    leader, standby, lease = await _sigterm_leader_mid_binding(le_cluster, api, "held", 10000)
 
     await wait_running(api, "urgent", timeout=LEASE_DURATION + MARGIN)
     assert (await _scheduled_by(api, ["urgent"]))["urgent"] == standby

@@ -165,6 +165,18 @@ async def candidates():
                 pass
 
 
+async def _a_leads_b_follows(store, lease_name, candidates, a_kw: dict | None = None,
+                             b_kw: dict | None = None) -> tuple["Candidate", "Candidate"]:
+    """Candidate a started and leading, then b started and seeing a as the leader."""
+    a = Candidate(store, lease_name, "a", **(a_kw or {}))
+    candidates.append(a.start())
+    await eventually(a.is_leader, what="a leads")
+    b = Candidate(store, lease_name, "b", **(b_kw or {}))
+    candidates.append(b.start())
+    await eventually(lambda: b.elector.leader() == "a", what="b sees a")
+    return a, b
+
+
 def master_status(lease: str) -> float | None:
     return REGISTRY.get_sample_value("leader_election_master_status", {"name": lease})
 
@@ -229,12 +241,7 @@ async def test_one_of_two_leads_and_the_other_waits_while_the_leader_renews(stor
 
 
 async def test_a_stopped_leader_without_release_is_replaced_after_the_lease_duration(store, lease_name, candidates):
-    a = Candidate(store, lease_name, "a")
-    candidates.append(a.start())
-    await eventually(a.is_leader, what="a leads")
-    b = Candidate(store, lease_name, "b")
-    candidates.append(b.start())
-    await eventually(lambda: b.elector.leader() == "a", what="b sees a")
+    a, b = await _a_leads_b_follows(store, lease_name, candidates)
 
     await a.cancel()
     assert a.leading_cancelled and a.stopped == 1 and not a.is_leader()
@@ -249,12 +256,7 @@ async def test_a_stopped_leader_without_release_is_replaced_after_the_lease_dura
 async def test_a_held_lease_is_not_taken_before_it_expires(store, lease_name, candidates):
     # A 30 s lease: the follower must not take it in the 1.5 s after the leader stops.
     slow = dict(lease_duration=30.0, renew_deadline=20.0, retry_period=0.1)
-    a = Candidate(store, lease_name, "a", **slow)
-    candidates.append(a.start())
-    await eventually(a.is_leader, what="a leads")
-    b = Candidate(store, lease_name, "b", **slow)
-    candidates.append(b.start())
-    await eventually(lambda: b.elector.leader() == "a", what="b sees a")
+    a, b = await _a_leads_b_follows(store, lease_name, candidates, slow, slow)
     await a.cancel()
     await asyncio.sleep(1.5)
     assert not b.is_leader() and b.started == 0
@@ -264,12 +266,7 @@ async def test_a_held_lease_is_not_taken_before_it_expires(store, lease_name, ca
 async def test_a_released_lease_is_taken_at_once(store, lease_name, candidates):
     # The same 30 s lease, released on cancel: the follower does not wait for it to expire.
     slow = dict(lease_duration=30.0, renew_deadline=20.0, retry_period=0.1)
-    a = Candidate(store, lease_name, "a", release_on_cancel=True, **slow)
-    candidates.append(a.start())
-    await eventually(a.is_leader, what="a leads")
-    b = Candidate(store, lease_name, "b", **slow)
-    candidates.append(b.start())
-    await eventually(lambda: b.elector.leader() == "a", what="b sees a")
+    a, b = await _a_leads_b_follows(store, lease_name, candidates, {**slow, "release_on_cancel": True}, slow)
 
     await a.cancel()
     released = [w for w in store.writes if not w.spec.holder_identity]
@@ -372,12 +369,8 @@ async def test_the_master_status_metric_follows_leadership(store, lease_name, ca
 
 
 async def test_cancel_before_acquiring_calls_nothing(store, lease_name, candidates):
-    a = Candidate(store, lease_name, "a", lease_duration=30.0, renew_deadline=20.0)
-    candidates.append(a.start())
-    await eventually(a.is_leader, what="a leads")
-    b = Candidate(store, lease_name, "b", lease_duration=30.0, renew_deadline=20.0, release_on_cancel=True)
-    candidates.append(b.start())
-    await eventually(lambda: b.elector.leader() == "a", what="b sees a")
+    a, b = await _a_leads_b_follows(store, lease_name, candidates, dict(lease_duration=30.0, renew_deadline=20.0),
+                                    dict(lease_duration=30.0, renew_deadline=20.0, release_on_cancel=True))
     await b.cancel()
     assert (b.started, b.stopped) == (0, 0)
     assert store.lease(lease_name).spec.holder_identity == "a"
@@ -419,12 +412,8 @@ async def test_the_lease_is_renewed_while_the_leading_work_drains_after_a_stop(s
             drained.set()
             raise
 
-    a = Candidate(store, lease_name, "a", release_on_cancel=True, leading_work=drains_slowly)
-    candidates.append(a.start())
-    await eventually(a.is_leader, what="a leads")
-    b = Candidate(store, lease_name, "b")
-    candidates.append(b.start())
-    await eventually(lambda: b.elector.leader() == "a", what="b sees a")
+    a, b = await _a_leads_b_follows(store, lease_name, candidates,
+                                    dict(release_on_cancel=True, leading_work=drains_slowly))
     await a.cancel()
     assert drained.is_set()
     holders = [w.spec.holder_identity for w in store.writes]
@@ -438,12 +427,8 @@ async def test_leading_work_cut_short_keeps_the_lease_to_expire_instead_of_relea
     # through may_release: the Lease is not released, so the standby waits for it to expire
     # rather than take it at once and act against that late write.
     slow = dict(lease_duration=2.0, renew_deadline=1.5, retry_period=0.1)
-    a = Candidate(store, lease_name, "a", release_on_cancel=True, may_release=lambda: False, **slow)
-    candidates.append(a.start())
-    await eventually(a.is_leader, what="a leads")
-    b = Candidate(store, lease_name, "b", **slow)
-    candidates.append(b.start())
-    await eventually(lambda: b.elector.leader() == "a", what="b sees a")
+    a, b = await _a_leads_b_follows(store, lease_name, candidates,
+                                    {**slow, "release_on_cancel": True, "may_release": lambda: False}, slow)
     await a.cancel()
     stopped = time.monotonic()
     assert a.stopped == 1 and a.leading_cancelled

@@ -40,7 +40,10 @@ ReplicaSet created with pods), the rest of the sync not done.
 Where kplane differs (docs/controller-manager.md): a scale-up counts each ReplicaSet as the larger
 of its size and its pods not yet being deleted, so pods of a ReplicaSet just scaled down count
 until their deletion starts; old ReplicaSets are not scaled down further while one of them has not
-yet observed its last size (its ``availableReplicas`` may still count pods it is deleting).
+yet observed its last size (its ``availableReplicas`` may still count pods it is deleting); and a
+sync waits until the ReplicaSet informer shows this controller's own last writes
+(``controllers.ownwrites``): sized from a cache without them, a template change right after a
+scale-up would count room that scale-up already took and overshoot replicas + maxSurge.
 """
 
 from __future__ import annotations
@@ -97,6 +100,7 @@ from controllers.deploymentutil import (
     set_replicas_annotations,
     spec_total,
 )
+from controllers.ownwrites import OwnWrites
 from controllers.podcontrol import controller_of, controller_ref, namespace_terminating
 from controllers.ranking import is_pod_active
 from controllers.refmanager import ControllerRefManager, resolve_controller, selecting
@@ -165,6 +169,7 @@ class DeploymentController(ObjectController):
         self._rs.add_indexer(CONTROLLER_UID_INDEX, controller_uid)
         self._pods.add_indexer(NAMESPACE_INDEX, lambda p: [p.metadata.namespace])
         self._recorder = ctx.recorder("deployment-controller")
+        self._own = OwnWrites()  # ReplicaSets written whose write the informer has not shown yet
         self._deployments.add_handler(self.enqueue, lambda old, new: self.enqueue(new), self.enqueue)
         self._rs.add_handler(self._rs_added, self._rs_updated, self._rs_deleted)
         self._pods.add_handler(None, self._pod_updated, self._pod_deleted)
@@ -208,6 +213,7 @@ class DeploymentController(ObjectController):
                 self.enqueue(d)
 
     def _rs_deleted(self, rs: apps_pb2.ReplicaSet) -> None:
+        self._own.deleted(rs.metadata.uid)
         d = self._resolve(rs)
         if d is not None:
             self.enqueue(d)
@@ -236,6 +242,7 @@ class DeploymentController(ObjectController):
         namespace, _, name = key.partition("/")
         cached = self._deployments.get(name, namespace)
         if cached is None:
+            self._own.forget(key)
             return
         d = apps_pb2.Deployment()
         d.CopyFrom(cached)
@@ -252,6 +259,13 @@ class DeploymentController(ObjectController):
                 await self._client.deployments.update_status(d)
             return
         s = _Sync(d, await self._claim(d, selector))
+        behind = self._own.behind(key, s.rss)
+        if behind:
+            # Sized from a cache without this controller's own last writes, the rollout would
+            # count room they already took; their watch events enqueue the Deployment again.
+            log.info("deployment_waits_for_own_writes", deployment=key, replicasets=behind)
+            self.enqueue_key(key, after=1.0)
+            return
         s.pods = self._pods_by_replica_set(d, selector, s.rss)
         if d.metadata.deletion_timestamp:
             new, old = await self._get_all(s, create=False)
@@ -277,7 +291,7 @@ class DeploymentController(ObjectController):
             return await self._client.deployments.get(d.metadata.name, d.metadata.namespace)
 
         async def patch(namespace: str, name: str, body: str) -> apps_pb2.ReplicaSet:
-            return await self._client.replica_sets.patch(name, body, namespace=namespace)
+            return self._wrote(d, await self._client.replica_sets.patch(name, body, namespace=namespace))
 
         candidates = self._rs.by_index(NAMESPACE_INDEX, d.metadata.namespace)
         manager = ControllerRefManager[apps_pb2.ReplicaSet](d, selector, patch, recheck, "Deployment")
@@ -314,7 +328,7 @@ class DeploymentController(ObjectController):
             annotations_updated = set_new_replica_set_annotations(d, copy, new_revision, exists=True)
             if annotations_updated or copy.spec.min_ready_seconds != d.spec.min_ready_seconds:
                 copy.spec.min_ready_seconds = d.spec.min_ready_seconds
-                return s.put(await self._client.replica_sets.update(copy))
+                return s.put(self._wrote(d, await self._client.replica_sets.update(copy)))
             # No Progressing condition yet: progress is estimated from now on.
             first = has_progress_deadline(d) and get_condition(d.status, "Progressing") is None
             await self._note_new_replica_set(d, copy.metadata.annotations.get(REVISION_ANNOTATION, ""),
@@ -341,7 +355,7 @@ class DeploymentController(ObjectController):
         set_new_replica_set_annotations(d, rs, new_revision, exists=False)
         already_exists = False
         try:
-            created = await self._client.replica_sets.create(rs)
+            created = self._wrote(d, await self._client.replica_sets.create(rs))
         except errors.AlreadyExists:
             # A slow cache, or a hash collision: the ReplicaSet of that name is ours only if it
             # is controlled by this Deployment and has its template.
@@ -382,6 +396,12 @@ class DeploymentController(ObjectController):
                                          not already_exists and has_progress_deadline(d))
         return created
 
+    def _wrote(self, d: apps_pb2.Deployment, rs: apps_pb2.ReplicaSet) -> apps_pb2.ReplicaSet:
+        """``rs`` as the API answered this controller's write of it, remembered until the
+        informer shows it (``OwnWrites``)."""
+        self._own.wrote(key_of(d), rs)
+        return rs
+
     async def _note_new_replica_set(self, d: apps_pb2.Deployment, revision: str, reason: str, message: str,
                                     progressing: bool) -> None:
         """The deployment takes its new ReplicaSet's revision, and with ``progressing`` a Progressing
@@ -411,7 +431,7 @@ class DeploymentController(ObjectController):
         copy.CopyFrom(rs)
         copy.spec.replicas = size
         set_replicas_annotations(copy, replicas(d), maximum)
-        updated = s.put(await self._client.replica_sets.update(copy))
+        updated = s.put(self._wrote(d, await self._client.replica_sets.update(copy)))
         if size_changed:
             self._recorder.event(d, "Normal", SCALING_REPLICA_SET,
                                  f"Scaled {operation} replica set {updated.metadata.name} from {old_size} to {size}")

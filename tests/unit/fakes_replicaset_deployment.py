@@ -215,11 +215,17 @@ class FakeApi:
 
     # ------------------------------------------------------------ what tests call
 
-    def deliver(self) -> None:
-        """Every watch event so far reaches the informers (and their handlers)."""
+    def deliver(self, *kinds: Kind[Any, Any]) -> None:
+        """Every watch event so far reaches the informers (and their handlers) — only those of
+        ``kinds`` when given (the other kinds' watches are slower), the rest kept in order."""
+        keep = []
         while self.pending:
             kind, type_, obj = self.pending.pop(0)
+            if kinds and kind not in kinds:
+                keep.append((kind, type_, obj))
+                continue
             self.factory.informer(kind)._apply(type_, obj)
+        self.pending = keep
 
     def add(self, obj: Any) -> Any:
         """An object created by someone else (the test), delivered to the informers at once."""
@@ -238,7 +244,8 @@ class FakeApi:
 
     def change(self, obj: Any, fn: Callable[[Any], None], *, status: bool = False) -> Any:
         """``fn`` applied to the stored object as a client's update (of its status with ``status``);
-        delivered at once."""
+        delivered at once, with what its kind's informer had still to deliver (other kinds'
+        watches keep what is pending)."""
         meta = object_meta(obj)
         key = (type(obj).DESCRIPTOR.name, meta.namespace or "default", meta.name)
         old = self.objects[key]
@@ -247,7 +254,7 @@ class FakeApi:
         if not status and spec_of(new) != spec_of(old):
             object_meta(new).generation += 1
         stored = self.store("MODIFIED", key, new)
-        self.deliver()
+        self.deliver(self.kinds[key[0]])
         return stored
 
     def get(self, kind: Kind[Any, Any], name: str, namespace: str = "default") -> Any:

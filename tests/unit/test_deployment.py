@@ -6,6 +6,7 @@ revision history, conditions and the hash collision."""
 
 from __future__ import annotations
 
+import contextlib
 from datetime import timedelta
 
 import pytest
@@ -230,6 +231,33 @@ async def test_rolling_update_with_max_surge_1_and_max_unavailable_0_goes_one_po
     assert _condition(d, "Progressing").reason == "NewReplicaSetAvailable"
     steps = [m for _, _, reason, m in cluster.api.recorded if reason == "ScalingReplicaSet"][1:]
     assert [m.split(" replica set ")[0] for m in steps] == ["Scaled up", "Scaled down"] * 3
+
+
+async def test_a_sync_waits_until_its_replicaset_informer_shows_its_own_last_write(cluster):
+    """The rollout to v2 creates its ReplicaSet (2 pods: replicas 6 + maxSurge 2); the template
+    changes to v3 before the ReplicaSet informer shows that create. Sized from that cache the v3
+    ReplicaSet would get 2 more (v1's scale-down to 5 unseen too) and the rollout 9 pods; the sync
+    waits for its own writes instead, and the rollout never asks for more than 8."""
+    cluster.api.add(MakeDeployment().name("web").replicas(6).image("v1").rolling_update(2, 1).obj())
+    await cluster.settle()
+    cluster.api.auto_deliver = False
+
+    def asked() -> int:
+        return sum(rs.spec.replicas for rs in cluster.api.list(REPLICA_SET))
+
+    cluster.set_image("v2")
+    await cluster.dc.sync(KEY)
+    assert cluster.rs_sizes() == {"v1": 5, "v2": 2}  # and one old pod less: maxUnavailable 1
+    cluster.set_image("v3")  # delivered; the ReplicaSet informer has not seen v2's ReplicaSet yet
+    with contextlib.suppress(errors.Conflict):  # a sync may end so (and be retried): not what is checked
+        await cluster.dc.sync(KEY)
+    assert asked() == 7 and "v3" not in cluster.rs_sizes(), cluster.rs_sizes()
+    cluster.api.deliver()
+    await cluster.dc.sync(KEY)
+    assert asked() <= 8, cluster.rs_sizes()
+    cluster.api.auto_deliver = True
+    await cluster.settle(rounds=12)
+    assert cluster.rs_sizes()["v3"] == 6 and cluster.live_pods() == 6
 
 
 async def test_recreate_scales_old_to_zero_and_waits_for_its_pods_to_be_gone(cluster):

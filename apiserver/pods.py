@@ -31,7 +31,7 @@ from apiserver.registry import Registry, check_patch_options, is_apply, parse_pa
 from machinery import disruption, errors, timeutil
 from machinery.api import core_pb2, meta_pb2, policy_pb2
 from machinery.featuregates import FeatureGates
-from machinery.kinds import POD, POD_DISRUPTION_BUDGET
+from machinery.kinds import POD, POD_DISRUPTION_BUDGET, list_accessor
 
 DEFAULT_GRACE_PERIOD = 30
 EVICTION_RETRIES = 5
@@ -208,14 +208,16 @@ class PodSubresources:
         else:
             raise errors.conflict("pods", name, "too many concurrent writers; try again")
         assert pod is not None
-        budgets = [b for b in self.registry.cache[POD_DISRUPTION_BUDGET].store.values()
+        # A consistent read (Kubernetes' eviction lists the budgets through the API at ""): a budget
+        # or pod status written a moment ago counts even while the watch cache lags behind etcd.
+        budgets = [b for b in await self._consistent(POD_DISRUPTION_BUDGET, namespace)
                    if disruption.covers_for_eviction(b, pod)]
         if len(budgets) > 1:
             raise errors.InternalError("This pod has more than one PodDisruptionBudget, which the eviction "
                                        "subresource does not support.")
         if not budgets:
             return await self.registry.delete(POD, delete, user, dry_run, verb="eviction")
-        pdb = self._as_evictions_see_it(strategy.copy(budgets[0]))
+        pdb = await self._as_evictions_see_it(strategy.copy(budgets[0]))
         if not disruption.is_pod_ready(pod) and (
                 pdb.spec.unhealthy_pod_eviction_policy == "AlwaysAllow"
                 or pdb.status.current_healthy >= pdb.status.desired_healthy > 0):
@@ -242,20 +244,26 @@ class PodSubresources:
                 fresh = await self.registry.read(POD_DISRUPTION_BUDGET, namespace, pdb.metadata.name, fresh=True)
                 if fresh is None:
                     raise errors.not_found("poddisruptionbudgets", pdb.metadata.name) from None
-                pdb = self._as_evictions_see_it(fresh)
+                pdb = await self._as_evictions_see_it(fresh)
         else:
             raise errors.Timeout(f"Timeout: couldn't update PodDisruptionBudget \"{pdb.metadata.name}\" due to "
                                  "conflicts")
         return await self.registry.delete(POD, delete, user, dry_run, verb="eviction")
 
-    def _as_evictions_see_it(self, pdb: policy_pb2.PodDisruptionBudget) -> policy_pb2.PodDisruptionBudget:
+    async def _consistent(self, kind, namespace: str) -> list:
+        """The objects of ``kind`` in ``namespace`` as a list at resourceVersion "" gives them."""
+        lst = await self.registry.list(kind, meta_pb2.ListRequest(namespace=namespace, resource_version=""))
+        return list(list_accessor(kind, lst).items)
+
+    async def _as_evictions_see_it(self, pdb: policy_pb2.PodDisruptionBudget) -> policy_pb2.PodDisruptionBudget:
         """The budget with the status evictions decide by: the disruption controller's, or — when no
         controller ever wrote one (a cluster run without a controller-manager) — kplane's fallback,
-        computed here from the pods in the watch cache and marked as not the controller's
+        computed here from the pods a consistent read gives (as the budgets: never older than a
+        pod status written before the eviction) and marked as not the controller's
         (observedGeneration 0, no condition), so the next eviction computes it again."""
         if disruption.computed_by_controller(pdb):
             return pdb
-        selected = [p for p in self.registry.cache[POD].store.values() if disruption.selects(pdb, p)]
+        selected = [p for p in await self._consistent(POD, pdb.metadata.namespace) if disruption.selects(pdb, p)]
         status = disruption.compute_status(pdb, selected)
         status.observed_generation = 0
         del status.conditions[:]

@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: install up down test test-unit lint typecheck bench proto proto-check compose clean
+.PHONY: install up down test test-unit lint typecheck bench proto proto-check compose image clean
 
 install: $(STAMP)
 
@@ -50,6 +50,11 @@ proto-check: install
 
 compose: install
 	$(BIN)/kplane compose --write compose.yaml
+
+# kplane:dev for `docker compose up`, from Debian's packages and PyPI only (tools/image.py); rebuilt
+# only when its inputs change.
+image: install
+	$(BIN)/python tools/image.py
 
 clean:
 	rm -rf $(VENV) .kplane .bench *.egg-info

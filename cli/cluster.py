@@ -24,7 +24,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from apiserver.auth import MASTERS_GROUP
-from cli import kubeconfig, pki, topology
+from cli import containers, kubeconfig, pki, topology
 from cli.etcd_binary import find_etcd
 
 STATE_FILE = "cluster.json"
@@ -47,6 +47,8 @@ class Process:
     rest: str = ""
     env: dict[str, str] = field(default_factory=dict)
     pid: int | None = None
+    # A compose cluster's component: "project/service", a container (cli/containers.py), no pid.
+    container: str = ""
 
 
 @dataclass
@@ -54,6 +56,7 @@ class ClusterState:
     data_dir: str
     config: dict
     processes: dict[str, Process] = field(default_factory=dict)
+    compose_project: str = ""  # a cluster `docker compose up` runs (its components are containers)
 
     @property
     def server(self) -> str:
@@ -82,6 +85,9 @@ class ClusterState:
         try:
             raw = json.loads(p.read_text())
             procs = {n: Process(**v) for n, v in raw.get("processes", {}).items()}
+            if raw.get("compose_project"):  # written inside a container: its data dir is where it was found
+                return cls(data_dir=str(data_dir), config=raw["config"], processes=procs,
+                           compose_project=raw["compose_project"])
             return cls(data_dir=raw["data_dir"], config=raw["config"], processes=procs)
         except (ValueError, KeyError, TypeError) as exc:
             raise ClusterError(f"{p} is not a kplane cluster state file: {exc}") from None
@@ -91,6 +97,8 @@ class ClusterState:
         tmp = p.with_suffix(".json.tmp")
         doc = {"data_dir": self.data_dir, "server": self.server, "rest": self.rest, "config": self.config,
                "processes": {n: asdict(v) for n, v in self.processes.items()}}
+        if self.compose_project:
+            doc["compose_project"] = self.compose_project
         tmp.write_text(json.dumps(doc, indent=2) + "\n")
         os.replace(tmp, p)
 
@@ -237,7 +245,24 @@ def stop(proc: Process, timeout: float = 10.0) -> None:
     proc.pid = None
 
 
+def running(proc: Process) -> bool:
+    """Whether the component runs: its process, or a compose cluster's container."""
+    if proc.container:
+        try:
+            return containers.running(proc.container)
+        except containers.ContainerError as exc:
+            raise ClusterError(str(exc)) from None
+    return alive(proc.pid)
+
+
 def kill(proc: Process) -> None:
+    """SIGKILL: the process group, or a compose cluster's container."""
+    if proc.container:
+        try:
+            containers.kill(proc.container)
+        except containers.ContainerError as exc:
+            raise ClusterError(str(exc)) from None
+        return
     signal_process(proc, signal.SIGKILL)
     wait_dead(proc, 5.0)
     proc.pid = None
@@ -245,7 +270,7 @@ def kill(proc: Process) -> None:
 
 def health(proc: Process, timeout: float = 1.0, path: str | None = None) -> tuple[bool, str]:
     """(healthy, reason) from the component's admin endpoint."""
-    if not alive(proc.pid):
+    if not running(proc):
         return False, "not running"
     if not proc.admin:
         return True, "running"
@@ -270,7 +295,7 @@ def wait_healthy(proc: Process, timeout: float) -> tuple[bool, str]:
         ok, reason = health(proc, path=path)
         if ok:
             return True, reason
-        if not alive(proc.pid):
+        if not running(proc):
             return False, "exited"
         time.sleep(0.1)
     return ok, reason
@@ -462,6 +487,15 @@ def down(state: ClusterState, purge: bool = False) -> list[str]:
     return stopped
 
 
+def compose_state(data_dir: Path, cfg: topology.ClusterConfig, project: str) -> ClusterState:
+    """The state of a compose cluster as kplane on the host drives it: every component at the
+    addresses compose.yaml publishes on 127.0.0.1, a container of ``project``."""
+    procs = {c.name: Process(name=c.name, role=c.role, argv=[], grpc=c.grpc, admin=c.admin, rest=c.rest,
+                             health_path=c.health_path, container=f"{project}/{c.log_name}")
+             for c in topology.compose_host_view(cfg)}
+    return ClusterState(data_dir=str(data_dir), config=asdict(cfg), processes=procs, compose_project=project)
+
+
 def select(state: ClusterState, component: str) -> list[Process]:
     """The processes a COMPONENT argument names (``etcd`` names every member)."""
     if component in state.processes:
@@ -475,10 +509,16 @@ def select(state: ClusterState, component: str) -> list[Process]:
 
 
 def start(state: ClusterState, proc: Process, wait: float = 30.0) -> tuple[bool, str]:
-    if alive(proc.pid):
+    if running(proc):
         return True, "already running"
-    launch(proc)
-    state.save()
+    if proc.container:
+        try:
+            containers.start(proc.container)
+        except containers.ContainerError as exc:
+            raise ClusterError(str(exc)) from None
+    else:
+        launch(proc)
+        state.save()
     if wait <= 0:
         return True, "started"
     return wait_healthy(proc, wait)

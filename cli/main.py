@@ -90,6 +90,9 @@ def cmd_up(args: argparse.Namespace) -> int:
         controller_managers=args.controller_managers, controller_manager_args=list(args.controller_manager_arg))
     if args.scheduler_config:
         cfg.scheduler_config = str(Path(args.scheduler_config).resolve())
+    existing = cluster.ClusterState.load(data_dir_of(args))
+    if existing is not None:
+        _not_compose(existing, "`kplane up` runs local processes; give it another --data-dir")
     # Every value is checked, by the components' own parsers, before anything starts or is written.
     try:
         preflight.check_up(cfg, args.timeout)
@@ -123,6 +126,12 @@ def cmd_up(args: argparse.Namespace) -> int:
     return 0
 
 
+def _not_compose(state: cluster.ClusterState, instead: str) -> None:
+    """Refuse what only a cluster of local processes can do, with what to do instead."""
+    if state.compose_project:
+        raise UsageError(f"{state.data_dir} is the compose project {state.compose_project}'s cluster: {instead}")
+
+
 def _state(args: argparse.Namespace) -> cluster.ClusterState:
     d = data_dir_of(args)
     state = cluster.ClusterState.load(d)
@@ -141,6 +150,7 @@ def cmd_down(args: argparse.Namespace) -> int:
             print(f"purged {d}")
             return 0
         raise UsageError(f"no cluster in {d} (no {cluster.STATE_FILE})")
+    _not_compose(state, "stop it with `docker compose down -v`")
     stopped = cluster.down(state, purge=args.purge)
     print(f"stopped: {', '.join(stopped) or 'nothing was running'}"
           + (f"; purged {state.data_dir}" if args.purge else ""))
@@ -180,7 +190,7 @@ def cmd_status(args: argparse.Namespace) -> int:
 def cmd_kill(args: argparse.Namespace) -> int:
     state = _state(args)
     for p in cluster.select(state, args.component):
-        was = cluster.alive(p.pid)
+        was = cluster.running(p)
         cluster.kill(p)
         state.save()
         print(f"{p.name} killed" if was else f"{p.name} was not running")
@@ -192,11 +202,12 @@ def cmd_start(args: argparse.Namespace) -> int:
     rc = 0
     for p in cluster.select(state, args.component):
         ok, reason = cluster.start(state, p, wait=0 if args.no_wait else args.wait)
+        what = f"container {p.container}" if p.container else f"pid {p.pid}"
         if ok:
-            print(f"{p.name} started (pid {p.pid})")
+            print(f"{p.name} started ({what})")
         else:
-            print(f"{p.name} started (pid {p.pid}) but is not healthy: {reason}", file=sys.stderr)
-            rc = 1 if not cluster.alive(p.pid) else rc
+            print(f"{p.name} started ({what}) but is not healthy: {reason}", file=sys.stderr)
+            rc = 1 if not cluster.running(p) else rc
     return rc
 
 
@@ -245,6 +256,10 @@ def cmd_tokens(args: argparse.Namespace) -> int:
     made = pki.ensure(d)
     path = cluster.write_kubeconfig(d, f"127.0.0.1:{topology.APISERVER_REST_PORT}")
     print(f"certificates in {made.dir}, kubeconfig {path}")
+    if args.compose_project:
+        state = cluster.compose_state(d, topology.ClusterConfig(nodes=args.nodes), args.compose_project)
+        state.save()
+        print(f"cluster state in {state.path(d)} (compose project {args.compose_project})")
     return 0
 
 
@@ -599,11 +614,14 @@ def build_parser() -> argparse.ArgumentParser:
 
     sp = add("tokens", cmd_tokens, "write the cluster's token file, certificates and kubeconfig (used by compose.yaml)")
     sp.add_argument("--nodes", type=int, default=3)
+    sp.add_argument("--compose-project", metavar="PROJECT",
+                    help="also write cluster.json for the compose project's cluster, as kplane on the host reaches it")
     return p
 
 
 def cmd_node(args: argparse.Namespace) -> int:
     state = _state(args)
+    _not_compose(state, "its nodes are compose.yaml's services")
     if args.action == "remove":
         given = [f for f, v in (("--cpu", args.cpu), ("--memory", args.memory), ("--pods", args.pods),
                                 ("--label", args.label), ("--taint", args.taint)) if v]

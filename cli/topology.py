@@ -24,6 +24,17 @@ APISERVER_PORT = 6443
 APISERVER_REST_PORT = 6444
 APISERVER_ADMIN_PORT = 8080
 
+# compose.yaml: the state of every component in one named volume; the tokens, certificates,
+# kubeconfig and cluster.json in a directory bind-mounted from the host (the `kplane --data-dir`
+# of a compose cluster), so kplane and kubectl on the host drive the cluster.
+COMPOSE_DATA = "/var/lib/kplane"
+COMPOSE_CREDS = "/var/lib/kplane/cluster"
+COMPOSE_HOST_DIR = ".kplane/compose"
+# The host ports a compose cluster publishes, all on 127.0.0.1 only: the apiserver's gRPC and
+# REST APIs on their own ports; every admin port (metrics, health, failpoints) from this base on,
+# in the topology's order.
+COMPOSE_ADMIN_HOST_BASE = 17100
+
 
 @dataclass
 class NodeSpec:
@@ -120,7 +131,13 @@ class _Addresses:
         return self.cfg.ports[name]
 
     def data(self, *parts: str) -> str:
-        base = self.cfg.data_dir if self.mode == "local" else "/var/lib/kplane"
+        base = self.cfg.data_dir if self.mode == "local" else COMPOSE_DATA
+        return "/".join([base.rstrip("/"), *parts])
+
+    def creds(self, *parts: str) -> str:
+        """Where the tokens and certificates are: the data dir, or in compose the directory
+        bind-mounted from the host's ``.kplane/compose`` (so kplane and kubectl there can use them)."""
+        base = self.cfg.data_dir if self.mode == "local" else COMPOSE_CREDS
         return "/".join([base.rstrip("/"), *parts])
 
 
@@ -162,7 +179,7 @@ def _leader_elected(cfg: ClusterConfig, a: "_Addresses", server: str, python: st
     out = []
     for name in names:
         admin = a.port(f"{name}.admin", admin_port)
-        argv = [python, "-m", module, "--server", server, "--token-file", a.data("tokens", f"{user}.token"),
+        argv = [python, "-m", module, "--server", server, "--token-file", a.creds("tokens", f"{user}.token"),
                 "--admin-listen", f"{a.listen_host(name)}:{admin}", "--identity", name]
         if cfg.feature_gates:
             argv += ["--feature-gates", cfg.feature_gates]
@@ -215,7 +232,7 @@ def node_components(cfg: ClusterConfig, a: "_Addresses", spec: NodeSpec, server:
               "--state-file", a.data("nodes", node, "runtime-state.json"), "--node-name", node],
         admin=f"{a.host(f'runtime/{node}')}:{runtime_admin}", data_dirs=[a.data("nodes", node)])
     kubelet_argv = [python, "-m", "kubelet", "--node-name", node, "--server", server,
-                    "--token-file", a.data("tokens", f"{node}.token"), "--runtime-endpoint", f"unix://{sock}",
+                    "--token-file", a.creds("tokens", f"{node}.token"), "--runtime-endpoint", f"unix://{sock}",
                     "--checkpoint-dir", a.data("nodes", node, "checkpoints"), "--cpu", spec.cpu,
                     "--memory", spec.memory, "--pods", str(spec.pods),
                     "--admin-listen", f"{a.listen_host(node)}:{kubelet_admin}"]
@@ -245,7 +262,7 @@ def hollow_component(cfg: ClusterConfig, a: "_Addresses", server: str, python: s
     """The one process that runs every hollow node (``python -m kubelet.hollow``)."""
     admin = a.port(f"{HOLLOW}.admin", 10249)
     argv = [python, "-m", "kubelet.hollow", "--nodes", str(cfg.hollow_nodes), "--name-prefix", HOLLOW_PREFIX,
-            "--server", server, "--token-dir", a.data("tokens"), "--data-dir", a.data("hollow"),
+            "--server", server, "--token-dir", a.creds("tokens"), "--data-dir", a.data("hollow"),
             "--cpu", cfg.node_cpu, "--memory", cfg.node_memory, "--pods", str(cfg.node_pods),
             "--admin-listen", f"{a.listen_host(HOLLOW)}:{admin}", *_shared_kubelet_flags(cfg)]
     return Component(name=HOLLOW, role="hollow", argv=argv, admin=f"{a.host(HOLLOW)}:{admin}",
@@ -280,10 +297,10 @@ def build(cfg: ClusterConfig, mode: Mode = "local", python: str = "python") -> l
     api_argv = [python, "-m", "apiserver", "--etcd-endpoints", endpoints,
                 "--listen", f"{a.listen_host('apiserver')}:{api_port}",
                 "--admin-listen", f"{a.listen_host('apiserver')}:{api_admin}",
-                "--token-auth-file", a.data("tokens.csv"),
+                "--token-auth-file", a.creds("tokens.csv"),
                 "--rest-listen", f"{a.listen_host('apiserver')}:{api_rest}",
-                "--tls-cert-file", a.data("pki", "apiserver.crt"),
-                "--tls-private-key-file", a.data("pki", "apiserver.key")]
+                "--tls-cert-file", a.creds("pki", "apiserver.crt"),
+                "--tls-private-key-file", a.creds("pki", "apiserver.key")]
     if cfg.feature_gates:
         api_argv += ["--feature-gates", cfg.feature_gates]
     api_argv += cfg.apiserver_args
@@ -300,38 +317,79 @@ def build(cfg: ClusterConfig, mode: Mode = "local", python: str = "python") -> l
     return components
 
 
+def compose_host_ports(cfg: ClusterConfig) -> dict[str, dict[int, int]]:
+    """Component name -> {container port: host port} that a compose cluster publishes on
+    127.0.0.1: the apiserver's gRPC and REST APIs on their own ports, every admin port from
+    ``COMPOSE_ADMIN_HOST_BASE`` on."""
+    out: dict[str, dict[int, int]] = {}
+    next_admin = COMPOSE_ADMIN_HOST_BASE
+    for c in build(cfg, "compose"):
+        ports: dict[int, int] = {}
+        if c.role == "apiserver":
+            ports[APISERVER_PORT] = APISERVER_PORT
+            ports[APISERVER_REST_PORT] = APISERVER_REST_PORT
+        if c.admin:
+            ports[int(c.admin.rpartition(":")[2])] = next_admin
+            next_admin += 1
+        out[c.name] = ports
+    return out
+
+
+def compose_host_view(cfg: ClusterConfig) -> list[Component]:
+    """The compose cluster's components as kplane on the host reaches them (127.0.0.1 and the
+    published ports; an address not published is left out)."""
+    published = compose_host_ports(cfg)
+    out = []
+    for c in build(cfg, "compose"):
+        ports = published[c.name]
+
+        def host(address: str, ports: dict[int, int] = ports) -> str:
+            port = int(address.rpartition(":")[2]) if address else 0
+            return f"127.0.0.1:{ports[port]}" if port in ports else ""
+
+        out.append(Component(name=c.name, role=c.role, argv=[], grpc=host(c.grpc), rest=host(c.rest),
+                             admin=host(c.admin), health_path=c.health_path))
+    return out
+
+
 def render_compose(cfg: ClusterConfig | None = None) -> str:
     """compose.yaml for the default topology (``kplane compose`` prints it; a test keeps it current)."""
     cfg = cfg or ClusterConfig()
+    published = compose_host_ports(cfg)
+    host_dir = f"./{COMPOSE_HOST_DIR}:{COMPOSE_CREDS}"
     services: dict[str, dict] = {}
     for c in build(cfg, "compose"):
-        svc_name = c.log_name
         svc: dict = {}
-        # One image for every service: it carries kplane and Debian's etcd, as `make install` does.
+        # One image for every service: it carries kplane and Debian's etcd, as `make install` does
+        # (`make image` builds it without a registry; `build` is for a machine that has one).
         svc["build"] = "."
         svc["image"] = "kplane:dev"
         svc["command"] = c.argv
-        if c.depends_on:
+        if c.depends_on and c.role != "runtime":  # kubelets reach their runtime by a socket in the volume
             svc["depends_on"] = {d.replace("/", "-"): {"condition": "service_started"} for d in c.depends_on}
-        svc["volumes"] = ["kplane-data:/var/lib/kplane"]
-        if c.role == "runtime":  # kubelets reach their runtime through a socket on the shared volume
-            svc.pop("depends_on", None)
-        if c.role == "apiserver":
-            svc["ports"] = [f"{APISERVER_PORT}:{APISERVER_PORT}", f"{APISERVER_REST_PORT}:{APISERVER_REST_PORT}",
-                            f"{APISERVER_ADMIN_PORT}:{APISERVER_ADMIN_PORT}"]
+        svc["volumes"] = [f"{_DATA_VOLUME}:{COMPOSE_DATA}"]
+        if any(arg.startswith(COMPOSE_CREDS) for arg in c.argv):
+            svc["volumes"].append(host_dir)
+        if published[c.name]:
+            svc["ports"] = [f"127.0.0.1:{h}:{p}" for p, h in published[c.name].items()]
         if c.env:
             svc["environment"] = dict(c.env)
-        services[svc_name] = svc
+        services[c.log_name] = svc
     services["tokens"] = {
         "build": ".", "image": "kplane:dev",
-        # The tokens, and the CA and serving certificate the apiserver's REST API needs (cli/pki.py).
-        "command": ["python", "-m", "cli", "tokens", "--data-dir", "/var/lib/kplane", "--nodes", str(cfg.nodes)],
-        "volumes": ["kplane-data:/var/lib/kplane"],
+        # The tokens, the CA and serving certificate the apiserver's REST API needs (cli/pki.py), a
+        # kubeconfig and cluster.json for the host: `kplane --data-dir .kplane/compose ...`.
+        "command": ["python", "-m", "cli", "--data-dir", COMPOSE_CREDS, "tokens", "--nodes", str(cfg.nodes),
+                    "--compose-project", "${COMPOSE_PROJECT_NAME:-kplane}"],
+        "volumes": [host_dir],
     }
     services["apiserver"].setdefault("depends_on", {})["tokens"] = {"condition": "service_completed_successfully"}
     # No top-level ``name``: Debian's docker-compose (1.29) refuses it; the project is named by
     # .env's COMPOSE_PROJECT_NAME, which every Compose implementation reads.
-    doc = {"services": services, "volumes": {"kplane-data": {}}}
+    doc = {"services": services, "volumes": {_DATA_VOLUME: {}}}
     header = ("# Generated by `kplane compose` from cli/topology.py (the same description `kplane up` runs).\n"
               "# Do not edit by hand: `make compose` regenerates it and a test checks it is current.\n")
     return header + yaml.safe_dump(doc, sort_keys=False, default_flow_style=False)
+
+
+_DATA_VOLUME = "kplane-data"

@@ -31,6 +31,7 @@ from apiserver.watchcache import WatchCache
 from machinery import errors, failpoints, process
 from machinery.admin import AdminServer
 from machinery.featuregates import FeatureGates
+from machinery.files import wait_for_files
 from machinery.kinds import KINDS, NAMESPACE, PRIORITY_CLASS
 from machinery.logging import get_logger, setup_logging
 
@@ -259,4 +260,5 @@ def main(argv: list[str] | None = None) -> None:
     opts = parse_args(argv)
     setup_logging("apiserver", opts.log_level)
     failpoints.arm_from_env()
+    wait_for_files(opts.token_auth_file, opts.tls_cert_file, opts.tls_private_key_file)
     process.main("apiserver", lambda: ApiServer(opts))

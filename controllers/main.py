@@ -38,6 +38,7 @@ from machinery import failpoints, process, timeutil
 from machinery.admin import AdminServer
 from machinery.client import Client
 from machinery.featuregates import FeatureGateError, FeatureGates
+from machinery.files import wait_for_files
 from machinery.leaderelection import LeaderElectionConfig, LeaderElector
 from machinery.logging import get_logger, setup_logging
 from machinery.process import cancel_and_wait, fail_process, supervise
@@ -197,4 +198,5 @@ def main(argv: list[str] | None = None) -> None:
     a = parse_args(argv)
     setup_logging("controller-manager", a.log_level)
     failpoints.arm_from_env()
+    wait_for_files(a.token_file)
     process.main("controller-manager", lambda: ControllerManagerProcess(a))

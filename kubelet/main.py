@@ -14,6 +14,7 @@ from machinery.admin import AdminServer
 from machinery.api import core_pb2
 from machinery.client import Client
 from machinery.featuregates import FeatureGates
+from machinery.files import wait_for_files
 from machinery.logging import get_logger, setup_logging
 
 log = get_logger()
@@ -167,4 +168,5 @@ def main(argv: list[str] | None = None) -> None:
     a = parse_args(argv)
     setup_logging("kubelet", a.log_level)
     failpoints.arm_from_env()
+    wait_for_files(a.token_file)
     process.main("kubelet", lambda: KubeletProcess(a))

@@ -13,15 +13,20 @@ with three differences that make it hollow:
   /readyz is ready once every node is registered and Ready, failpoints hit every node.
 
 Node ``i`` is ``<prefix><i>`` for i in ``--first`` … ``--first + --nodes - 1``; its checkpoints go to
-``<data-dir>/<node>/checkpoints``. Every other flag is the kubelet's and applies to each node.
+``<data-dir>/<node>/checkpoints``. With ``--slots S`` the process is one shard of several replicas
+of a service (compose's ``--scale``, a swarm service): it claims a free slot ``s`` of 1..S
+(``kubelet.hollow.shard``) and runs ``<prefix><s>-1`` … ``<prefix><s>-<nodes>``. Every other flag
+is the kubelet's and applies to each node.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import socket
 from pathlib import Path
 
+from kubelet.hollow.shard import claim_slot, slot_node
 from kubelet.kubelet import Kubelet
 from kubelet.main import add_node_flags, config_from
 from kubelet.runtime.client import InProcessRuntime
@@ -29,6 +34,7 @@ from kubelet.runtime.fake import FakeRuntime
 from machinery import failpoints, process
 from machinery.admin import AdminServer
 from machinery.client import Client
+from machinery.files import wait_for_files
 from machinery.logging import get_logger, setup_logging
 
 log = get_logger()
@@ -44,6 +50,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--nodes", type=int, required=True, help="how many hollow nodes")
     p.add_argument("--name-prefix", default="hollow-node-")
     p.add_argument("--first", type=int, default=1, help="index of the first node's name")
+    p.add_argument("--slots", type=int, default=0,
+                   help="run as one shard of a replicated service: claim a free slot of 1..SLOTS and run "
+                        "<prefix><slot>-1 .. <prefix><slot>-<nodes>")
     p.add_argument("--token-dir", required=True, help="directory of <node>.token files")
     p.add_argument("--data-dir", required=True, help="where each node's checkpoint dir goes")
     p.add_argument("--workers", type=int, default=2, help="pod workers per hollow kubelet")
@@ -61,18 +70,26 @@ class HollowNode:
         return self.kubelet.name
 
 
-def build(a: argparse.Namespace, shared: Client) -> list[HollowNode]:
+def _token(a: argparse.Namespace, name: str) -> str:
+    try:
+        return (Path(a.token_dir) / f"{name}.token").read_text().strip()
+    except OSError as exc:
+        raise SystemExit(f"no token for hollow node {name}: {exc}") from None
+
+
+def node_names(a: argparse.Namespace, slot: int = 0) -> list[str]:
+    if slot:
+        return [slot_node(a.name_prefix, slot, i) for i in range(1, a.nodes + 1)]
+    return [f"{a.name_prefix}{i}" for i in range(a.first, a.first + a.nodes)]
+
+
+def build(a: argparse.Namespace, shared: Client, slot: int = 0) -> list[HollowNode]:
     """The hollow nodes, configured (SystemExit with one line on bad flags or a missing token)."""
     if a.nodes < 1 or a.workers < 1:
         raise SystemExit("--nodes and --workers must be at least 1")
     nodes = []
-    for i in range(a.first, a.first + a.nodes):
-        name = f"{a.name_prefix}{i}"
-        token_file = Path(a.token_dir) / f"{name}.token"
-        try:
-            token = token_file.read_text().strip()
-        except OSError as exc:
-            raise SystemExit(f"no token for hollow node {name}: {exc}") from None
+    for name in node_names(a, slot):
+        token = _token(a, name)
         cfg = config_from(a, node_name=name, checkpoint_dir=str(Path(a.data_dir) / name / "checkpoints"))
         cfg.workers = a.workers
         runtime = FakeRuntime(name)
@@ -103,16 +120,26 @@ class HollowProcess:
     """Every hollow node of this process, their shared connection and the one admin port."""
 
     def __init__(self, a: argparse.Namespace):
+        self.a = a
         # Owns the connection; each node calls with its own token, as "kubelet" like a real one.
         self.shared = Client(a.server, "", timeout=10.0, field_manager="kubelet")
-        self.nodes = nodes = build(a, self.shared)
+        # A shard builds its nodes once it has its slot; the tokens of every slot are checked now.
+        self.nodes: list[HollowNode] = [] if a.slots else build(a, self.shared)
+        if a.slots:
+            for slot in range(1, a.slots + 1):
+                _token(a, slot_node(a.name_prefix, slot, 1))
+        nodes = self.nodes
         host, _, port = a.admin_listen.rpartition(":")
         self.admin = AdminServer(host or "127.0.0.1", int(port),
-                                 health=lambda: None if all(n.kubelet.ready for n in nodes) else "starting",
-                                 ready=lambda: _not_ready(nodes))
+                                 health=lambda: None if nodes and all(n.kubelet.ready for n in nodes) else "starting",
+                                 ready=lambda: _not_ready(nodes) if nodes else "claiming a shard slot")
 
     async def start(self) -> None:
         await self.admin.start()
+        if self.a.slots:
+            slot = await claim_slot(lambda name: self.shared.share(_token(self.a, name)), self.a.name_prefix,
+                                    self.a.slots, socket.gethostname())
+            self.nodes.extend(build(self.a, self.shared, slot))
         log.info("hollow_nodes_starting", nodes=len(self.nodes), first=self.nodes[0].name, admin_port=self.admin.port)
         await _start_all(self.nodes)
         log.info("hollow_nodes_ready", nodes=len(self.nodes))
@@ -128,4 +155,6 @@ def main(argv: list[str] | None = None) -> None:
     a = parse_args(argv)
     setup_logging("kubelet", a.log_level)
     failpoints.arm_from_env()
+    names = [n for slot in range(1, a.slots + 1) for n in node_names(a, slot)] if a.slots else node_names(a)
+    wait_for_files(*(str(Path(a.token_dir) / f"{n}.token") for n in names))
     process.main("hollow-nodes", lambda: HollowProcess(a))

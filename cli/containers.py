@@ -1,8 +1,10 @@
 """A compose cluster's components are containers: found by the labels Compose puts on them
-(``com.docker.compose.project`` and ``.service``, the same for Debian's docker-compose 1.29,
-Compose v2 and ``docker stack``'s tasks aside), killed, started and looked at through the docker
-command. ``kplane kill|start|restart`` and ``kplane status`` use these for a cluster whose
-cluster.json names a compose project (``Process.container`` = ``project/service``)."""
+(``com.docker.compose.project`` and ``.service``, the same for Debian's docker-compose 1.29 and
+Compose v2) or, deployed with ``docker stack deploy``, the swarm's
+(``com.docker.swarm.service.name`` = ``<stack>_<service>``); killed, started and looked at
+through the docker command. ``kplane kill|start|restart`` and ``kplane status`` use these for a
+cluster whose cluster.json names a compose project (``Process.container`` = ``project/service``).
+A swarm starts a killed task's replacement itself: ``start`` has nothing to do there."""
 
 from __future__ import annotations
 
@@ -27,11 +29,28 @@ def _docker(*args: str, timeout: float = 60) -> str:
     return out.stdout
 
 
-def container_ids(container: str) -> list[str]:
-    """The containers of ``project/service`` (all of them, running or not)."""
+def _compose_ids(container: str) -> list[str]:
     project, _, service = container.partition("/")
     return _docker("ps", "-aq", "--filter", f"label=com.docker.compose.project={project}",
                    "--filter", f"label=com.docker.compose.service={service}").split()
+
+
+def _swarm_service(container: str) -> str:
+    project, _, service = container.partition("/")
+    return f"{project}_{service}"
+
+
+def _is_swarm_service(container: str) -> bool:
+    try:
+        return bool(_docker("service", "ls", "-q", "--filter", f"name={_swarm_service(container)}").split())
+    except ContainerError:  # not a swarm manager: no services
+        return False
+
+
+def container_ids(container: str) -> list[str]:
+    """The containers of ``project/service``: compose's (running or not), else the swarm's tasks."""
+    return _compose_ids(container) or _docker(
+        "ps", "-aq", "--filter", f"label=com.docker.swarm.service.name={_swarm_service(container)}").split()
 
 
 def running(container: str) -> bool:
@@ -51,8 +70,11 @@ def kill(container: str) -> bool:
 
 
 def start(container: str) -> None:
-    ids = container_ids(container)
-    if not ids:
-        raise ContainerError(f"no container of service {container.partition('/')[2]} in compose project "
-                             f"{container.partition('/')[0]} (is the cluster up?)")
-    _docker("start", *ids)
+    ids = _compose_ids(container)
+    if ids:
+        _docker("start", *ids)
+        return
+    if _is_swarm_service(container):
+        return  # a swarm service: the swarm starts its killed task's replacement itself
+    project, _, service = container.partition("/")
+    raise ContainerError(f"no container of service {service} in compose project {project} (is the cluster up?)")

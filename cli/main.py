@@ -238,10 +238,13 @@ def cmd_failpoint(args: argparse.Namespace) -> int:
 
 
 def cmd_compose(args: argparse.Namespace) -> int:
-    text = topology.render_compose()
+    text, override = topology.render_compose(), topology.render_compose_override()
     if args.write:
-        Path(args.write).write_text(text)
-        print(f"wrote {args.write}")
+        path = Path(args.write)
+        beside = path.with_name(f"{path.name.split('.')[0]}.override.yaml")
+        path.write_text(text)
+        beside.write_text(override)
+        print(f"wrote {path} and {beside}")
     else:
         sys.stdout.write(text)
     return 0
@@ -250,7 +253,8 @@ def cmd_compose(args: argparse.Namespace) -> int:
 def cmd_tokens(args: argparse.Namespace) -> int:
     d = data_dir_of(args)
     d.mkdir(parents=True, exist_ok=True)
-    cluster.write_tokens(d, [f"node-{i}" for i in range(1, args.nodes + 1)])
+    nodes = [f"node-{i}" for i in range(1, args.nodes + 1)]
+    cluster.write_tokens(d, nodes + (topology.hollow_shard_names() if args.hollow_shards else []))
     print(f"tokens in {d / cluster.TOKENS_FILE}")
     # compose.yaml's apiserver serves its REST API with these; the kubeconfig is for the published port.
     made = pki.ensure(d)
@@ -609,11 +613,14 @@ def build_parser() -> argparse.ArgumentParser:
     sp = add("check", cmd_check, "replay the event log and check the cluster's invariants")
     sp.add_argument("--since", type=int, default=0)
 
-    sp = add("compose", cmd_compose, "print compose.yaml for the default topology")
+    sp = add("compose", cmd_compose, "print compose.yaml for the default topology (--write: and its override "
+                                      "with the ports published on 127.0.0.1)")
     sp.add_argument("--write", metavar="FILE")
 
     sp = add("tokens", cmd_tokens, "write the cluster's token file, certificates and kubeconfig (used by compose.yaml)")
     sp.add_argument("--nodes", type=int, default=3)
+    sp.add_argument("--hollow-shards", action="store_true",
+                    help="also the tokens of compose.yaml's hollow-nodes slots (hollow-<slot>-<i>)")
     sp.add_argument("--compose-project", metavar="PROJECT",
                     help="also write cluster.json for the compose project's cluster, as kplane on the host reaches it")
     return p

@@ -9,7 +9,7 @@ both modes, so running one tests the other.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Literal
 
 import yaml
@@ -269,6 +269,31 @@ def hollow_component(cfg: ClusterConfig, a: "_Addresses", server: str, python: s
                      depends_on=["apiserver"], data_dirs=[a.data("hollow")])
 
 
+# compose.yaml's scalable hollow nodes: each replica of the service (`--scale hollow-nodes=K`, a
+# swarm service's replicas) claims one of these slots and runs that many nodes, hollow-<slot>-<i>;
+# the tokens service makes every slot's tokens.
+COMPOSE_HOLLOW_SLOTS = 8
+COMPOSE_HOLLOW_PER_SHARD = 250
+COMPOSE_HOLLOW_PREFIX = "hollow-"
+
+
+def hollow_shard_names() -> list[str]:
+    return [f"{COMPOSE_HOLLOW_PREFIX}{s}-{i}" for s in range(1, COMPOSE_HOLLOW_SLOTS + 1)
+            for i in range(1, COMPOSE_HOLLOW_PER_SHARD + 1)]
+
+
+def hollow_shard_component(cfg: ClusterConfig) -> Component:
+    """compose.yaml's hollow-nodes service: one shard of hollow nodes per replica (``--slots``)."""
+    a = _Addresses(cfg, "compose")
+    c = hollow_component(cfg, a, f"{a.host('apiserver')}:{APISERVER_PORT}", "python")
+    argv = c.argv
+    # ${KPLANE_HOLLOW_NODES_PER_SHARD}: fewer per shard (tokens exist for COMPOSE_HOLLOW_PER_SHARD).
+    argv[argv.index("--nodes") + 1] = f"${{KPLANE_HOLLOW_NODES_PER_SHARD:-{COMPOSE_HOLLOW_PER_SHARD}}}"
+    argv[argv.index("--name-prefix") + 1] = COMPOSE_HOLLOW_PREFIX
+    argv[3:3] = ["--slots", str(COMPOSE_HOLLOW_SLOTS)]
+    return replace(c, argv=argv)
+
+
 def build(cfg: ClusterConfig, mode: Mode = "local", python: str = "python") -> list[Component]:
     a = _Addresses(cfg, mode)
     components: list[Component] = []
@@ -355,7 +380,6 @@ def compose_host_view(cfg: ClusterConfig) -> list[Component]:
 def render_compose(cfg: ClusterConfig | None = None) -> str:
     """compose.yaml for the default topology (``kplane compose`` prints it; a test keeps it current)."""
     cfg = cfg or ClusterConfig()
-    published = compose_host_ports(cfg)
     host_dir = f"./{COMPOSE_HOST_DIR}:{COMPOSE_CREDS}"
     services: dict[str, dict] = {}
     for c in build(cfg, "compose"):
@@ -365,31 +389,60 @@ def render_compose(cfg: ClusterConfig | None = None) -> str:
         svc["build"] = "."
         svc["image"] = "kplane:dev"
         svc["command"] = c.argv
+        # The list form: `docker stack deploy` takes no other (and orders nothing); each process
+        # waits for the credentials the tokens service writes (machinery/files.py).
         if c.depends_on and c.role != "runtime":  # kubelets reach their runtime by a socket in the volume
-            svc["depends_on"] = {d.replace("/", "-"): {"condition": "service_started"} for d in c.depends_on}
+            svc["depends_on"] = [d.replace("/", "-") for d in c.depends_on]
         svc["volumes"] = [f"{_DATA_VOLUME}:{COMPOSE_DATA}"]
         if any(arg.startswith(COMPOSE_CREDS) for arg in c.argv):
             svc["volumes"].append(host_dir)
-        if published[c.name]:
-            svc["ports"] = [f"127.0.0.1:{h}:{p}" for p, h in published[c.name].items()]
         if c.env:
             svc["environment"] = dict(c.env)
+        # On a swarm (`docker stack deploy`): on the manager, with the volume that holds etcd's data
+        # and the sockets between each kubelet and its runtime; only hollow nodes spread out.
+        svc["deploy"] = {"placement": {"constraints": [_ON_MANAGER]}, **_DNSRR}
         services[c.log_name] = svc
+    # Hollow nodes on demand: none by default, `--scale hollow-nodes=K` for K shards of
+    # COMPOSE_HOLLOW_PER_SHARD each (no admin port published: replicas would share it).
+    hollow = hollow_shard_component(cfg)
+    services[hollow.log_name] = {"build": ".", "image": "kplane:dev", "command": hollow.argv,
+                                 "depends_on": ["apiserver"],
+                                 "volumes": [f"{_DATA_VOLUME}:{COMPOSE_DATA}", host_dir],
+                                 "deploy": {"replicas": 0, **_DNSRR}}
     services["tokens"] = {
         "build": ".", "image": "kplane:dev",
-        # The tokens, the CA and serving certificate the apiserver's REST API needs (cli/pki.py), a
-        # kubeconfig and cluster.json for the host: `kplane --data-dir .kplane/compose ...`.
+        # The tokens (the hollow nodes' slots' too), the CA and serving certificate the apiserver's
+        # REST API needs (cli/pki.py), a kubeconfig and cluster.json for the host:
+        # `kplane --data-dir .kplane/compose ...`.
         "command": ["python", "-m", "cli", "--data-dir", COMPOSE_CREDS, "tokens", "--nodes", str(cfg.nodes),
-                    "--compose-project", "${COMPOSE_PROJECT_NAME:-kplane}"],
+                    "--hollow-shards", "--compose-project", "${COMPOSE_PROJECT_NAME:-kplane}"],
         "volumes": [host_dir],
+        "deploy": {"restart_policy": {"condition": "on-failure"}, "placement": {"constraints": [_ON_MANAGER]},
+                   **_DNSRR},
     }
-    services["apiserver"].setdefault("depends_on", {})["tokens"] = {"condition": "service_completed_successfully"}
+    services["apiserver"].setdefault("depends_on", []).append("tokens")
     # No top-level ``name``: Debian's docker-compose (1.29) refuses it; the project is named by
     # .env's COMPOSE_PROJECT_NAME, which every Compose implementation reads.
     doc = {"services": services, "volumes": {_DATA_VOLUME: {}}}
-    header = ("# Generated by `kplane compose` from cli/topology.py (the same description `kplane up` runs).\n"
-              "# Do not edit by hand: `make compose` regenerates it and a test checks it is current.\n")
-    return header + yaml.safe_dump(doc, sort_keys=False, default_flow_style=False)
+    return _HEADER + yaml.safe_dump(doc, sort_keys=False, default_flow_style=False)
+
+
+def render_compose_override(cfg: ClusterConfig | None = None) -> str:
+    """compose.override.yaml: the ports a compose cluster publishes on 127.0.0.1. `docker compose
+    up` reads it beside compose.yaml by itself; `docker stack deploy -c compose.yaml` does not (a
+    swarm's ingress would publish on every interface, and needs IPVS, which not every kernel has:
+    see docs/deploy.md)."""
+    cfg = cfg or ClusterConfig()
+    services = {name.replace("/", "-"): {"ports": [f"127.0.0.1:{h}:{p}" for p, h in ports.items()]}
+                for name, ports in compose_host_ports(cfg).items() if ports}
+    return _HEADER + yaml.safe_dump({"services": services}, sort_keys=False, default_flow_style=False)
+
+
+_HEADER = ("# Generated by `kplane compose` from cli/topology.py (the same description `kplane up` runs).\n"
+           "# Do not edit by hand: `make compose` regenerates it and a test checks it is current.\n")
 
 
 _DATA_VOLUME = "kplane-data"
+_ON_MANAGER = "node.role == manager"
+# Services found by DNS, not by a virtual IP: a swarm's VIPs need IPVS in the kernel.
+_DNSRR = {"endpoint_mode": "dnsrr"}

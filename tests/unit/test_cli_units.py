@@ -15,6 +15,18 @@ from tests.harness.cluster import ROOT
 
 def test_compose_yaml_is_current_with_the_topology():
     assert (ROOT / "compose.yaml").read_text() == topology.render_compose(), "run `make compose`"
+    assert (ROOT / "compose.override.yaml").read_text() == topology.render_compose_override(), "run `make compose`"
+
+
+def test_compose_publishes_on_127_0_0_1_only_and_only_through_its_override():
+    base = yaml.safe_load((ROOT / "compose.yaml").read_text())["services"]
+    assert not [n for n, svc in base.items() if "ports" in svc], "compose.yaml publishes: a swarm would use ingress"
+    assert all(svc["deploy"]["endpoint_mode"] == "dnsrr" for svc in base.values())
+    override = yaml.safe_load((ROOT / "compose.override.yaml").read_text())["services"]
+    ports = [p for svc in override.values() for p in svc["ports"]]
+    assert "127.0.0.1:6443:6443" in ports and "127.0.0.1:6444:6444" in ports
+    assert all(p.startswith("127.0.0.1:") for p in ports)
+    assert len({p.split(":")[1] for p in ports}) == len(ports), "two services on one host port"
 
 
 def test_compose_and_local_topologies_run_the_same_commands():

@@ -30,18 +30,27 @@ from tests.harness.wait import eventually, wait_running
 pytestmark = pytest.mark.integration
 
 NODES = ("node-1", "node-2", "node-3")
+PER_SHARD = 3  # hollow nodes per replica of the hollow-nodes service (250 by default)
 
 
 def test_compose_yaml_is_valid_for_a_real_compose_implementation():
-    out = subprocess.run([*dockerh.compose_command(), "--project-directory", str(ROOT), "-f",
-                          str(ROOT / "compose.yaml"), "config"], capture_output=True, text=True, timeout=60)
+    """As `docker compose up` reads it in the repository root: compose.yaml and its override."""
+    out = subprocess.run([*dockerh.compose_command(), "config"], cwd=ROOT, capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr
-    for service in ("etcd", "apiserver", "scheduler", "controller-manager", "kubelet-node-1", "runtime-node-1"):
-        assert f"  {service}:" in out.stdout, f"{service} is not a service of compose.yaml"
-    services = yaml.safe_load((ROOT / "compose.yaml").read_text())["services"]
-    ports = [p for svc in services.values() for p in svc.get("ports", [])]
-    assert "127.0.0.1:6443:6443" in ports and "127.0.0.1:6444:6444" in ports
-    assert all(p.startswith("127.0.0.1:") for p in ports), [p for p in ports if not p.startswith("127.0.0.1:")]
+    services = yaml.safe_load(out.stdout)["services"]
+    for service in ("etcd", "apiserver", "scheduler", "controller-manager", "kubelet-node-1", "runtime-node-1",
+                    "hollow-nodes", "tokens"):
+        assert service in services, f"{service} is not a service of compose.yaml"
+    published = [_port(p) for svc in services.values() for p in svc.get("ports", [])]
+    assert "127.0.0.1:6443:6443" in published and "127.0.0.1:6444:6444" in published, published
+    assert all(p.startswith("127.0.0.1:") for p in published), published
+
+
+def _port(p) -> str:
+    """A published port as ``host_ip:published:target`` (1.29 prints the short form, v2 the long)."""
+    if isinstance(p, dict):
+        return f"{p.get('host_ip', '')}:{p.get('published')}:{p.get('target')}"
+    return str(p).removesuffix("/tcp")
 
 
 @pytest.fixture(scope="module")
@@ -56,7 +65,7 @@ def engine():
 @pytest.fixture(scope="module")
 def compose(engine, request):
     dockerh.build_image()
-    cc = dockerh.ComposeCluster()
+    cc = dockerh.ComposeCluster(hollow_per_shard=PER_SHARD)
     try:
         cc.up()
         yield cc
@@ -162,3 +171,26 @@ async def test_a_kubelet_container_restarted_mid_resize_recovers_from_its_checkp
     check = tc.kplane("check")
     assert check.returncode == 0, check.stdout + check.stderr
     await api.pods.delete("resized", grace_period_seconds=0)
+
+
+async def test_hollow_nodes_scale_as_shards_with_names_of_their_own(compose, api):
+    """``--scale hollow-nodes=2``: each replica claims a slot and registers its nodes,
+    hollow-<slot>-1..n; one restarted gets its own slot back (no third set of names)."""
+    out = compose.compose("up", "-d", "--scale", "hollow-nodes=2")
+    assert out.returncode == 0, out.stderr
+    want = sorted(f"hollow-{s}-{i}" for s in (1, 2) for i in range(1, PER_SHARD + 1))
+
+    async def hollow_ready() -> list[str]:
+        return sorted(n.metadata.name for n in (await api.nodes.list()).items if n.metadata.name.startswith("hollow-")
+                      and any(c.type == "Ready" and c.status == "True" for c in n.status.conditions))
+
+    await eventually(lambda: _equal(hollow_ready(), want), timeout=60, what=f"two shards of {PER_SHARD} Ready")
+    restarted = compose.compose("restart", "hollow-nodes")
+    assert restarted.returncode == 0, restarted.stderr
+    await eventually(lambda: _equal(hollow_ready(), want), timeout=60, what="the same two shards after a restart")
+    assert sorted(n.metadata.name for n in (await api.nodes.list()).items if n.metadata.name.startswith("hollow-")) \
+        == want
+
+
+async def _equal(got, want) -> bool:
+    return await got == want

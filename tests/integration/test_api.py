@@ -280,18 +280,23 @@ async def test_resize_of_ephemeral_storage_is_rejected(client):
 # ---------------------------------------------------------------- eviction and PodDisruptionBudgets
 
 
+async def _one_eviction_of_three_allowed(client, kubelet, app: str, budget: str = "web-pdb") -> None:
+    """A budget of minAvailable 2 over three running pods ``<app>-0..2``: one eviction is allowed,
+    the next is not."""
+    await client.pod_disruption_budgets.create(make_pdb(budget, {"app": app}, min_available="2"))
+    for i in range(3):
+        await _bind_and_run(client, kubelet, await client.pods.create(
+            MakePod().name(f"{app}-{i}").label("app", app).obj()), "node-1")
+    evicted = await client.pods.evict(f"{app}-0")
+    assert evicted.metadata.deletion_timestamp
+    with pytest.raises(errors.TooManyRequests, match="would violate the pod's disruption budget"):
+        await client.pods.evict(f"{app}-1")
+
+
 async def test_eviction_honours_the_pod_disruption_budget(kcluster, client):
     kubelet = kcluster.client("system:node:node-1")
     try:
-        await client.pod_disruption_budgets.create(make_pdb("web-pdb", {"app": "evict-web"}, min_available="2"))
-        for i in range(3):
-            await _bind_and_run(client, kubelet, await client.pods.create(
-                MakePod().name(f"evict-web-{i}").label("app", "evict-web").obj()), "node-1")
-        # 3 healthy, 2 must stay: one eviction is allowed, the next is not.
-        evicted = await client.pods.evict("evict-web-0")
-        assert evicted.metadata.deletion_timestamp
-        with pytest.raises(errors.TooManyRequests, match="would violate the pod's disruption budget"):
-            await client.pods.evict("evict-web-1")
+        await _one_eviction_of_three_allowed(client, kubelet, "evict-web")
         pdb = await client.pod_disruption_budgets.get("web-pdb")
         assert "evict-web-0" in pdb.status.disrupted_pods
         assert pdb.status.disruptions_allowed == 0
@@ -309,14 +314,7 @@ async def test_eviction_reads_budgets_and_pods_as_written_while_the_watch_cache_
     kubelet = kcluster.client("system:node:node-1")
     failpoint(kcluster, "apiserver", CACHE_INTAKE, "pause")
     try:
-        await client.pod_disruption_budgets.create(make_pdb("lag-pdb", {"app": "lag-web"}, min_available="2"))
-        for i in range(3):
-            await _bind_and_run(client, kubelet, await client.pods.create(
-                MakePod().name(f"lag-web-{i}").label("app", "lag-web").obj()), "node-1")
-        evicted = await client.pods.evict("lag-web-0")
-        assert evicted.metadata.deletion_timestamp
-        with pytest.raises(errors.TooManyRequests, match="would violate the pod's disruption budget"):
-            await client.pods.evict("lag-web-1")
+        await _one_eviction_of_three_allowed(client, kubelet, "lag-web", budget="lag-pdb")
     finally:
         failpoint(kcluster, "apiserver", CACHE_INTAKE, "off")
         await kubelet.close()

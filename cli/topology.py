@@ -389,15 +389,14 @@ def render_compose(cfg: ClusterConfig | None = None) -> str:
         svc["build"] = "."
         svc["image"] = "kplane:dev"
         svc["command"] = c.argv
-        # The list form: `docker stack deploy` takes no other (and orders nothing); each process
-        # waits for the credentials the tokens service writes (machinery/files.py).
+        # The list form: `docker stack deploy` takes no other (and orders nothing).
         if c.depends_on and c.role != "runtime":  # kubelets reach their runtime by a socket in the volume
             svc["depends_on"] = [d.replace("/", "-") for d in c.depends_on]
         svc["volumes"] = [f"{_DATA_VOLUME}:{COMPOSE_DATA}"]
         if any(arg.startswith(COMPOSE_CREDS) for arg in c.argv):
             svc["volumes"].append(host_dir)
-        if c.env:
-            svc["environment"] = dict(c.env)
+        # Each process waits for the credentials the tokens service writes (machinery/files.py).
+        svc["environment"] = {**c.env, "KPLANE_START_FILES_WAIT": "60"}
         # On a swarm (`docker stack deploy`): on the manager, with the volume that holds etcd's data
         # and the sockets between each kubelet and its runtime; only hollow nodes spread out.
         svc["deploy"] = {"placement": {"constraints": [_ON_MANAGER]}, **_DNSRR}
@@ -408,6 +407,7 @@ def render_compose(cfg: ClusterConfig | None = None) -> str:
     services[hollow.log_name] = {"build": ".", "image": "kplane:dev", "command": hollow.argv,
                                  "depends_on": ["apiserver"],
                                  "volumes": [f"{_DATA_VOLUME}:{COMPOSE_DATA}", host_dir],
+                                 "environment": {"KPLANE_START_FILES_WAIT": "60"},
                                  "deploy": {"replicas": 0, **_DNSRR}}
     services["tokens"] = {
         "build": ".", "image": "kplane:dev",

@@ -25,9 +25,11 @@ down: install
 test: install proto-check lint typecheck
 	$(BIN)/python -m pytest -q -p no:cacheprovider tests
 
-# ruff (E, F, I, B; pyproject.toml [tool.ruff]) over every module but the generated machinery/api.
+# ruff (E, F, I, B; pyproject.toml [tool.ruff]) over every module but the generated machinery/api;
+# every commit subject since tools/check_commits.py's BASELINE at most 72 characters, `area: what`.
 lint: install
 	$(BIN)/ruff check .
+	$(BIN)/python tools/check_commits.py
 
 # mypy over every package but tests/ (pyproject.toml [tool.mypy]: strict for machinery/ and the
 # scheduler framework, default elsewhere).

@@ -230,6 +230,10 @@ class SchedulerProcess:
 
     async def stop(self) -> None:
         self.stopping = True
+        if self.runner.sched is not None:
+            # Before the leading task hears of the stop (a few hops away), or it could start a
+            # cycle — a preemption, say — after the stop was asked for.
+            self.runner.sched.stop_scheduling()
         await cancel_and_wait([self.main_task])
         if self.runner.sched is not None:
             await self.runner.sched.stop()

@@ -138,7 +138,11 @@ class Scheduler:
             while True:
                 p = await self.queue.pop()
                 if p is None:
-                    return
+                    # Shut by a stop (stop_scheduling), which cancels this task a few hops later:
+                    # returning now would drain the bindings below only to have that cancel cut
+                    # the drain short. Wait for it; the drain then runs as on any other way out.
+                    await asyncio.Event().wait()
+                    continue
                 try:
                     await schedule_one(self, p)
                 except asyncio.CancelledError:
@@ -192,7 +196,15 @@ class Scheduler:
         if self.status_writer is not None:
             await self.status_writer.close()
 
+    def stop_scheduling(self) -> None:
+        """Start no new scheduling cycle from now on (the first thing a stop does, as kube-scheduler
+        closes its queue when its context ends); cycles' bindings in flight go on."""
+        if not self.queue.closed:
+            log.info("scheduling_stopped", identity=self.identity)
+        self.queue.shut()
+
     async def stop(self) -> None:
+        self.stop_scheduling()
         await self.queue.close()
         for t in self._tasks:
             t.cancel()

@@ -174,9 +174,18 @@ class SchedulingQueue:
         self._tasks = [supervise("queue-flush-backoff", self._flush_backoff_loop),
                        supervise("queue-flush-unschedulable", self._flush_unschedulable_loop)]
 
-    async def close(self) -> None:
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    def shut(self) -> None:
+        """Hand out no more pods: every pop(), waiting or to come, returns None (kube-scheduler's
+        SchedulingQueue.Close). Synchronous, so no other task runs between a stop and its effect."""
         self._closed = True
         self._wake.set()
+
+    async def close(self) -> None:
+        self.shut()
         await cancel_and_wait(self._tasks)
 
     async def _flush_backoff_loop(self) -> None:

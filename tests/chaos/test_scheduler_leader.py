@@ -197,7 +197,8 @@ def _failpoint_hits(tc, component: str, name: str) -> float:
 async def _sigterm_leader_mid_binding(tc, api, pod: str, hold_ms: int):
     """The leader holds its binding of ``pod`` (3 of the node's 4 CPUs) ``hold_ms`` at
     scheduler/before-bind and gets SIGTERM meanwhile; an ``urgent`` pod (2 CPUs), which the
-    standby once leading would put on the room ``pod`` is being bound to, comes right after.
+    standby once leading would put on the room ``pod`` is being bound to, comes once the leader
+    has stopped taking pods.
     Returns once the leader's process is gone: (leader, standby, the Lease before)."""
     try:
         await api.priority_classes.create(make_priority_class("urgent", 1000))
@@ -211,6 +212,10 @@ async def _sigterm_leader_mid_binding(tc, api, pod: str, hold_ms: int):
     tc.reload()
     proc = tc.process(leader)
     assert cluster.signal_process(proc, signal.SIGTERM)
+    # A stopping leader starts no new cycle; until it has shut its queue, urgent could still be its
+    # own (CI once saw it preempt the very pod it was binding, 1 ms after its stop began).
+    await eventually(lambda: '"scheduling_stopped"' in _log(tc, leader).rpartition('"kplane_start"')[2], timeout=MARGIN,
+                     what=f"{leader} taking no more pods")
     await api.pods.create(MakePod().name("urgent").req(cpu="2", memory="32Mi").priority_class("urgent").grace(1).obj())
     await eventually(lambda: not cluster.alive(proc.pid), timeout=MARGIN, what=f"{leader} stopped")
     proc.pid = None

@@ -232,6 +232,15 @@ async def test_pop_waits_for_a_pod_and_close_ends_it():
     assert await asyncio.wait_for(waiter, 1.0) is None
 
 
+async def test_a_shut_queue_hands_out_no_pod_it_holds():
+    """shut() takes effect at once: a pop that follows, with pods in activeQ, gets none."""
+    q = queue(Clock())
+    q.add(MakePod().name("waiting").uid("uid-waiting").priority(0).scheduler_name("default-scheduler").obj())
+    q.shut()
+    assert q.closed
+    assert await q.pop() is None
+
+
 @pytest.mark.parametrize("event,moves", [(ClusterEvent(NODE, ActionType.ADD), True),
                                          (ClusterEvent(NODE, ActionType.UPDATE_NODE_TAINT), False)])
 async def test_only_events_some_plugin_registered_are_considered(event, moves):

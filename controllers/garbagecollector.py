@@ -45,6 +45,7 @@ from machinery.events import EventRecorder
 from machinery.kinds import EVENT, KINDS, Kind, object_meta
 from machinery.logging import get_logger
 from machinery.process import supervise
+from machinery.retry import DEFAULT_BACKOFF, retry_on_conflict
 from machinery.workqueue import RateLimitingQueue
 
 log = get_logger()
@@ -56,7 +57,6 @@ ORPHAN, BACKGROUND, FOREGROUND = "Orphan", "Background", "Foreground"
 # Kinds the collector does not follow (Kubernetes' DefaultIgnoredResources).
 IGNORED_KINDS = (EVENT,)
 ABSENT_OWNER_CACHE_SIZE = 500  # Kubernetes' NewReferenceCache(500)
-UPDATE_RETRIES = 5  # client-go's retry.DefaultRetry steps, for the finalizer patch
 
 GRAPH_CHANGES, ATTEMPT_TO_DELETE, ATTEMPT_TO_ORPHAN = (
     "garbage_collector_graph_changes", "garbage_collector_attempt_to_delete", "garbage_collector_attempt_to_orphan")
@@ -703,9 +703,10 @@ class GarbageCollector(Controller[Node]):
 
     async def _remove_finalizer(self, item: Node, finalizer: str) -> None:
         """Kubernetes' removeFinalizer: a JSON merge patch of the finalizers without ``finalizer``,
-        at the object's resourceVersion, retried on conflict."""
+        at the object's resourceVersion, retried on conflict (``retry.DefaultBackoff``)."""
         kind = kind_of(item.identity.api_version, item.identity.kind)
-        for _ in range(UPDATE_RETRIES):
+
+        async def remove() -> None:
             live = await self._get(kind, item.identity)
             if live is None:
                 return
@@ -717,10 +718,11 @@ class GarbageCollector(Controller[Node]):
                     "finalizers": [f for f in meta.finalizers if f != finalizer],
                     "resourceVersion": meta.resource_version}}, namespace=item.identity.namespace,
                     patch_type="merge")
-                return
             except errors.NotFound:
                 return
-            except errors.Conflict:
-                continue
-        raise errors.Conflict(f"removing the {finalizer} finalizer of {item.identity}: too many conflicts; "
-                              "the garbage collector will retry later")
+
+        try:
+            await retry_on_conflict(remove, DEFAULT_BACKOFF)
+        except errors.Conflict as exc:
+            raise errors.Conflict(f"removing the {finalizer} finalizer of {item.identity}: {exc}; "
+                                  "the garbage collector will retry later") from exc

@@ -38,13 +38,15 @@ from machinery.api import core_pb2
 from machinery.client import Client
 from machinery.kinds import KINDS, NAMESPACE, POD, Kind, list_accessor, object_meta
 from machinery.logging import get_logger
+from machinery.retry import Backoff, retry_update
 
 log = get_logger()
 
 FINALIZER_KUBERNETES = "kubernetes"  # the token this controller removes (v1.FinalizerKubernetes)
 DELETION_GRACE_PERIOD = 5.0  # Kubernetes' namespaceDeletionGracePeriod
 FINALIZER_ESTIMATE_SECONDS = 15  # Kubernetes' finalizerEstimateSeconds
-RETRIES_ON_CONFLICT = 10
+# retryOnConflictError tries again at once and without end; ten tries, then the workqueue's backoff.
+RETRY_ON_CONFLICT = Backoff(steps=10, duration=0.0)
 
 # The conditions this controller keeps, in Kubernetes' order, with their "all is well" reason and message.
 DISCOVERY_FAILURE = "NamespaceDeletionDiscoveryFailure"
@@ -76,6 +78,10 @@ class KindRemaining:
     estimate: int = 0  # seconds to wait; 0 is no estimate, not "nothing left"
     remaining: int = 0
     finalizers: dict[str, int] = field(default_factory=dict)  # finalizer -> objects it holds
+
+
+class _Replaced(Exception):
+    """The namespace a retry re-read is another of the same name."""
 
 
 class ContentError(Exception):
@@ -223,15 +229,18 @@ class NamespaceController(ObjectController):
     async def _retry_on_conflict(self, ns: core_pb2.Namespace, fn: NamespaceUpdate) -> core_pb2.Namespace:
         """Kubernetes' retryOnConflictError: ``fn`` again on the latest namespace after a conflict,
         unless the namespace was replaced by another of the same name."""
-        for _ in range(RETRIES_ON_CONFLICT):
-            try:
-                return await fn(ns)
-            except errors.Conflict:
-                latest = await self._client.namespaces.get(ns.metadata.name)
-                if latest.metadata.uid != ns.metadata.uid:
-                    raise errors.Conflict("namespace uid has changed across retries") from None
-                ns = latest
-        raise errors.Conflict(f"namespace {ns.metadata.name}: too many conflicts")
+        uid = ns.metadata.uid
+
+        async def latest() -> core_pb2.Namespace:
+            fresh = await self._client.namespaces.get(ns.metadata.name)
+            if fresh.metadata.uid != uid:
+                raise _Replaced()
+            return fresh
+
+        try:
+            return await retry_update(ns, latest, fn, RETRY_ON_CONFLICT)
+        except _Replaced:
+            raise errors.Conflict("namespace uid has changed across retries") from None
 
     async def _update_phase(self, ns: core_pb2.Namespace) -> core_pb2.Namespace:
         """Kubernetes' updateNamespaceStatusFunc: Terminating (kplane's apiserver sets it with the

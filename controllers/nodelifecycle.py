@@ -32,6 +32,7 @@ from machinery import errors, timeutil
 from machinery.api import coordination_pb2, core_pb2
 from machinery.kinds import LEASE, NODE, POD
 from machinery.logging import get_logger
+from machinery.retry import retry_update
 
 log = get_logger()
 
@@ -196,7 +197,9 @@ class NodeLifecycleController(ObjectController):
     async def _mark_unknown(self, node: core_pb2.Node) -> None:
         now = timeutil.rfc3339()
         was_ready = _ready(node) == "True"
-        for _ in range(5):
+        name = node.metadata.name
+
+        async def write(node: core_pb2.Node) -> core_pb2.Node:
             fresh = core_pb2.Node()
             fresh.CopyFrom(node)
             have = {c.type: c for c in fresh.status.conditions}
@@ -211,19 +214,18 @@ class NodeLifecycleController(ObjectController):
                     c.status, c.reason = "Unknown", "NodeStatusUnknown"
                     c.message = "Kubelet stopped posting node status."
                     c.last_transition_time = now
-            try:
-                updated = await self._client.nodes.update_status(fresh)
-                break
-            except errors.Conflict:
-                node = await self._client.nodes.get(node.metadata.name)
-            except errors.NotFound:
-                return
-        else:
+            return await self._client.nodes.update_status(fresh)
+
+        try:
+            updated = await retry_update(node, lambda: self._client.nodes.get(name), write)
+        except errors.NotFound:
+            return
+        except errors.Conflict as exc:
+            log.warning("node_status_update_conflicts", node=name, error=str(exc))  # next monitor pass retries
             return
         if was_ready:
-            self._recorder.event(updated, "Normal", "NodeNotReady",
-                                 f"Node {node.metadata.name} status is now: NodeNotReady")
-            await self._mark_pods_not_ready(node.metadata.name)
+            self._recorder.event(updated, "Normal", "NodeNotReady", f"Node {name} status is now: NodeNotReady")
+            await self._mark_pods_not_ready(name)
 
     async def _mark_pods_not_ready(self, node: str) -> None:
         """Kubernetes' MarkPodsNotReady: the pods of a node nobody hears from are not Ready."""
@@ -331,9 +333,10 @@ class NodeLifecycleController(ObjectController):
     async def _set_taints(self, name: str, taints_for: Callable[[core_pb2.Node], list[core_pb2.Taint]]) -> None:
         """Write the taints ``taints_for(node)`` gives, from the freshest node, retrying on conflict."""
         node = self._nodes.get(name)
-        for _ in range(5):
-            if node is None:
-                return
+        if node is None:
+            return
+
+        async def write(node: core_pb2.Node) -> None:
             want = taints_for(node)
             if _same_taints(list(node.spec.taints), want):
                 return
@@ -341,11 +344,12 @@ class NodeLifecycleController(ObjectController):
             fresh.CopyFrom(node)
             del fresh.spec.taints[:]
             fresh.spec.taints.extend(want)
-            try:
-                await self._client.nodes.update(fresh)
-                log.info("node_taints_updated", node=name, taints=[f"{t.key}:{t.effect}" for t in want])
-                return
-            except errors.Conflict:
-                node = await self._client.nodes.get(name)
-            except errors.NotFound:
-                return
+            await self._client.nodes.update(fresh)
+            log.info("node_taints_updated", node=name, taints=[f"{t.key}:{t.effect}" for t in want])
+
+        try:
+            await retry_update(node, lambda: self._client.nodes.get(name), write)
+        except errors.NotFound:
+            return
+        except errors.Conflict as exc:
+            log.warning("node_taints_update_conflicts", node=name, error=str(exc))  # the next pass retries

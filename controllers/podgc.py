@@ -30,6 +30,7 @@ from machinery import errors, timeutil
 from machinery.api import core_pb2
 from machinery.kinds import NODE, POD
 from machinery.logging import get_logger
+from machinery.retry import retry_update
 
 log = get_logger()
 
@@ -142,9 +143,13 @@ class PodGCController(ObjectController):
             log.warning("podgc_delete_failed", pod=f"{ns}/{name}", reason=reason, error=str(exc))
 
     async def _mark_failed(self, pod: core_pb2.Pod, disruption: bool) -> None:
-        for _ in range(5):
+        uid = pod.metadata.uid
+
+        async def write(current: core_pb2.Pod) -> None:
+            if current.metadata.uid != uid or current.status.phase in ("Succeeded", "Failed"):
+                return  # replaced, or ended meanwhile
             fresh = core_pb2.Pod()
-            fresh.CopyFrom(pod)
+            fresh.CopyFrom(current)
             fresh.status.phase = "Failed"
             if disruption:
                 kept = [c for c in fresh.status.conditions if c.type != "DisruptionTarget"]
@@ -152,11 +157,9 @@ class PodGCController(ObjectController):
                 fresh.status.conditions.extend(kept)
                 fresh.status.conditions.add(type="DisruptionTarget", status="True", reason=DISRUPTION_REASON,
                                             message=DISRUPTION_MESSAGE, last_transition_time=timeutil.rfc3339())
-            try:
-                await self._client.pods.update_status(fresh)
-                return
-            except errors.Conflict:
-                uid = pod.metadata.uid
-                pod = await self._client.pods.get(pod.metadata.name, pod.metadata.namespace)
-                if pod.metadata.uid != uid or pod.status.phase in ("Succeeded", "Failed"):
-                    return
+            await self._client.pods.update_status(fresh)
+
+        try:
+            await retry_update(pod, lambda: self._client.pods.get(pod.metadata.name, pod.metadata.namespace), write)
+        except errors.Conflict as exc:  # deleted all the same, as before the conflicts
+            log.info("podgc_mark_failed_conflicts", pod=f"{pod.metadata.namespace}/{pod.metadata.name}", error=str(exc))

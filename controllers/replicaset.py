@@ -53,12 +53,15 @@ from machinery.disruption import is_pod_ready
 from machinery.informer import key_of
 from machinery.kinds import POD, REPLICA_SET
 from machinery.logging import get_logger
+from machinery.retry import Backoff, retry_update
 
 log = get_logger()
 
 BURST_REPLICAS = 500  # Kubernetes' BurstReplicas: most pods created or deleted per sync
 SLOW_START_INITIAL_BATCH = 1  # Kubernetes' SlowStartInitialBatchSize
 REPLICA_FAILURE = "ReplicaFailure"
+# updateReplicaSetStatus: the write, and once more (statusUpdateRetries) on a fresh read after a conflict.
+STATUS_UPDATE_RETRY = Backoff(steps=2, duration=0.0)
 CONTROLLER_UID_INDEX = "controllerUID"
 NAMESPACE_INDEX = "metadata.namespace"
 
@@ -358,18 +361,16 @@ class ReplicaSetController(ObjectController):
         if status_unchanged(rs, status):
             return rs
         observed = rs.metadata.generation  # the generation acted on, not whatever a re-read shows
-        for attempt in range(2):
+
+        async def write(rs: apps_pb2.ReplicaSet) -> apps_pb2.ReplicaSet:
             fresh = apps_pb2.ReplicaSet()
             fresh.CopyFrom(rs)
             fresh.status.CopyFrom(status)
             fresh.status.observed_generation = observed
-            try:
-                return await self._client.replica_sets.update_status(fresh)
-            except errors.Conflict:
-                if attempt:
-                    raise
-                rs = await self._client.replica_sets.get(rs.metadata.name, rs.metadata.namespace)
-        raise AssertionError("unreachable")
+            return await self._client.replica_sets.update_status(fresh)
+
+        return await retry_update(rs, lambda: self._client.replica_sets.get(rs.metadata.name, rs.metadata.namespace),
+                                  write, STATUS_UPDATE_RETRY)
 
 
 def controller_uid(rs: apps_pb2.ReplicaSet) -> list[str]:

@@ -31,8 +31,12 @@ from machinery.api import core_pb2
 from machinery.informer import key_of
 from machinery.kinds import NODE, POD
 from machinery.logging import get_logger
+from machinery.retry import Backoff, on_error
 
 log = get_logger()
+
+# Kubernetes tries a deletion five times, 10 ms apart.
+DELETE_RETRY = Backoff(steps=5, duration=0.010)
 
 DELETIONS = Counter("taint_eviction_controller_pod_deletions_total",
                     "Total number of Pods deleted by TaintEvictionController since its start.")
@@ -169,16 +173,20 @@ class TaintEvictionController(Controller[WorkItem]):
         await asyncio.sleep(max(0.0, fire_at - time.monotonic()))
         key = key_of(pod)
         self._recorder.event(pod, "Normal", "TaintManagerEviction", f"Marking for deletion Pod {key}")
-        for attempt in range(5):  # Kubernetes retries a failed deletion five times, 10 ms apart
-            try:
-                await self._delete(pod)
-                DELETIONS.inc()
-                break
-            except errors.NotFound:
-                break
-            except errors.ApiError as exc:
-                log.info("taint_eviction_retry", pod=key, attempt=attempt, error=str(exc))
-                await asyncio.sleep(0.01)
+
+        def retriable(exc: Exception) -> bool:
+            if isinstance(exc, errors.NotFound) or not isinstance(exc, errors.ApiError):
+                return False
+            log.info("taint_eviction_retry", pod=key, error=str(exc))
+            return True
+
+        try:
+            await on_error(DELETE_RETRY, retriable, lambda: self._delete(pod))
+            DELETIONS.inc()
+        except errors.NotFound:
+            pass
+        except errors.ApiError as exc:
+            log.warning("taint_eviction_failed", pod=key, error=str(exc))
         s = self._scheduled.get(key)
         if s is not None and s.fire_at == fire_at:
             del self._scheduled[key]

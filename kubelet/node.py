@@ -19,14 +19,15 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Callable
 
 from machinery import errors, resources, timeutil
 from machinery.api import coordination_pb2, core_pb2
 from machinery.client import Client
 from machinery.logging import get_logger
 from machinery.process import cancel_and_wait, supervise
+from machinery.retry import retry_update
 
 log = get_logger()
 
@@ -209,8 +210,7 @@ class NodeAgent:
         await self.sync_pressure_taints(conditions)
 
     async def sync_pressure_taints(self, conditions: Conditions) -> None:
-        for _ in range(5):
-            node = self.node if self.node is not None else await self.client.nodes.get(self.cfg.name)
+        async def write(node: core_pb2.Node) -> None:
             taints = pressure_taints(node, conditions)
             if taints is None:
                 return
@@ -218,20 +218,18 @@ class NodeAgent:
             fresh.CopyFrom(node)
             del fresh.spec.taints[:]
             fresh.spec.taints.extend(taints)
-            try:
-                self.node = await self.client.nodes.update(fresh)
-                log.info("node_taints_updated", node=self.cfg.name, taints=[f"{t.key}:{t.effect}" for t in taints])
-                if self.on_node is not None:
-                    self.on_node(self.node)
-                return
-            except errors.Conflict:
-                self.node = await self.client.nodes.get(self.cfg.name)
-            except errors.NotFound:
-                return
+            self.node = await self.client.nodes.update(fresh)
+            log.info("node_taints_updated", node=self.cfg.name, taints=[f"{t.key}:{t.effect}" for t in taints])
+            if self.on_node is not None:
+                self.on_node(self.node)
+
+        try:
+            await self._update_node(write, "taints")
+        except errors.NotFound:
+            return
 
     async def _write_status(self, conditions: Conditions, force: bool) -> None:
-        for _ in range(5):
-            node = self.node if self.node is not None else await self.client.nodes.get(self.cfg.name)
+        async def write(node: core_pb2.Node) -> None:
             before = _status_signature(node)
             fresh = core_pb2.Node()
             fresh.CopyFrom(node)
@@ -239,18 +237,29 @@ class NodeAgent:
             due = time.monotonic() - self._last_report >= self.status_report_interval
             if not force and not due and _status_signature(fresh) == before:
                 return
-            try:
-                self.node = await self.client.nodes.update_status(fresh)
-                self._last_report = time.monotonic()
-                if self.on_node is not None:
-                    self.on_node(self.node)
-                return
-            except errors.Conflict:
-                self.node = await self.client.nodes.get(self.cfg.name)
-            except errors.NotFound:
-                self.node = None
-                await self.register()
-                return
+            self.node = await self.client.nodes.update_status(fresh)
+            self._last_report = time.monotonic()
+            if self.on_node is not None:
+                self.on_node(self.node)
+
+        try:
+            await self._update_node(write, "status")
+        except errors.NotFound:
+            self.node = None
+            await self.register()
+
+    async def _update_node(self, write: Callable[[core_pb2.Node], Awaitable[None]], what: str) -> None:
+        """``write`` on the Node as last written or read (read now if there is none), again on a
+        fresh read after each conflict; after too many, the next status pass tries again."""
+        node = self.node if self.node is not None else await self._latest_node()
+        try:
+            await retry_update(node, self._latest_node, write)
+        except errors.Conflict as exc:
+            log.info("node_update_conflicts", node=self.cfg.name, what=what, error=str(exc))
+
+    async def _latest_node(self) -> core_pb2.Node:
+        self.node = await self.client.nodes.get(self.cfg.name)
+        return self.node
 
     async def renew_lease(self) -> None:
         """Renew the Lease from the copy last written (one write per renewal, as Kubernetes' lease

@@ -21,6 +21,10 @@ from machinery import errors, timeutil
 from machinery.api import core_pb2
 from machinery.client import Client
 from machinery.informer import Informer
+from machinery.logging import get_logger
+from machinery.retry import retry_update
+
+log = get_logger()
 
 TERMINAL_PHASES = ("Succeeded", "Failed")
 MANAGED_CONDITIONS = frozenset({"PodReadyToStartContainers", "Initialized", "Ready", "ContainersReady",
@@ -122,7 +126,10 @@ class StatusManager:
         w = self._written.get(pod.metadata.uid)
         if w is not None and pod.metadata.resource_version in w.chain:
             current = w.pod  # the informer has not brought our last write back yet
-        for _ in range(5):
+
+        async def write(current: core_pb2.Pod) -> None:
+            if current.metadata.uid != pod.metadata.uid:
+                return  # a new pod of the same name: not ours
             desired = build(current)
             if _same_status(current.status, desired):
                 return
@@ -133,16 +140,17 @@ class StatusManager:
             new = core_pb2.Pod()
             new.CopyFrom(current)
             new.status.CopyFrom(desired)
-            try:
-                written = await self._client.pods.update_status(new)
-                self._remember_write(current, written)
-                return
-            except errors.Conflict:
-                current = await self._client.pods.get(pod.metadata.name, pod.metadata.namespace)
-                if current.metadata.uid != pod.metadata.uid:
-                    return
-            except errors.NotFound:
-                return
+            written = await self._client.pods.update_status(new)
+            self._remember_write(current, written)
+
+        try:
+            await retry_update(current, lambda: self._client.pods.get(pod.metadata.name, pod.metadata.namespace),
+                               write)
+        except errors.NotFound:
+            return
+        except errors.Conflict as exc:  # the next sync writes it
+            log.info("pod_status_update_conflicts", pod=f"{pod.metadata.namespace}/{pod.metadata.name}",
+                     error=str(exc))
 
     def _remember_write(self, based_on: core_pb2.Pod, written: core_pb2.Pod) -> None:
         known = self._pods.get(written.metadata.name, written.metadata.namespace)

@@ -67,6 +67,7 @@ from machinery.dra.selectors import SelectorError, compile_selectors
 from machinery.informer import key_of
 from machinery.logging import get_logger
 from machinery.placement import NodeSelector
+from machinery.retry import DEFAULT_RETRY, retry_update
 from scheduler.framework.features import Features, features_of
 from scheduler.framework.interfaces import Handle, SharedDRAManager
 from scheduler.framework.node_info import NodeInfo
@@ -96,8 +97,6 @@ NAME = "DynamicResources"
 _STATE_KEY = NAME
 # The pod informer's index: claim "namespace/name" -> the pods whose spec.resourceClaims resolve to it.
 POD_RESOURCE_CLAIM_INDEX: Final = "pod-resource-claim-index"
-# How often PreBind re-reads a claim and tries again after a write conflict (client-go's DefaultRetry).
-_CONFLICT_RETRIES: Final = 5
 
 ERR_NOT_AVAILABLE = "resourceclaim not available on the node"
 ERR_CANNOT_ALLOCATE = "cannot allocate all claims"
@@ -383,28 +382,23 @@ class DynamicResources:
         uid = claim.metadata.uid
         current = resource_pb2.ResourceClaim()
         current.CopyFrom(claim)
-        written: resource_pb2.ResourceClaim | None = None
+
+        async def write(current: resource_pb2.ResourceClaim) -> resource_pb2.ResourceClaim:
+            if current.metadata.deletion_timestamp:
+                raise _NotSchedulable(f"claim {key_of(claim)} got deleted in the meantime")
+            if allocation is not None:
+                if current.status.HasField("allocation"):
+                    raise _NotSchedulable(f"claim {key_of(claim)} got allocated elsewhere in the meantime")
+                if rc.FINALIZER not in current.metadata.finalizers:
+                    current.metadata.finalizers.append(rc.FINALIZER)
+                    current = await client.update(current)
+                current.status.allocation.CopyFrom(allocation)
+            current.status.reserved_for.add(resource="pods", name=pod.metadata.name, uid=pod.metadata.uid)
+            return await client.update_status(current)
+
         try:
-            for attempt in range(_CONFLICT_RETRIES):
-                if attempt:
-                    current = await client.get(claim.metadata.name, claim.metadata.namespace)
-                if current.metadata.deletion_timestamp:
-                    raise _NotSchedulable(f"claim {key_of(claim)} got deleted in the meantime")
-                try:
-                    if allocation is not None:
-                        if current.status.HasField("allocation"):
-                            raise _NotSchedulable(f"claim {key_of(claim)} got allocated elsewhere in the meantime")
-                        if rc.FINALIZER not in current.metadata.finalizers:
-                            current.metadata.finalizers.append(rc.FINALIZER)
-                            current = await client.update(current)
-                        current.status.allocation.CopyFrom(allocation)
-                    current.status.reserved_for.add(resource="pods", name=pod.metadata.name, uid=pod.metadata.uid)
-                    written = await client.update_status(current)
-                    break
-                except errors.Conflict:
-                    if attempt == _CONFLICT_RETRIES - 1:
-                        raise
-            assert written is not None
+            written = await retry_update(current, lambda: client.get(claim.metadata.name, claim.metadata.namespace),
+                                         write, DEFAULT_RETRY)
         finally:
             if allocation is not None:
                 self._in_flight.pop(uid, None)

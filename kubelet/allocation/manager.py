@@ -38,6 +38,7 @@ from kubelet.allocation import conditions as cond
 from kubelet.allocation.checkpoint import ACTUATED_FILE, ALLOCATED_FILE, CheckpointStore, Resources
 from machinery import resources
 from machinery.api import core_pb2
+from machinery.fit import Insufficient, Resource, fits_request
 from machinery.informer import key_of
 from machinery.logging import get_logger
 
@@ -125,7 +126,8 @@ class AllocationManager:
         self._actuated = CheckpointStore(checkpoint_dir, ACTUATED_FILE)
         self._conditions = cond.ResizeConditions()
         self._allocatable = dict(allocatable)
-        self._max_pods = max_pods
+        self._allocatable_resource = Resource.of(self._allocatable)
+        self._allocatable_resource.allowed_pod_number = max_pods
         # Owners that disabled resize preemption on this node (KEP-5836), from the Node's spec.
         self._preemption_disabled_by: list[str] = []
         self._pending: list[str] = []
@@ -257,43 +259,32 @@ class AllocationManager:
         """What an admitted pod holds on the node, its one pod slot included (preemption's view)."""
         return {**self._usage(pod), "pods": 1}
 
+    def _lacking(self, pod: core_pb2.Pod, others: Iterable[core_pb2.Pod]) -> list[Insufficient]:
+        """What the node lacks for ``pod`` next to ``others`` (each counted at what it holds):
+        machinery.fit's check, the one the scheduler's NodeResourcesFit runs (as Kubernetes'
+        kubelet calls the scheduler's noderesources.Fits)."""
+        others = [o for o in others if o.metadata.uid != pod.metadata.uid]
+        used = Resource()
+        for o in others:
+            used.add(self._usage(o))
+        request = Resource.of(resources.pod_requests(pod, use_status_resources=False))
+        return fits_request(request, self._allocatable_resource, used, len(others))
+
     def missing(self, pod: core_pb2.Pod, others: Iterable[core_pb2.Pod]) -> dict[str, int]:
         """What the node lacks for ``pod`` next to ``others``: resource -> amount; empty if it fits.
 
         Kubernetes' InsufficientResourceError amounts: requested - (capacity - used).
         """
-        others = [o for o in others if o.metadata.uid != pod.metadata.uid]
-        out: dict[str, int] = {}
-        if len(others) + 1 > self._max_pods:
-            out["pods"] = len(others) + 1 - self._max_pods
-        used: dict[str, int] = {}
-        for o in others:
-            used = resources.add(used, self._usage(o))
-        for name, requested in resources.pod_requests(pod, use_status_resources=False).items():
-            free = self._allocatable.get(name, 0) - used.get(name, 0)
-            if requested and requested > free:
-                out[name] = requested - free
-        return out
+        return {i.resource: i.short for i in self._lacking(pod, others)}
 
     def fits(self, pod: core_pb2.Pod, others: Iterable[core_pb2.Pod]) -> Admission:
-        """Kubernetes' kubelet fit predicate: pods count, then each requested resource in turn."""
-        others = [o for o in others if o.metadata.uid != pod.metadata.uid]
-        if len(others) + 1 > self._max_pods:
-            return Admission(False, "OutOfpods", f"Node didn't have enough resource: pods, requested: 1, used: "
-                                                 f"{len(others)}, capacity: {self._max_pods}")
-        used: dict[str, int] = {}
-        for o in others:
-            used = resources.add(used, self._usage(o))
-        want = resources.pod_requests(pod, use_status_resources=False)
-        for name in sorted(want, key=lambda r: (r not in ("cpu", "memory"), r != "cpu", r)):
-            requested = want[name]
-            if requested == 0:
-                continue
-            capacity = self._allocatable.get(name, 0)
-            if requested > capacity - used.get(name, 0):
-                return Admission(False, f"OutOf{name}", f"Node didn't have enough resource: {name}, requested: "
-                                                        f"{requested}, used: {used.get(name, 0)}, capacity: {capacity}")
-        return ADMITTED
+        """Kubernetes' kubelet fit predicate: the first thing lacking, as OutOf<resource>."""
+        lacking = self._lacking(pod, others)
+        if not lacking:
+            return ADMITTED
+        i = lacking[0]
+        return Admission(False, f"OutOf{i.resource}", f"Node didn't have enough resource: {i.resource}, requested: "
+                                                      f"{i.requested}, used: {i.used}, capacity: {i.capacity}")
 
     # ------------------------------------------------------------ admission
 

@@ -5,18 +5,17 @@ assumed, updated (a KEP-1287 resize changes what a pod holds) and removed; each 
 reads a snapshot (clones of the NodeInfos that changed). ``generation`` grows with every change,
 so the snapshot copies only what changed since the last one.
 
-Amounts are integers: ``milli_cpu``, bytes of ``memory`` and ``ephemeral_storage``,
-``allowed_pod_number``, and any other resource (extended, hugepages) in ``scalar``.
+Amounts are machinery.fit.Resource values (integers: millicores, bytes, pods, scalars).
 """
 
 from __future__ import annotations
 
 import itertools
-from typing import Iterable, Mapping
+from typing import Iterable
 
 from machinery import resources
 from machinery.api import core_pb2
-from machinery.resources import is_scalar_resource
+from machinery.fit import Resource
 from scheduler.framework.pod_info import PodInfo
 
 _generations = itertools.count(1)
@@ -24,61 +23,6 @@ _generations = itertools.count(1)
 
 def next_generation() -> int:
     return next(_generations)
-
-
-class Resource:
-    __slots__ = ("milli_cpu", "memory", "ephemeral_storage", "allowed_pod_number", "scalar")
-
-    def __init__(self, milli_cpu: int = 0, memory: int = 0, ephemeral_storage: int = 0, allowed_pod_number: int = 0,
-                 scalar: dict[str, int] | None = None):
-        self.milli_cpu = milli_cpu
-        self.memory = memory
-        self.ephemeral_storage = ephemeral_storage
-        self.allowed_pod_number = allowed_pod_number
-        self.scalar = scalar if scalar is not None else {}
-
-    @classmethod
-    def of(cls, rl: Mapping[str, int]) -> "Resource":
-        r = cls()
-        r.add(rl)
-        return r
-
-    def add(self, rl: Mapping[str, int], sign: int = 1) -> None:
-        for name, amount in rl.items():
-            if name == "cpu":
-                self.milli_cpu += sign * amount
-            elif name == "memory":
-                self.memory += sign * amount
-            elif name == "pods":
-                self.allowed_pod_number += sign * amount
-            elif name == "ephemeral-storage":
-                self.ephemeral_storage += sign * amount
-            elif is_scalar_resource(name):
-                self.scalar[name] = self.scalar.get(name, 0) + sign * amount
-
-    def get(self, name: str) -> int:
-        if name == "cpu":
-            return self.milli_cpu
-        if name == "memory":
-            return self.memory
-        if name == "pods":
-            return self.allowed_pod_number
-        if name == "ephemeral-storage":
-            return self.ephemeral_storage
-        return self.scalar.get(name, 0)
-
-    def clone(self) -> "Resource":
-        return Resource(self.milli_cpu, self.memory, self.ephemeral_storage, self.allowed_pod_number,
-                        dict(self.scalar) if self.scalar else None)
-
-    def as_dict(self) -> dict[str, int]:
-        out = {"cpu": self.milli_cpu, "memory": self.memory, "ephemeral-storage": self.ephemeral_storage,
-               "pods": self.allowed_pod_number}
-        out.update(self.scalar)
-        return out
-
-    def __repr__(self) -> str:
-        return f"Resource({self.as_dict()})"
 
 
 class NodeInfo:

@@ -53,14 +53,15 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Mapping
 
-from machinery import resources
+from machinery import fit, resources
 from machinery.api import core_pb2
+from machinery.fit import Resource
 from machinery.resources import is_scalar_resource
 from machinery.selectors import validate_label_key
 from scheduler.framework import plugin_args as pa
 from scheduler.framework.deferred_resize import is_deferred_resize
 from scheduler.framework.features import Features, features_of
-from scheduler.framework.node_info import NodeInfo, Resource
+from scheduler.framework.node_info import NodeInfo
 from scheduler.framework.pod_info import PodInfo
 from scheduler.framework.types import (
     MAX_NODE_SCORE,
@@ -210,7 +211,6 @@ def decode_args(raw: Any, path: str = "") -> NodeResourcesFitArgs:
 @dataclass(frozen=True)
 class _PodRequest(StateData):
     resource: Resource
-    empty: bool
 
 
 @dataclass(frozen=True)
@@ -227,79 +227,24 @@ def _kubelet_view(pi: PodInfo) -> Resource:
 
 
 def _compute_request(pod: core_pb2.Pod) -> _PodRequest:
-    r = Resource.of(resources.pod_requests(pod))
-    empty = not (r.milli_cpu or r.memory or r.ephemeral_storage or any(r.scalar.values()))
-    return _PodRequest(r, empty)
-
-
-@dataclass(frozen=True)
-class Insufficient:
-    resource: str
-    reason: str
-    requested: int
-    used: int
-    capacity: int
-    unresolvable: bool
+    return _PodRequest(Resource.of(resources.pod_requests(pod)))
 
 
 def fits_request(req: _PodRequest, ni: NodeInfo, ignored: frozenset[str] = frozenset(),
-                 ignored_groups: frozenset[str] = frozenset()) -> list[Insufficient]:
-    """Kubernetes' fitsRequest: every resource the pod lacks on this node."""
-    out: list[Insufficient] = []
-    alloc, used = ni.allocatable, ni.requested
-    if len(ni.pods) + 1 > alloc.allowed_pod_number:
-        out.append(Insufficient("pods", "Too many pods", 1, len(ni.pods), alloc.allowed_pod_number, False))
-    if req.empty:
-        return out
-    r = req.resource
-    if r.milli_cpu > 0 and r.milli_cpu > alloc.milli_cpu - used.milli_cpu:
-        out.append(Insufficient("cpu", "Insufficient cpu", r.milli_cpu, used.milli_cpu, alloc.milli_cpu,
-                                r.milli_cpu > alloc.milli_cpu))
-    if r.memory > 0 and r.memory > alloc.memory - used.memory:
-        out.append(Insufficient("memory", "Insufficient memory", r.memory, used.memory, alloc.memory,
-                                r.memory > alloc.memory))
-    if r.ephemeral_storage > 0 and r.ephemeral_storage > alloc.ephemeral_storage - used.ephemeral_storage:
-        out.append(Insufficient("ephemeral-storage", "Insufficient ephemeral-storage", r.ephemeral_storage,
-                                used.ephemeral_storage, alloc.ephemeral_storage,
-                                r.ephemeral_storage > alloc.ephemeral_storage))
-    for name, amount in r.scalar.items():
-        if amount == 0 or name in ignored or name.split("/", 1)[0] in ignored_groups:
-            continue
-        free = alloc.scalar.get(name, 0) - used.scalar.get(name, 0)
-        if amount > free:
-            out.append(Insufficient(name, f"Insufficient {name}", amount, used.scalar.get(name, 0),
-                                    alloc.scalar.get(name, 0), amount > alloc.scalar.get(name, 0)))
-    return out
+                 ignored_groups: frozenset[str] = frozenset()) -> list[fit.Insufficient]:
+    """Kubernetes' fitsRequest on a NodeInfo: every resource the pod lacks on this node."""
+    return fit.fits_request(req.resource, ni.allocatable, ni.requested, len(ni.pods), ignored, ignored_groups)
 
 
-def _unfit_status(r: Resource, ni: NodeInfo, empty: bool, ignored: frozenset[str],
-                  ignored_groups: frozenset[str]) -> Status | None:
-    """fits_request's verdict as a Status, without building the Insufficient records (the filter
-    runs this for every node a pod does not fit, and preemption's dry runs for many more)."""
-    alloc, used = ni.allocatable, ni.requested
-    reasons: list[str] = []
-    unresolvable = False
-    if len(ni.pods) + 1 > alloc.allowed_pod_number:
-        reasons.append("Too many pods")
-    if not empty:
-        if r.milli_cpu > 0 and r.milli_cpu > alloc.milli_cpu - used.milli_cpu:
-            reasons.append("Insufficient cpu")
-            unresolvable = unresolvable or r.milli_cpu > alloc.milli_cpu
-        if r.memory > 0 and r.memory > alloc.memory - used.memory:
-            reasons.append("Insufficient memory")
-            unresolvable = unresolvable or r.memory > alloc.memory
-        if r.ephemeral_storage > 0 and r.ephemeral_storage > alloc.ephemeral_storage - used.ephemeral_storage:
-            reasons.append("Insufficient ephemeral-storage")
-            unresolvable = unresolvable or r.ephemeral_storage > alloc.ephemeral_storage
-        for name, amount in r.scalar.items():
-            if amount == 0 or name in ignored or name.split("/", 1)[0] in ignored_groups:
-                continue
-            capacity = alloc.scalar.get(name, 0)
-            if amount > capacity - used.scalar.get(name, 0):
-                reasons.append(f"Insufficient {name}")
-                unresolvable = unresolvable or amount > capacity
-    if not reasons:
+def _unfit_status(lacking: list[fit.Insufficient]) -> Status | None:
+    """What the pod lacks as the filter's Status: Unschedulable, or UnschedulableAndUnresolvable
+    when something is beyond the node's allocatable (no preemption can help)."""
+    if not lacking:
         return None
+    reasons, unresolvable = [], False
+    for i in lacking:
+        reasons.append(i.reason)
+        unresolvable = unresolvable or i.unresolvable
     return Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE if unresolvable else Code.UNSCHEDULABLE, *reasons)
 
 
@@ -420,7 +365,7 @@ class NodeResourcesFit:
                 and r.memory <= alloc.memory - used.memory and not r.scalar
                 and r.ephemeral_storage <= alloc.ephemeral_storage - used.ephemeral_storage):
             return None  # the common case, decided without building the list of what is lacking
-        return _unfit_status(r, ni, req.empty, self.ignored, self.ignored_groups)
+        return _unfit_status(fit.fits_request(r, alloc, used, len(ni.pods), self.ignored, self.ignored_groups))
 
     def _filter_deferred(self, req: _DeferredRequest, ni: NodeInfo) -> Status | None:
         """Does the resize fit the node the pod runs on? The pod is counted once: the cache's copy
@@ -440,22 +385,8 @@ class NodeResourcesFit:
             used = ni.requested.clone()
             if own is not None:
                 used.add(own.requests, -1)
-        alloc = ni.allocatable
-        reasons: list[str] = []
-        unresolvable = False
-        checks = [("cpu", want.milli_cpu, used.milli_cpu, alloc.milli_cpu),
-                  ("memory", want.memory, used.memory, alloc.memory),
-                  ("ephemeral-storage", want.ephemeral_storage, used.ephemeral_storage, alloc.ephemeral_storage)]
-        checks += [(name, amount, used.scalar.get(name, 0), alloc.scalar.get(name, 0))
-                   for name, amount in want.scalar.items()
-                   if name not in self.ignored and name.split("/", 1)[0] not in self.ignored_groups]
-        for name, amount, in_use, capacity in checks:
-            if amount > 0 and amount > capacity - in_use:
-                reasons.append(f"Insufficient {name}")
-                unresolvable = unresolvable or amount > capacity
-        if not reasons:
-            return None
-        return Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE if unresolvable else Code.UNSCHEDULABLE, *reasons)
+        # Already on the node: no pod slot to find.
+        return _unfit_status(fit.fits_request(want, ni.allocatable, used, None, self.ignored, self.ignored_groups))
 
     # ------------------------------------------------------------ score
 

@@ -50,24 +50,25 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable, Protocol, runtime_che
 from machinery.api import core_pb2, policy_pb2, resource_pb2
 from machinery.dra.allocator import DeviceID
 from scheduler.framework.features import Features
+from scheduler.framework.node_info import NodeInfo
+from scheduler.framework.pod_info import PodInfo, QueuedPodInfo
+from scheduler.framework.types import (
+    ClusterEventWithHint,
+    CycleState,
+    Diagnosis,
+    PostFilterResult,
+    PreFilterResult,
+    Status,
+)
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # annotations only: the handle is given them, the framework never builds them
     from machinery.client import Client
     from machinery.events import EventRecorder
     from scheduler.cache.snapshot import Snapshot
-    from scheduler.framework.node_info import NodeInfo
-    from scheduler.framework.pod_info import PodInfo, QueuedPodInfo
-    from scheduler.framework.runtime import Framework
-    from scheduler.framework.types import (
-        ClusterEventWithHint,
-        CycleState,
-        Diagnosis,
-        PostFilterResult,
-        PreFilterResult,
-        PreQueueingHintResult,
-        Status,
-    )
     from scheduler.status_writer import StatusWriter
+
+# One plugin's filter, as the framework runs it.
+FilterFn = Callable[[CycleState, core_pb2.Pod, NodeInfo], Status | None]
 
 
 @runtime_checkable
@@ -103,27 +104,6 @@ class EnqueueExtensions(Plugin, Protocol):
     def events_to_register(self) -> list[ClusterEventWithHint]:
         """Each event with its QueueingHint function (None: always Queue) and, optionally, its
         PreQueueingHint (``PreQueueingHintFn``); asked once, when the framework is built."""
-        ...
-
-
-@runtime_checkable
-class PreQueueingHintFn(Protocol):
-    """KEP-6132 PreQueueingHint: which pods one cluster event can concern, said once per event.
-
-    Optional on an event registration (``ClusterEventWithHint.pre_queueing_hint``). With the gate
-    SchedulerPreQueueingHints on, the queue calls it once per matching event, before it walks the
-    unschedulable pool, and then asks the same registration's QueueingHint only about the pods it
-    named — for this plugin alone: another plugin registered for the same event is asked about
-    the pods its own PreQueueingHint names, or, without one, about every pod it rejected. With
-    the gate off it is never called."""
-
-    def __call__(self, old: Any, new: Any) -> PreQueueingHintResult:
-        """``old``/``new``: the object before and after the event (None for an add / a delete).
-        ``all_pods``: every pod this plugin rejected may be concerned — the safe answer whenever
-        the pods cannot be told (an index error, an event that frees something for anyone);
-        otherwise the pods (``namespace/name``) that may be, none when empty. Naming a pod too
-        many costs one QueueingHint call; naming one too few leaves it to the periodic flush of
-        the unschedulable pool. An exception counts as ``all_pods``."""
         ...
 
 
@@ -342,6 +322,30 @@ class SharedDRAManager(Protocol):
         ...
 
 
+class PluginsRunner(Protocol):
+    """What plugins may run of the framework they belong to (kube-scheduler's PluginsRunner, part
+    of its Handle): preemption simulates a node without its victims by running the PreFilter
+    extensions and the filters. The Framework implements it."""
+
+    def filters_for(self, state: CycleState) -> list[tuple[str, FilterFn]]:
+        """The (name, filter) pairs that run this attempt."""
+        ...
+
+    def pre_filter_extensions_active(self, state: CycleState) -> bool:
+        """Whether any PreFilter extension (AddPod/RemovePod) runs this attempt."""
+        ...
+
+    def run_filter_plugins_with_nominated_pods(self, state: CycleState, pod: core_pb2.Pod, node_info: NodeInfo,
+                                               filters: list[tuple[str, FilterFn]] | None = None) -> Status | None:
+        ...
+
+    def run_pre_filter_extension_add_pod(self, state: CycleState, pod: core_pb2.Pod, to_add: PodInfo,
+                                         node_info: NodeInfo) -> Status | None: ...
+
+    def run_pre_filter_extension_remove_pod(self, state: CycleState, pod: core_pb2.Pod, to_remove: PodInfo,
+                                            node_info: NodeInfo) -> Status | None: ...
+
+
 class Handle:
     """What plugins may use of the scheduler: the cycle's snapshot, the API, events, nominations,
     the pods and PodDisruptionBudgets the informers hold (and indexes a plugin adds to the pod
@@ -367,7 +371,7 @@ class Handle:
         self.activate = activate or (lambda pods: None)
         self.snapshot: "Snapshot | None" = None
         self.status_writer: "StatusWriter | None" = None  # pod status writes off the cycle, in order per pod
-        self.framework: "Framework | None" = None
+        self.framework: PluginsRunner | None = None
         self.waiting_pods: dict[str, Any] = {}
 
     def require_client(self) -> "Client":
@@ -376,7 +380,7 @@ class Handle:
             raise RuntimeError("this scheduler Handle has no API client")
         return self.client
 
-    def require_framework(self) -> "Framework":
+    def require_framework(self) -> PluginsRunner:
         """The framework this handle serves (set when it is built): preemption runs its filters."""
         if self.framework is None:
             raise RuntimeError("this scheduler Handle belongs to no framework yet")

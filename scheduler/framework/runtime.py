@@ -23,7 +23,7 @@ import asyncio
 import time
 from dataclasses import dataclass, field
 from types import MethodType
-from typing import Any, Callable
+from typing import Any
 
 from prometheus_client import Histogram
 
@@ -33,6 +33,7 @@ from scheduler.framework.interfaces import (
     BindPlugin,
     Closer,
     EnqueueExtensions,
+    FilterFn,
     FilterPlugin,
     Handle,
     PermitPlugin,
@@ -69,7 +70,6 @@ from scheduler.framework.types import (
 )
 
 # A FilterPlugin's bound filter method: (state, pod, node) -> status.
-FilterFn = Callable[[CycleState, core_pb2.Pod, NodeInfo], Status | None]
 
 EXTENSION_POINT_DURATION = Histogram(
     "scheduler_framework_extension_point_duration_seconds",

@@ -17,13 +17,10 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping
+from typing import Any, Callable, Iterable, Mapping, Protocol, runtime_checkable
 
 from machinery.api import core_pb2
 from machinery.resources import pod_requests
-
-if TYPE_CHECKING:
-    from scheduler.framework.interfaces import PreQueueingHintFn
 
 MAX_NODE_SCORE = 100
 MIN_NODE_SCORE = 0
@@ -297,6 +294,27 @@ class PreQueueingHintResult:
         return cls(False, tuple(pods))
 
 
+@runtime_checkable
+class PreQueueingHintFn(Protocol):
+    """KEP-6132 PreQueueingHint: which pods one cluster event can concern, said once per event.
+
+    Optional on an event registration (``ClusterEventWithHint.pre_queueing_hint``). With the gate
+    SchedulerPreQueueingHints on, the queue calls it once per matching event, before it walks the
+    unschedulable pool, and then asks the same registration's QueueingHint only about the pods it
+    named — for this plugin alone: another plugin registered for the same event is asked about
+    the pods its own PreQueueingHint names, or, without one, about every pod it rejected. With
+    the gate off it is never called."""
+
+    def __call__(self, old: Any, new: Any) -> PreQueueingHintResult:
+        """``old``/``new``: the object before and after the event (None for an add / a delete).
+        ``all_pods``: every pod this plugin rejected may be concerned — the safe answer whenever
+        the pods cannot be told (an index error, an event that frees something for anyone);
+        otherwise the pods (``namespace/name``) that may be, none when empty. Naming a pod too
+        many costs one QueueingHint call; naming one too few leaves it to the periodic flush of
+        the unschedulable pool. An exception counts as ``all_pods``."""
+        ...
+
+
 # The PreQueueingHint answer that changes nothing: every pod is evaluated (KEP-6132's "evaluate all").
 ALL_PODS = PreQueueingHintResult(all_pods=True)
 
@@ -306,7 +324,7 @@ class ClusterEventWithHint:
     event: ClusterEvent
     hint: QueueingHintFn | None = None  # None: always QUEUE
     # KEP-6132: called once per matching event before the pool is walked, to name the pods this
-    # plugin's ``hint`` is asked about (``scheduler.framework.interfaces.PreQueueingHintFn``).
+    # plugin's ``hint`` is asked about (``PreQueueingHintFn``).
     # None: every pod it rejected, as without the feature.
     pre_queueing_hint: PreQueueingHintFn | None = None
 
@@ -406,6 +424,15 @@ class Diagnosis:
 
     def status_of(self, node: str) -> Status | None:
         return self.node_to_status.get(node, self.absent_nodes_status)
+
+
+class SchedulingError(Exception):
+    """A scheduling cycle that could not run to a verdict: no nodes at all, or a plugin's Error
+    (FitError is the other way a cycle fails: it ran, and no node fits)."""
+
+    def __init__(self, status: Status):
+        super().__init__(status.message())
+        self.status = status
 
 
 class FitError(Exception):

@@ -27,12 +27,11 @@ condition, a change of its Node's podPreemptionPolicy re-decides its deferred po
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from machinery.api import core_pb2, resource_pb2
 from machinery.informer import key_of
 from machinery.logging import get_logger
 from scheduler import metrics
+from scheduler.context import EventContext
 from scheduler.framework.deferred_resize import (
     is_deferred_resize,
     node_disables_resize_preemption,
@@ -55,9 +54,6 @@ from scheduler.framework.types import (
     pod_scheduling_property_changes,
 )
 
-if TYPE_CHECKING:
-    from scheduler.scheduler import Scheduler
-
 log = get_logger()
 
 POD_FIELD_SELECTOR = "status.phase!=Succeeded,status.phase!=Failed"
@@ -76,7 +72,7 @@ def _not_above(pod: core_pb2.Pod):
 
 
 class EventHandlers:
-    def __init__(self, sched: "Scheduler"):
+    def __init__(self, sched: EventContext):
         self.sched = sched
         self._resize_disabled: set[str] = set()  # uids of deferred pods kept out: preemption disabled
 

@@ -33,17 +33,23 @@ metrics of pending pods' scheduling.
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING
 
 from machinery.logging import get_logger
 from scheduler import metrics
+from scheduler.context import CycleContext
 from scheduler.framework.deferred_resize import resize_request
 from scheduler.framework.pod_info import QueuedPodInfo
 from scheduler.framework.runtime import Framework
-from scheduler.framework.types import Code, CycleState, Diagnosis, FitError, NominatingMode, Status, fit_error_message
-
-if TYPE_CHECKING:
-    from scheduler.scheduler import Scheduler
+from scheduler.framework.types import (
+    Code,
+    CycleState,
+    Diagnosis,
+    FitError,
+    NominatingMode,
+    SchedulingError,
+    Status,
+    fit_error_message,
+)
 
 log = get_logger()
 
@@ -55,12 +61,10 @@ def _key(p: QueuedPodInfo) -> str:
     return p.key
 
 
-async def schedule_deferred_resize(sched: "Scheduler", fw: Framework, p: QueuedPodInfo) -> None:
+async def schedule_deferred_resize(sched: CycleContext, fw: Framework, p: QueuedPodInfo) -> None:
     pod = p.pod
     start = time.perf_counter()
     state = CycleState()
-    # Imported here: schedule_one imports this module.
-    from scheduler.schedule_one import SchedulingError
     try:
         result = sched.algorithm.schedule_pod(fw, state, pod)
     except FitError as exc:
@@ -82,7 +86,7 @@ async def schedule_deferred_resize(sched: "Scheduler", fw: Framework, p: QueuedP
     handle_deferred_failure(sched, p, status, outcome)
 
 
-async def _preempt(sched: "Scheduler", fw: Framework, state: CycleState, p: QueuedPodInfo,
+async def _preempt(sched: CycleContext, fw: Framework, state: CycleState, p: QueuedPodInfo,
                    exc: FitError) -> tuple[str, Status]:
     """DefaultPreemption on the pod's node; (outcome, the status the failure handler reports)."""
     diagnosis = exc.diagnosis
@@ -110,7 +114,7 @@ async def _preempt(sched: "Scheduler", fw: Framework, state: CycleState, p: Queu
     return outcome, Status(Code.UNSCHEDULABLE, fit_error_message(1, own))
 
 
-def handle_deferred_failure(sched: "Scheduler", p: QueuedPodInfo, status: Status, outcome: str) -> None:
+def handle_deferred_failure(sched: CycleContext, p: QueuedPodInfo, status: Status, outcome: str) -> None:
     """Back to the unschedulable pool while the resize is still Deferred and may preempt; no
     PodScheduled change, no nomination; a FailedScheduling event."""
     pod = p.pod

@@ -1,13 +1,10 @@
 """One scheduling attempt: the scheduling cycle (serial) and the binding cycle (concurrent).
 
-kube-scheduler's schedule_one.go:
+kube-scheduler's schedule_one.go, given the narrow view of the scheduler it uses
+(``scheduler.context.CycleContext``):
 
-- **Scheduling cycle**: snapshot the cache; PreFilter; try the pod's nominated node first; walk the
-  nodes round robin from where the last cycle stopped, filtering until enough feasible nodes are
-  found (``percentageOfNodesToScore``: adaptive by default, 50% at 100 nodes down to a 5% floor,
-  never fewer than 100 nodes; Kubernetes docs: Scheduler Performance Tuning); score them (PreScore,
-  Score, NormalizeScore, weights) unless only one is feasible; pick the highest, ties at random;
-  assume the pod onto the node in the cache; Reserve; Permit.
+- **Scheduling cycle**: pick a node (``scheduler.algorithm``: snapshot, PreFilter, the nominated
+  node first, Filter round robin, Score); assume the pod onto it in the cache; Reserve; Permit.
 - When no node fits: PostFilter (preemption), then the failure handler: the pod goes back to the
   queue with the plugins that rejected it, gets a ``FailedScheduling`` event and the condition
   ``PodScheduled=False`` (reason Unschedulable, kube-scheduler's message), and the nomination
@@ -23,18 +20,16 @@ Failpoints: ``scheduler/before-nominate`` (preemption done, the nomination not w
 
 from __future__ import annotations
 
-import random
 import time
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from machinery import errors, failpoints, timeutil
 from machinery.api import core_pb2
 from machinery.informer import key_of
 from machinery.logging import get_logger
 from scheduler import metrics
+from scheduler.context import CycleContext
 from scheduler.framework.deferred_resize import is_deferred_resize
-from scheduler.framework.node_info import NodeInfo
 from scheduler.framework.pod_info import PodInfo, QueuedPodInfo
 from scheduler.framework.runtime import Framework
 from scheduler.framework.types import (
@@ -45,12 +40,10 @@ from scheduler.framework.types import (
     FitError,
     NominatingInfo,
     NominatingMode,
+    SchedulingError,
     Status,
 )
 from scheduler.schedule_deferred_resize import schedule_deferred_resize
-
-if TYPE_CHECKING:
-    from scheduler.scheduler import Scheduler
 
 log = get_logger()
 
@@ -58,154 +51,6 @@ FP_BEFORE_NOMINATE = failpoints.declare(
     "scheduler/before-nominate", "preemption chose a node and evicted its victims; the nomination is not written yet")
 FP_BEFORE_BIND = failpoints.declare(
     "scheduler/before-bind", "the pod is assumed on its node; the binding is not sent yet")
-
-MIN_FEASIBLE_NODES_TO_FIND = 100
-MIN_FEASIBLE_NODES_PERCENTAGE_TO_FIND = 5
-DEFAULT_PERCENTAGE_OF_NODES_TO_SCORE = 50
-NO_NODES_AVAILABLE = "no nodes available to schedule pods"
-
-
-def num_feasible_nodes_to_find(percentage: int, num_all_nodes: int) -> int:
-    """How many feasible nodes are enough (Kubernetes docs: Scheduler Performance Tuning)."""
-    if num_all_nodes < MIN_FEASIBLE_NODES_TO_FIND:
-        return num_all_nodes
-    if percentage <= 0:
-        percentage = DEFAULT_PERCENTAGE_OF_NODES_TO_SCORE - num_all_nodes // 125
-        percentage = max(percentage, MIN_FEASIBLE_NODES_PERCENTAGE_TO_FIND)
-    num = num_all_nodes * min(percentage, 100) // 100
-    return max(num, MIN_FEASIBLE_NODES_TO_FIND)
-
-
-@dataclass
-class ScheduleResult:
-    host: str
-    evaluated: int
-    feasible: int
-
-
-class SchedulingError(Exception):
-    def __init__(self, status: Status):
-        super().__init__(status.message())
-        self.status = status
-
-
-class Algorithm:
-    """The part of a scheduling cycle that picks a node (schedulePod)."""
-
-    def __init__(self, sched: "Scheduler", rand: random.Random | None = None):
-        self.sched = sched
-        self.next_start_node_index = 0
-        self._rand = rand or random.Random()
-
-    def schedule_pod(self, fw: Framework, state: CycleState, pod: core_pb2.Pod) -> ScheduleResult:
-        snapshot = self.sched.snapshot
-        self.sched.cache.update_snapshot(snapshot)
-        if snapshot.num_nodes() == 0:
-            raise SchedulingError(Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, NO_NODES_AVAILABLE))
-        feasible, diagnosis = self.find_nodes_that_fit(fw, state, pod)
-        if not feasible:
-            raise FitError(pod, snapshot.num_nodes(), diagnosis)
-        evaluated = len(feasible) + len(diagnosis.node_to_status)
-        if len(feasible) == 1:
-            return ScheduleResult(feasible[0].name, evaluated, 1)
-        scores = self.prioritize_nodes(fw, state, pod, feasible)
-        return ScheduleResult(self.select_host(feasible, scores), evaluated, len(feasible))
-
-    def find_nodes_that_fit(self, fw: Framework, state: CycleState,
-                            pod: core_pb2.Pod) -> tuple[list[NodeInfo], Diagnosis]:
-        snapshot = self.sched.snapshot
-        diagnosis = Diagnosis()
-        all_nodes = snapshot.node_infos()
-        pre_result, s, narrowing = fw.run_pre_filter_plugins(state, pod, all_nodes)
-        diagnosis.unschedulable_plugins |= narrowing  # a pod fitting none of their nodes waits on their events
-        if s is not None:
-            if not s.is_rejected():
-                raise SchedulingError(s)
-            diagnosis.absent_nodes_status = s
-            diagnosis.pre_filter_msg = s.message()
-            if s.plugin:
-                diagnosis.unschedulable_plugins.add(s.plugin)
-                if s.code == Code.PENDING:
-                    diagnosis.pending_plugins.add(s.plugin)
-            return [], diagnosis
-        filters = fw.filters_for(state)
-        nominated = fw.handle.nominated_node(pod)
-        if nominated:
-            ni = snapshot.get(nominated)
-            allowed = pre_result is None or pre_result.node_names is None or nominated in pre_result.node_names
-            if ni is not None and allowed:
-                if fw.run_filter_plugins_with_nominated_pods(state, pod, ni, filters) is None:
-                    return [ni], diagnosis
-        nodes = all_nodes
-        if pre_result is not None and pre_result.node_names is not None:
-            nodes = [ni for name in sorted(pre_result.node_names) if (ni := snapshot.get(name)) is not None]
-            diagnosis.absent_nodes_status = Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE,
-                                                   f"node(s) didn't satisfy plugin(s) [{' '.join(sorted(narrowing))}]")
-        return self.find_nodes_that_pass_filters(fw, state, pod, diagnosis, nodes, filters, len(all_nodes)), diagnosis
-
-    def find_nodes_that_pass_filters(self, fw: Framework, state: CycleState, pod: core_pb2.Pod, diagnosis: Diagnosis,
-                                     nodes: list[NodeInfo], filters, num_all: int) -> list[NodeInfo]:
-        n = len(nodes)
-        if n == 0:
-            return []
-        percentage = fw.percentage_of_nodes_to_score
-        if percentage is None:
-            percentage = self.sched.percentage_of_nodes_to_score
-        wanted = num_feasible_nodes_to_find(percentage, n) if fw.has_score_plugins() else 1  # nothing to rank
-        start = self.next_start_node_index % n
-        if not filters:
-            first = [nodes[(start + i) % n] for i in range(wanted)]
-            self.next_start_node_index = (self.next_start_node_index + wanted) % max(num_all, 1)
-            return first
-        feasible: list[NodeInfo] = []
-        statuses = diagnosis.node_to_status
-        # With no pod nominated anywhere the two-pass check has nothing to add: skip its lookups.
-        nominations = len(self.sched.queue.nominator)
-        check = fw.run_filter_plugins_with_nominated_pods if nominations else fw.run_filter_plugins
-        processed = 0
-        for i in range(n):
-            ni = nodes[(start + i) % n]
-            processed += 1
-            s = check(state, pod, ni, filters)
-            if s is None:
-                feasible.append(ni)
-                if len(feasible) >= wanted:
-                    break
-                continue
-            if s.code == Code.ERROR:
-                raise SchedulingError(s)
-            statuses[ni.name] = s
-            if s.plugin:
-                diagnosis.unschedulable_plugins.add(s.plugin)
-                if s.code == Code.PENDING:
-                    diagnosis.pending_plugins.add(s.plugin)
-        self.next_start_node_index = (self.next_start_node_index + processed) % max(num_all, 1)
-        return feasible
-
-    def prioritize_nodes(self, fw: Framework, state: CycleState, pod: core_pb2.Pod,
-                         nodes: list[NodeInfo]) -> list[int]:
-        if not fw.has_score_plugins():
-            return [1] * len(nodes)
-        s = fw.run_pre_score_plugins(state, pod, nodes)
-        if s is not None:
-            raise SchedulingError(s)
-        scores, s = fw.run_score_plugins(state, pod, nodes)
-        if s is not None:
-            raise SchedulingError(s)
-        return scores
-
-    def select_host(self, nodes: list[NodeInfo], scores: list[int]) -> str:
-        """The highest score; ties broken uniformly at random (reservoir sampling)."""
-        best, chosen, ties = -1, "", 0
-        for ni, score in zip(nodes, scores, strict=True):
-            if score > best:
-                best, chosen, ties = score, ni.name, 1
-            elif score == best:
-                ties += 1
-                if self._rand.randrange(ties) == 0:
-                    chosen = ni.name
-        return chosen
-
 
 def assumed_copy(p: QueuedPodInfo, host: str) -> tuple[core_pb2.Pod, PodInfo]:
     pod = core_pb2.Pod()
@@ -218,7 +63,7 @@ def assumed_copy(p: QueuedPodInfo, host: str) -> tuple[core_pb2.Pod, PodInfo]:
     return pod, pi
 
 
-async def schedule_one(sched: "Scheduler", p: QueuedPodInfo) -> None:
+async def schedule_one(sched: CycleContext, p: QueuedPodInfo) -> None:
     pod = p.pod
     fw = sched.frameworks.get(pod.spec.scheduler_name)
     if fw is None:
@@ -282,7 +127,7 @@ def rejected_on(p: QueuedPodInfo, host: str, s: Status) -> Status:
     return Status(s.code, str(fit), plugin=s.plugin, error=fit)
 
 
-async def _handle_unfit(sched: "Scheduler", fw: Framework, state: CycleState, p: QueuedPodInfo,
+async def _handle_unfit(sched: CycleContext, fw: Framework, state: CycleState, p: QueuedPodInfo,
                         exc: FitError | SchedulingError, start: float) -> None:
     if isinstance(exc, SchedulingError):  # no nodes, or an error: a nomination no longer holds
         await handle_failure(sched, fw, p, exc.status, _clear_nomination(), start)
@@ -304,7 +149,7 @@ async def _handle_unfit(sched: "Scheduler", fw: Framework, state: CycleState, p:
     await handle_failure(sched, fw, p, status, nominating, start)
 
 
-async def handle_failure(sched: "Scheduler", fw: Framework, p: QueuedPodInfo, status: Status,
+async def handle_failure(sched: CycleContext, fw: Framework, p: QueuedPodInfo, status: Status,
                          nominating: NominatingInfo | None, start: float) -> None:
     """The pod back to the queue; its event, condition and nomination written."""
     pod = p.pod
@@ -345,7 +190,7 @@ def _truncate(message: str, limit: int = 1024) -> str:
     return message if len(message) <= limit else message[:limit - 3] + "..."
 
 
-async def update_pod_status(sched: "Scheduler", pod: core_pb2.Pod, reason: str, message: str,
+async def update_pod_status(sched: CycleContext, pod: core_pb2.Pod, reason: str, message: str,
                             nominating: NominatingInfo | None) -> None:
     """PodScheduled=False with the reason, and the nomination — only what changed is written."""
     current = next((c for c in pod.status.conditions if c.type == "PodScheduled"), None)
@@ -373,7 +218,7 @@ async def update_pod_status(sched: "Scheduler", pod: core_pb2.Pod, reason: str, 
         log.warning("pod_status_update_failed", pod=key_of(pod), error=exc.message)
 
 
-async def binding_cycle(sched: "Scheduler", fw: Framework, state: CycleState, p: QueuedPodInfo,
+async def binding_cycle(sched: CycleContext, fw: Framework, state: CycleState, p: QueuedPodInfo,
                         assumed: core_pb2.Pod, host: str, start: float) -> None:
     try:
         s = await fw.wait_on_permit(assumed)
@@ -413,7 +258,7 @@ async def binding_cycle(sched: "Scheduler", fw: Framework, state: CycleState, p:
     sched.queue.done(assumed.metadata.uid)
 
 
-async def _binding_failed(sched: "Scheduler", fw: Framework, state: CycleState, p: QueuedPodInfo,
+async def _binding_failed(sched: CycleContext, fw: Framework, state: CycleState, p: QueuedPodInfo,
                           assumed: core_pb2.Pod, host: str, s: Status, start: float) -> None:
     log.warning("binding_failed", pod=key_of(assumed), node=host, error=s.message())
     fw.run_reserve_plugins_unreserve(state, assumed, host)

@@ -20,6 +20,7 @@ from machinery.kinds import NODE, POD, POD_DISRUPTION_BUDGET
 from machinery.logging import get_logger
 from machinery.process import STOP_TIMEOUT, cancel_and_wait, supervise, yield_to_others
 from scheduler import metrics
+from scheduler.algorithm import Algorithm
 from scheduler.cache.cache import DEFAULT_ASSUMED_TTL, Cache
 from scheduler.cache.snapshot import Snapshot
 from scheduler.config import SchedulerConfig
@@ -31,7 +32,7 @@ from scheduler.framework.pod_info import QueuedPodInfo
 from scheduler.framework.runtime import Framework, FrameworkError
 from scheduler.framework.types import CycleState
 from scheduler.queue.scheduling_queue import DEFAULT_MAX_IN_UNSCHEDULABLE, SchedulingQueue
-from scheduler.schedule_one import Algorithm, binding_cycle, schedule_one
+from scheduler.schedule_one import binding_cycle, schedule_one
 from scheduler.status_writer import StatusWriter
 
 log = get_logger()
@@ -87,7 +88,7 @@ class Scheduler:
         for fw in self.frameworks.values():
             fw.handle.nominator = self.queue.nominator  # the queue's, made after the profiles
         self.queue_clock = time.monotonic
-        self.algorithm = Algorithm(self)
+        self.algorithm = Algorithm(self.cache, self.snapshot, self.queue.nominator, self.percentage_of_nodes_to_score)
         self.handlers = EventHandlers(self)
         self._bindings: set[asyncio.Task] = set()
         self.drained = True  # False once a stop cut a binding short (see _finish_bindings)

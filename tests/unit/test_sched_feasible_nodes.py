@@ -4,14 +4,12 @@ over the nodes from where the last cycle stopped."""
 
 from __future__ import annotations
 
-from types import SimpleNamespace
-
 import pytest
 
 from machinery.api import core_pb2
+from scheduler.algorithm import Algorithm, num_feasible_nodes_to_find
 from scheduler.framework.node_info import NodeInfo
 from scheduler.framework.types import CycleState, Diagnosis
-from scheduler.schedule_one import Algorithm, num_feasible_nodes_to_find
 from tests.harness.builders import MakePod
 
 
@@ -57,8 +55,7 @@ def _nodes(n: int) -> list[NodeInfo]:
 
 def test_each_cycle_starts_where_the_last_one_stopped_and_wraps_around():
     nodes = _nodes(250)
-    sched = SimpleNamespace(percentage_of_nodes_to_score=0, queue=SimpleNamespace(nominator=[]))
-    algo = Algorithm(sched)
+    algo = Algorithm(None, None, nominator=[], percentage_of_nodes_to_score=0)
     fw = _AllFit(percentage=50)  # the profile's own setting wins over the scheduler's default
     found = []
     for _ in range(3):
@@ -73,7 +70,7 @@ def test_each_cycle_starts_where_the_last_one_stopped_and_wraps_around():
 def test_without_score_plugins_the_first_feasible_node_is_enough():
     """kube-scheduler's findNodesThatPassFilters: with nothing to rank, one feasible node will do."""
     nodes = _nodes(250)
-    algo = Algorithm(SimpleNamespace(percentage_of_nodes_to_score=0, queue=SimpleNamespace(nominator=[])))
+    algo = Algorithm(None, None, nominator=[], percentage_of_nodes_to_score=0)
     fw = _AllFit(percentage=50, scores=False)
     feasible = algo.find_nodes_that_pass_filters(fw, CycleState(), MakePod().name("p").obj(), Diagnosis(), nodes,
                                                  [("AllFit", None)], len(nodes))

@@ -25,15 +25,13 @@ entries are checked in resource-name order (Go's map order is random).
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, MutableMapping, Sequence
-from typing import TYPE_CHECKING, Final
+from typing import Final
 
+from apiserver.admission.storage import AdmissionStorage
 from machinery import errors, quota
 from machinery.api import core_pb2
 from machinery.kinds import LIMIT_RANGE
 from machinery.quantity import Quantity
-
-if TYPE_CHECKING:
-    from apiserver.registry import Registry
 
 ANNOTATION: Final = "kubernetes.io/limit-ranger"
 CONTAINER: Final = "Container"
@@ -193,7 +191,7 @@ def validate_pod(pod: core_pb2.Pod, ranges: Sequence[core_pb2.LimitRange]) -> No
 class LimitRanger:
     """The plugin's view of the namespace: its LimitRanges, from the watch cache."""
 
-    def __init__(self, registry: Registry):
+    def __init__(self, registry: AdmissionStorage):
         self._registry = registry
 
     async def ranges(self, namespace: str) -> list[core_pb2.LimitRange]:

@@ -34,17 +34,15 @@ import asyncio
 import weakref
 from collections.abc import Sequence
 from datetime import datetime
-from typing import TYPE_CHECKING, Final
+from typing import Final
 
 from google.protobuf.message import Message
 
 from apiserver import strategy
+from apiserver.admission.storage import AdmissionStorage
 from machinery import errors, quota, timeutil
 from machinery.api import core_pb2
 from machinery.kinds import RESOURCE_QUOTA, Kind, object_meta
-
-if TYPE_CHECKING:
-    from apiserver.registry import Registry
 
 RETRIES: Final = 3
 
@@ -103,7 +101,7 @@ def check_request(quotas: Sequence[core_pb2.ResourceQuota], evaluator: quota.Eva
 class ResourceQuotaAdmission:
     """The plugin: reads the namespace's quotas from the watch cache and charges them in etcd."""
 
-    def __init__(self, registry: Registry):
+    def __init__(self, registry: AdmissionStorage):
         self._registry = registry
         self._locks: weakref.WeakValueDictionary[str, asyncio.Lock] = weakref.WeakValueDictionary()
 

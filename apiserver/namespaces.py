@@ -10,7 +10,6 @@ namespace whose spec.finalizers and metadata.finalizers are then empty is remove
 from __future__ import annotations
 
 from apiserver import strategy
-from apiserver.admission import noderestriction
 from apiserver.auth import User
 from apiserver.fieldmanager import Manager
 from apiserver.registry import Registry
@@ -28,13 +27,14 @@ class NamespaceSubresources:
         name = ns.metadata.name
 
         def build(old: core_pb2.Namespace) -> core_pb2.Namespace:
-            noderestriction.authorize(user, "finalize", NAMESPACE, "", name, obj=ns, old=old)
             new = strategy.copy(ns)
             new.metadata.namespace = ""
-            return strategy.prepare_for_finalize(new, old)
+            return new
 
         if not name:
             raise errors.Invalid.of(NAMESPACE.name, "", [errors.required("metadata.name", "name is required")])
         return await self.registry.guaranteed_update(
             NAMESPACE, "", name, build, precondition_rv=ns.metadata.resource_version, dry_run=dry_run,
+            attributes=self.registry.writes(NAMESPACE, "finalize", user, dry_run),
+            prepare=strategy.prepare_for_finalize,
             manager=Manager(field_manager, "finalize") if field_manager is not None else None)

@@ -21,10 +21,9 @@
 from __future__ import annotations
 
 import functools
-from collections.abc import Awaitable, Callable, Sequence
 
 from apiserver import defaults, strategy, validation
-from apiserver.admission import limitranger, noderestriction
+from apiserver.admission.interfaces import Attributes, Operation
 from apiserver.auth import User
 from apiserver.fieldmanager import Manager
 from apiserver.registry import Registry, check_patch_options, is_apply, parse_patch, patched
@@ -83,7 +82,6 @@ class PodSubresources:
                                     [errors.not_supported("target.kind", binding.target.kind, ["Node"])])
 
         def build(pod: core_pb2.Pod) -> core_pb2.Pod:
-            noderestriction.authorize(user, "binding", POD, namespace, name, old=pod)
             if binding.metadata.uid and binding.metadata.uid != pod.metadata.uid:
                 raise errors.conflict("pods/binding", name,
                                       f"Precondition failed: UID in precondition: {binding.metadata.uid}, "
@@ -102,14 +100,18 @@ class PodSubresources:
             set_condition(pod, "PodScheduled", "True")
             return pod
 
-        return await self.registry.guaranteed_update(POD, namespace, name, build, dry_run=dry_run)
+        def attributes(new: core_pb2.Pod, old: core_pb2.Pod) -> Attributes:
+            return Attributes(Operation.CREATE, POD, "binding", namespace, name, new, old, user, dry_run)
+
+        return await self.registry.guaranteed_update(POD, namespace, name, build, dry_run=dry_run,
+                                                     attributes=attributes)
 
     # ------------------------------------------------------------ resize
 
-    def _resized(self, requested: core_pb2.Pod, old: core_pb2.Pod, user: User,
-                 ranges: Sequence[core_pb2.LimitRange]) -> core_pb2.Pod:
+    @staticmethod
+    def _resized(requested: core_pb2.Pod, old: core_pb2.Pod) -> core_pb2.Pod:
+        """The stored pod with the requested containers' resources and resize policies (defaulted)."""
         name = old.metadata.name
-        noderestriction.authorize(user, "resize", POD, old.metadata.namespace, name, old=old)
         errs: list[errors.FieldError] = []
         for field in ("containers", "init_containers"):
             path = "spec.containers" if field == "containers" else "spec.initContainers"
@@ -127,32 +129,28 @@ class PodSubresources:
                 del target.resize_policy[:]
                 target.resize_policy.extend(source.resize_policy)
         defaults.default_pod(new)  # Kubernetes defaults the request body (quantities canonical: 1.5 -> 1500m)
-        limited = ranges if not old.metadata.deletion_timestamp else ()  # LimitRanger skips pods being deleted
-        limitranger.default_pod(new, limited, annotate=False)
+        return new
+
+    def _prepare_resize(self, new: core_pb2.Pod, old: core_pb2.Pod) -> core_pb2.Pod:
+        """The resize strategy, after admission's mutation (LimitRanger's defaults): validated, and
+        ``metadata.generation`` bumped when the spec changed."""
         errs = validation.validate_pod_resize(
             new, old, in_place_enabled=self.gates.enabled("InPlacePodVerticalScaling"))
         if errs:
-            raise errors.Invalid.of("Pod", name, errs)
-        limitranger.validate_pod(new, limited)
+            raise errors.Invalid.of("Pod", old.metadata.name, errs)
         if strategy.spec_bytes(POD, new) != strategy.spec_bytes(POD, old):
             new.metadata.generation = old.metadata.generation + 1
         return new
-
-    def _charge_quota(self, dry_run: bool) -> Callable[[core_pb2.Pod, core_pb2.Pod], Awaitable[None]]:
-        """ResourceQuota admission of a resize: the pod's increase over what it already counts."""
-        async def admit(new: core_pb2.Pod, old: core_pb2.Pod) -> None:
-            await self.registry.resource_quota.admit(POD, new, old, dry_run=dry_run)
-        return admit
 
     async def resize(self, pod: core_pb2.Pod, user: User, dry_run: bool = False,
                      field_manager: str | None = None) -> core_pb2.Pod:
         """Update through the resize subresource (the request is the whole pod), recorded under
         ``field_manager``."""
         namespace = pod.metadata.namespace or "default"
-        ranges = await self.registry.limit_ranger.ranges(namespace)
         return await self.registry.guaranteed_update(
-            POD, namespace, pod.metadata.name, lambda old: self._resized(pod, old, user, ranges),
-            precondition_rv=pod.metadata.resource_version, dry_run=dry_run, admit=self._charge_quota(dry_run),
+            POD, namespace, pod.metadata.name, lambda old: self._resized(pod, old),
+            precondition_rv=pod.metadata.resource_version, dry_run=dry_run,
+            attributes=self.registry.writes(POD, "resize", user, dry_run), prepare=self._prepare_resize,
             manager=Manager(field_manager, "resize") if field_manager is not None else None)
 
     async def resize_patch(self, req: meta_pb2.PatchRequest, user: User, dry_run: bool = False,
@@ -166,12 +164,12 @@ class PodSubresources:
                                     "or patch pods/resize with a strategic merge, merge or JSON patch")
         document, precondition = parse_patch(req)
         namespace = req.namespace or "default"
-        ranges = await self.registry.limit_ranger.ranges(namespace)
         manager = req.field_manager or field_manager
         return await self.registry.guaranteed_update(
             POD, namespace, req.name,
-            lambda old: self._resized(patched(POD, old, document, req.patch_type, unknown), old, user, ranges),
-            precondition_rv=precondition, dry_run=dry_run, admit=self._charge_quota(dry_run),
+            lambda old: self._resized(patched(POD, old, document, req.patch_type, unknown), old),
+            precondition_rv=precondition, dry_run=dry_run,
+            attributes=self.registry.writes(POD, "resize", user, dry_run), prepare=self._prepare_resize,
             manager=Manager(manager, "resize") if manager is not None else None)
 
     # ------------------------------------------------------------ eviction
@@ -193,7 +191,9 @@ class PodSubresources:
             pod = await self.registry.read(POD, namespace, name, fresh=True)
             if pod is None:
                 raise errors.not_found("pods", name)
-            noderestriction.authorize(user, "eviction", POD, namespace, name, old=pod)
+            attrs = Attributes(Operation.CREATE, POD, "eviction", namespace, name, pod, pod, user, dry_run)
+            await self.registry.admission.admit(attrs)
+            await self.registry.admission.validate(attrs)
             if not _can_ignore_pdb(pod):
                 break
             # Terminal, Pending or already deleting: it disrupts nothing more, so no budget is asked.

@@ -24,24 +24,21 @@ import base64
 import builtins
 import json
 import random
-from collections.abc import Awaitable
 from typing import Any, Callable
 
 from google.protobuf.message import Message
 from prometheus_client import Counter
 
-from apiserver import defaults, strategy
-from apiserver.admission import limitranger, noderestriction, priority
-from apiserver.admission.limitranger import LimitRanger
-from apiserver.admission.namespacelifecycle import NamespaceLifecycle
-from apiserver.admission.resourcequota import ResourceQuotaAdmission
+from apiserver import strategy
+from apiserver.admission.interfaces import AdmissionChain, Attributes, Operation
+from apiserver.admission.storage import AdmissionStorage
 from apiserver.auth import User
 from apiserver.etcd import CompactedError, EtcdClient
 from apiserver.fieldmanager import FieldManager, Manager, validate_manager
 from apiserver.watchcache import WatchCache
 from machinery import errors, jsonconv, patch, selectors, timeutil
-from machinery.api import core_pb2, meta_pb2, scheduling_pb2
-from machinery.kinds import NAMESPACE, PRIORITY_CLASS, Kind, L, M, list_accessor, object_meta
+from machinery.api import core_pb2, meta_pb2
+from machinery.kinds import NAMESPACE, Kind, L, M, list_accessor, object_meta
 
 MAX_RETRIES = 8
 _NAME_CHARS = "bcdfghjklmnpqrstvwxz2456789"
@@ -57,8 +54,11 @@ FINALIZER_FOREGROUND = "foregroundDeletion"
 ORPHAN, BACKGROUND, FOREGROUND = "Orphan", "Background", "Foreground"
 
 Build = Callable[[M], M]
-# (the new object, the stored one) -> None, or raises: admission that must await (ResourceQuota).
-Admit = Callable[[M, M], Awaitable[None]]
+# (the new object, the stored one) -> the write as admission sees it.
+AttributesFor = Callable[[M, M], Attributes]
+# (the admitted object, the stored one) -> the object to store: the kind's strategy (defaults,
+# resets, validation; raises Invalid).
+Prepare = Callable[[M, M], M]
 # (the kind's object, the requested grace period) -> seconds; registered per kind name, so the
 # object's type is the kind's (pods.grace_period takes a Pod).
 GracePeriodFn = Callable[[Any, int | None], int]
@@ -80,15 +80,15 @@ def _generate_name(prefix: str) -> str:
 
 
 class Registry:
-    def __init__(self, etcd: EtcdClient, cache: WatchCache):
+    def __init__(self, etcd: EtcdClient, cache: WatchCache,
+                 admission: Callable[[AdmissionStorage], AdmissionChain] = lambda storage: AdmissionChain([])):
         self.etcd = etcd
         self.cache = cache
         # Set by the server: pods.grace_period(obj, requested) for kinds with graceful deletion.
         self.grace_periods: dict[str, GracePeriodFn] = {}
-        self.namespace_lifecycle = NamespaceLifecycle()
-        self.limit_ranger = LimitRanger(self)
-        self.resource_quota = ResourceQuotaAdmission(self)
         self.fields = FieldManager()
+        # Every write passes it (apiserver/admission/chain.py builds the apiserver's).
+        self.admission = admission(self)
         self._written: dict[str, int] = {}  # kind plural -> the revision of this apiserver's last write
 
     # ------------------------------------------------------------ read your writes
@@ -96,6 +96,10 @@ class Registry:
     def _wrote(self, kind: Kind[Message, Message], rev: int) -> None:
         if rev > self._written.get(kind.plural, 0):
             self._written[kind.plural] = rev
+
+    async def caught_up_with_etcd(self) -> None:
+        """Wait until the watch cache has reached etcd's current revision."""
+        await self.cache.wait_for(await self.etcd.current_revision())
 
     async def caught_up(self, kind: Kind[Message, Message]) -> None:
         """Wait until the watch cache has seen this apiserver's last write of ``kind`` (admission
@@ -124,10 +128,6 @@ class Registry:
         obj = kind.message.FromString(kv.value)
         object_meta(obj).resource_version = str(kv.mod_revision)
         return obj
-
-    async def _namespace_object(self, name: str, fresh: bool) -> core_pb2.Namespace | None:
-        """The Namespace ``name`` for admission (from the cache, else etcd; from etcd if ``fresh``)."""
-        return await self.read(NAMESPACE, "", name, fresh)
 
     async def get(self, kind: Kind[M, L], namespace: str, name: str) -> M:
         obj = await self.read(kind, namespace, name, fresh=True)
@@ -234,30 +234,12 @@ class Registry:
         if not meta.name:
             raise errors.Invalid.of(kind.name, "",
                                     [errors.required("metadata.name", "name or generateName is required")])
-        noderestriction.authorize(user, "create", kind, meta.namespace, meta.name, obj=obj)
-        await self.namespace_lifecycle.admit_create(kind, meta.namespace, meta.name, self._namespace_object)
-        classes = self.cache[PRIORITY_CLASS].store
-        if isinstance(obj, core_pb2.Pod) and obj.spec.priority_class_name and obj.spec.priority_class_name not in {
-                pc.metadata.name for pc in classes.values()}:
-            # A class created a moment ago may not have reached the watch cache yet: read the
-            # cache at etcd's current revision before refusing the pod (read-your-writes).
-            await self.cache.wait_for(await self.etcd.current_revision())
-        by_name = {pc.metadata.name: pc for pc in classes.values()}
-        ranges: list[core_pb2.LimitRange] = []
-        if isinstance(obj, core_pb2.Pod):  # kind is POD
-            ranges = await self.limit_ranger.ranges(meta.namespace)
-            if ranges:
-                defaults.default_pod(obj)  # Kubernetes defaults the request body before admission
-                limitranger.default_pod(obj, ranges)
-            priority.admit_pod(obj, by_name)
-        elif isinstance(obj, scheduling_pb2.PriorityClass):  # kind is PRIORITY_CLASS
-            priority.admit_priority_class(obj, by_name)
+        attrs = Attributes(Operation.CREATE, kind, "", meta.namespace, meta.name, obj, None, user, dry_run)
+        await self.admission.admit(attrs)
         strategy.prepare_for_create(kind, obj)
         if field_manager is not None:
             self.fields.created(kind, requested, obj, Manager(field_manager), strategy.defaulted_request)
-        if isinstance(obj, core_pb2.Pod):
-            limitranger.validate_pod(obj, ranges)
-        await self.resource_quota.admit(kind, obj, dry_run=dry_run)
+        await self.admission.validate(attrs)
         if dry_run:
             return obj
         for _ in range(MAX_RETRIES if generated else 1):
@@ -273,15 +255,19 @@ class Registry:
     # ------------------------------------------------------------ updates
 
     async def guaranteed_update(self, kind: Kind[M, L], namespace: str, name: str, build: Build[M], *,
-                                precondition_rv: str = "", dry_run: bool = False, admit: Admit[M] | None = None,
+                                precondition_rv: str = "", dry_run: bool = False,
+                                attributes: AttributesFor[M] | None = None, prepare: Prepare[M] | None = None,
                                 manager: Manager | None = None) -> M:
         """Read the current object, ``build`` the new one from it, compare-and-swap; retry on races.
 
-        ``build`` gets a private copy of the stored object and returns the object to store (it
+        ``build`` gets a private copy of the stored object and returns the object requested (it
         may raise an ApiError). With ``precondition_rv`` the stored version must be that one.
-        ``admit`` (new, stored), if given, runs after ``build`` when something changes, dry runs
-        included, as Kubernetes runs validating admission inside its GuaranteedUpdate. ``manager``,
-        if given, is recorded as the owner of what the write changes (an Update in managedFields).
+        A write made for a client says what it is to admission (``attributes``): the chain's
+        mutating plugins run on what ``build`` made, then ``prepare`` (the kind's strategy), then,
+        when something changes, the validating plugins — dry runs included, all inside the retry
+        loop, as Kubernetes runs admission inside its GuaranteedUpdate. ``manager``, if given, is
+        recorded as the owner of what the write changes (an Update in managedFields). The
+        apiserver's own writes (a quota's charge, a budget's status) pass no ``attributes``.
         """
         namespace = self._namespace(kind, namespace)
         key = kind.key(namespace, name)
@@ -300,6 +286,11 @@ class Registry:
                     continue
                 raise errors.conflict(kind.plural, name)
             new = build(strategy.copy(old))
+            attrs = attributes(new, old) if attributes is not None else None
+            if attrs is not None:
+                await self.admission.admit(attrs)
+            if prepare is not None:
+                new = prepare(new, old)
             new_meta = object_meta(new)
             new_meta.resource_version = old_meta.resource_version
             if manager is not None:
@@ -307,8 +298,9 @@ class Registry:
             new_bytes = encode(new)
             if new_bytes == encode(old):
                 return old
-            if admit is not None:
-                await admit(new, old)
+            if attrs is not None:
+                attrs.object = new
+                await self.admission.validate(attrs)
             if dry_run:
                 return new
             if removal_due(new):
@@ -325,13 +317,19 @@ class Registry:
             fresh = True
         raise errors.conflict(kind.plural, name, "too many concurrent writers; try again")
 
+    def writes(self, kind: Kind[M, L], subresource: str, user: User, dry_run: bool) -> AttributesFor[M]:
+        """The ``attributes`` of an update of ``kind`` (or of its ``subresource``) for ``user``."""
+        def attributes(new: M, old: M) -> Attributes:
+            meta = object_meta(old)
+            return Attributes(Operation.UPDATE, kind, subresource, meta.namespace, meta.name, new, old, user, dry_run)
+        return attributes
+
     async def update(self, kind: Kind[M, L], obj: M, user: User, dry_run: bool = False,
                      subresource: str = "", field_manager: str | None = None) -> M:
         """Update (``subresource`` "") or status update ("status") from a full object, recorded
         under ``field_manager``."""
         meta = object_meta(obj)
         namespace = self._namespace(kind, meta.namespace)
-        verb = "status" if subresource == "status" else "update"
         if subresource == "status" and not kind.has_status:
             raise errors.MethodNotAllowed(f"{kind.plural} have no status subresource")
 
@@ -341,10 +339,12 @@ class Registry:
             new_meta.namespace = namespace
             if new_meta.name != object_meta(old).name:
                 raise errors.BadRequest("the name of the object does not match the name on the URL")
-            return admit_update(kind, verb, user, new, old)
+            return new
 
         return await self.guaranteed_update(kind, namespace, meta.name, build,
                                             precondition_rv=meta.resource_version, dry_run=dry_run,
+                                            attributes=self.writes(kind, subresource, user, dry_run),
+                                            prepare=strategy_for_update(kind, subresource),
                                             manager=_manager(field_manager, subresource))
 
     async def patch(self, kind: Kind[M, L], req: meta_pb2.PatchRequest, user: User, dry_run: bool = False,
@@ -361,17 +361,18 @@ class Registry:
         check_patch_options(req)
         document, precondition = parse_patch(req)
         namespace = self._namespace(kind, req.namespace)
-        verb = "status" if req.subresource == "status" else "update"
-        if verb == "status" and not kind.has_status:
+        if req.subresource == "status" and not kind.has_status:
             raise errors.MethodNotAllowed(f"{kind.plural} have no status subresource")
         if is_apply(req):
             return await self.apply(kind, req, document, precondition, user, dry_run)
 
         def build(old: M) -> M:
-            return admit_update(kind, verb, user, patched(kind, old, document, req.patch_type, unknown), old)
+            return patched(kind, old, document, req.patch_type, unknown)
 
         return await self.guaranteed_update(kind, namespace, req.name, build, precondition_rv=precondition,
-                                            dry_run=dry_run,
+                                            dry_run=dry_run, attributes=self.writes(kind, req.subresource, user,
+                                                                                    dry_run),
+                                            prepare=strategy_for_update(kind, req.subresource),
                                             manager=_manager(req.field_manager or field_manager, req.subresource))
 
     async def apply(self, kind: Kind[M, L], req: meta_pb2.PatchRequest, document: object, precondition: str,
@@ -384,12 +385,12 @@ class Registry:
         config = applied_configuration(kind, req, document, namespace)
         manager = Manager(req.field_manager, req.subresource)
         force = req.force
-        verb = "status" if req.subresource == "status" else "update"
+        strategy_of = strategy_for_update(kind, req.subresource)
 
         def build(old: M) -> M:
             def prepare(new: M) -> M:
                 object_meta(new).resource_version = object_meta(old).resource_version
-                return admit_update(kind, verb, user, new, old)
+                return strategy_of(new, old)
             return self.fields.apply(kind, old, config, manager, force, prepare)
 
         for _ in range(MAX_RETRIES):
@@ -408,7 +409,8 @@ class Registry:
                     continue  # created meanwhile: apply to it
             try:
                 return await self.guaranteed_update(kind, namespace, req.name, build, precondition_rv=precondition,
-                                                    dry_run=dry_run)
+                                                    dry_run=dry_run,
+                                                    attributes=self.writes(kind, req.subresource, user, dry_run))
             except errors.NotFound:
                 if await self.read(kind, namespace, req.name, fresh=True) is not None:
                     raise
@@ -448,8 +450,10 @@ class Registry:
                 raise errors.conflict(kind.plural, req.name, f"Precondition failed: ResourceVersion in precondition: "
                                                              f"{pre.resource_version}, ResourceVersion in object meta: "
                                                              f"{meta.resource_version}")
-            noderestriction.authorize(user, verb, kind, namespace, req.name, old=old)
-            self.namespace_lifecycle.admit_delete(kind, req.name)
+            attrs = Attributes(Operation.DELETE, kind, "eviction" if verb == "eviction" else "", namespace, req.name,
+                               None, old, user, dry_run)
+            await self.admission.admit(attrs)
+            await self.admission.validate(attrs)
             if isinstance(old, core_pb2.Namespace) and (not meta.deletion_timestamp or old.spec.finalizers):
                 marked = await self._mark_namespace_terminating(old, key, policy, dry_run)
                 if marked is None:
@@ -501,7 +505,6 @@ class Registry:
         meta = object_meta(ns)
         if meta.deletion_timestamp:
             return ns
-        self.namespace_lifecycle.deleting(meta.name)
         new = strategy.copy(ns)
         object_meta(new).deletion_timestamp = timeutil.rfc3339()
         finalizers = deletion_finalizers(ns, policy)
@@ -553,17 +556,15 @@ def removal_due(obj: Message) -> bool:
     return not isinstance(obj, core_pb2.Namespace) or not obj.spec.finalizers
 
 
-def admit_update(kind: Kind[M, L], verb: str, user: User, new: M, old: M) -> M:
-    """Authorize and prepare an update ("update"; "scale" for the scale subresource, which is one)
-    or status update ("status") of ``old`` to ``new``."""
-    old_meta = object_meta(old)
-    noderestriction.authorize(user, verb, kind, old_meta.namespace, old_meta.name, obj=new, old=old)
-    if verb == "status":
-        if isinstance(new, core_pb2.Pod) and isinstance(old, core_pb2.Pod):  # kind is POD
-            noderestriction.check_allocated_resources(user, new, old)
-        return strategy.prepare_for_status_update(kind, new, old)
-    strategy.prepare_for_update(kind, new, old)
-    return new
+def strategy_for_update(kind: Kind[M, L], subresource: str) -> Prepare[M]:
+    """The kind's strategy for an update of the object ("") or of its status ("status")."""
+    if subresource == "status":
+        return lambda new, old: strategy.prepare_for_status_update(kind, new, old)
+
+    def prepare(new: M, old: M) -> M:
+        strategy.prepare_for_update(kind, new, old)
+        return new
+    return prepare
 
 
 APPLY = "apply"

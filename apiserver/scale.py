@@ -18,7 +18,7 @@ from google.protobuf.message import Message
 from apiserver import validation
 from apiserver.auth import User
 from apiserver.fieldmanager import Manager
-from apiserver.registry import Registry, admit_update
+from apiserver.registry import Registry, strategy_for_update
 from machinery import errors, selectors
 from machinery.api import autoscaling_pb2, meta_pb2
 from machinery.kinds import Kind, object_meta
@@ -97,9 +97,10 @@ class ScaleSubresource:
             new = type(old)()
             new.CopyFrom(old)
             _scalable(new).spec.replicas = wanted.spec.replicas
-            return admit_update(kind, "scale", user, new, old)
+            return new
 
         updated = await self.registry.guaranteed_update(
             kind, meta.namespace, meta.name, build, precondition_rv=meta.resource_version, dry_run=dry_run,
+            attributes=self.registry.writes(kind, "scale", user, dry_run), prepare=strategy_for_update(kind, ""),
             manager=Manager(field_manager, "scale") if field_manager is not None else None)
         return scale_of(kind, updated)

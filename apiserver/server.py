@@ -20,6 +20,7 @@ from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
 from apiserver import handlers
+from apiserver.admission.chain import new_chain
 from apiserver.admission.namespacelifecycle import system_namespaces
 from apiserver.admission.priority import system_priority_classes
 from apiserver.auth import MASTERS_GROUP, TokenAuthenticator, User
@@ -112,7 +113,7 @@ class ApiServer:
         self.cache = WatchCache(self.etcd, capacity=opts.watch_cache_size, window=opts.history_window,
                                 bookmark_interval=opts.bookmark_interval,
                                 watch_batch_interval=opts.watch_batch_interval)
-        self.registry = Registry(self.etcd, self.cache)
+        self.registry = Registry(self.etcd, self.cache, admission=new_chain)
         self.pods = PodSubresources(self.registry, self.gates)
         self.api = handlers.Api(self.registry, self.pods, self.cache, TokenAuthenticator(opts.token_auth_file),
                                 max_inflight=opts.max_requests_inflight,

@@ -1,7 +1,7 @@
 """Admission: the checks and mutations between authentication and the write.
 
-Order (docs/apiserver.md, "Admission"): node restriction -> namespace lifecycle -> LimitRanger
-(mutating) -> priority -> defaulting -> validation -> LimitRanger (validating) -> ResourceQuota.
-Node restriction is also the authorizer: everything an authenticated user asks is allowed except
-what it forbids kubelets to do.
+``interfaces`` is the contract (Attributes, the mutating and validating interfaces, the chain),
+``chain`` builds the apiserver's chain, one module per plugin holds the rest. Every write path —
+create, update, patch, apply, delete and each subresource — runs the same chain (docs/apiserver.md,
+"Admission").
 """

@@ -27,8 +27,10 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, MutableMapping, Sequence
 from typing import Final
 
+from apiserver import defaults
+from apiserver.admission.interfaces import Attributes, Operation
 from apiserver.admission.storage import AdmissionStorage
-from machinery import errors, quota
+from machinery import errors, kinds, quota
 from machinery.api import core_pb2
 from machinery.kinds import LIMIT_RANGE
 from machinery.quantity import Quantity
@@ -189,7 +191,10 @@ def validate_pod(pod: core_pb2.Pod, ranges: Sequence[core_pb2.LimitRange]) -> No
 
 
 class LimitRanger:
-    """The plugin's view of the namespace: its LimitRanges, from the watch cache."""
+    """The plugin: mutates and validates a pod's create and its resize against the namespace's
+    LimitRanges, read from the watch cache."""
+
+    name = "LimitRanger"
 
     def __init__(self, registry: AdmissionStorage):
         self._registry = registry
@@ -200,3 +205,36 @@ class LimitRanger:
         prefix = LIMIT_RANGE.prefix(namespace)
         store = self._registry.cache[LIMIT_RANGE].store
         return [store[k] for k in sorted(store) if k.startswith(prefix)]
+
+    async def _ranges_for(self, a: Attributes) -> list[core_pb2.LimitRange] | None:
+        """The ranges this write is held to (kept for its validate step); None if it is not one
+        LimitRanger looks at: a pod's create or resize. A pod being deleted is held to none."""
+        if a.kind is not kinds.POD or not isinstance(a.object, core_pb2.Pod):
+            return None
+        create = a.operation is Operation.CREATE and not a.subresource
+        resize = a.operation is Operation.UPDATE and a.subresource == "resize"
+        if not (create or resize):
+            return None
+        if self.name not in a.admitted:
+            deleting = isinstance(a.old_object, core_pb2.Pod) and bool(a.old_object.metadata.deletion_timestamp)
+            a.admitted[self.name] = [] if deleting else await self.ranges(a.namespace)
+        ranges = a.admitted[self.name]
+        assert isinstance(ranges, list)
+        return ranges
+
+    async def admit(self, a: Attributes) -> None:
+        ranges = await self._ranges_for(a)
+        if not ranges:
+            return
+        assert isinstance(a.object, core_pb2.Pod)
+        if a.subresource == "resize":
+            default_pod(a.object, ranges, annotate=False)
+        else:
+            defaults.default_pod(a.object)  # Kubernetes defaults the request body before admission
+            default_pod(a.object, ranges)
+
+    async def validate(self, a: Attributes) -> None:
+        ranges = await self._ranges_for(a)
+        if ranges:
+            assert isinstance(a.object, core_pb2.Pod)
+            validate_pod(a.object, ranges)

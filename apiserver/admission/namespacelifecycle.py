@@ -22,6 +22,8 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Final
 
+from apiserver.admission.interfaces import Attributes, Operation
+from apiserver.admission.storage import AdmissionStorage
 from machinery import errors
 from machinery.api import core_pb2
 from machinery.kinds import NAMESPACE, Kind
@@ -53,9 +55,25 @@ def system_namespaces() -> list[core_pb2.Namespace]:
 class NamespaceLifecycle:
     """The admission plugin; it remembers the namespaces deleted through this apiserver lately."""
 
-    def __init__(self, clock: Callable[[], float] = time.monotonic):
+    name = "NamespaceLifecycle"
+
+    def __init__(self, storage: AdmissionStorage | None = None, clock: Callable[[], float] = time.monotonic):
+        self._storage = storage
         self._clock = clock
         self._live_lookup: dict[str, float] = {}  # namespace -> until when to read it from etcd
+
+    async def admit(self, a: Attributes) -> None:
+        """Creates of namespaced objects need a live namespace; a namespace's delete is checked
+        and remembered (Kubernetes' forceLiveLookupCache)."""
+        if a.operation is Operation.CREATE and not a.subresource:
+            await self.admit_create(a.kind, a.namespace, a.name, self._lookup)
+        elif a.operation is Operation.DELETE and a.kind is NAMESPACE:
+            self.admit_delete(a.kind, a.name)
+            self.deleting(a.name)
+
+    async def _lookup(self, name: str, fresh: bool) -> core_pb2.Namespace | None:
+        assert self._storage is not None, "NamespaceLifecycle admits only with the apiserver's storage"
+        return await self._storage.read(NAMESPACE, "", name, fresh)
 
     def deleting(self, name: str) -> None:
         """A delete of namespace ``name`` is under way: read it live for a while."""

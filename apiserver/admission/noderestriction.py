@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from google.protobuf.message import Message
 
+from apiserver.admission.interfaces import Attributes
 from apiserver.auth import User
 from machinery import errors
 from machinery.api import core_pb2, resource_pb2
@@ -89,3 +90,17 @@ def check_allocated_resources(user: User, new: core_pb2.Pod, old: core_pb2.Pod) 
             raise errors.Forbidden(
                 f'pods "{new.metadata.name}" is forbidden: User "{user.name}" cannot do this: only kubelets may '
                 f'set status.containerStatuses[*].allocatedResources')
+
+
+class NodeRestriction:
+    """The plugin: Kubernetes' NodeRestriction admission together with the Node authorizer's rules
+    for writes, so it runs first in the chain (authorization comes before admission). The verb is
+    the write's (``Attributes.verb``); a pod status write is also checked for allocatedResources."""
+
+    name = "NodeRestriction"
+
+    async def admit(self, a: Attributes) -> None:
+        authorize(a.user, a.verb, a.kind, a.namespace, a.name, obj=a.object, old=a.old_object)
+        if a.kind is POD and a.subresource == "status" and isinstance(a.object, core_pb2.Pod) \
+                and isinstance(a.old_object, core_pb2.Pod):
+            check_allocated_resources(a.user, a.object, a.old_object)

@@ -11,8 +11,11 @@ from __future__ import annotations
 
 from typing import Mapping
 
+from apiserver.admission.interfaces import Attributes, Operation
+from apiserver.admission.storage import AdmissionStorage
 from machinery import errors
 from machinery.api import core_pb2, scheduling_pb2
+from machinery.kinds import POD, PRIORITY_CLASS
 
 SYSTEM_CLUSTER_CRITICAL = "system-cluster-critical"
 SYSTEM_NODE_CRITICAL = "system-node-critical"
@@ -75,3 +78,28 @@ def admit_priority_class(pc: scheduling_pb2.PriorityClass, classes: Mapping[str,
             raise errors.Forbidden(
                 f'priorityclasses "{pc.metadata.name}" is forbidden: PriorityClass {other.metadata.name} is already '
                 f'marked as default. Only one default can exist')
+
+
+class Priority:
+    """The plugin: a pod's create gets its class's priority; a PriorityClass's create is checked."""
+
+    name = "Priority"
+
+    def __init__(self, storage: AdmissionStorage):
+        self._storage = storage
+
+    async def admit(self, a: Attributes) -> None:
+        if a.operation is not Operation.CREATE or a.subresource or a.kind not in (POD, PRIORITY_CLASS):
+            return
+        classes = self._storage.cache[PRIORITY_CLASS].store
+        obj = a.object
+        if isinstance(obj, core_pb2.Pod) and obj.spec.priority_class_name and obj.spec.priority_class_name not in {
+                pc.metadata.name for pc in classes.values()}:
+            # A class created a moment ago may not have reached the watch cache yet: read the
+            # cache at etcd's current revision before refusing the pod (read-your-writes).
+            await self._storage.caught_up_with_etcd()
+        by_name = {pc.metadata.name: pc for pc in classes.values()}
+        if isinstance(obj, core_pb2.Pod):
+            admit_pod(obj, by_name)
+        elif isinstance(obj, scheduling_pb2.PriorityClass):
+            admit_priority_class(obj, by_name)

@@ -39,10 +39,11 @@ from typing import Final
 from google.protobuf.message import Message
 
 from apiserver import strategy
+from apiserver.admission.interfaces import Attributes, Operation
 from apiserver.admission.storage import AdmissionStorage
 from machinery import errors, quota, timeutil
 from machinery.api import core_pb2
-from machinery.kinds import RESOURCE_QUOTA, Kind, object_meta
+from machinery.kinds import POD, RESOURCE_QUOTA, Kind, object_meta
 
 RETRIES: Final = 3
 
@@ -99,7 +100,11 @@ def check_request(quotas: Sequence[core_pb2.ResourceQuota], evaluator: quota.Eva
 
 
 class ResourceQuotaAdmission:
-    """The plugin: reads the namespace's quotas from the watch cache and charges them in etcd."""
+    """The plugin: reads the namespace's quotas from the watch cache and charges them in etcd, the
+    last step before the write. It charges creates of every kind it has an evaluator for, and a
+    pod's resize (its increase)."""
+
+    name = "ResourceQuota"
 
     def __init__(self, registry: AdmissionStorage):
         self._registry = registry
@@ -110,8 +115,16 @@ class ResourceQuotaAdmission:
         store = self._registry.cache[RESOURCE_QUOTA].store
         return [store[k] for k in sorted(store) if k.startswith(prefix)]
 
-    async def admit(self, kind: Kind[Message, Message], obj: Message, old: Message | None = None, *,
-                    dry_run: bool = False) -> None:
+    async def validate(self, a: Attributes) -> None:
+        if a.object is None:
+            return
+        if a.operation is Operation.CREATE and not a.subresource:
+            await self.charge(a.kind, a.object, dry_run=a.dry_run)
+        elif a.operation is Operation.UPDATE and a.subresource == "resize" and a.kind is POD:
+            await self.charge(POD, a.object, a.old_object, dry_run=a.dry_run)
+
+    async def charge(self, kind: Kind[Message, Message], obj: Message, old: Message | None = None, *,
+                     dry_run: bool = False) -> None:
         """Check ``obj`` (created, or a resize of ``old``) against its namespace's quotas and
         charge them; raise Forbidden (or Conflict after the retries) if it may not be admitted."""
         evaluator = quota.evaluator_for(kind)

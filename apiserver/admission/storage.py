@@ -30,6 +30,10 @@ class AdmissionStorage(Protocol):
         """Wait until the cache holds this apiserver's last write of ``kind``."""
         ...
 
+    async def caught_up_with_etcd(self) -> None:
+        """Wait until the cache holds everything etcd holds now (a read of all writes so far)."""
+        ...
+
     async def read(self, kind: Kind[M, L], namespace: str, name: str, fresh: bool = False) -> M | None:
         """A private copy of the object, from the cache or, ``fresh``, from etcd."""
         ...

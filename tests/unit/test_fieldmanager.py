@@ -16,7 +16,7 @@ from apiserver.fieldmanager import FieldManager, Manager, manager_from_user_agen
 from apiserver.fieldmanager import manager as manager_module
 from apiserver.fieldmanager.fieldpath import FieldSet, field, key, path_string, value
 from apiserver.fieldmanager.typed import ABSENT, TypeError_, compare, field_set, merge, remove_items
-from apiserver.registry import admit_update
+from apiserver.registry import strategy_for_update
 from machinery import errors, jsonconv
 from machinery.api import core_pb2
 from machinery.kinds import DEPLOYMENT, EVENT, NODE, POD
@@ -183,7 +183,7 @@ def _apply(fm: FieldManager, live: core_pb2.Pod, config: dict[str, Any], manager
            force: bool = False) -> core_pb2.Pod:
     def prepare(new: core_pb2.Pod) -> core_pb2.Pod:
         new.metadata.resource_version = live.metadata.resource_version
-        return admit_update(POD, "update", ADMIN, new, live)
+        return strategy_for_update(POD, "")(new, live)
     return fm.apply(POD, live, config, Manager(manager), force, prepare)
 
 
@@ -330,7 +330,7 @@ def test_a_deployment_applied_twice_by_two_managers():
 
     def apply(live: Any, cfg: dict[str, Any], manager: str, force: bool = False) -> Any:
         return fm.apply(DEPLOYMENT, live, cfg, Manager(manager), force,
-                        lambda new: admit_update(DEPLOYMENT, "update", ADMIN, new, live))
+                        lambda new: strategy_for_update(DEPLOYMENT, "")(new, live))
 
     first = apply(obj, config, "a")
     assert first.spec.replicas == 3 and first.metadata.generation == 2

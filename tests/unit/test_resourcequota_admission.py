@@ -203,7 +203,7 @@ class FakeRegistry:
 async def test_two_creates_cannot_both_spend_the_last_of_a_quota():
     registry = FakeRegistry(observed(make_resource_quota("q", {"pods": "3"}), pods="2"))
     admission = ResourceQuotaAdmission(registry)
-    results = await asyncio.gather(*(admission.admit(POD, MakePod().name(f"p{i}").obj()) for i in range(4)),
+    results = await asyncio.gather(*(admission.charge(POD, MakePod().name(f"p{i}").obj()) for i in range(4)),
                                    return_exceptions=True)
     assert sum(r is None for r in results) == 1
     assert all(isinstance(r, errors.Forbidden) and "exceeded quota: q, requested: pods=1, used: pods=3" in r.message
@@ -220,7 +220,7 @@ async def test_a_conflicting_write_is_read_again_and_checked_again():
 
     registry.before_write = controller_recounts
     with pytest.raises(errors.Forbidden) as exc:
-        await ResourceQuotaAdmission(registry).admit(POD, MakePod().name("p").req(cpu="300m").obj())
+        await ResourceQuotaAdmission(registry).charge(POD, MakePod().name("p").req(cpu="300m").obj())
     assert "requested: requests.cpu=300m, used: requests.cpu=800m, limited: requests.cpu=1" in exc.value.message
     assert registry.writes == 0
 
@@ -228,14 +228,14 @@ async def test_a_conflicting_write_is_read_again_and_checked_again():
 async def test_dry_run_checks_and_charges_nothing():
     registry = FakeRegistry(observed(make_resource_quota("q", {"pods": "1"}), pods="0"))
     admission = ResourceQuotaAdmission(registry)
-    await admission.admit(POD, MakePod().name("p").obj(), dry_run=True)
+    await admission.charge(POD, MakePod().name("p").obj(), dry_run=True)
     assert registry.writes == 0
     registry.stored["q"].status.used["pods"] = "1"
     with pytest.raises(errors.Forbidden):
-        await admission.admit(POD, MakePod().name("p").obj(), dry_run=True)
+        await admission.charge(POD, MakePod().name("p").obj(), dry_run=True)
 
 
 async def test_a_namespace_without_quotas_is_not_checked():
     registry = FakeRegistry()
-    await ResourceQuotaAdmission(registry).admit(POD, MakePod().name("p").req(cpu="100").obj())
+    await ResourceQuotaAdmission(registry).charge(POD, MakePod().name("p").req(cpu="100").obj())
     assert registry.writes == 0

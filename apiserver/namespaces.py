@@ -1,10 +1,12 @@
-"""What namespaces have beyond the common verbs: the finalize subresource.
+"""What namespaces have beyond the common verbs: their deletion rules and the finalize subresource.
 
-Deletion itself is the registry's (the first delete marks the namespace Terminating, see
-``registry.Registry.delete``); ``finalize`` is how the namespace controller, once the
-namespace's content is gone, takes its finalizer out of ``spec.finalizers``. A Terminating
-namespace whose spec.finalizers and metadata.finalizers are then empty is removed by that write
-(Kubernetes' ShouldDeleteNamespaceDuringUpdate), and the answer is its last state.
+Kubernetes' namespace storage (pkg/registry/core/namespace/storage): the first delete only marks
+the namespace — deletionTimestamp and phase Terminating — and keeps it while its
+``spec.finalizers`` are not empty (``NamespaceDeletion``, which the registry's delete follows).
+``finalize`` is how the namespace controller, once the namespace's content is gone, takes its
+finalizer out of ``spec.finalizers``. A Terminating namespace whose spec.finalizers and
+metadata.finalizers are then empty is removed by that write (Kubernetes'
+ShouldDeleteNamespaceDuringUpdate), and the answer is its last state.
 """
 
 from __future__ import annotations
@@ -16,6 +18,22 @@ from apiserver.registry import Registry
 from machinery import errors
 from machinery.api import core_pb2
 from machinery.kinds import NAMESPACE
+
+
+class NamespaceDeletion:
+    """A namespace's deletion rules (registry.DeletionRules)."""
+
+    @staticmethod
+    def marks_only(ns: core_pb2.Namespace) -> bool:
+        return not ns.metadata.deletion_timestamp or bool(ns.spec.finalizers)
+
+    @staticmethod
+    def mark(ns: core_pb2.Namespace) -> None:
+        ns.status.phase = "Terminating"
+
+    @staticmethod
+    def removable(ns: core_pb2.Namespace) -> bool:
+        return not ns.spec.finalizers
 
 
 class NamespaceSubresources:

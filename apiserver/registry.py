@@ -24,7 +24,7 @@ import base64
 import builtins
 import json
 import random
-from typing import Any, Callable
+from typing import Any, Callable, Protocol
 
 from google.protobuf.message import Message
 from prometheus_client import Counter
@@ -37,8 +37,8 @@ from apiserver.etcd import CompactedError, EtcdClient
 from apiserver.fieldmanager import FieldManager, Manager, validate_manager
 from apiserver.watchcache import WatchCache
 from machinery import errors, jsonconv, patch, selectors, timeutil
-from machinery.api import core_pb2, meta_pb2
-from machinery.kinds import NAMESPACE, Kind, L, M, list_accessor, object_meta
+from machinery.api import meta_pb2
+from machinery.kinds import Kind, L, M, list_accessor, object_meta
 
 MAX_RETRIES = 8
 _NAME_CHARS = "bcdfghjklmnpqrstvwxz2456789"
@@ -64,6 +64,24 @@ Prepare = Callable[[M, M], M]
 GracePeriodFn = Callable[[Any, int | None], int]
 
 
+class DeletionRules(Protocol):
+    """A kind whose delete does more than the generic one (Kubernetes: a kind's own REST storage
+    wrapping the generic store's Delete, as the namespace's does)."""
+
+    def marks_only(self, obj: Any) -> bool:
+        """Whether a delete of ``obj`` now only marks it (deletionTimestamp and ``mark``) and keeps it."""
+        ...
+
+    def mark(self, obj: Any) -> None:
+        """What the kind adds to the mark (a namespace's phase Terminating)."""
+        ...
+
+    def removable(self, obj: Any) -> bool:
+        """Whether an object marked for deletion may go once its finalizers are gone (a namespace:
+        once its spec.finalizers are gone too)."""
+        ...
+
+
 def encode(obj: Message) -> bytes:
     """The stored form: the object without its resourceVersion (which is etcd's mod_revision)."""
     meta = object_meta(obj)
@@ -86,6 +104,8 @@ class Registry:
         self.cache = cache
         # Set by the server: pods.grace_period(obj, requested) for kinds with graceful deletion.
         self.grace_periods: dict[str, GracePeriodFn] = {}
+        # Set by the server: a kind's own deletion rules (namespaces.NamespaceDeletion).
+        self.deletion_rules: dict[str, DeletionRules] = {}
         self.fields = FieldManager()
         # Every write passes it (apiserver/admission/chain.py builds the apiserver's).
         self.admission = admission(self)
@@ -303,7 +323,7 @@ class Registry:
                 await self.admission.validate(attrs)
             if dry_run:
                 return new
-            if removal_due(new):
+            if self.removal_due(kind, new):
                 # The last finalizer is gone from an object whose deletion is due: delete it.
                 ok, rev = await self.etcd.delete(key, int(old_meta.resource_version), kind.plural)
             else:
@@ -454,8 +474,9 @@ class Registry:
                                None, old, user, dry_run)
             await self.admission.admit(attrs)
             await self.admission.validate(attrs)
-            if isinstance(old, core_pb2.Namespace) and (not meta.deletion_timestamp or old.spec.finalizers):
-                marked = await self._mark_namespace_terminating(old, key, policy, dry_run)
+            rules = self.deletion_rules.get(kind.name)
+            if rules is not None and rules.marks_only(old):
+                marked = await self._mark_deleting(kind, old, key, policy, rules, dry_run)
                 if marked is None:
                     fresh = True
                     continue
@@ -497,29 +518,42 @@ class Registry:
         raise errors.conflict(kind.plural, req.name, "too many concurrent writers; try again")
 
 
-    async def _mark_namespace_terminating(self, ns: M, key: str, policy: str | None, dry_run: bool) -> M | None:
-        """Kubernetes' namespace Delete before removal: the first delete sets deletionTimestamp and
-        phase Terminating (and the garbage collector's finalizer the propagation policy asks for)
-        and keeps the namespace; one already Terminating with finalizers left is returned as it
-        is. None: the compare-and-swap lost a race (read again)."""
-        meta = object_meta(ns)
+    async def _mark_deleting(self, kind: Kind[M, L], obj: M, key: str, policy: str | None, rules: DeletionRules,
+                             dry_run: bool) -> M | None:
+        """A delete that only marks: the first sets deletionTimestamp (and the garbage collector's
+        finalizer the propagation policy asks for, and the kind's own mark) and keeps the object;
+        one already marked is returned as it is. None: the compare-and-swap lost a race (read
+        again)."""
+        meta = object_meta(obj)
         if meta.deletion_timestamp:
-            return ns
-        new = strategy.copy(ns)
+            return obj
+        new = strategy.copy(obj)
         object_meta(new).deletion_timestamp = timeutil.rfc3339()
-        finalizers = deletion_finalizers(ns, policy)
+        finalizers = deletion_finalizers(obj, policy)
         if finalizers is not None:
             del object_meta(new).finalizers[:]
             object_meta(new).finalizers.extend(finalizers)
-        if isinstance(new, core_pb2.Namespace):
-            new.status.phase = "Terminating"
+        rules.mark(new)
         if dry_run:
             return new
-        ok, rev = await self.etcd.update(key, encode(new), int(meta.resource_version), NAMESPACE.plural)
+        ok, rev = await self.etcd.update(key, encode(new), int(meta.resource_version), kind.plural)
         if not ok:
             return None
         object_meta(new).resource_version = str(rev)
+        self._wrote(kind, rev)
         return new
+
+    def removal_due(self, kind: Kind[M, L], obj: M) -> bool:
+        """Kubernetes' ShouldDeleteDuringUpdate: the object's deletion was asked for, no finalizer
+        is left and no grace period remains — and the kind's own rules let it go
+        (ShouldDeleteNamespaceDuringUpdate)."""
+        meta = object_meta(obj)
+        if not meta.deletion_timestamp or meta.finalizers:
+            return False
+        if meta.HasField("deletion_grace_period_seconds") and meta.deletion_grace_period_seconds != 0:
+            return False
+        rules = self.deletion_rules.get(kind.name)
+        return rules is None or rules.removable(obj)
 
 
 def deletion_finalizers(obj: Message, policy: str | None) -> list[str] | None:
@@ -542,18 +576,6 @@ def deletion_finalizers(obj: Message, policy: str | None) -> list[str] | None:
     elif policy == FOREGROUND:
         wanted.append(FINALIZER_FOREGROUND)
     return None if set(wanted) == set(current) else wanted
-
-
-def removal_due(obj: Message) -> bool:
-    """Kubernetes' ShouldDeleteDuringUpdate: the object's deletion was asked for, no finalizer is
-    left and no grace period remains — for a namespace, no spec.finalizers either
-    (ShouldDeleteNamespaceDuringUpdate)."""
-    meta = object_meta(obj)
-    if not meta.deletion_timestamp or meta.finalizers:
-        return False
-    if meta.HasField("deletion_grace_period_seconds") and meta.deletion_grace_period_seconds != 0:
-        return False
-    return not isinstance(obj, core_pb2.Namespace) or not obj.spec.finalizers
 
 
 def strategy_for_update(kind: Kind[M, L], subresource: str) -> Prepare[M]:

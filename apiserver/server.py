@@ -25,6 +25,7 @@ from apiserver.admission.namespacelifecycle import system_namespaces
 from apiserver.admission.priority import system_priority_classes
 from apiserver.auth import MASTERS_GROUP, TokenAuthenticator, User
 from apiserver.etcd import EtcdClient, EtcdError, wait_for_etcd
+from apiserver.namespaces import NamespaceDeletion
 from apiserver.pods import PodSubresources
 from apiserver.registry import Registry
 from apiserver.rest import server as rest
@@ -114,6 +115,7 @@ class ApiServer:
                                 bookmark_interval=opts.bookmark_interval,
                                 watch_batch_interval=opts.watch_batch_interval)
         self.registry = Registry(self.etcd, self.cache, admission=new_chain)
+        self.registry.deletion_rules[NAMESPACE.name] = NamespaceDeletion()
         self.pods = PodSubresources(self.registry, self.gates)
         self.api = handlers.Api(self.registry, self.pods, self.cache, TokenAuthenticator(opts.token_auth_file),
                                 max_inflight=opts.max_requests_inflight,

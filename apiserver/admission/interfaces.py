@@ -25,7 +25,6 @@ from google.protobuf.message import Message
 from prometheus_client import Histogram
 
 from apiserver.auth import User
-from machinery import errors
 from machinery.kinds import Kind
 
 _DURATION = Histogram("apiserver_admission_plugin_admission_duration_seconds",
@@ -126,8 +125,3 @@ async def _timed(name: str, step: str, a: Attributes, run) -> None:
     finally:
         _DURATION.labels(name, a.operation.value, rejected, step).observe(time.perf_counter() - start)
 
-
-def forbidden(a: Attributes, why: str) -> errors.Forbidden:
-    """Kubernetes' admission.NewForbidden: ``<resource> "<name>" is forbidden: <why>``."""
-    target = f'{a.kind.plural} "{a.name}"' if a.name else a.kind.plural
-    return errors.Forbidden(f"{target} is forbidden: {why}")

@@ -27,7 +27,7 @@ from apiserver.admission.interfaces import Attributes, Operation
 from apiserver.auth import User
 from apiserver.fieldmanager import Manager
 from apiserver.registry import Registry, check_patch_options, is_apply, parse_patch, patched
-from machinery import disruption, errors, timeutil
+from machinery import disruption, errors, podconditions, timeutil
 from machinery.api import core_pb2, meta_pb2, policy_pb2
 from machinery.featuregates import FeatureGates
 from machinery.kinds import POD, POD_DISRUPTION_BUDGET, list_accessor
@@ -48,19 +48,6 @@ def grace_period(pod: core_pb2.Pod, requested: int | None) -> int:
     if not pod.spec.node_name or pod.status.phase in TERMINAL_PHASES:
         period = 0
     return max(period, 0)
-
-
-def set_condition(pod: core_pb2.Pod, type_: str, status: str, reason: str = "", message: str = "") -> None:
-    """Add or update a pod condition, keeping lastTransitionTime unless the status changes."""
-    now = timeutil.rfc3339()
-    for c in pod.status.conditions:
-        if c.type == type_:
-            if c.status != status:
-                c.last_transition_time = now
-            c.status, c.reason, c.message = status, reason, message
-            return
-    pod.status.conditions.append(core_pb2.PodCondition(type=type_, status=status, reason=reason, message=message,
-                                                       last_transition_time=now))
 
 
 class PodSubresources:
@@ -97,7 +84,7 @@ class PodSubresources:
             pod.spec.node_name = target
             for k, v in binding.metadata.annotations.items():
                 pod.metadata.annotations[k] = v
-            set_condition(pod, "PodScheduled", "True")
+            podconditions.set_condition(pod, podconditions.POD_SCHEDULED, "True")
             return pod
 
         def attributes(new: core_pb2.Pod, old: core_pb2.Pod) -> Attributes:

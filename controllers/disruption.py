@@ -35,7 +35,7 @@ from datetime import datetime, timedelta
 from google.protobuf.message import Message
 
 from controllers.controller import ControllerContext, ObjectController
-from machinery import disruption, errors, kinds, selectors, timeutil
+from machinery import disruption, errors, kinds, podconditions, selectors, timeutil
 from machinery.api import apps_pb2, core_pb2, meta_pb2, policy_pb2
 from machinery.client import Client
 from machinery.informer import key_of
@@ -47,8 +47,6 @@ from machinery.workqueue import RateLimitingQueue
 log = get_logger()
 
 STALE_POD_DISRUPTION_TIMEOUT = timedelta(minutes=2)  # Kubernetes' stalePodDisruptionTimeout
-DISRUPTION_TARGET = "DisruptionTarget"
-TERMINATION_BY_KUBELET = "TerminationByKubelet"
 UNMANAGED_MESSAGE = ("Pods selected by this PodDisruptionBudget (selector: {selector}) were found to be unmanaged. "
                      "As a result, the status of the PDB cannot be calculated correctly, which may result in undefined "
                      'behavior. To account for these pods please set ".spec.minAvailable" field of the PDB to an '
@@ -60,8 +58,8 @@ def stale_disruption_wait(pod: core_pb2.Pod, now: datetime) -> float | None:
     DisruptionTarget to reset, else the seconds until it is stale (0: now)."""
     if pod.metadata.deletion_timestamp or pod.status.phase in ("Succeeded", "Failed"):
         return None
-    cond = next((c for c in pod.status.conditions if c.type == DISRUPTION_TARGET), None)
-    if cond is None or cond.status != "True" or cond.reason == TERMINATION_BY_KUBELET:
+    cond = podconditions.get_condition(pod.status, podconditions.DISRUPTION_TARGET)
+    if cond is None or cond.status != "True" or cond.reason == podconditions.TERMINATION_BY_KUBELET:
         return None
     since = timeutil.parse(cond.last_transition_time)
     if since is None:
@@ -231,10 +229,7 @@ class DisruptionController(ObjectController):
             return
         new = core_pb2.Pod()
         new.CopyFrom(pod)
-        for c in new.status.conditions:
-            if c.type == DISRUPTION_TARGET:
-                c.status, c.reason, c.message = "False", "", ""
-                c.last_transition_time = timeutil.rfc3339()
+        podconditions.set_condition(new, podconditions.DISRUPTION_TARGET, "False")
         try:
             await self._client.pods.update_status(new)
         except errors.NotFound:

@@ -26,7 +26,7 @@ from typing import Any
 from prometheus_client import Counter
 
 from controllers.controller import ControllerContext, ObjectController
-from machinery import errors, timeutil
+from machinery import errors, podconditions
 from machinery.api import core_pb2
 from machinery.kinds import NODE, POD
 from machinery.logging import get_logger
@@ -35,7 +35,7 @@ from machinery.retry import retry_update
 log = get_logger()
 
 REASON_TERMINATED, REASON_ORPHANED, REASON_TERMINATING_UNSCHEDULED = "terminated", "orphaned", "terminating_unscheduled"
-DISRUPTION_REASON, DISRUPTION_MESSAGE = "DeletionByPodGC", "PodGC: node no longer exists"
+DISRUPTION_MESSAGE = "PodGC: node no longer exists"
 
 DELETED = Counter("pod_gc_collector_force_delete_pods_total", "Number of pods that are being forcefully deleted "
                   "since the Pod GC Controller started.", ["namespace", "reason"])
@@ -152,11 +152,8 @@ class PodGCController(ObjectController):
             fresh.CopyFrom(current)
             fresh.status.phase = "Failed"
             if disruption:
-                kept = [c for c in fresh.status.conditions if c.type != "DisruptionTarget"]
-                del fresh.status.conditions[:]
-                fresh.status.conditions.extend(kept)
-                fresh.status.conditions.add(type="DisruptionTarget", status="True", reason=DISRUPTION_REASON,
-                                            message=DISRUPTION_MESSAGE, last_transition_time=timeutil.rfc3339())
+                podconditions.update_condition(fresh.status, podconditions.disruption_target(
+                    podconditions.DELETION_BY_POD_GC, DISRUPTION_MESSAGE))
             await self._client.pods.update_status(fresh)
 
         try:

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from prometheus_client import Counter
 
 from controllers.controller import Controller, ControllerContext
-from machinery import errors, placement, timeutil
+from machinery import errors, placement, podconditions
 from machinery.api import core_pb2
 from machinery.informer import key_of
 from machinery.kinds import NODE, POD
@@ -40,7 +40,7 @@ DELETE_RETRY = Backoff(steps=5, duration=0.010)
 
 DELETIONS = Counter("taint_eviction_controller_pod_deletions_total",
                     "Total number of Pods deleted by TaintEvictionController since its start.")
-DISRUPTION_REASON, DISRUPTION_MESSAGE = "DeletionByTaintManager", "Taint manager: deleting due to NoExecute taint"
+DISRUPTION_MESSAGE = "Taint manager: deleting due to NoExecute taint"
 
 
 @dataclass(frozen=True)
@@ -196,11 +196,11 @@ class TaintEvictionController(Controller[WorkItem]):
         current = await self._client.pods.get(pod.metadata.name, pod.metadata.namespace)
         if current.metadata.uid != pod.metadata.uid:
             return  # a new pod of the same name: not the one we meant
-        if not any(c.type == "DisruptionTarget" and c.status == "True" for c in current.status.conditions):
+        if not podconditions.is_disruption_target(current):
             fresh = core_pb2.Pod()
             fresh.CopyFrom(current)
-            fresh.status.conditions.add(type="DisruptionTarget", status="True", reason=DISRUPTION_REASON,
-                                        message=DISRUPTION_MESSAGE, last_transition_time=timeutil.rfc3339())
+            podconditions.update_condition(fresh.status, podconditions.disruption_target(
+                podconditions.DELETION_BY_TAINT_MANAGER, DISRUPTION_MESSAGE))
             await self._client.pods.update_status(fresh)
         await self._client.pods.delete(pod.metadata.name, pod.metadata.namespace, uid=pod.metadata.uid)
         log.info("taint_eviction_deleted", pod=key_of(pod), node=pod.spec.node_name)

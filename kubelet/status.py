@@ -21,13 +21,13 @@ from dataclasses import dataclass, field
 
 from kubelet.allocation.checkpoint import Resources
 from kubelet.allocation.conditions import RESIZE_CONDITION_TYPES, ResizeCondition
-from machinery import quantity, resources, timeutil
+from machinery import podconditions, quantity, resources, timeutil
 from machinery.api import core_pb2
 
 CPU_PERIOD = 100_000
 MIN_SHARES = 2
 SHARES_PER_CPU = 1024
-KEPT_CONDITIONS = ("PodScheduled", "DisruptionTarget")
+KEPT_CONDITIONS = (podconditions.POD_SCHEDULED, podconditions.DISRUPTION_TARGET)
 
 
 # ---------------------------------------------------------------- CRI resource units
@@ -272,8 +272,8 @@ def compute_status(pod: core_pb2.Pod, view: PodView, allocation: dict[str, Resou
     for type_ in KEPT_CONDITIONS:
         if type_ in old:
             st.conditions.append(old[type_])
-    if "PodScheduled" not in old:  # a pod bound by its spec: the kubelet says it is scheduled
-        st.conditions.add(type="PodScheduled", status="True", last_transition_time=now)
+    if podconditions.POD_SCHEDULED not in old:  # a pod bound by its spec: the kubelet says it is scheduled
+        st.conditions.add(type=podconditions.POD_SCHEDULED, status="True", last_transition_time=now)
     st.conditions.append(_condition("PodReadyToStartContainers", view.sandbox_ready and not terminal, "", old, now,
                                     gen))
     st.conditions.append(_condition("Initialized", initialized, "ContainersNotInitialized", old, now, gen))

@@ -23,7 +23,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from machinery import errors, failpoints, timeutil
+from machinery import errors, failpoints, podconditions, timeutil
 from machinery.api import core_pb2
 from machinery.informer import key_of
 from machinery.logging import get_logger
@@ -193,7 +193,7 @@ def _truncate(message: str, limit: int = 1024) -> str:
 async def update_pod_status(sched: CycleContext, pod: core_pb2.Pod, reason: str, message: str,
                             nominating: NominatingInfo | None) -> None:
     """PodScheduled=False with the reason, and the nomination — only what changed is written."""
-    current = next((c for c in pod.status.conditions if c.type == "PodScheduled"), None)
+    current = podconditions.get_condition(pod.status, podconditions.POD_SCHEDULED)
     same_condition = current is not None and (current.status, current.reason, current.message) == \
         ("False", reason, message)
     nominated_node = nominating.node_name if nominating is not None and \
@@ -205,8 +205,8 @@ async def update_pod_status(sched: CycleContext, pod: core_pb2.Pod, reason: str,
     if not same_condition:
         transition = current.last_transition_time if current is not None and current.status == "False" else \
             timeutil.rfc3339()
-        status["conditions"] = [{"type": "PodScheduled", "status": "False", "reason": reason, "message": message,
-                                 "lastTransitionTime": transition}]
+        status["conditions"] = [{"type": podconditions.POD_SCHEDULED, "status": "False", "reason": reason,
+                                 "message": message, "lastTransitionTime": transition}]
     if nominated_node is not None:
         status["nominatedNodeName"] = nominated_node
     try:

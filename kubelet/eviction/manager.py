@@ -40,6 +40,7 @@ from kubelet.eviction.ranking import rank_memory_pressure
 from kubelet.eviction.signals import Observation, PodStats, Summary, observe
 from kubelet.eviction.thresholds import ALLOCATABLE_MEMORY_AVAILABLE, MEMORY_AVAILABLE, EvictionConfig, Threshold
 from kubelet.runtime.errors import RuntimeCallError, RuntimeUnavailable
+from machinery import podconditions
 from machinery.api import core_pb2
 from machinery.informer import key_of
 from machinery.logging import get_logger
@@ -54,8 +55,6 @@ STATS_AGE = Histogram("kubelet_eviction_stats_age_seconds", "Time between when s
 POD_CLEANUP_TIMEOUT = 30.0
 POD_CLEANUP_POLL = 1.0
 KILL_TIMEOUT = 30.0  # on top of the grace period
-DISRUPTION_TARGET = "DisruptionTarget"
-TERMINATION_BY_KUBELET = "TerminationByKubelet"
 # Signals the manager knows how to rank pods for (kplane simulates memory only).
 _RANKED_SIGNALS = frozenset({MEMORY_AVAILABLE, ALLOCATABLE_MEMORY_AVAILABLE})
 
@@ -67,8 +66,8 @@ class PodKill:
     grace_period: int
     reason: str
     message: str
-    condition_type: str = DISRUPTION_TARGET
-    condition_reason: str = TERMINATION_BY_KUBELET
+    condition_type: str = podconditions.DISRUPTION_TARGET
+    condition_reason: str = podconditions.TERMINATION_BY_KUBELET
     condition_message: str = ""  # the condition's own message; else ``message``
 
 

@@ -55,7 +55,7 @@ from typing import Callable, Protocol
 
 from prometheus_client import Counter, Histogram
 
-from machinery import disruption, errors, failpoints, timeutil
+from machinery import disruption, errors, failpoints, podconditions, timeutil
 from machinery.api import core_pb2, policy_pb2
 from machinery.informer import key_of
 from machinery.logging import get_logger
@@ -89,8 +89,6 @@ ATTEMPTS = Counter("scheduler_preemption_attempts_total", "Total preemption atte
 
 NOT_HELPFUL = "Preemption is not helpful for scheduling"
 RESIZE_CHANGED = "the deferred resize changed during the scheduling cycle"
-DISRUPTION_TARGET = "DisruptionTarget"
-PREEMPTION_BY_SCHEDULER = "PreemptionByScheduler"
 
 
 @dataclass
@@ -159,10 +157,7 @@ def current_pdbs(handle: Handle) -> list[PDB]:
 def pod_terminating_by_preemption(pod: core_pb2.Pod) -> bool:
     if not pod.metadata.deletion_timestamp:
         return False
-    for c in pod.status.conditions:
-        if c.type == DISRUPTION_TARGET:
-            return c.status == "True" and c.reason == PREEMPTION_BY_SCHEDULER
-    return False
+    return podconditions.is_disruption_target(pod, podconditions.PREEMPTION_BY_SCHEDULER)
 
 
 def pick_one_node(candidates: list[Candidate]) -> Candidate:
@@ -491,11 +486,11 @@ class Evaluator:
 
     async def _mark_disruption_target(self, victim: core_pb2.Pod, preemptor: core_pb2.Pod) -> None:
         scheduler_name = preemptor.spec.scheduler_name or "default-scheduler"
-        cond = {"type": DISRUPTION_TARGET, "status": "True", "reason": PREEMPTION_BY_SCHEDULER,
+        cond = {"type": podconditions.DISRUPTION_TARGET, "status": "True",
+                "reason": podconditions.PREEMPTION_BY_SCHEDULER,
                 "message": f"{scheduler_name}: preempting to accommodate a higher priority pod",
                 "lastTransitionTime": timeutil.rfc3339()}
-        for c in victim.status.conditions:
-            if c.type == DISRUPTION_TARGET and c.status == "True" and c.reason == PREEMPTION_BY_SCHEDULER:
-                return
+        if podconditions.is_disruption_target(victim, podconditions.PREEMPTION_BY_SCHEDULER):
+            return
         await self.handle.require_client().pods.patch(victim.metadata.name, {"status": {"conditions": [cond]}},
                                             namespace=victim.metadata.namespace, subresource="status")

@@ -27,7 +27,7 @@ from machinery.events import EventRecorder
 from machinery.informer import key_of
 from machinery.logging import get_logger
 from machinery.process import cancel_and_wait, supervise
-from machinery.workqueue import RateLimitingQueue
+from machinery.workqueue.rate_limiting import RateLimitingQueue
 
 log = get_logger()
 

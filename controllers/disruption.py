@@ -42,7 +42,7 @@ from machinery.informer import key_of
 from machinery.kinds import DEPLOYMENT, POD, POD_DISRUPTION_BUDGET, REPLICA_SET, object_meta
 from machinery.logging import get_logger
 from machinery.process import supervise
-from machinery.workqueue import RateLimitingQueue
+from machinery.workqueue.rate_limiting import RateLimitingQueue
 
 log = get_logger()
 

@@ -35,7 +35,7 @@ from machinery.informer import Informer, key_of
 from machinery.kinds import RESOURCE_QUOTA, Kind, object_meta
 from machinery.logging import get_logger
 from machinery.process import supervise
-from machinery.workqueue import RateLimitingQueue
+from machinery.workqueue.rate_limiting import RateLimitingQueue
 
 log = get_logger()
 

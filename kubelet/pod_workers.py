@@ -19,7 +19,7 @@ from machinery import errors, failpoints
 from machinery.api import core_pb2
 from machinery.informer import key_of
 from machinery.logging import get_logger
-from machinery.workqueue import RateLimitingQueue
+from machinery.workqueue.rate_limiting import RateLimitingQueue
 
 log = get_logger()
 

@@ -1,0 +1,111 @@
+"""The workqueue_* Prometheus metrics of named queues (client-go's metrics.go and
+component-base/metrics/prometheus/workqueue), registered once on the default registry."""
+
+from __future__ import annotations
+
+from collections.abc import Hashable
+
+from prometheus_client import Counter, Gauge, Histogram
+
+from machinery.workqueue.clock import Clock
+
+# ExponentialBuckets(1e-6, 10, 10): 1 microsecond .. 1000 seconds, as in Kubernetes.
+_DURATION_BUCKETS = (1e-6, 1e-5, 1e-4, 1e-3, 1e-2, 1e-1, 1.0, 10.0, 100.0, 1000.0)
+
+_DEPTH = Gauge("workqueue_depth", "Current depth of workqueue", ["name"])
+_ADDS = Counter("workqueue_adds_total", "Total number of adds handled by workqueue", ["name"])
+_QUEUE_DURATION = Histogram(
+    "workqueue_queue_duration_seconds",
+    "How long in seconds an item stays in workqueue before being requested.",
+    ["name"],
+    buckets=_DURATION_BUCKETS,
+)
+_WORK_DURATION = Histogram(
+    "workqueue_work_duration_seconds",
+    "How long in seconds processing an item from workqueue takes.",
+    ["name"],
+    buckets=_DURATION_BUCKETS,
+)
+_UNFINISHED_WORK = Gauge(
+    "workqueue_unfinished_work_seconds",
+    "How many seconds of work has done that is in progress and hasn't been observed by "
+    "work_duration. Large values indicate stuck threads. One can deduce the number of stuck "
+    "threads by observing the rate at which this increases.",
+    ["name"],
+)
+_LONGEST_RUNNING = Gauge(
+    "workqueue_longest_running_processor_seconds",
+    "How many seconds has the longest running processor for workqueue been running.",
+    ["name"],
+)
+_RETRIES = Counter("workqueue_retries_total", "Total number of retries handled by workqueue", ["name"])
+
+
+class NoQueueMetrics:
+    """Metrics sink of an unnamed queue: records nothing."""
+
+    enabled = False
+
+    def add(self, key: Hashable) -> None:
+        pass
+
+    def get(self, key: Hashable) -> None:
+        pass
+
+    def done(self, key: Hashable) -> None:
+        pass
+
+    def update_unfinished_work(self) -> None:
+        pass
+
+
+class QueueMetrics(NoQueueMetrics):
+    """Per-queue bookkeeping behind the workqueue_* metrics of one named queue."""
+
+    enabled = True
+
+    def __init__(self, name: str, clock: Clock) -> None:
+        self._clock = clock
+        self._depth = _DEPTH.labels(name)
+        self._adds = _ADDS.labels(name)
+        self._queue_duration = _QUEUE_DURATION.labels(name)
+        self._work_duration = _WORK_DURATION.labels(name)
+        self._unfinished = _UNFINISHED_WORK.labels(name)
+        self._longest = _LONGEST_RUNNING.labels(name)
+        # When each queued key was (first) added, and when each held key was handed out.
+        self._add_times: dict[Hashable, float] = {}
+        self._processing_start: dict[Hashable, float] = {}
+
+    def add(self, key: Hashable) -> None:
+        self._adds.inc()
+        self._depth.inc()
+        self._add_times.setdefault(key, self._clock.now())
+
+    def get(self, key: Hashable) -> None:
+        now = self._clock.now()
+        self._depth.dec()
+        self._processing_start[key] = now
+        added = self._add_times.pop(key, None)
+        if added is not None:
+            self._queue_duration.observe(now - added)
+
+    def done(self, key: Hashable) -> None:
+        started = self._processing_start.pop(key, None)
+        if started is not None:
+            self._work_duration.observe(self._clock.now() - started)
+
+    def update_unfinished_work(self) -> None:
+        now = self._clock.now()
+        total = 0.0
+        oldest = 0.0
+        for started in self._processing_start.values():
+            age = now - started
+            total += age
+            oldest = max(oldest, age)
+        self._unfinished.set(total)
+        self._longest.set(oldest)
+
+
+def retries(name: str) -> Counter | None:
+    """The workqueue_retries_total counter of a named queue; None for an unnamed one (records nothing)."""
+    return _RETRIES.labels(name) if name else None

@@ -25,7 +25,7 @@ from controllers import options as opts
 from controllers.controller import Controller, ControllerContext
 from controllers.deployment import DeploymentController
 from controllers.disruption import DisruptionController
-from controllers.garbagecollector import GarbageCollector
+from controllers.garbagecollector.garbagecollector import GarbageCollector
 from controllers.informers import SharedInformerFactory
 from controllers.namespace import NamespaceController
 from controllers.nodelifecycle import NodeLifecycleController

@@ -10,16 +10,14 @@ import pytest
 
 from apiserver.registry import deletion_finalizers
 from cli.main import UsageError, cascade_policy
-from controllers.garbagecollector import (
-    AbsentOwnerCache,
-    GarbageCollector,
-    Node,
-    ObjectReference,
-    OwnerRef,
+from controllers.garbagecollector.garbagecollector import GarbageCollector
+from controllers.garbagecollector.graph import Node, ObjectReference, OwnerRef
+from controllers.garbagecollector.graph_builder import (
     alternate_owner_identity,
     partition_dependents,
     references_diffs,
 )
+from controllers.garbagecollector.uid_cache import AbsentOwnerCache
 from machinery.api import apps_pb2, core_pb2
 from machinery.kinds import POD, REPLICA_SET
 from tests.harness.builders import MakePod

@@ -23,7 +23,7 @@ from pathlib import Path
 
 from controllers import options as opts
 from controllers.controller import Controller, ControllerContext
-from controllers.deployment import DeploymentController
+from controllers.deployment.deployment_controller import DeploymentController
 from controllers.disruption import DisruptionController
 from controllers.garbagecollector.garbagecollector import GarbageCollector
 from controllers.informers import SharedInformerFactory

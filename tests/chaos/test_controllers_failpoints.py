@@ -24,7 +24,7 @@ import pytest
 
 from apiserver.watchcache import CACHE_INTAKE
 from cli import check
-from controllers.deployment import FP_AFTER_SCALE
+from controllers.deployment.sync import FP_AFTER_SCALE
 from controllers.replicaset import FP_AFTER_CREATE, FP_BEFORE_STATUS_UPDATE
 from machinery.api import apps_pb2, core_pb2
 from tests.harness.builders import MakeDeployment, MakeReplicaSet

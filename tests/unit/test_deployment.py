@@ -11,9 +11,9 @@ from datetime import timedelta
 
 import pytest
 
-from controllers import deployment as deployment_mod
 from controllers import deploymentutil as du
-from controllers.deployment import DeploymentController
+from controllers.deployment import sync as deployment_sync
+from controllers.deployment.deployment_controller import DeploymentController
 from controllers.replicaset import ReplicaSetController
 from machinery import errors, timeutil
 from machinery.api import apps_pb2
@@ -354,8 +354,8 @@ async def test_a_hash_collision_bumps_the_collision_count(cluster):
 
 def test_failpoint_is_declared():
     from machinery import failpoints
-    assert deployment_mod.FP_AFTER_SCALE == "controller-manager/deployment-after-scale"
-    assert deployment_mod.FP_AFTER_SCALE in failpoints.declared()
+    assert deployment_sync.FP_AFTER_SCALE == "controller-manager/deployment-after-scale"
+    assert deployment_sync.FP_AFTER_SCALE in failpoints.declared()
 
 
 def test_calculate_status_sums_the_replica_sets():

@@ -21,9 +21,9 @@ from typing import Awaitable, Callable, TypedDict
 from google.protobuf.message import Message
 
 from cli import apply as apply_cmd
-from cli import check as check_cmd
 from cli import cluster, nodes, pki, preflight, printers, topology
 from cli import watch as watch_cmd
+from cli.check import runner as check_runner
 from cli.etcd_binary import EtcdNotFound, find_etcd
 from machinery import errors, jsonconv, quantity
 from machinery.client import Client
@@ -471,7 +471,7 @@ def cmd_history(args: argparse.Namespace) -> int:
 
 
 def cmd_check(args: argparse.Namespace) -> int:
-    return run_api(args, lambda client: check_cmd.run(client, since=args.since))
+    return run_api(args, lambda client: check_runner.run(client, since=args.since))
 
 
 # ---------------------------------------------------------------- parser

@@ -1,0 +1,90 @@
+"""Rules on the scheduler's bindings: ``bound-at-most-once`` and
+``bound-requests-within-allocatable``."""
+
+from __future__ import annotations
+
+from cli.check.framework import Entry, Rule, Violation, World
+from machinery import resources
+from machinery.api import core_pb2
+
+
+class BoundAtMostOnce(Rule):
+    name = "bound-at-most-once"
+
+    def __init__(self) -> None:
+        self.bound: dict[str, tuple[str, int]] = {}
+
+    def observe(self, e: Entry, world: World) -> list[Violation]:
+        pod = e.pod
+        if pod is None or e.type == "DELETED":
+            return []
+        node = pod.spec.node_name
+        if not node:
+            return []
+        uid = pod.metadata.uid
+        first = self.bound.get(uid)
+        if first is None:
+            self.bound[uid] = (node, e.rev)
+            return []
+        if first[0] != node:
+            return [Violation(self.name, e.rev, f"pod {e.namespace}/{e.name} bound to {first[0]} at rev {first[1]} "
+                                                f"and to {node} at rev {e.rev}")]
+        return []
+
+
+def _committed(pod: core_pb2.Pod) -> dict[str, int]:
+    """What a bound pod holds on its node: per container the kubelet's allocation where reported,
+    the spec's requests otherwise, aggregated as the scheduler does (init phase, overhead)."""
+    allocated = {cs.name: cs.allocated_resources
+                 for cs in list(pod.status.container_statuses) + list(pod.status.init_container_statuses)
+                 if cs.allocated_resources}
+    if allocated:
+        copy = core_pb2.Pod()
+        copy.CopyFrom(pod)
+        for c in list(copy.spec.containers) + list(copy.spec.init_containers):
+            if c.name in allocated:
+                c.resources.requests.update(allocated[c.name])
+        pod = copy
+    return resources.pod_requests(pod, use_status_resources=False)
+
+
+class BoundRequestsWithinAllocatable(Rule):
+    name = "bound-requests-within-allocatable"
+
+    def __init__(self) -> None:
+        self.used: dict[str, dict[str, int]] = {}  # node -> summed requests of its pods not finished
+        self.counted: dict[tuple[str, str], tuple[str, dict[str, int]]] = {}  # pod -> (node, requests)
+        self.unbound: set[tuple[str, str]] = set()  # pods last seen not finished and not bound
+
+    def observe(self, e: Entry, world: World) -> list[Violation]:
+        pod = e.pod
+        if pod is None:
+            return []
+        key = (e.namespace, e.name)
+        before = self.counted.pop(key, None)
+        if before is not None:
+            self.used[before[0]] = resources.sub(self.used.get(before[0], {}), before[1])
+        was_unbound = key in self.unbound
+        self.unbound.discard(key)
+        if e.type == "DELETED" or pod.status.phase in ("Succeeded", "Failed"):
+            return []
+        node = pod.spec.node_name
+        if not node:
+            self.unbound.add(key)
+            return []
+        requests = _committed(pod)
+        self.counted[key] = (node, requests)
+        self.used[node] = resources.add(self.used.get(node, {}), requests)
+        if not was_unbound:
+            return []
+        n = world.node(node)
+        if n is None or not n.status.allocatable:
+            return []
+        allocatable = resources.to_resource_list(n.status.allocatable)
+        used = self.used[node]
+        over = [r for r in ("cpu", "memory") if used.get(r, 0) > allocatable.get(r, 0)]
+        if not over:
+            return []
+        detail = ", ".join(f"{r} {used[r]} > {allocatable.get(r, 0)}" for r in over)
+        return [Violation(self.name, e.rev, f"pod {e.namespace}/{e.name} bound to node {node}: requests of its "
+                                            f"pods {detail}")]

@@ -18,7 +18,7 @@ from collections.abc import Callable, MutableMapping, Sequence
 from functools import lru_cache
 from typing import Any, Final
 
-from machinery import kinds, resources
+from machinery import kinds, resources, wellknown
 from machinery.api import apps_pb2, core_pb2, policy_pb2, resource_pb2, scheduling_pb2
 from machinery.quantity import Quantity, QuantityError, parse_quantity
 
@@ -29,8 +29,8 @@ TERMINATION_MESSAGE_PATH: Final = "/dev/termination-log"
 # --default-unreachable-toleration-seconds.
 DEFAULT_NOT_READY_TOLERATION_SECONDS: Final = 300
 DEFAULT_UNREACHABLE_TOLERATION_SECONDS: Final = 300
-TAINT_NODE_NOT_READY: Final = "node.kubernetes.io/not-ready"
-TAINT_NODE_UNREACHABLE: Final = "node.kubernetes.io/unreachable"
+TAINT_NODE_NOT_READY: Final = wellknown.TAINT_NODE_NOT_READY
+TAINT_NODE_UNREACHABLE: Final = wellknown.TAINT_NODE_UNREACHABLE
 # SetDefaults_Deployment / SetDefaults_ReplicaSet (apps/v1).
 DEFAULT_REPLICAS: Final = 1
 DEFAULT_MAX_UNAVAILABLE: Final = "25%"

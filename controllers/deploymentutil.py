@@ -20,7 +20,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
 
-from machinery import timeutil
+from machinery import timeutil, wellknown
 from machinery.api import apps_pb2, core_pb2
 from machinery.disruption import IntOrPercentError, scaled_value
 
@@ -30,7 +30,7 @@ DESIRED_REPLICAS_ANNOTATION = "deployment.kubernetes.io/desired-replicas"
 MAX_REPLICAS_ANNOTATION = "deployment.kubernetes.io/max-replicas"
 LAST_APPLIED_ANNOTATION = "kubectl.kubernetes.io/last-applied-configuration"
 DEPRECATED_ROLLBACK_TO = "deprecated.deployment.rollback.to"
-POD_TEMPLATE_HASH_LABEL = "pod-template-hash"  # apps/v1 DefaultDeploymentUniqueLabelKey
+POD_TEMPLATE_HASH_LABEL = wellknown.LABEL_POD_TEMPLATE_HASH
 MAX_REV_HISTORY_LENGTH_IN_CHARS = 2000
 MAX_INT32 = 2**31 - 1
 

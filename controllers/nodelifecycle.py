@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from controllers.controller import ControllerContext, ObjectController
-from machinery import errors, timeutil
+from machinery import errors, timeutil, wellknown
 from machinery.api import coordination_pb2, core_pb2
 from machinery.kinds import LEASE, NODE, POD
 from machinery.logging import get_logger
@@ -37,20 +37,20 @@ from machinery.retry import retry_update
 log = get_logger()
 
 NODE_LEASE_NAMESPACE = "kube-node-lease"
-TAINT_NOT_READY = "node.kubernetes.io/not-ready"
-TAINT_UNREACHABLE = "node.kubernetes.io/unreachable"
-TAINT_UNSCHEDULABLE = "node.kubernetes.io/unschedulable"
+TAINT_NOT_READY = wellknown.TAINT_NODE_NOT_READY
+TAINT_UNREACHABLE = wellknown.TAINT_NODE_UNREACHABLE
+TAINT_UNSCHEDULABLE = wellknown.TAINT_NODE_UNSCHEDULABLE
 # TaintNodesByCondition: condition type -> (status that taints, taint key).
 CONDITION_TAINTS = (("Ready", "False", TAINT_NOT_READY), ("Ready", "Unknown", TAINT_UNREACHABLE),
-                    ("MemoryPressure", "True", "node.kubernetes.io/memory-pressure"),
-                    ("DiskPressure", "True", "node.kubernetes.io/disk-pressure"),
-                    ("PIDPressure", "True", "node.kubernetes.io/pid-pressure"),
-                    ("NetworkUnavailable", "True", "node.kubernetes.io/network-unavailable"))
+                    (wellknown.NODE_MEMORY_PRESSURE, "True", wellknown.TAINT_NODE_MEMORY_PRESSURE),
+                    (wellknown.NODE_DISK_PRESSURE, "True", wellknown.TAINT_NODE_DISK_PRESSURE),
+                    (wellknown.NODE_PID_PRESSURE, "True", wellknown.TAINT_NODE_PID_PRESSURE),
+                    (wellknown.NODE_NETWORK_UNAVAILABLE, "True", wellknown.TAINT_NODE_NETWORK_UNAVAILABLE))
 NO_SCHEDULE_KEYS = frozenset({key for _, _, key in CONDITION_TAINTS} | {TAINT_UNSCHEDULABLE})
 NO_EXECUTE_KEYS = frozenset({TAINT_NOT_READY, TAINT_UNREACHABLE})
 # Conditions a silent node's kubelet can no longer vouch for.
 UNKNOWN_CONDITIONS = ("Ready", "MemoryPressure", "DiskPressure", "PIDPressure")
-ZONE_LABEL, REGION_LABEL = "topology.kubernetes.io/zone", "topology.kubernetes.io/region"
+ZONE_LABEL, REGION_LABEL = wellknown.LABEL_TOPOLOGY_ZONE, wellknown.LABEL_TOPOLOGY_REGION
 NODE_EVICTION_RATE = 0.1  # nodes per second per healthy zone (--node-eviction-rate)
 UNHEALTHY_ZONE_THRESHOLD = 0.55
 TAINTING_PERIOD = 0.1  # Kubernetes' NodeEvictionPeriod: how often the tainting queues are worked

@@ -22,7 +22,7 @@ import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
-from machinery import errors, resources, timeutil
+from machinery import errors, resources, timeutil, wellknown
 from machinery.api import coordination_pb2, core_pb2
 from machinery.client import Client
 from machinery.logging import get_logger
@@ -43,9 +43,9 @@ _CONDITION_TEXT = {
                     ("KubeletHasInsufficientPID", "kubelet has insufficient PID available")),
 }
 # The taint each pressure condition puts on the node while True (Kubernetes' TaintNodesByCondition).
-PRESSURE_TAINTS = {"MemoryPressure": "node.kubernetes.io/memory-pressure",
-                   "DiskPressure": "node.kubernetes.io/disk-pressure",
-                   "PIDPressure": "node.kubernetes.io/pid-pressure"}
+PRESSURE_TAINTS = {wellknown.NODE_MEMORY_PRESSURE: wellknown.TAINT_NODE_MEMORY_PRESSURE,
+                   wellknown.NODE_DISK_PRESSURE: wellknown.TAINT_NODE_DISK_PRESSURE,
+                   wellknown.NODE_PID_PRESSURE: wellknown.TAINT_NODE_PID_PRESSURE}
 
 
 @dataclass
@@ -82,8 +82,8 @@ def allocatable_units(cfg: NodeConfig) -> dict[str, int]:
 def build_node(cfg: NodeConfig) -> core_pb2.Node:
     node = core_pb2.Node(api_version="v1", kind="Node")
     node.metadata.name = cfg.name
-    node.metadata.labels.update({"kubernetes.io/hostname": cfg.name, "kubernetes.io/os": "linux",
-                                 "kubernetes.io/arch": "amd64", "beta.kubernetes.io/os": "linux",
+    node.metadata.labels.update({wellknown.LABEL_HOSTNAME: cfg.name, wellknown.LABEL_OS: "linux",
+                                 wellknown.LABEL_ARCH: "amd64", "beta.kubernetes.io/os": "linux",
                                  "beta.kubernetes.io/arch": "amd64"})
     node.metadata.labels.update(cfg.labels)
     node.spec.taints.extend(cfg.taints)

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 from cli.check.framework import Entry, Rule, Violation, World
 from controllers.deploymentutil import resolve_fenceposts
-from machinery import timeutil
+from machinery import timeutil, wellknown
 from machinery.api import apps_pb2, coordination_pb2, core_pb2
 from machinery.kinds import object_meta
 
@@ -49,7 +49,7 @@ def _template_bytes(template: core_pb2.PodTemplateSpec) -> bytes:
     """A pod template to compare, its pod-template-hash label left out (Kubernetes' EqualIgnoreHash)."""
     copy = core_pb2.PodTemplateSpec()
     copy.CopyFrom(template)
-    copy.metadata.labels.pop("pod-template-hash", None)
+    copy.metadata.labels.pop(wellknown.LABEL_POD_TEMPLATE_HASH, None)
     return copy.SerializeToString(deterministic=True)
 
 

@@ -17,11 +17,11 @@ from typing import Sequence
 from kubelet.eviction import pods as podinfo
 from kubelet.eviction.evaluate import MEMORY_PRESSURE
 from kubelet.eviction.message import REASON, node_condition_message
-from machinery import resources
+from machinery import resources, wellknown
 from machinery.api import core_pb2
 from machinery.placement import tolerates
 
-TAINT_MEMORY_PRESSURE = "node.kubernetes.io/memory-pressure"
+TAINT_MEMORY_PRESSURE = wellknown.TAINT_NODE_MEMORY_PRESSURE
 
 
 @dataclass(frozen=True)

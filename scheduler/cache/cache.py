@@ -23,6 +23,7 @@ from typing import Callable
 from prometheus_client import REGISTRY
 from prometheus_client.core import GaugeMetricFamily
 
+from machinery import wellknown
 from machinery.api import core_pb2
 from machinery.informer import key_of
 from machinery.logging import get_logger
@@ -32,8 +33,8 @@ from scheduler.framework.pod_info import PodInfo
 
 log = get_logger()
 
-ZONE_LABEL = "topology.kubernetes.io/zone"
-REGION_LABEL = "topology.kubernetes.io/region"
+ZONE_LABEL = wellknown.LABEL_TOPOLOGY_ZONE
+REGION_LABEL = wellknown.LABEL_TOPOLOGY_REGION
 # kube-scheduler's durationToExpireAssumedPod is 0 (never) since 1.23; the issue asks for expiry, and
 # 15 minutes (its value before) is far beyond any binding that can still show up.
 DEFAULT_ASSUMED_TTL = 15 * 60.0

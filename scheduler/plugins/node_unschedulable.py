@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from machinery import placement
+from machinery import placement, wellknown
 from machinery.api import core_pb2
 from scheduler.framework.deferred_resize import skipped_for_deferred_resize
 from scheduler.framework.features import Features, features_of
@@ -36,7 +36,7 @@ from scheduler.framework.types import (
 
 NAME = "NodeUnschedulable"
 ERR_REASON_UNSCHEDULABLE = "node(s) were unschedulable"
-TAINT_NODE_UNSCHEDULABLE = "node.kubernetes.io/unschedulable"
+TAINT_NODE_UNSCHEDULABLE = wellknown.TAINT_NODE_UNSCHEDULABLE
 
 _UNSCHEDULABLE_TAINT = core_pb2.Taint(key=TAINT_NODE_UNSCHEDULABLE, effect=placement.NO_SCHEDULE)
 

@@ -67,6 +67,7 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from google.protobuf import json_format
 
+from machinery import wellknown
 from machinery.api import core_pb2
 from machinery.placement import RequiredNodeAffinity, find_untolerated_taint
 from machinery.selectors import NOTHING, LabelSelector, Requirement, SelectorError, from_match, validate_label_key
@@ -104,8 +105,8 @@ IGNORE = "Ignore"
 SYSTEM_DEFAULTING = "System"
 LIST_DEFAULTING = "List"
 
-HOSTNAME_LABEL = "kubernetes.io/hostname"
-ZONE_LABEL = "topology.kubernetes.io/zone"
+HOSTNAME_LABEL = wellknown.LABEL_HOSTNAME
+ZONE_LABEL = wellknown.LABEL_TOPOLOGY_ZONE
 
 SYSTEM_DEFAULT_CONSTRAINTS = (
     {"maxSkew": 3, "topologyKey": HOSTNAME_LABEL, "whenUnsatisfiable": SCHEDULE_ANYWAY},

@@ -16,10 +16,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import os
-import socket
 from collections.abc import Callable
-from pathlib import Path
 
 from controllers import options as opts
 from controllers.controller import Controller, ControllerContext
@@ -34,14 +31,10 @@ from controllers.replicaset import ReplicaSetController
 from controllers.resourceclaim import ResourceClaimController
 from controllers.resourcequota import ResourceQuotaController
 from controllers.tainteviction import TaintEvictionController
-from machinery import failpoints, process, timeutil
-from machinery.admin import AdminServer
+from machinery import component, timeutil
 from machinery.client import Client
-from machinery.featuregates import FeatureGateError, FeatureGates
-from machinery.files import wait_for_files
-from machinery.leaderelection import LeaderElectionConfig, LeaderElector
-from machinery.logging import get_logger, setup_logging
-from machinery.process import cancel_and_wait, fail_process, supervise
+from machinery.leaderelection import LeaderElectionConfig
+from machinery.logging import get_logger
 
 log = get_logger()
 
@@ -65,30 +58,17 @@ REGISTRY: dict[str, tuple[Factory, Callable[[opts.ControllerOptions], int]]] = {
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="python -m controllers", description="kplane controller-manager")
-    p.add_argument("--server", required=True, help="apiserver HOST:PORT")
-    p.add_argument("--token-file", required=True, help="file holding the controller-manager's bearer token")
-    p.add_argument("--admin-listen", default="127.0.0.1:0")
-    p.add_argument("--identity", default="", help="leader election identity (default: hostname_pid)")
-    p.add_argument("--leader-elect", default="true", choices=["true", "false"])
-    p.add_argument("--leader-elect-lease-duration", default="15s")
-    p.add_argument("--leader-elect-renew-deadline", default="10s")
-    p.add_argument("--leader-elect-retry-period", default="2s")
-    p.add_argument("--feature-gates", default="")
-    p.add_argument("--log-level", default="info")
+    component.add_flags(p, "controller-manager", leader_elect="true", lease_duration="15s", renew_deadline="10s",
+                        retry_period="2s")
     opts.add_flags(p)
     return p.parse_args(argv)
 
 
 def check(a: argparse.Namespace) -> tuple[opts.ControllerOptions, LeaderElectionConfig | None]:
     """Every check of the flags, before anything connects; SystemExit with one line on the first error."""
-    try:
-        FeatureGates.parse(a.feature_gates)
-    except FeatureGateError as exc:
-        raise SystemExit(f"invalid --feature-gates: {exc}") from None
+    component.parse_gates(a)
     options = opts.from_args(a)
-    _, _, port = a.admin_listen.rpartition(":")
-    if not port.isdigit() or int(port) > 65535:
-        raise SystemExit(f"invalid --admin-listen {a.admin_listen!r}: want HOST:PORT")
+    component.check_admin_listen(a)
     if a.leader_elect == "false":
         return options, None
     durations = []
@@ -137,66 +117,30 @@ class _Leading:
 
 
 class ControllerManagerProcess:
-    """The process: its admin port, its client, and the leader-elected controllers."""
+    """The process: the component shell (client, admin port, election) around the controllers."""
 
     def __init__(self, a: argparse.Namespace):
         self.options, election = check(a)
-        self.identity = a.identity or f"{socket.gethostname()}_{os.getpid()}"
+        self.shell = shell = component.Component(
+            "controllers", a, field_manager="kube-controller-manager",
+            ready=lambda: None if self.leading.ready or shell.standby else "starting")
+        self.leading = _Leading(shell.client, self.options)
+        self.identity = shell.identity
         self.election = None if election is None else LeaderElectionConfig(
             LEASE_NAMESPACE, LEASE_NAME, self.identity, lease_duration=election.lease_duration,
             renew_deadline=election.renew_deadline, retry_period=election.retry_period)
-        token = Path(a.token_file).read_text().strip()
-        self.client = Client(a.server, token, timeout=10.0, field_manager="kube-controller-manager")
-        self.leading = leading = _Leading(self.client, self.options)
-        host, _, port = a.admin_listen.rpartition(":")
-        self.admin = AdminServer(host or "127.0.0.1", int(port), health=lambda: None,
-                                 ready=lambda: None if leading.ready or self.standby else "starting")
-        self.stopping = False
-        self.standby = False
-        self.main_task: asyncio.Task[None] | None = None
 
     async def start(self) -> None:
-        await self.admin.start()
-        log.info("controller_manager_starting", identity=self.identity, admin_port=self.admin.port,
+        await self.shell.admin.start()
+        log.info("controller_manager_starting", identity=self.identity, admin_port=self.shell.admin.port,
                  controllers=sorted(self.options.enabled), leader_elect=self.election is not None)
-        if self.election is None:
-            self.main_task = supervise("controllers", self.leading.run)
-        else:
-            election = self.election
-
-            async def elect_forever() -> None:
-                while True:
-                    self.standby = True
-                    elector = LeaderElector(self.client, election, on_started_leading=self._lead,
-                                            on_stopped_leading=self._lost,
-                                            on_new_leader=lambda who: log.info("new_leader", leader=who))
-                    await elector.run()
-
-            self.main_task = supervise("leader-election", elect_forever)
-        self.main_task.add_done_callback(self._main_ended)
-
-    async def _lead(self) -> None:
-        self.standby = False
-        await self.leading.run()
-
-    def _lost(self) -> None:
-        if not self.stopping:  # stepping down on SIGTERM is no loss
-            log.warning("leader_lost", identity=self.identity)
-
-    def _main_ended(self, task: asyncio.Task[None]) -> None:
-        if not self.stopping and not task.cancelled():
-            fail_process(f"{task.get_name()} ended")
+        self.shell.run(self.leading.run, self.election)
 
     async def stop(self) -> None:
-        self.stopping = True
-        await cancel_and_wait([self.main_task])
-        await self.admin.stop()
-        await self.client.close()
+        await self.shell.stop_work()
+        await self.shell.close()
 
 
 def main(argv: list[str] | None = None) -> None:
     a = parse_args(argv)
-    setup_logging("controller-manager", a.log_level)
-    failpoints.arm_from_env()
-    wait_for_files(a.token_file)
-    process.main("controller-manager", lambda: ControllerManagerProcess(a))
+    component.main("controller-manager", a, lambda: ControllerManagerProcess(a))

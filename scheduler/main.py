@@ -16,19 +16,12 @@ before it starts anything).
 from __future__ import annotations
 
 import argparse
-import asyncio
-import os
-import socket
-from pathlib import Path
 
-from machinery import failpoints, process
-from machinery.admin import AdminServer
+from machinery import component
 from machinery.client import Client
-from machinery.featuregates import FeatureGateError, FeatureGates
-from machinery.files import wait_for_files
-from machinery.leaderelection import LeaderElectionConfig, LeaderElector
-from machinery.logging import get_logger, setup_logging
-from machinery.process import cancel_and_wait, fail_process, supervise
+from machinery.featuregates import FeatureGates
+from machinery.leaderelection import LeaderElectionConfig
+from machinery.logging import get_logger
 from scheduler import config as schedconfig
 from scheduler.config import ConfigError, parse_duration
 from scheduler.framework.features import Features
@@ -45,24 +38,15 @@ EMULATED_VERSION = "1.36"  # the release whose behaviour this scheduler has
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="python -m scheduler", description="kplane scheduler")
-    p.add_argument("--server", required=True, help="apiserver HOST:PORT")
-    p.add_argument("--token-file", required=True, help="file holding the scheduler's bearer token")
+    component.add_flags(p, "scheduler", leader_elect=None, lease_duration=None, renew_deadline=None,
+                        retry_period=None, leader_elect_help="override the configuration's leaderElection.leaderElect")
     p.add_argument("--config", default="", help="KubeSchedulerConfiguration YAML")
-    p.add_argument("--admin-listen", default="127.0.0.1:0")
-    p.add_argument("--identity", default="", help="leader election identity (default: hostname_pid)")
-    p.add_argument("--leader-elect", default=None, choices=["true", "false"],
-                   help="override the configuration's leaderElection.leaderElect")
-    p.add_argument("--leader-elect-lease-duration", default=None)
-    p.add_argument("--leader-elect-renew-deadline", default=None)
-    p.add_argument("--leader-elect-retry-period", default=None)
     p.add_argument("--pod-max-in-unschedulable-pods-duration", default=None,
                    help="how long a pod may wait in the unschedulable pool before it is retried anyway (5m)")
     p.add_argument("--assumed-pod-ttl", default="15m",
                    help="how long after its binding an assumed pod may go unseen before it is expired")
-    p.add_argument("--feature-gates", default="")
     p.add_argument("--emulated-version", default=EMULATED_VERSION,
                    help=f"behave as this kube-scheduler release; only {EMULATED_VERSION} so far")
-    p.add_argument("--log-level", default="info")
     return p.parse_args(argv)
 
 
@@ -74,13 +58,6 @@ def check_emulated_version(a: argparse.Namespace) -> None:
                          f"{EMULATED_VERSION} so far")
 
 
-def parse_gates(a: argparse.Namespace) -> FeatureGates:
-    try:
-        return FeatureGates.parse(a.feature_gates)
-    except FeatureGateError as exc:
-        raise SystemExit(f"invalid --feature-gates: {exc}") from None
-
-
 def check(a: argparse.Namespace, registry: dict[str, PluginFactory] | None = None) -> None:
     """Every check the scheduler makes of its flags and configuration before it connects: the
     feature gates, the configuration (plugin args decoded strictly), the durations, the admin
@@ -89,11 +66,9 @@ def check(a: argparse.Namespace, registry: dict[str, PluginFactory] | None = Non
     anything."""
     registry = registry if registry is not None else default_registry()
     check_emulated_version(a)
-    features = Features.from_gates(parse_gates(a))
+    features = Features.from_gates(component.parse_gates(a))
     cfg, _, _ = build_config(a, registry)
-    _, _, port = a.admin_listen.rpartition(":")
-    if not port.isdigit() or int(port) > 65535:
-        raise SystemExit(f"invalid --admin-listen {a.admin_listen!r}: want HOST:PORT")
+    component.check_admin_listen(a)
     try:
         sorts = set()
         for profile in cfg.profiles:
@@ -163,87 +138,48 @@ class _Runner:
 
 
 class SchedulerProcess:
-    """The scheduler process: its admin port, its client, and the leader-elected scheduling loop."""
+    """The process: the component shell (client, admin port, election) around the scheduler."""
 
     def __init__(self, a: argparse.Namespace):
         registry = default_registry()
         check(a, registry)
-        try:
-            gates = FeatureGates.parse(a.feature_gates)
-        except FeatureGateError as exc:
-            raise SystemExit(f"invalid --feature-gates: {exc}") from None
+        gates = component.parse_gates(a)
         self.cfg, _, _ = build_config(a, registry)
-        a.identity = a.identity or f"{socket.gethostname()}_{os.getpid()}"
-        self.identity = a.identity
-        token = Path(a.token_file).read_text().strip()
-        self.client = Client(a.server, token, timeout=10.0, field_manager="kube-scheduler")
-        self.runner = runner = _Runner(self.client, a, registry, gates)
+        self.shell = component.Component("scheduling", a, field_manager="kube-scheduler",
+                                         ready=lambda: None if self.runner.ready else "informers not synced")
+        a.identity = self.identity = self.shell.identity
+        self.runner = runner = _Runner(self.shell.client, a, registry, gates)
         try:
             runner.sched = runner.new()
         except (FrameworkError, ValueError) as exc:
             raise SystemExit(f"invalid scheduler configuration: {exc}") from None
-        host, _, port = a.admin_listen.rpartition(":")
-        self.admin = AdminServer(host or "127.0.0.1", int(port), health=lambda: None,
-                                 ready=lambda: None if runner.ready else "informers not synced")
-        self.stopping = False
-        self.main_task: asyncio.Task | None = None
 
     async def start(self) -> None:
-        await self.admin.start()
+        await self.shell.admin.start()
         le = self.cfg.leader_election
-        log.info("scheduler_starting", identity=self.identity, admin_port=self.admin.port,
+        log.info("scheduler_starting", identity=self.identity, admin_port=self.shell.admin.port,
                  leader_elect=le.leader_elect)
         runner = self.runner
         assert runner.sched is not None
         await runner.sched.start()
         runner.ready = True
-        if le.leader_elect:
-            lost = asyncio.Event()
-
-            def on_stopped() -> None:
-                if not self.stopping:  # stepping down on SIGTERM is no loss
-                    log.warning("leader_lost", identity=self.identity)
-                lost.set()
-
-            elector_cfg = LeaderElectionConfig(lease_namespace=le.resource_namespace, lease_name=le.resource_name,
-                                               identity=self.identity, lease_duration=le.lease_duration,
-                                               renew_deadline=le.renew_deadline, retry_period=le.retry_period)
-
-            async def elect_forever() -> None:
-                while True:
-                    lost.clear()
-                    elector = LeaderElector(self.client, elector_cfg, on_started_leading=runner.lead,
-                                            on_stopped_leading=on_stopped,
-                                            on_new_leader=lambda who: log.info("new_leader", leader=who),
-                                            may_release=runner.drained)
-                    await elector.run()
-                    await runner.reset()
-
-            self.main_task = supervise("leader-election", elect_forever)
-        else:
-            self.main_task = supervise("scheduling", runner.lead)
-        self.main_task.add_done_callback(self._main_ended)
-
-    def _main_ended(self, task: asyncio.Task) -> None:
-        if not self.stopping and not task.cancelled():
-            fail_process(f"{task.get_name()} ended")
+        election = LeaderElectionConfig(lease_namespace=le.resource_namespace, lease_name=le.resource_name,
+                                        identity=self.identity, lease_duration=le.lease_duration,
+                                        renew_deadline=le.renew_deadline, retry_period=le.retry_period) \
+            if le.leader_elect else None
+        self.shell.run(runner.lead, election, after_leading=runner.reset, may_release=runner.drained)
 
     async def stop(self) -> None:
-        self.stopping = True
         if self.runner.sched is not None:
             # Before the leading task hears of the stop (a few hops away), or it could start a
             # cycle — a preemption, say — after the stop was asked for.
             self.runner.sched.stop_scheduling()
-        await cancel_and_wait([self.main_task])
+        await self.shell.stop_work()
         if self.runner.sched is not None:
             await self.runner.sched.stop()
-        await self.admin.stop()
-        await self.client.close()
+        await self.shell.close()
 
 
 def main(argv: list[str] | None = None) -> None:
     a = parse_args(argv)
-    setup_logging("scheduler", a.log_level)
-    failpoints.arm_from_env()
-    wait_for_files(a.token_file)
-    process.main("scheduler", lambda: SchedulerProcess(a))
+    component.main("scheduler", a, lambda: SchedulerProcess(a))

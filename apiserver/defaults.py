@@ -18,8 +18,9 @@ from collections.abc import Callable, MutableMapping, Sequence
 from functools import lru_cache
 from typing import Any, Final
 
-from machinery import kinds, resources, wellknown
+from machinery import kinds, memo, resources, wellknown
 from machinery.api import apps_pb2, core_pb2, policy_pb2, resource_pb2, scheduling_pb2
+from machinery.memo import Memo
 from machinery.quantity import Quantity, QuantityError, parse_quantity
 
 DEFAULT_TERMINATION_GRACE_PERIOD_SECONDS: Final = 30
@@ -146,8 +147,7 @@ def _default_resources(r: core_pb2.ResourceRequirements) -> bool:
 # and nothing else (no ports, resources left unchanged): the containers of one workload's pods
 # are alike. Equal bytes mean an equal container, which the defaulting below treats the same.
 # Bounded: cleared when full.
-_CONTAINER_MERGES: dict[bytes, bytes] = {}
-_CONTAINER_MERGES_MAX: Final = 1024
+_CONTAINER_MERGES: Memo[bytes, bytes] = Memo("apiserver.defaults.container_merges", 1024)
 
 
 def _container_scalar_defaults(c: core_pb2.Container) -> bytes:
@@ -193,9 +193,7 @@ def _default_container(c: core_pb2.Container, host_network: bool) -> bytes | Non
         return None
     if ports:
         return None
-    if len(_CONTAINER_MERGES) >= _CONTAINER_MERGES_MAX:
-        _CONTAINER_MERGES.clear()
-    _CONTAINER_MERGES[key] = merge
+    _CONTAINER_MERGES.put(key, merge)
     return merge
 
 
@@ -325,8 +323,8 @@ def _default_pod_level_resources(pod: core_pb2.Pod) -> None:
 # and tolerations) and, per container and init container, the serialized Container defaults
 # (see _CONTAINER_MERGES). The pods of one workload are alike; equal bytes mean an equal spec,
 # which the defaulting treats the same. Bounded: cleared when full.
-_POD_SPEC_MERGES: dict[bytes, tuple[bytes, tuple[bytes, ...], tuple[bytes, ...]]] = {}
-_POD_SPEC_MERGES_MAX: Final = 512
+_POD_SPEC_MERGES: Memo[bytes, tuple[bytes, tuple[bytes, ...], tuple[bytes, ...]]] = Memo(
+    "apiserver.defaults.pod_spec_merges", 512)
 
 
 def default_pod(pod: core_pb2.Pod) -> None:
@@ -374,9 +372,7 @@ def default_pod(pod: core_pb2.Pod) -> None:
     if spec_merge:
         spec.MergeFromString(spec_merge)
     if only_merges:
-        if len(_POD_SPEC_MERGES) >= _POD_SPEC_MERGES_MAX:
-            _POD_SPEC_MERGES.clear()
-        _POD_SPEC_MERGES[key] = (spec_merge, merges, init_merges)
+        _POD_SPEC_MERGES.put(key, (spec_merge, merges, init_merges))
 
 
 def default_pod_template(template: core_pb2.PodTemplateSpec) -> None:
@@ -539,3 +535,11 @@ def default_object(kind_name: str, obj: Any) -> None:
         fn = _DEFAULTERS.get(kinds.lookup(kind_name).name)
     if fn is not None:
         fn(obj)
+
+
+# The lru_cache memos above, exported with the others (machinery.memo). The unbounded two are keyed
+# by a bit mask of the defaults a container or spec lacks: a few dozen keys at most.
+memo.track("apiserver.defaults.normalized_quantity", _normalized_quantity)
+memo.track("apiserver.defaults.image_tag_is_latest", _image_tag_is_latest)
+memo.track("apiserver.defaults.container_defaults", _container_defaults)
+memo.track("apiserver.defaults.pod_spec_defaults", _pod_spec_defaults)

@@ -20,6 +20,8 @@ import json
 from collections.abc import Callable, Iterator
 from typing import Any
 
+from machinery.memo import Memo
+
 FIELD, KEY, VALUE, INDEX = "f", "k", "v", "i"
 
 PathElement = tuple[str, Any]
@@ -297,7 +299,7 @@ def encode_element(pe: PathElement) -> str:
     return f"i:{v}"
 
 
-_KEY_TEXTS: dict[PathElement, str] = {}
+_KEY_TEXTS: Memo[PathElement, str] = Memo("apiserver.fieldmanager.key_texts", 65536)
 
 
 def _key_text(pe: PathElement) -> str:
@@ -309,9 +311,7 @@ def _key_text(pe: PathElement) -> str:
         text = json.dumps(encode_element(pe), ensure_ascii=False)
         kind, v = pe
         if kind == FIELD or (kind == KEY and all(isinstance(x, str) for _, x in v)):
-            if len(_KEY_TEXTS) >= 65536:
-                _KEY_TEXTS.clear()
-            _KEY_TEXTS[pe] = text
+            _KEY_TEXTS.put(pe, text)
     return text
 
 

@@ -48,6 +48,7 @@ from machinery import errors, jsonconv, timeutil
 from machinery.api import meta_pb2
 from machinery.kinds import Kind, L, M, object_meta
 from machinery.logging import get_logger
+from machinery.memo import Memo
 
 log = get_logger()
 
@@ -170,8 +171,7 @@ def decode(kind: Kind[M, L], obj: M) -> Managed:
     return out
 
 
-_PARSED: dict[str, FieldSet] = {}
-_PARSED_MAX = 4096
+_PARSED: Memo[str, FieldSet] = Memo("apiserver.fieldmanager.parsed_fields", 4096)
 
 
 def _parsed(text: str) -> FieldSet:
@@ -180,14 +180,11 @@ def _parsed(text: str) -> FieldSet:
     fields = _PARSED.get(text)
     if fields is None:
         fields = FieldSet.from_fields_v1(json.loads(text)) if text else FieldSet()
-        if len(_PARSED) >= _PARSED_MAX:
-            _PARSED.clear()
-        _PARSED[text] = fields
+        _PARSED.put(text, fields)
     return fields
 
 
-_CREATED: dict[bytes, tuple[meta_pb2.ManagedFieldsEntry, ...]] = {}
-_CREATED_MAX = 1024
+_CREATED: Memo[bytes, tuple[meta_pb2.ManagedFieldsEntry, ...]] = Memo("apiserver.fieldmanager.created_fields", 1024)
 
 
 def _create_shape(kind: Kind[M, L], requested: M, manager: Manager) -> bytes:
@@ -420,9 +417,7 @@ class FieldManager:
                 manager=e.manager, operation=e.operation, api_version=e.api_version, fields_type=e.fields_type,
                 fields_v1=e.fields_v1, subresource=e.subresource) for e in object_meta(defaulted).managed_fields)
             if shape is not None:
-                if len(_CREATED) >= _CREATED_MAX:
-                    _CREATED.clear()
-                _CREATED[shape] = entries
+                _CREATED.put(shape, entries)
         now = self._now()
         for e in entries:
             added = meta.managed_fields.add()

@@ -51,6 +51,7 @@ from apiserver.validation.meta import (
 from machinery import resources
 from machinery.api import core_pb2
 from machinery.errors import FieldError, duplicate, forbidden, invalid, not_supported, required
+from machinery.memo import Memo
 
 MIRROR_POD_ANNOTATION: Final = "kubernetes.io/config.mirror"
 POD_DELETION_COST_ANNOTATION: Final = "controller.kubernetes.io/pod-deletion-cost"
@@ -507,10 +508,9 @@ _NO_NAMES: Final[frozenset[str]] = frozenset()
 # validates the same spec again. The value is placement.valid_toleration_facts of the
 # tolerations. Only specs without errors (and without images that have surrounding whitespace)
 # are remembered; equal bytes mean an equal spec, which the checks treat the same (they read
-# nothing but the spec and the options; the path only goes into error messages). Bounded:
-# cleared when full.
-_VALID_SPECS: dict[tuple[int, bytes], tuple[tuple[str, str, str, str, bool], ...]] = {}
-_VALID_SPECS_MAX: Final = 512
+# nothing but the spec and the options; the path only goes into error messages).
+_VALID_SPECS: Memo[tuple[int, bytes], tuple[tuple[str, str, str, str, bool], ...]] = Memo(
+    "apiserver.validation.valid_pod_specs", 512)
 _OPTIONS_SLOTS: Final = {id(o): i for i, o in enumerate((_CREATE_OPTIONS, *_UPDATE_OPTIONS.values()))}
 
 
@@ -539,9 +539,7 @@ def _validate_pod_spec(pod: core_pb2.Pod, opts: PodValidationOptions, path: str,
         scan = _SpecScan()
     errs = _check_pod_spec(pod, spec, opts, path, scan)
     if not errs and scan.images_ok and scan.tolerations is not None:
-        if len(_VALID_SPECS) >= _VALID_SPECS_MAX:
-            _VALID_SPECS.clear()
-        _VALID_SPECS[key] = tuple(scan.tolerations)
+        _VALID_SPECS.put(key, tuple(scan.tolerations))
     return errs
 
 

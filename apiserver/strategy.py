@@ -1,4 +1,6 @@
-"""Per-kind rules for create, update and status update (Kubernetes' REST strategies).
+"""Per-kind rules for create, update and status update (Kubernetes' REST strategies): a
+``Strategy`` holds the generic rules, a kind that differs has its own subclass
+(``pkg/registry/<group>/<kind>/strategy.go``'s shape), and ``for_kind`` finds it.
 
 - create: system metadata (uid, creationTimestamp, generation 1), the kind's status reset (a pod
   starts Pending with its QoS class, a namespace Active with the "kubernetes" finalizer),
@@ -26,6 +28,7 @@ from machinery.api import apps_pb2, core_pb2
 from machinery.kinds import (
     DEPLOYMENT,
     NAMESPACE,
+    POD,
     POD_DISRUPTION_BUDGET,
     REPLICA_SET,
     RESOURCE_CLAIM,
@@ -41,7 +44,6 @@ from machinery.kinds import (
 # The namespace controller's finalizer, which every namespace gets on create: its content is
 # deleted before the namespace goes.
 FINALIZER_KUBERNETES = "kubernetes"
-_RESET_STATUS_ON_CREATE = (POD_DISRUPTION_BUDGET, RESOURCE_CLAIM, RESOURCE_QUOTA, REPLICA_SET, DEPLOYMENT)
 
 
 class _WithStatus(Protocol):
@@ -75,43 +77,203 @@ def spec_bytes(kind: Kind[Message, Message], obj: Message) -> bytes:
     return tmp.SerializeToString(deterministic=True)
 
 
-def defaulted_request(kind: Kind[M, L], requested: M) -> M:
-    """A create's request as Kubernetes' decoder defaults it, before any admission plugin: what its
-    field manager is recorded as owning (the DefaultTolerationSeconds tolerations, the priority,
-    LimitRanger's resources are admission's, so nobody's)."""
-    out = copy(requested)
-    tolerations = list(out.spec.tolerations) if isinstance(out, core_pb2.Pod) else None
-    defaults.default_object(kind.name, out)
-    if isinstance(out, core_pb2.Pod) and tolerations is not None:
+class Strategy:
+    """A kind's rules (Kubernetes' RESTCreateStrategy, RESTUpdateStrategy and the status
+    strategy): the generic ones, which a kind with its own subclasses where it differs."""
+
+    def __init__(self, kind: Kind[Message, Message]):
+        self.kind = kind
+
+    # ------------------------------------------------------------ create
+
+    def defaulted_request(self, requested: M) -> M:
+        """A create's request as Kubernetes' decoder defaults it, before any admission plugin:
+        what its field manager is recorded as owning."""
+        out = copy(requested)
+        defaults.default_object(self.kind.name, out)
+        return out
+
+    def prepare_for_create(self, obj: Message) -> None:
+        """Defaulting and the kind's create-time resets, then validation (raises Invalid)."""
+        typed = accessor(obj)
+        typed.api_version, typed.kind = self.kind.api_version, self.kind.name
+        meta = typed.metadata
+        meta.uid = str(uuid.uuid4())
+        meta.creation_timestamp = timeutil.rfc3339()
+        meta.generation = 1
+        meta.resource_version = ""
+        meta.ClearField("deletion_timestamp")
+        meta.ClearField("deletion_grace_period_seconds")
+        defaults.default_object(self.kind.name, obj)
+        self.reset_status(obj)
+        _raise_invalid(self.kind, obj, validation.validate_create(self.kind.name, obj))
+
+    def reset_status(self, obj: Message) -> None:
+        """A created object's status: as given, unless the kind starts its own."""
+
+    # ------------------------------------------------------------ update
+
+    def prepare_for_update(self, new: Message, old: Message) -> None:
+        """An update of the main resource: status kept, generation bumped on spec change, validated."""
+        kind = self.kind
+        typed = accessor(new)
+        typed.api_version, typed.kind = kind.api_version, kind.name
+        _keep_system_metadata(new, old)
+        if kind.has_status:
+            if old.HasField("status"):
+                cast(_WithStatus, new).status.CopyFrom(cast(_WithStatus, old).status)
+            else:  # (CopyFrom would make an empty status present: a change, though nothing changed)
+                new.ClearField("status")
+        self.keep_on_update(new, old)
+        defaults.default_object(kind.name, new)
+        if self.generation_changes(new, old):
+            typed.metadata.generation = object_meta(old).generation + 1
+        _raise_invalid(kind, new, validation.validate_update(kind.name, new, old))
+
+    def keep_on_update(self, new: Message, old: Message) -> None:
+        """What of the stored object an update may not change, besides status and system metadata."""
+
+    def generation_changes(self, new: Message, old: Message) -> bool:
+        """Whether an update makes a new generation: its spec changed."""
+        return spec_bytes(self.kind, new) != spec_bytes(self.kind, old)
+
+    # ------------------------------------------------------------ status
+
+    def prepare_for_status_update(self, new: M, old: M) -> M:
+        """An update of the status subresource: the stored object with the new status."""
+        self.check_status_request(new)
+        out = copy(old)
+        cast(_WithStatus, out).status.CopyFrom(cast(_WithStatus, new).status)
+        object_meta(out).resource_version = object_meta(old).resource_version
+        self.status_update_keeps(out, new, old)
+        _raise_invalid(self.kind, out, validation.validate_status_update(self.kind.name, out, old))
+        return out
+
+    def check_status_request(self, new: Message) -> None:
+        """Refuse a status write the kind does not take at all."""
+
+    def status_update_keeps(self, out: Message, new: Message, old: Message) -> None:
+        """What a status write takes from the request (``new``) or keeps from the store (``old``)
+        besides the status, in ``out``."""
+
+
+class PodStrategy(Strategy):
+    def defaulted_request(self, requested: M) -> M:
+        """The DefaultTolerationSeconds tolerations are admission's, so nobody's."""
+        out = copy(requested)
+        assert isinstance(out, core_pb2.Pod)
+        tolerations = list(out.spec.tolerations)
+        defaults.default_object(self.kind.name, out)
         del out.spec.tolerations[:]
         out.spec.tolerations.extend(tolerations)
-    return out
+        return out
 
-
-def prepare_for_create(kind: Kind[M, L], obj: M) -> None:
-    """Defaulting and the kind's create-time resets, then validation (raises Invalid)."""
-    typed = accessor(obj)
-    typed.api_version, typed.kind = kind.api_version, kind.name
-    meta = typed.metadata
-    meta.uid = str(uuid.uuid4())
-    meta.creation_timestamp = timeutil.rfc3339()
-    meta.generation = 1
-    meta.resource_version = ""
-    meta.ClearField("deletion_timestamp")
-    meta.ClearField("deletion_grace_period_seconds")
-    defaults.default_object(kind.name, obj)
-    if isinstance(obj, core_pb2.Pod):  # kind is POD
+    def reset_status(self, obj: Message) -> None:
+        assert isinstance(obj, core_pb2.Pod)
         obj.ClearField("status")
         obj.status.phase = "Pending"
         obj.status.qos_class = resources.compute_qos(obj)
-    elif isinstance(obj, core_pb2.Namespace):  # kind is NAMESPACE
+
+    def status_update_keeps(self, out: Message, new: Message, old: Message) -> None:
+        assert isinstance(out, core_pb2.Pod) and isinstance(old, core_pb2.Pod)
+        if not out.status.qos_class:
+            out.status.qos_class = old.status.qos_class
+
+
+class NamespaceStrategy(Strategy):
+    def reset_status(self, obj: Message) -> None:
+        assert isinstance(obj, core_pb2.Namespace)
         obj.ClearField("status")
         obj.status.phase = "Active"
         if FINALIZER_KUBERNETES not in obj.spec.finalizers:
             obj.spec.finalizers.append(FINALIZER_KUBERNETES)
-    elif kind in _RESET_STATUS_ON_CREATE:
+
+    def keep_on_update(self, new: Message, old: Message) -> None:
+        """spec.finalizers change only through the finalize subresource."""
+        assert isinstance(new, core_pb2.Namespace) and isinstance(old, core_pb2.Namespace)
+        new.spec.ClearField("finalizers")
+        new.spec.finalizers.extend(old.spec.finalizers)
+
+    def prepare_for_finalize(self, new: core_pb2.Namespace, old: core_pb2.Namespace) -> core_pb2.Namespace:
+        """The finalize subresource: the new namespace with the stored status (Kubernetes'
+        namespace FinalizeStrategy), so spec.finalizers is what changes."""
+        out = copy(new)
+        out.api_version, out.kind = NAMESPACE.api_version, NAMESPACE.name
+        _keep_system_metadata(out, old)
+        out.status.CopyFrom(old.status)
+        defaults.default_object(NAMESPACE.name, out)
+        _raise_invalid(NAMESPACE, out, validation.validate_namespace_finalize_update(out, old))
+        return out
+
+
+class StatusResetStrategy(Strategy):
+    """A kind whose status its controller writes: a create starts without one."""
+
+    def reset_status(self, obj: Message) -> None:
         obj.ClearField("status")
-    _raise_invalid(kind, obj, validation.validate_create(kind.name, obj))
+
+
+class DeploymentStrategy(StatusResetStrategy):
+    def generation_changes(self, new: Message, old: Message) -> bool:
+        """Its annotations too: they are copied to its ReplicaSets."""
+        assert isinstance(new, apps_pb2.Deployment) and isinstance(old, apps_pb2.Deployment)
+        return super().generation_changes(new, old) or new.metadata.annotations != old.metadata.annotations
+
+    def status_update_keeps(self, out: Message, new: Message, old: Message) -> None:
+        """Kubernetes' deploymentStatusStrategy keeps only spec and labels from the stored object:
+        the deployment controller writes its revision annotation with the status, and that write
+        must not bump the generation as an annotation change through an update does."""
+        assert isinstance(out, apps_pb2.Deployment) and isinstance(new, apps_pb2.Deployment)
+        out.metadata.annotations.clear()
+        out.metadata.annotations.update(new.metadata.annotations)
+
+
+class ResourceQuotaStrategy(StatusResetStrategy):
+    def check_status_request(self, new: Message) -> None:
+        """ValidateResourceQuotaStatusUpdate: quota usage is written against a known version."""
+        if not object_meta(new).resource_version:
+            _raise_invalid(self.kind, new, [errors.required("resourceVersion")])
+
+
+_STRATEGIES: dict[str, Strategy] = {
+    POD.name: PodStrategy(POD),
+    NAMESPACE.name: NamespaceStrategy(NAMESPACE),
+    DEPLOYMENT.name: DeploymentStrategy(DEPLOYMENT),
+    RESOURCE_QUOTA.name: ResourceQuotaStrategy(RESOURCE_QUOTA),
+    **{k.name: StatusResetStrategy(k) for k in (POD_DISRUPTION_BUDGET, RESOURCE_CLAIM, REPLICA_SET)},
+}
+
+
+def for_kind(kind: Kind[M, L]) -> Strategy:
+    """The kind's strategy (the generic one unless it has its own)."""
+    found = _STRATEGIES.get(kind.name)
+    if found is None:
+        found = _STRATEGIES[kind.name] = Strategy(kind)
+    return found
+
+
+# The registry's entry points.
+
+def defaulted_request(kind: Kind[M, L], requested: M) -> M:
+    return for_kind(kind).defaulted_request(requested)
+
+
+def prepare_for_create(kind: Kind[M, L], obj: M) -> None:
+    for_kind(kind).prepare_for_create(obj)
+
+
+def prepare_for_update(kind: Kind[M, L], new: M, old: M) -> None:
+    for_kind(kind).prepare_for_update(new, old)
+
+
+def prepare_for_status_update(kind: Kind[M, L], new: M, old: M) -> M:
+    return for_kind(kind).prepare_for_status_update(new, old)
+
+
+def prepare_for_finalize(new: core_pb2.Namespace, old: core_pb2.Namespace) -> core_pb2.Namespace:
+    strategy = for_kind(NAMESPACE)
+    assert isinstance(strategy, NamespaceStrategy)
+    return strategy.prepare_for_finalize(new, old)
 
 
 def _keep_system_metadata(new: Message, old: Message) -> None:
@@ -129,56 +291,3 @@ def _keep_system_metadata(new: Message, old: Message) -> None:
         nm.uid = om.uid
     if om.creation_timestamp:
         nm.creation_timestamp = om.creation_timestamp
-
-
-def prepare_for_update(kind: Kind[M, L], new: M, old: M) -> None:
-    """An update of the main resource: status kept, generation bumped on spec change, validated."""
-    typed = accessor(new)
-    typed.api_version, typed.kind = kind.api_version, kind.name
-    _keep_system_metadata(new, old)
-    if kind.has_status:
-        if old.HasField("status"):
-            cast(_WithStatus, new).status.CopyFrom(cast(_WithStatus, old).status)
-        else:  # (CopyFrom would make an empty status present: a change, though nothing changed)
-            new.ClearField("status")
-    if isinstance(new, core_pb2.Namespace) and isinstance(old, core_pb2.Namespace):  # kind is NAMESPACE
-        new.spec.ClearField("finalizers")
-        new.spec.finalizers.extend(old.spec.finalizers)
-    defaults.default_object(kind.name, new)
-    if spec_bytes(kind, new) != spec_bytes(kind, old) or (
-            isinstance(new, apps_pb2.Deployment) and isinstance(old, apps_pb2.Deployment)
-            and new.metadata.annotations != old.metadata.annotations):
-        typed.metadata.generation = object_meta(old).generation + 1
-    _raise_invalid(kind, new, validation.validate_update(kind.name, new, old))
-
-
-def prepare_for_status_update(kind: Kind[M, L], new: M, old: M) -> M:
-    """An update of the status subresource: the stored object with the new status."""
-    if isinstance(new, core_pb2.ResourceQuota) and not new.metadata.resource_version:  # kind is RESOURCE_QUOTA
-        # ValidateResourceQuotaStatusUpdate: quota usage is written against a known version.
-        _raise_invalid(kind, new, [errors.required("resourceVersion")])
-    out = copy(old)
-    cast(_WithStatus, out).status.CopyFrom(cast(_WithStatus, new).status)
-    object_meta(out).resource_version = object_meta(old).resource_version
-    if isinstance(out, apps_pb2.Deployment) and isinstance(new, apps_pb2.Deployment):  # kind is DEPLOYMENT
-        # Kubernetes' deploymentStatusStrategy keeps only spec and labels from the stored object: the
-        # deployment controller writes its revision annotation with the status, and that write must
-        # not bump the generation as an annotation change through an update does.
-        out.metadata.annotations.clear()
-        out.metadata.annotations.update(new.metadata.annotations)
-    if isinstance(out, core_pb2.Pod) and isinstance(old, core_pb2.Pod) and not out.status.qos_class:  # kind is POD
-        out.status.qos_class = old.status.qos_class
-    _raise_invalid(kind, out, validation.validate_status_update(kind.name, out, old))
-    return out
-
-
-def prepare_for_finalize(new: core_pb2.Namespace, old: core_pb2.Namespace) -> core_pb2.Namespace:
-    """An update of a namespace's finalize subresource: the new namespace with the stored status
-    (Kubernetes' namespace FinalizeStrategy), so spec.finalizers is what changes."""
-    out = copy(new)
-    out.api_version, out.kind = NAMESPACE.api_version, NAMESPACE.name
-    _keep_system_metadata(out, old)
-    out.status.CopyFrom(old.status)
-    defaults.default_object(NAMESPACE.name, out)
-    _raise_invalid(NAMESPACE, out, validation.validate_namespace_finalize_update(out, old))
-    return out

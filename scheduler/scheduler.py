@@ -69,9 +69,8 @@ class Scheduler:
         for profile in cfg.profiles:
             handle = Handle(client=client, recorder=self.recorder, pods=self._all_pods,
                             get_pod=self.get_pod, pdbs=lambda: self.pdbs.list_all(), activate=self._activate,
-                            features=features, dra=self.dra, pod_indexes=self.pods)
-            handle.snapshot = self.snapshot
-            handle.status_writer = self.status_writer
+                            features=features, dra=self.dra, pod_indexes=self.pods, snapshot=self.snapshot,
+                            status_writer=self.status_writer)
             self.frameworks[profile.scheduler_name] = Framework(
                 profile.scheduler_name, profile.plugins, registry, handle, profile.percentage_of_nodes_to_score)
         sorts = {type(fw.queue_sort) for fw in self.frameworks.values()}

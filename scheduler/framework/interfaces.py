@@ -358,7 +358,8 @@ class Handle:
                  pdbs: Callable[[], Iterable[policy_pb2.PodDisruptionBudget]] | None = None,
                  activate: Callable[[list[core_pb2.Pod]], None] | None = None,
                  features: Features | None = None, dra: SharedDRAManager | None = None,
-                 pod_indexes: "PodIndexes | None" = None):
+                 pod_indexes: "PodIndexes | None" = None, snapshot: "Snapshot | None" = None,
+                 status_writer: "StatusWriter | None" = None):
         self.client = client
         self.features = features or Features()
         self.recorder = recorder
@@ -369,8 +370,8 @@ class Handle:
         self._pdbs = pdbs or (lambda: ())
         self._pod_indexes = pod_indexes
         self.activate = activate or (lambda pods: None)
-        self.snapshot: "Snapshot | None" = None
-        self.status_writer: "StatusWriter | None" = None  # pod status writes off the cycle, in order per pod
+        self.snapshot = snapshot
+        self.status_writer = status_writer  # pod status writes off the cycle, in order per pod
         self.framework: PluginsRunner | None = None
         self.waiting_pods: dict[str, Any] = {}
 

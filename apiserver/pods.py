@@ -22,12 +22,12 @@ from __future__ import annotations
 
 import functools
 
-from apiserver import defaults, strategy, validation
+from apiserver import strategy
 from apiserver.admission.interfaces import Attributes, Operation
 from apiserver.auth import User
 from apiserver.fieldmanager import Manager
 from apiserver.registry import Registry, check_patch_options, is_apply, parse_patch, patched
-from machinery import disruption, errors, podconditions, timeutil
+from machinery import disruption, errors, timeutil
 from machinery.api import core_pb2, meta_pb2, policy_pb2
 from machinery.featuregates import FeatureGates
 from machinery.kinds import POD, POD_DISRUPTION_BUDGET, list_accessor
@@ -35,6 +35,7 @@ from machinery.kinds import POD, POD_DISRUPTION_BUDGET, list_accessor
 DEFAULT_GRACE_PERIOD = 30
 EVICTION_RETRIES = 5
 TERMINAL_PHASES = ("Succeeded", "Failed")
+_POD = strategy.pod_strategy()
 
 
 def grace_period(pod: core_pb2.Pod, requested: int | None) -> int:
@@ -68,66 +69,16 @@ class PodSubresources:
             raise errors.Invalid.of("Binding", name,
                                     [errors.not_supported("target.kind", binding.target.kind, ["Node"])])
 
-        def build(pod: core_pb2.Pod) -> core_pb2.Pod:
-            if binding.metadata.uid and binding.metadata.uid != pod.metadata.uid:
-                raise errors.conflict("pods/binding", name,
-                                      f"Precondition failed: UID in precondition: {binding.metadata.uid}, "
-                                      f"UID in object meta: {pod.metadata.uid}")
-            if pod.metadata.deletion_timestamp:
-                raise errors.conflict("pods/binding", name,
-                                      f"pod {name} is being deleted, cannot be assigned to a host")
-            if pod.spec.node_name:
-                raise errors.conflict("pods/binding", name,
-                                      f'pod {name} is already assigned to node "{pod.spec.node_name}"')
-            if pod.spec.scheduling_gates:
-                raise errors.FailedPrecondition(f"pod {name} has non-empty .spec.schedulingGates")
-            pod.spec.node_name = target
-            for k, v in binding.metadata.annotations.items():
-                pod.metadata.annotations[k] = v
-            podconditions.set_condition(pod, podconditions.POD_SCHEDULED, "True")
-            return pod
-
         def attributes(new: core_pb2.Pod, old: core_pb2.Pod) -> Attributes:
             return Attributes(Operation.CREATE, POD, "binding", namespace, name, new, old, user, dry_run)
 
-        return await self.registry.guaranteed_update(POD, namespace, name, build, dry_run=dry_run,
-                                                     attributes=attributes)
+        return await self.registry.guaranteed_update(POD, namespace, name, lambda pod: _POD.bound(pod, binding),
+                                                     dry_run=dry_run, attributes=attributes)
 
     # ------------------------------------------------------------ resize
 
-    @staticmethod
-    def _resized(requested: core_pb2.Pod, old: core_pb2.Pod) -> core_pb2.Pod:
-        """The stored pod with the requested containers' resources and resize policies (defaulted)."""
-        name = old.metadata.name
-        errs: list[errors.FieldError] = []
-        for field in ("containers", "init_containers"):
-            path = "spec.containers" if field == "containers" else "spec.initContainers"
-            want, have = getattr(requested.spec, field), getattr(old.spec, field)
-            for i in range(max(len(want), len(have))):
-                if i >= len(want) or i >= len(have) or want[i].name != have[i].name:
-                    errs.append(errors.forbidden(f"{path}[{i}].name",
-                                                 "containers may not be renamed or reordered on resize"))
-        if errs:
-            raise errors.Invalid.of("Pod", name, errs)
-        new = strategy.copy(old)
-        for field in ("containers", "init_containers"):
-            for target, source in zip(getattr(new.spec, field), getattr(requested.spec, field), strict=True):
-                target.resources.CopyFrom(source.resources)
-                del target.resize_policy[:]
-                target.resize_policy.extend(source.resize_policy)
-        defaults.default_pod(new)  # Kubernetes defaults the request body (quantities canonical: 1.5 -> 1500m)
-        return new
-
     def _prepare_resize(self, new: core_pb2.Pod, old: core_pb2.Pod) -> core_pb2.Pod:
-        """The resize strategy, after admission's mutation (LimitRanger's defaults): validated, and
-        ``metadata.generation`` bumped when the spec changed."""
-        errs = validation.validate_pod_resize(
-            new, old, in_place_enabled=self.gates.enabled("InPlacePodVerticalScaling"))
-        if errs:
-            raise errors.Invalid.of("Pod", old.metadata.name, errs)
-        if strategy.spec_bytes(POD, new) != strategy.spec_bytes(POD, old):
-            new.metadata.generation = old.metadata.generation + 1
-        return new
+        return _POD.prepare_for_resize(new, old, in_place_enabled=self.gates.enabled("InPlacePodVerticalScaling"))
 
     async def resize(self, pod: core_pb2.Pod, user: User, dry_run: bool = False,
                      field_manager: str | None = None) -> core_pb2.Pod:
@@ -135,7 +86,7 @@ class PodSubresources:
         ``field_manager``."""
         namespace = pod.metadata.namespace or "default"
         return await self.registry.guaranteed_update(
-            POD, namespace, pod.metadata.name, lambda old: self._resized(pod, old),
+            POD, namespace, pod.metadata.name, lambda old: _POD.resize_request(pod, old),
             precondition_rv=pod.metadata.resource_version, dry_run=dry_run,
             attributes=self.registry.writes(POD, "resize", user, dry_run), prepare=self._prepare_resize,
             manager=Manager(field_manager, "resize") if field_manager is not None else None)
@@ -154,7 +105,7 @@ class PodSubresources:
         manager = req.field_manager or field_manager
         return await self.registry.guaranteed_update(
             POD, namespace, req.name,
-            lambda old: self._resized(patched(POD, old, document, req.patch_type, unknown), old),
+            lambda old: _POD.resize_request(patched(POD, old, document, req.patch_type, unknown), old),
             precondition_rv=precondition, dry_run=dry_run,
             attributes=self.registry.writes(POD, "resize", user, dry_run), prepare=self._prepare_resize,
             manager=Manager(manager, "resize") if manager is not None else None)

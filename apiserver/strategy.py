@@ -23,7 +23,7 @@ from typing import Protocol, cast
 from google.protobuf.message import Message
 
 from apiserver import defaults, validation
-from machinery import errors, resources, timeutil
+from machinery import errors, podconditions, resources, timeutil
 from machinery.api import apps_pb2, core_pb2
 from machinery.kinds import (
     DEPLOYMENT,
@@ -180,6 +180,64 @@ class PodStrategy(Strategy):
             out.status.qos_class = old.status.qos_class
 
 
+    # ------------------------------------------------------------ subresources
+
+    def bound(self, pod: core_pb2.Pod, binding: core_pb2.Binding) -> core_pb2.Pod:
+        """The binding subresource (Kubernetes' BindingREST, setPodHostAndAnnotations): the stored
+        pod assigned to the binding's node, its annotations added, PodScheduled=True."""
+        name = pod.metadata.name
+        if binding.metadata.uid and binding.metadata.uid != pod.metadata.uid:
+            raise errors.conflict("pods/binding", name,
+                                  f"Precondition failed: UID in precondition: {binding.metadata.uid}, "
+                                  f"UID in object meta: {pod.metadata.uid}")
+        if pod.metadata.deletion_timestamp:
+            raise errors.conflict("pods/binding", name, f"pod {name} is being deleted, cannot be assigned to a host")
+        if pod.spec.node_name:
+            raise errors.conflict("pods/binding", name,
+                                  f'pod {name} is already assigned to node "{pod.spec.node_name}"')
+        if pod.spec.scheduling_gates:
+            raise errors.FailedPrecondition(f"pod {name} has non-empty .spec.schedulingGates")
+        pod.spec.node_name = binding.target.name
+        for k, v in binding.metadata.annotations.items():
+            pod.metadata.annotations[k] = v
+        podconditions.set_condition(pod, podconditions.POD_SCHEDULED, "True")
+        return pod
+
+    @staticmethod
+    def resize_request(requested: core_pb2.Pod, old: core_pb2.Pod) -> core_pb2.Pod:
+        """The resize subresource's request (Kubernetes' podResizeStrategy.PrepareForUpdate): the
+        stored pod with the requested containers' resources and resize policies, defaulted."""
+        name = old.metadata.name
+        errs: list[errors.FieldError] = []
+        for field in ("containers", "init_containers"):
+            path = "spec.containers" if field == "containers" else "spec.initContainers"
+            want, have = getattr(requested.spec, field), getattr(old.spec, field)
+            for i in range(max(len(want), len(have))):
+                if i >= len(want) or i >= len(have) or want[i].name != have[i].name:
+                    errs.append(errors.forbidden(f"{path}[{i}].name",
+                                                 "containers may not be renamed or reordered on resize"))
+        if errs:
+            raise errors.Invalid.of("Pod", name, errs)
+        new = copy(old)
+        for field in ("containers", "init_containers"):
+            for target, source in zip(getattr(new.spec, field), getattr(requested.spec, field), strict=True):
+                target.resources.CopyFrom(source.resources)
+                del target.resize_policy[:]
+                target.resize_policy.extend(source.resize_policy)
+        defaults.default_pod(new)  # Kubernetes defaults the request body (quantities canonical: 1.5 -> 1500m)
+        return new
+
+    def prepare_for_resize(self, new: core_pb2.Pod, old: core_pb2.Pod, *, in_place_enabled: bool) -> core_pb2.Pod:
+        """After admission's mutation (LimitRanger's defaults): validated (ValidatePodResize), and
+        ``metadata.generation`` bumped when the spec changed."""
+        errs = validation.validate_pod_resize(new, old, in_place_enabled=in_place_enabled)
+        if errs:
+            raise errors.Invalid.of("Pod", old.metadata.name, errs)
+        if spec_bytes(POD, new) != spec_bytes(POD, old):
+            new.metadata.generation = old.metadata.generation + 1
+        return new
+
+
 class NamespaceStrategy(Strategy):
     def reset_status(self, obj: Message) -> None:
         assert isinstance(obj, core_pb2.Namespace)
@@ -268,6 +326,12 @@ def prepare_for_update(kind: Kind[M, L], new: M, old: M) -> None:
 
 def prepare_for_status_update(kind: Kind[M, L], new: M, old: M) -> M:
     return for_kind(kind).prepare_for_status_update(new, old)
+
+
+def pod_strategy() -> PodStrategy:
+    strategy = for_kind(POD)
+    assert isinstance(strategy, PodStrategy)
+    return strategy
 
 
 def prepare_for_finalize(new: core_pb2.Namespace, old: core_pb2.Namespace) -> core_pb2.Namespace:

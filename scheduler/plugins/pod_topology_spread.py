@@ -44,11 +44,8 @@ whenever the node's pods do (the cache replaces a PodInfo on every pod update), 
 pods of one workload recount only the nodes that changed. A pod edited in place inside a
 NodeInfo, bypassing ``add_pod`` / ``remove_pod``, would go unseen.
 
-Beyond kube-scheduler: ``add_pod`` / ``remove_pod`` ignore terminating pods, as the counting
-does; the node hint also skips a node the pod could not run on and no constraint counts (it
-fails the pod's required node affinity under nodeAffinityPolicy Honor, or has an untolerated
-taint under nodeTaintsPolicy Honor) and queues one whose labels start or stop matching that
-affinity.
+Where this differs from kube-scheduler (terminating pods, the node hint): docs/scheduler.md,
+"Differences from kube-scheduler".
 
 What makes a pod this plugin rejected schedulable (its QueueingHints):
 - an assigned pod of its namespace added, deleted, or relabelled so that a hard constraint's

@@ -471,12 +471,30 @@ class Client:
         return rc
 
     async def history(self, since: int = 0, follow: bool = False) -> AsyncIterator[api_pb2.HistoryResponse]:
-        call = self._history(api_pb2.HistoryRequest(since=since, follow=follow), metadata=self.metadata())
-        try:
-            async for resp in call:
-                yield resp
-        except grpc.aio.AioRpcError as exc:
-            raise errors.from_rpc_error(exc) from None
-        finally:
-            call.cancel()
+        """The cluster's event log from revision ``since`` (``apiserver/history.py``). A read: a
+        stream the apiserver could not open or that broke off (Unavailable) is opened again from
+        the revision after the last one it delivered, with backoff, for up to the client's timeout
+        since the last progress — as ``call`` retries reads. Without ``follow``, a stream opened
+        again ends at the revision current then."""
+        delay = 0.1
+        deadline: float | None = None
+        while True:
+            call = self._history(api_pb2.HistoryRequest(since=since, follow=follow), metadata=self.metadata())
+            try:
+                async for resp in call:
+                    deadline, delay = None, 0.1  # progress: a later failure has the whole budget again
+                    since = max(since, resp.revision + 1)
+                    yield resp
+                return
+            except grpc.aio.AioRpcError as exc:
+                err = errors.from_rpc_error(exc)
+                now = time.monotonic()
+                if deadline is None:
+                    deadline = now + self.timeout
+                if not isinstance(err, errors.Unavailable) or now + delay >= deadline:
+                    raise err from None
+            finally:
+                call.cancel()
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, 1.0)
 

@@ -23,9 +23,10 @@ _sym_db = _symbol_database.Default()
 
 
 from machinery.api import meta_pb2 as kplane_dot_v1_dot_meta__pb2
+from machinery.api import options_pb2 as kplane_dot_v1_dot_options__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1bkplane/v1/autoscaling.proto\x12\tkplane.v1\x1a\x14kplane/v1/meta.proto\"\x9f\x01\n\x05Scale\x12\x13\n\x0b\x61pi_version\x18\x01 \x01(\t\x12\x0c\n\x04kind\x18\x02 \x01(\t\x12\'\n\x08metadata\x18\x03 \x01(\x0b\x32\x15.kplane.v1.ObjectMeta\x12\"\n\x04spec\x18\x04 \x01(\x0b\x32\x14.kplane.v1.ScaleSpec\x12&\n\x06status\x18\x05 \x01(\x0b\x32\x16.kplane.v1.ScaleStatus\"\x1d\n\tScaleSpec\x12\x10\n\x08replicas\x18\x01 \x01(\x05\"C\n\x0bScaleStatus\x12\x15\n\x08replicas\x18\x01 \x01(\x05H\x00\x88\x01\x01\x12\x10\n\x08selector\x18\x02 \x01(\tB\x0b\n\t_replicasB\x16Z\x14kplane.dev/api/v1;v1b\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1bkplane/v1/autoscaling.proto\x12\tkplane.v1\x1a\x14kplane/v1/meta.proto\x1a\x17kplane/v1/options.proto\"\x9f\x01\n\x05Scale\x12\x13\n\x0b\x61pi_version\x18\x01 \x01(\t\x12\x0c\n\x04kind\x18\x02 \x01(\t\x12\'\n\x08metadata\x18\x03 \x01(\x0b\x32\x15.kplane.v1.ObjectMeta\x12\"\n\x04spec\x18\x04 \x01(\x0b\x32\x14.kplane.v1.ScaleSpec\x12&\n\x06status\x18\x05 \x01(\x0b\x32\x16.kplane.v1.ScaleStatus\"\x1d\n\tScaleSpec\x12\x10\n\x08replicas\x18\x01 \x01(\x05\"I\n\x0bScaleStatus\x12\x1b\n\x08replicas\x18\x01 \x01(\x05\x42\x04\x88\xf4\x18\x01H\x00\x88\x01\x01\x12\x10\n\x08selector\x18\x02 \x01(\tB\x0b\n\t_replicasB\x16Z\x14kplane.dev/api/v1;v1b\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -33,10 +34,12 @@ _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'kplane.v1.autoscaling_pb2',
 if not _descriptor._USE_C_DESCRIPTORS:
   _globals['DESCRIPTOR']._loaded_options = None
   _globals['DESCRIPTOR']._serialized_options = b'Z\024kplane.dev/api/v1;v1'
-  _globals['_SCALE']._serialized_start=65
-  _globals['_SCALE']._serialized_end=224
-  _globals['_SCALESPEC']._serialized_start=226
-  _globals['_SCALESPEC']._serialized_end=255
-  _globals['_SCALESTATUS']._serialized_start=257
-  _globals['_SCALESTATUS']._serialized_end=324
+  _globals['_SCALESTATUS'].fields_by_name['replicas']._loaded_options = None
+  _globals['_SCALESTATUS'].fields_by_name['replicas']._serialized_options = b'\210\364\030\001'
+  _globals['_SCALE']._serialized_start=90
+  _globals['_SCALE']._serialized_end=249
+  _globals['_SCALESPEC']._serialized_start=251
+  _globals['_SCALESPEC']._serialized_end=280
+  _globals['_SCALESTATUS']._serialized_start=282
+  _globals['_SCALESTATUS']._serialized_end=355
 # @@protoc_insertion_point(module_scope)

@@ -161,6 +161,7 @@ COMMENTS: dict[str, str] = {
     "kplane.v1.Toleration.operator": "Exists or Equal (default Equal).",
     "kplane.v1.TopologySpreadConstraint.node_affinity_policy": "Honor or Ignore.",
     "kplane.v1.TopologySpreadConstraint.when_unsatisfiable": "DoNotSchedule or ScheduleAnyway.",
+    "kplane.v1.VolumeMergeSchema": "The part of core/v1 Volume's schema strategic merge patch needs below a pod's volumes, which kplane keeps as given (PodSpec.volumes is merged as this message): an ephemeral volume's claim template carries an ObjectMeta, whose owner references and finalizers merge.",
     "kplane.v1.WatchRequest.resource_version": "Events after this version are sent. \"\" or \"0\": the current state as ADDED events first. A version older than the apiserver can serve fails with OUT_OF_RANGE.",
     "kplane.v1.WatchRequest.send_initial_events": "With resource_version \"\" or \"0\": the initial ADDED events end with a BOOKMARK whose object carries the annotation \"k8s.io/initial-events-end\": \"true\".",
 }

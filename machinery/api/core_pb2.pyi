@@ -133,6 +133,24 @@ class PodSpec(_message.Message):
     resources: ResourceRequirements
     def __init__(self, volumes: _Optional[_Iterable[_Union[_struct_pb2.Struct, _Mapping]]] = ..., init_containers: _Optional[_Iterable[_Union[Container, _Mapping]]] = ..., containers: _Optional[_Iterable[_Union[Container, _Mapping]]] = ..., ephemeral_containers: _Optional[_Iterable[_Union[_struct_pb2.Struct, _Mapping]]] = ..., restart_policy: _Optional[str] = ..., termination_grace_period_seconds: _Optional[int] = ..., active_deadline_seconds: _Optional[int] = ..., dns_policy: _Optional[str] = ..., node_selector: _Optional[_Mapping[str, str]] = ..., service_account_name: _Optional[str] = ..., service_account: _Optional[str] = ..., automount_service_account_token: _Optional[bool] = ..., node_name: _Optional[str] = ..., host_network: _Optional[bool] = ..., host_pid: _Optional[bool] = ..., host_ipc: _Optional[bool] = ..., share_process_namespace: _Optional[bool] = ..., security_context: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., image_pull_secrets: _Optional[_Iterable[_Union[_meta_pb2.LocalObjectReference, _Mapping]]] = ..., hostname: _Optional[str] = ..., subdomain: _Optional[str] = ..., affinity: _Optional[_Union[Affinity, _Mapping]] = ..., scheduler_name: _Optional[str] = ..., tolerations: _Optional[_Iterable[_Union[Toleration, _Mapping]]] = ..., host_aliases: _Optional[_Iterable[_Union[_struct_pb2.Struct, _Mapping]]] = ..., priority_class_name: _Optional[str] = ..., priority: _Optional[int] = ..., dns_config: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., readiness_gates: _Optional[_Iterable[_Union[PodReadinessGate, _Mapping]]] = ..., runtime_class_name: _Optional[str] = ..., enable_service_links: _Optional[bool] = ..., preemption_policy: _Optional[str] = ..., overhead: _Optional[_Mapping[str, str]] = ..., topology_spread_constraints: _Optional[_Iterable[_Union[TopologySpreadConstraint, _Mapping]]] = ..., set_hostname_as_fqdn: _Optional[bool] = ..., os: _Optional[_Union[PodOS, _Mapping]] = ..., host_users: _Optional[bool] = ..., scheduling_gates: _Optional[_Iterable[_Union[PodSchedulingGate, _Mapping]]] = ..., resource_claims: _Optional[_Iterable[_Union[PodResourceClaim, _Mapping]]] = ..., resources: _Optional[_Union[ResourceRequirements, _Mapping]] = ...) -> None: ...
 
+class VolumeMergeSchema(_message.Message):
+    __slots__ = ("ephemeral",)
+    EPHEMERAL_FIELD_NUMBER: _ClassVar[int]
+    ephemeral: EphemeralVolumeMergeSchema
+    def __init__(self, ephemeral: _Optional[_Union[EphemeralVolumeMergeSchema, _Mapping]] = ...) -> None: ...
+
+class EphemeralVolumeMergeSchema(_message.Message):
+    __slots__ = ("volume_claim_template",)
+    VOLUME_CLAIM_TEMPLATE_FIELD_NUMBER: _ClassVar[int]
+    volume_claim_template: PersistentVolumeClaimTemplateMergeSchema
+    def __init__(self, volume_claim_template: _Optional[_Union[PersistentVolumeClaimTemplateMergeSchema, _Mapping]] = ...) -> None: ...
+
+class PersistentVolumeClaimTemplateMergeSchema(_message.Message):
+    __slots__ = ("metadata",)
+    METADATA_FIELD_NUMBER: _ClassVar[int]
+    metadata: _meta_pb2.ObjectMeta
+    def __init__(self, metadata: _Optional[_Union[_meta_pb2.ObjectMeta, _Mapping]] = ...) -> None: ...
+
 class PodOS(_message.Message):
     __slots__ = ("name",)
     NAME_FIELD_NUMBER: _ClassVar[int]

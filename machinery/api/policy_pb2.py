@@ -26,7 +26,7 @@ from machinery.api import meta_pb2 as kplane_dot_v1_dot_meta__pb2
 from machinery.api import options_pb2 as kplane_dot_v1_dot_options__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x16kplane/v1/policy.proto\x12\tkplane.v1\x1a\x14kplane/v1/meta.proto\x1a\x17kplane/v1/options.proto\"\xc9\x01\n\x13PodDisruptionBudget\x12\x13\n\x0b\x61pi_version\x18\x01 \x01(\t\x12\x0c\n\x04kind\x18\x02 \x01(\t\x12\'\n\x08metadata\x18\x03 \x01(\x0b\x32\x15.kplane.v1.ObjectMeta\x12\x30\n\x04spec\x18\x04 \x01(\x0b\x32\".kplane.v1.PodDisruptionBudgetSpec\x12\x34\n\x06status\x18\x05 \x01(\x0b\x32$.kplane.v1.PodDisruptionBudgetStatus\"\xff\x01\n\x17PodDisruptionBudgetSpec\x12 \n\rmin_available\x18\x01 \x01(\tB\x04\xd0\xf3\x18\x01H\x00\x88\x01\x01\x12*\n\x08selector\x18\x02 \x01(\x0b\x32\x18.kplane.v1.LabelSelector\x12\"\n\x0fmax_unavailable\x18\x03 \x01(\tB\x04\xd0\xf3\x18\x01H\x01\x88\x01\x01\x12*\n\x1dunhealthy_pod_eviction_policy\x18\x04 \x01(\tH\x02\x88\x01\x01\x42\x10\n\x0e_min_availableB\x12\n\x10_max_unavailableB \n\x1e_unhealthy_pod_eviction_policy\"\xcf\x02\n\x19PodDisruptionBudgetStatus\x12\x1b\n\x13observed_generation\x18\x01 \x01(\x03\x12O\n\x0e\x64isrupted_pods\x18\x02 \x03(\x0b\x32\x37.kplane.v1.PodDisruptionBudgetStatus.DisruptedPodsEntry\x12\x1b\n\x13\x64isruptions_allowed\x18\x03 \x01(\x05\x12\x17\n\x0f\x63urrent_healthy\x18\x04 \x01(\x05\x12\x17\n\x0f\x64\x65sired_healthy\x18\x05 \x01(\x05\x12\x15\n\rexpected_pods\x18\x06 \x01(\x05\x12(\n\nconditions\x18\x07 \x03(\x0b\x32\x14.kplane.v1.Condition\x1a\x34\n\x12\x44isruptedPodsEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"\x92\x01\n\x17PodDisruptionBudgetList\x12\x13\n\x0b\x61pi_version\x18\x01 \x01(\t\x12\x0c\n\x04kind\x18\x02 \x01(\t\x12%\n\x08metadata\x18\x03 \x01(\x0b\x32\x13.kplane.v1.ListMeta\x12-\n\x05items\x18\x04 \x03(\x0b\x32\x1e.kplane.v1.PodDisruptionBudget\"]\n\x1dPodDisruptionBudgetWatchEvent\x12\x0c\n\x04type\x18\x01 \x01(\t\x12.\n\x06object\x18\x02 \x01(\x0b\x32\x1e.kplane.v1.PodDisruptionBudget\"\\\n PodDisruptionBudgetWatchResponse\x12\x38\n\x06\x65vents\x18\x01 \x03(\x0b\x32(.kplane.v1.PodDisruptionBudgetWatchEventB\x16Z\x14kplane.dev/api/v1;v1b\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x16kplane/v1/policy.proto\x12\tkplane.v1\x1a\x14kplane/v1/meta.proto\x1a\x17kplane/v1/options.proto\"\xc9\x01\n\x13PodDisruptionBudget\x12\x13\n\x0b\x61pi_version\x18\x01 \x01(\t\x12\x0c\n\x04kind\x18\x02 \x01(\t\x12\'\n\x08metadata\x18\x03 \x01(\x0b\x32\x15.kplane.v1.ObjectMeta\x12\x30\n\x04spec\x18\x04 \x01(\x0b\x32\".kplane.v1.PodDisruptionBudgetSpec\x12\x34\n\x06status\x18\x05 \x01(\x0b\x32$.kplane.v1.PodDisruptionBudgetStatus\"\x8c\x02\n\x17PodDisruptionBudgetSpec\x12 \n\rmin_available\x18\x01 \x01(\tB\x04\xd0\xf3\x18\x01H\x00\x88\x01\x01\x12\x37\n\x08selector\x18\x02 \x01(\x0b\x32\x18.kplane.v1.LabelSelectorB\x0b\xf2\xf3\x18\x07replace\x12\"\n\x0fmax_unavailable\x18\x03 \x01(\tB\x04\xd0\xf3\x18\x01H\x01\x88\x01\x01\x12*\n\x1dunhealthy_pod_eviction_policy\x18\x04 \x01(\tH\x02\x88\x01\x01\x42\x10\n\x0e_min_availableB\x12\n\x10_max_unavailableB \n\x1e_unhealthy_pod_eviction_policy\"\xf1\x02\n\x19PodDisruptionBudgetStatus\x12\x1b\n\x13observed_generation\x18\x01 \x01(\x03\x12O\n\x0e\x64isrupted_pods\x18\x02 \x03(\x0b\x32\x37.kplane.v1.PodDisruptionBudgetStatus.DisruptedPodsEntry\x12\x1b\n\x13\x64isruptions_allowed\x18\x03 \x01(\x05\x12\x17\n\x0f\x63urrent_healthy\x18\x04 \x01(\x05\x12\x17\n\x0f\x64\x65sired_healthy\x18\x05 \x01(\x05\x12\x15\n\rexpected_pods\x18\x06 \x01(\x05\x12J\n\nconditions\x18\x07 \x03(\x0b\x32\x14.kplane.v1.ConditionB \xe2\xf3\x18\x03map\xea\xf3\x18\x04type\xf2\xf3\x18\x05merge\xfa\xf3\x18\x04type\x1a\x34\n\x12\x44isruptedPodsEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"\x92\x01\n\x17PodDisruptionBudgetList\x12\x13\n\x0b\x61pi_version\x18\x01 \x01(\t\x12\x0c\n\x04kind\x18\x02 \x01(\t\x12%\n\x08metadata\x18\x03 \x01(\x0b\x32\x13.kplane.v1.ListMeta\x12-\n\x05items\x18\x04 \x03(\x0b\x32\x1e.kplane.v1.PodDisruptionBudget\"]\n\x1dPodDisruptionBudgetWatchEvent\x12\x0c\n\x04type\x18\x01 \x01(\t\x12.\n\x06object\x18\x02 \x01(\x0b\x32\x1e.kplane.v1.PodDisruptionBudget\"\\\n PodDisruptionBudgetWatchResponse\x12\x38\n\x06\x65vents\x18\x01 \x03(\x0b\x32(.kplane.v1.PodDisruptionBudgetWatchEventB\x16Z\x14kplane.dev/api/v1;v1b\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -36,22 +36,26 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['DESCRIPTOR']._serialized_options = b'Z\024kplane.dev/api/v1;v1'
   _globals['_PODDISRUPTIONBUDGETSPEC'].fields_by_name['min_available']._loaded_options = None
   _globals['_PODDISRUPTIONBUDGETSPEC'].fields_by_name['min_available']._serialized_options = b'\320\363\030\001'
+  _globals['_PODDISRUPTIONBUDGETSPEC'].fields_by_name['selector']._loaded_options = None
+  _globals['_PODDISRUPTIONBUDGETSPEC'].fields_by_name['selector']._serialized_options = b'\362\363\030\007replace'
   _globals['_PODDISRUPTIONBUDGETSPEC'].fields_by_name['max_unavailable']._loaded_options = None
   _globals['_PODDISRUPTIONBUDGETSPEC'].fields_by_name['max_unavailable']._serialized_options = b'\320\363\030\001'
   _globals['_PODDISRUPTIONBUDGETSTATUS_DISRUPTEDPODSENTRY']._loaded_options = None
   _globals['_PODDISRUPTIONBUDGETSTATUS_DISRUPTEDPODSENTRY']._serialized_options = b'8\001'
+  _globals['_PODDISRUPTIONBUDGETSTATUS'].fields_by_name['conditions']._loaded_options = None
+  _globals['_PODDISRUPTIONBUDGETSTATUS'].fields_by_name['conditions']._serialized_options = b'\342\363\030\003map\352\363\030\004type\362\363\030\005merge\372\363\030\004type'
   _globals['_PODDISRUPTIONBUDGET']._serialized_start=85
   _globals['_PODDISRUPTIONBUDGET']._serialized_end=286
   _globals['_PODDISRUPTIONBUDGETSPEC']._serialized_start=289
-  _globals['_PODDISRUPTIONBUDGETSPEC']._serialized_end=544
-  _globals['_PODDISRUPTIONBUDGETSTATUS']._serialized_start=547
-  _globals['_PODDISRUPTIONBUDGETSTATUS']._serialized_end=882
-  _globals['_PODDISRUPTIONBUDGETSTATUS_DISRUPTEDPODSENTRY']._serialized_start=830
-  _globals['_PODDISRUPTIONBUDGETSTATUS_DISRUPTEDPODSENTRY']._serialized_end=882
-  _globals['_PODDISRUPTIONBUDGETLIST']._serialized_start=885
-  _globals['_PODDISRUPTIONBUDGETLIST']._serialized_end=1031
-  _globals['_PODDISRUPTIONBUDGETWATCHEVENT']._serialized_start=1033
-  _globals['_PODDISRUPTIONBUDGETWATCHEVENT']._serialized_end=1126
-  _globals['_PODDISRUPTIONBUDGETWATCHRESPONSE']._serialized_start=1128
-  _globals['_PODDISRUPTIONBUDGETWATCHRESPONSE']._serialized_end=1220
+  _globals['_PODDISRUPTIONBUDGETSPEC']._serialized_end=557
+  _globals['_PODDISRUPTIONBUDGETSTATUS']._serialized_start=560
+  _globals['_PODDISRUPTIONBUDGETSTATUS']._serialized_end=929
+  _globals['_PODDISRUPTIONBUDGETSTATUS_DISRUPTEDPODSENTRY']._serialized_start=877
+  _globals['_PODDISRUPTIONBUDGETSTATUS_DISRUPTEDPODSENTRY']._serialized_end=929
+  _globals['_PODDISRUPTIONBUDGETLIST']._serialized_start=932
+  _globals['_PODDISRUPTIONBUDGETLIST']._serialized_end=1078
+  _globals['_PODDISRUPTIONBUDGETWATCHEVENT']._serialized_start=1080
+  _globals['_PODDISRUPTIONBUDGETWATCHEVENT']._serialized_end=1173
+  _globals['_PODDISRUPTIONBUDGETWATCHRESPONSE']._serialized_start=1175
+  _globals['_PODDISRUPTIONBUDGETWATCHRESPONSE']._serialized_end=1267
 # @@protoc_insertion_point(module_scope)

@@ -23,9 +23,10 @@ _sym_db = _symbol_database.Default()
 
 
 from machinery.api import meta_pb2 as kplane_dot_v1_dot_meta__pb2
+from machinery.api import options_pb2 as kplane_dot_v1_dot_options__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1akplane/v1/scheduling.proto\x12\tkplane.v1\x1a\x14kplane/v1/meta.proto\"\xcd\x01\n\rPriorityClass\x12\x13\n\x0b\x61pi_version\x18\x01 \x01(\t\x12\x0c\n\x04kind\x18\x02 \x01(\t\x12\'\n\x08metadata\x18\x03 \x01(\x0b\x32\x15.kplane.v1.ObjectMeta\x12\r\n\x05value\x18\x04 \x01(\x05\x12\x16\n\x0eglobal_default\x18\x05 \x01(\x08\x12\x13\n\x0b\x64\x65scription\x18\x06 \x01(\t\x12\x1e\n\x11preemption_policy\x18\x07 \x01(\tH\x00\x88\x01\x01\x42\x14\n\x12_preemption_policy\"\x86\x01\n\x11PriorityClassList\x12\x13\n\x0b\x61pi_version\x18\x01 \x01(\t\x12\x0c\n\x04kind\x18\x02 \x01(\t\x12%\n\x08metadata\x18\x03 \x01(\x0b\x32\x13.kplane.v1.ListMeta\x12\'\n\x05items\x18\x04 \x03(\x0b\x32\x18.kplane.v1.PriorityClass\"Q\n\x17PriorityClassWatchEvent\x12\x0c\n\x04type\x18\x01 \x01(\t\x12(\n\x06object\x18\x02 \x01(\x0b\x32\x18.kplane.v1.PriorityClass\"P\n\x1aPriorityClassWatchResponse\x12\x32\n\x06\x65vents\x18\x01 \x03(\x0b\x32\".kplane.v1.PriorityClassWatchEventB\x16Z\x14kplane.dev/api/v1;v1b\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1akplane/v1/scheduling.proto\x12\tkplane.v1\x1a\x14kplane/v1/meta.proto\x1a\x17kplane/v1/options.proto\"\xd3\x01\n\rPriorityClass\x12\x13\n\x0b\x61pi_version\x18\x01 \x01(\t\x12\x0c\n\x04kind\x18\x02 \x01(\t\x12\'\n\x08metadata\x18\x03 \x01(\x0b\x32\x15.kplane.v1.ObjectMeta\x12\x13\n\x05value\x18\x04 \x01(\x05\x42\x04\x88\xf4\x18\x01\x12\x16\n\x0eglobal_default\x18\x05 \x01(\x08\x12\x13\n\x0b\x64\x65scription\x18\x06 \x01(\t\x12\x1e\n\x11preemption_policy\x18\x07 \x01(\tH\x00\x88\x01\x01\x42\x14\n\x12_preemption_policy\"\x86\x01\n\x11PriorityClassList\x12\x13\n\x0b\x61pi_version\x18\x01 \x01(\t\x12\x0c\n\x04kind\x18\x02 \x01(\t\x12%\n\x08metadata\x18\x03 \x01(\x0b\x32\x13.kplane.v1.ListMeta\x12\'\n\x05items\x18\x04 \x03(\x0b\x32\x18.kplane.v1.PriorityClass\"Q\n\x17PriorityClassWatchEvent\x12\x0c\n\x04type\x18\x01 \x01(\t\x12(\n\x06object\x18\x02 \x01(\x0b\x32\x18.kplane.v1.PriorityClass\"P\n\x1aPriorityClassWatchResponse\x12\x32\n\x06\x65vents\x18\x01 \x03(\x0b\x32\".kplane.v1.PriorityClassWatchEventB\x16Z\x14kplane.dev/api/v1;v1b\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -33,12 +34,14 @@ _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'kplane.v1.scheduling_pb2', 
 if not _descriptor._USE_C_DESCRIPTORS:
   _globals['DESCRIPTOR']._loaded_options = None
   _globals['DESCRIPTOR']._serialized_options = b'Z\024kplane.dev/api/v1;v1'
-  _globals['_PRIORITYCLASS']._serialized_start=64
-  _globals['_PRIORITYCLASS']._serialized_end=269
-  _globals['_PRIORITYCLASSLIST']._serialized_start=272
-  _globals['_PRIORITYCLASSLIST']._serialized_end=406
-  _globals['_PRIORITYCLASSWATCHEVENT']._serialized_start=408
-  _globals['_PRIORITYCLASSWATCHEVENT']._serialized_end=489
-  _globals['_PRIORITYCLASSWATCHRESPONSE']._serialized_start=491
-  _globals['_PRIORITYCLASSWATCHRESPONSE']._serialized_end=571
+  _globals['_PRIORITYCLASS'].fields_by_name['value']._loaded_options = None
+  _globals['_PRIORITYCLASS'].fields_by_name['value']._serialized_options = b'\210\364\030\001'
+  _globals['_PRIORITYCLASS']._serialized_start=89
+  _globals['_PRIORITYCLASS']._serialized_end=300
+  _globals['_PRIORITYCLASSLIST']._serialized_start=303
+  _globals['_PRIORITYCLASSLIST']._serialized_end=437
+  _globals['_PRIORITYCLASSWATCHEVENT']._serialized_start=439
+  _globals['_PRIORITYCLASSWATCHEVENT']._serialized_end=520
+  _globals['_PRIORITYCLASSWATCHRESPONSE']._serialized_start=522
+  _globals['_PRIORITYCLASSWATCHRESPONSE']._serialized_end=602
 # @@protoc_insertion_point(module_scope)

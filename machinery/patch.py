@@ -10,8 +10,8 @@ new object. It knows nothing of protobuf, storage or HTTP:
   (``application/strategic-merge-patch+json``), following apimachinery's
   ``strategicpatch.StrategicMergeMapPatch``: lists whose Go field carries
   ``patchStrategy:"merge"`` merge element by element on their ``patchMergeKey``; every other
-  list is replaced whole. The schema knowledge is :data:`MERGE_LISTS`, taken from the struct
-  tags of the Go API types.
+  list is replaced whole. The schema knowledge is :data:`MERGE_LISTS`, read from the proto
+  options that carry the struct tags of the Go API types (``machinery.schema``).
 * :func:`apply_patch` -- dispatch on the patch type (short name or MIME type).
 
 Every function returns a new document and never mutates its arguments. Malformed patches raise
@@ -21,9 +21,11 @@ Every function returns a new document and never mutates its arguments. Malformed
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from collections.abc import Callable
 from typing import Any
+
+from machinery.kinds import KINDS
+from machinery.schema import ListStrategy, merge_lists
 
 __all__ = [
     "MERGE_LISTS",
@@ -49,115 +51,13 @@ class PatchError(ValueError):
 # ---------------------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class ListStrategy:
-    """The ``patchStrategy``/``patchMergeKey`` struct tags of one list field.
-
-    ``merge_key`` is ``""`` for a list of primitives merged as a set (e.g. ``finalizers``).
-    ``retain_keys`` mirrors ``patchStrategy:"merge,retainKeys"``; it only matters to patch
-    *generation* in Go, applying a ``$retainKeys`` directive works on any map.
-    """
-
-    merge_key: str
-    retain_keys: bool = False
-
-
-def _m(key: str) -> ListStrategy:
-    return ListStrategy(key)
-
-
-def _mr(key: str) -> ListStrategy:
-    return ListStrategy(key, retain_keys=True)
-
-
-# metav1.ObjectMeta
-_OBJECT_META = {
-    "ownerReferences": _m("uid"),
-    "finalizers": _m(""),
-}
-
-# core/v1 Container and EphemeralContainerCommon. Atomic in Go (no patchStrategy, replaced
-# whole): command, args, envFrom, resizePolicy, resources.claims.
-_CONTAINER = {
-    "ports": _m("containerPort"),
-    "env": _m("name"),
-    "volumeMounts": _m("mountPath"),
-    "volumeDevices": _m("devicePath"),
-}
-
-
-def _nest(prefix: str, table: Mapping[str, ListStrategy]) -> dict[str, ListStrategy]:
-    return {f"{prefix}.{path}": strategy for path, strategy in table.items()}
-
-
-def _pod_table() -> dict[str, ListStrategy]:
-    table: dict[str, ListStrategy] = {
-        # core/v1 PodSpec. Atomic: tolerations, readinessGates.
-        "spec.volumes": _mr("name"),
-        "spec.initContainers": _m("name"),
-        "spec.containers": _m("name"),
-        "spec.ephemeralContainers": _m("name"),
-        "spec.imagePullSecrets": _m("name"),
-        "spec.hostAliases": _m("ip"),
-        "spec.topologySpreadConstraints": _m("topologyKey"),
-        "spec.schedulingGates": _m("name"),
-        "spec.resourceClaims": _mr("name"),
-        # core/v1 PodStatus. Atomic: initContainerStatuses, containerStatuses,
-        # ephemeralContainerStatuses.
-        "status.conditions": _m("type"),
-        "status.hostIPs": _m("ip"),
-        "status.podIPs": _m("ip"),
-        "status.resourceClaimStatuses": _mr("name"),
-    }
-    for containers in ("spec.initContainers", "spec.containers", "spec.ephemeralContainers"):
-        table.update(_nest(f"{containers}[]", _CONTAINER))
-    # An ephemeral volume's PVC template carries an ObjectMeta.
-    table.update(_nest("spec.volumes[].ephemeral.volumeClaimTemplate.metadata", _OBJECT_META))
-    return table
-
-
-def _workload_table() -> dict[str, ListStrategy]:
-    """apps/v1 ReplicaSet and Deployment: a pod template (an ObjectMeta and a PodSpec) at
-    spec.template; status conditions merged by type."""
-    template = {**_nest("metadata", _OBJECT_META),
-                **{path: strategy for path, strategy in _pod_table().items() if path.startswith("spec.")}}
-    return {**_nest("spec.template", template), "status.conditions": _m("type")}
-
-
-_KIND_TABLES: dict[str, dict[str, ListStrategy]] = {
-    "Pod": _pod_table(),
-    # core/v1 NodeSpec / NodeStatus. Atomic: spec.taints, status.images, status.volumesInUse,
-    # status.volumesAttached.
-    "Node": {
-        "spec.podCIDRs": _m(""),
-        "status.conditions": _m("type"),
-        "status.addresses": _m("type"),
-    },
-    "PriorityClass": {},
-    # policy/v1 PodDisruptionBudgetStatus.
-    "PodDisruptionBudget": {"status.conditions": _m("type")},
-    "Event": {},
-    "Lease": {},
-    # resource.k8s.io ResourceClaimStatus. Atomic: status.devices, every list in the spec.
-    "ResourceClaim": {"status.reservedFor": _m("uid")},
-    # The template's spec.metadata is an ObjectMeta.
-    "ResourceClaimTemplate": _nest("spec.metadata", _OBJECT_META),
-    "ResourceSlice": {},
-    "DeviceClass": {},
-    # core/v1 NamespaceStatus. Atomic: spec.finalizers.
-    "Namespace": {"status.conditions": _m("type")},
-    # core/v1 ResourceQuotaSpec and LimitRangeSpec: atomic lists (scopes, matchExpressions, limits).
-    "ResourceQuota": {},
-    "LimitRange": {},
-    "ReplicaSet": _workload_table(),
-    "Deployment": _workload_table(),
-}
-
-#: Kind -> JSON path of a list field -> its merge strategy. Paths are dotted Kubernetes JSON
-#: field names; ``[]`` marks "each element of this list", e.g. ``spec.containers[].env``.
-#: A list not listed here is atomic: a patch replaces it whole.
+#: Kind -> JSON path of a list field -> its merge strategy, from the ``patch_strategy`` and
+#: ``patch_merge_key`` options on the kind's proto fields (``machinery.schema``, the Go struct
+#: tags of Kubernetes' types). Paths are dotted Kubernetes JSON field names; ``[]`` marks "each
+#: element of this list", e.g. ``spec.containers[].env``. A list not listed here is atomic: a
+#: patch replaces it whole.
 MERGE_LISTS: dict[str, dict[str, ListStrategy]] = {
-    kind: {**_nest("metadata", _OBJECT_META), **table} for kind, table in _KIND_TABLES.items()
+    kind.name: dict(merge_lists(kind.message.DESCRIPTOR)) for kind in KINDS
 }
 
 

@@ -1,6 +1,6 @@
 """The types server-side apply merges by, read from the OpenAPI documents the REST API serves
-(``apiserver.rest.openapi``: its list types, map types and patch strategies, themselves
-``machinery.patch.MERGE_LISTS`` and the Go markers of Kubernetes' types), converted as Kubernetes
+(``apiserver.rest.openapi``: its list types, map types and patch strategies, the Go markers of
+Kubernetes' types that ``machinery.schema`` reads from the proto options), converted as Kubernetes
 converts its OpenAPI models for structured-merge-diff (kube-openapi's schemaconv):
 
 - an object with properties is a struct: each field merges on its own, unless the type is

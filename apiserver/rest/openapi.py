@@ -20,13 +20,11 @@ Everything is generated from the proto descriptors (``machinery/api``) and the k
 * descriptions are the protos' comments (``machinery/api/comments.py``, which ``make proto``
   writes from protoc's source info), else the short ones of ``_KIND_DESCRIPTIONS`` and
   ``_standard_field_description`` for the kinds and their TypeMeta/ObjectMeta/spec/status fields;
-* ``x-kubernetes-patch-merge-key``/``-strategy`` come from ``machinery.patch.MERGE_LISTS``, the
-  table the apiserver's strategic merge patch applies (one source of truth), resolved from each
-  kind's JSON paths to the message field they name; ``required``, ``x-kubernetes-list-type``,
-  ``-list-map-keys``, ``-map-type`` and ``default`` are Kubernetes' markers of the Go types, in
-  ``_REQUIRED``, ``_LIST_TYPES``, ``_ATOMIC_MAPS``, ``_ATOMIC_STRUCTS`` and ``_DEFAULTS`` (the
-  defaults of list-map keys only). Server-side apply (``apiserver.fieldmanager``) reads its schema
-  from these documents, as Kubernetes' does.
+* ``x-kubernetes-patch-merge-key``/``-strategy``, ``required``, ``x-kubernetes-list-type``,
+  ``-list-map-keys``, ``-map-type`` and ``default`` (of list-map keys only) are Kubernetes'
+  markers of the Go types, read from the options on the proto fields by ``machinery.schema``,
+  the one source strategic merge patch reads too. Server-side apply
+  (``apiserver.fieldmanager``) reads its schema from these documents, as Kubernetes' does.
 
 The contract the REST server calls: :func:`openapi_v2`, :func:`openapi_v3_paths`,
 :func:`openapi_v3`. Each document is built once and is the same on every build (the server may
@@ -52,7 +50,7 @@ from google.protobuf.message import Message
 from machinery.api import autoscaling_pb2, core_pb2, options_pb2
 from machinery.api.comments import COMMENTS
 from machinery.kinds import KINDS, Kind
-from machinery.patch import MERGE_LISTS, ListStrategy
+from machinery.schema import MAP, field_schema, required_fields, struct_type
 
 if TYPE_CHECKING:
     from google._upb import _message as _upb
@@ -132,177 +130,6 @@ _TIMES = {
     "kplane.v1.LeaseSpec.renew_time": _MICRO_TIME,
     "kplane.v1.PodDisruptionBudgetStatus.disrupted_pods": _TIME,
     "kplane.v1.AllocationResult.allocation_timestamp": _TIME,
-}
-
-# ---------------------------------------------------------------------------------------------
-# Kubernetes' markers on the Go types (k8s.io/api and apimachinery's types.go).
-# ---------------------------------------------------------------------------------------------
-
-#: Fields OpenAPI marks required: no ``omitempty`` and no ``+optional``, or ``+required`` (proto
-#: names). Every list kind's ``items`` is required too (``_message_schema``).
-_REQUIRED: dict[str, tuple[str, ...]] = {
-    "kplane.v1.PodSpec": ("containers",),
-    "kplane.v1.Container": ("name",),
-    "kplane.v1.ContainerPort": ("container_port",),
-    "kplane.v1.EnvVar": ("name",),
-    "kplane.v1.VolumeMount": ("name", "mount_path"),
-    "kplane.v1.ContainerResizePolicy": ("resource_name", "restart_policy"),
-    "kplane.v1.ResourceClaimRef": ("name",),
-    "kplane.v1.PodOS": ("name",),
-    "kplane.v1.PodReadinessGate": ("condition_type",),
-    "kplane.v1.PodSchedulingGate": ("name",),
-    "kplane.v1.PodResourceClaim": ("name",),
-    "kplane.v1.NodeSelector": ("node_selector_terms",),
-    "kplane.v1.NodeSelectorRequirement": ("key", "operator"),
-    "kplane.v1.PreferredSchedulingTerm": ("weight", "preference"),
-    "kplane.v1.PodAffinityTerm": ("topology_key",),
-    "kplane.v1.WeightedPodAffinityTerm": ("weight", "pod_affinity_term"),
-    "kplane.v1.TopologySpreadConstraint": ("max_skew", "topology_key", "when_unsatisfiable"),
-    "kplane.v1.PodCondition": ("type", "status"),
-    "kplane.v1.HostIP": ("ip",),
-    "kplane.v1.PodIP": ("ip",),
-    "kplane.v1.PodResourceClaimStatus": ("name",),
-    "kplane.v1.ContainerStatus": ("name", "ready", "restart_count", "image", "image_id"),
-    "kplane.v1.ContainerStateTerminated": ("exit_code",),
-    "kplane.v1.Binding": ("target",),
-    "kplane.v1.Taint": ("key", "effect"),
-    "kplane.v1.NodeCondition": ("type", "status"),
-    "kplane.v1.NodeAddress": ("type", "address"),
-    "kplane.v1.NodeSystemInfo": (
-        "machine_id", "system_uuid", "boot_id", "kernel_version", "os_image", "container_runtime_version",
-        "kubelet_version", "kube_proxy_version", "operating_system", "architecture",
-    ),
-    "kplane.v1.Event": ("metadata", "involved_object"),
-    "kplane.v1.NamespaceCondition": ("type", "status"),
-    "kplane.v1.ScopedResourceSelectorRequirement": ("scope_name", "operator"),
-    "kplane.v1.LimitRangeSpec": ("limits",),
-    "kplane.v1.LimitRangeItem": ("type",),
-    "kplane.v1.OwnerReference": ("api_version", "kind", "name", "uid"),
-    "kplane.v1.LabelSelectorRequirement": ("key", "operator"),
-    "kplane.v1.Condition": ("type", "status", "last_transition_time", "reason", "message"),
-    "kplane.v1.ReplicaSet": ("spec",),
-    "kplane.v1.ReplicaSetSpec": ("selector",),
-    "kplane.v1.ReplicaSetStatus": ("replicas",),
-    "kplane.v1.Deployment": ("spec",),
-    "kplane.v1.DeploymentSpec": ("selector", "template"),
-    "kplane.v1.ScaleStatus": ("replicas",),
-    "kplane.v1.PriorityClass": ("value",),
-    "kplane.v1.CELDeviceSelector": ("expression",),
-    "kplane.v1.DeviceRequest": ("name",),
-    "kplane.v1.ExactDeviceRequest": ("device_class_name",),
-    "kplane.v1.DeviceSubRequest": ("name", "device_class_name"),
-    "kplane.v1.DeviceRequestAllocationResult": ("request", "driver", "pool", "device"),
-    "kplane.v1.ResourceClaimConsumerReference": ("resource", "name", "uid"),
-    "kplane.v1.ResourceSlice": ("spec",),
-    "kplane.v1.ResourceSliceSpec": ("driver", "pool"),
-    "kplane.v1.ResourcePool": ("name", "generation", "resource_slice_count"),
-    "kplane.v1.Device": ("name",),
-    "kplane.v1.DeviceCapacity": ("value",),
-}
-
-#: ``+listType`` of list fields: "atomic" (replaced whole by server-side apply), "set" (unique
-#: scalars) or, for ``map``, the ``+listMapKey``s (JSON names).
-_LIST_TYPES: dict[str, str | tuple[str, ...]] = {
-    "kplane.v1.PodSpec.volumes": ("name",),
-    "kplane.v1.PodSpec.init_containers": ("name",),
-    "kplane.v1.PodSpec.containers": ("name",),
-    "kplane.v1.PodSpec.ephemeral_containers": ("name",),
-    "kplane.v1.PodSpec.image_pull_secrets": ("name",),
-    "kplane.v1.PodSpec.tolerations": "atomic",
-    "kplane.v1.PodSpec.host_aliases": ("ip",),
-    "kplane.v1.PodSpec.readiness_gates": "atomic",
-    "kplane.v1.PodSpec.topology_spread_constraints": ("topologyKey", "whenUnsatisfiable"),
-    "kplane.v1.PodSpec.scheduling_gates": ("name",),
-    "kplane.v1.PodSpec.resource_claims": ("name",),
-    "kplane.v1.Container.command": "atomic",
-    "kplane.v1.Container.args": "atomic",
-    "kplane.v1.Container.ports": ("containerPort", "protocol"),
-    "kplane.v1.Container.env_from": "atomic",
-    "kplane.v1.Container.env": ("name",),
-    "kplane.v1.Container.resize_policy": "atomic",
-    "kplane.v1.Container.volume_mounts": ("mountPath",),
-    "kplane.v1.Container.volume_devices": ("devicePath",),
-    "kplane.v1.ResourceRequirements.claims": ("name",),
-    "kplane.v1.NodeAffinity.preferred_during_scheduling_ignored_during_execution": "atomic",
-    "kplane.v1.NodeSelector.node_selector_terms": "atomic",
-    "kplane.v1.NodeSelectorTerm.match_expressions": "atomic",
-    "kplane.v1.NodeSelectorTerm.match_fields": "atomic",
-    "kplane.v1.NodeSelectorRequirement.values": "atomic",
-    "kplane.v1.PodAffinity.required_during_scheduling_ignored_during_execution": "atomic",
-    "kplane.v1.PodAffinity.preferred_during_scheduling_ignored_during_execution": "atomic",
-    "kplane.v1.PodAntiAffinity.required_during_scheduling_ignored_during_execution": "atomic",
-    "kplane.v1.PodAntiAffinity.preferred_during_scheduling_ignored_during_execution": "atomic",
-    "kplane.v1.PodAffinityTerm.namespaces": "atomic",
-    "kplane.v1.PodAffinityTerm.match_label_keys": "atomic",
-    "kplane.v1.PodAffinityTerm.mismatch_label_keys": "atomic",
-    "kplane.v1.TopologySpreadConstraint.match_label_keys": "atomic",
-    "kplane.v1.PodStatus.conditions": ("type",),
-    "kplane.v1.PodStatus.host_ips": "atomic",
-    "kplane.v1.PodStatus.pod_ips": ("ip",),
-    "kplane.v1.PodStatus.init_container_statuses": "atomic",
-    "kplane.v1.PodStatus.container_statuses": "atomic",
-    "kplane.v1.PodStatus.ephemeral_container_statuses": "atomic",
-    "kplane.v1.PodStatus.resource_claim_statuses": ("name",),
-    "kplane.v1.NodeSpec.pod_cidrs": "set",
-    "kplane.v1.NodeSpec.taints": "atomic",
-    "kplane.v1.NodePodPreemptionPolicy.disable_resize_preemption": "set",
-    "kplane.v1.NodeStatus.conditions": ("type",),
-    "kplane.v1.NodeStatus.addresses": ("type",),
-    "kplane.v1.NodeStatus.images": "atomic",
-    "kplane.v1.NodeStatus.volumes_in_use": "atomic",
-    "kplane.v1.NodeStatus.runtime_handlers": "atomic",
-    "kplane.v1.NamespaceSpec.finalizers": "atomic",
-    "kplane.v1.NamespaceStatus.conditions": ("type",),
-    "kplane.v1.ResourceQuotaSpec.scopes": "atomic",
-    "kplane.v1.ScopeSelector.match_expressions": "atomic",
-    "kplane.v1.ScopedResourceSelectorRequirement.values": "atomic",
-    "kplane.v1.LimitRangeSpec.limits": "atomic",
-    "kplane.v1.ObjectMeta.owner_references": ("uid",),
-    "kplane.v1.ObjectMeta.finalizers": "set",
-    "kplane.v1.ObjectMeta.managed_fields": "atomic",
-    "kplane.v1.LabelSelector.match_expressions": "atomic",
-    "kplane.v1.LabelSelectorRequirement.values": "atomic",
-    "kplane.v1.ReplicaSetStatus.conditions": ("type",),
-    "kplane.v1.DeploymentStatus.conditions": ("type",),
-    "kplane.v1.PodDisruptionBudgetStatus.conditions": ("type",),
-    "kplane.v1.DeviceClaim.requests": "atomic",
-    "kplane.v1.DeviceClaim.constraints": "atomic",
-    "kplane.v1.DeviceClaim.config": "atomic",
-    "kplane.v1.DeviceRequest.first_available": "atomic",
-    "kplane.v1.ExactDeviceRequest.selectors": "atomic",
-    "kplane.v1.ExactDeviceRequest.tolerations": "atomic",
-    "kplane.v1.DeviceSubRequest.selectors": "atomic",
-    "kplane.v1.ResourceClaimStatus.reserved_for": ("uid",),
-    "kplane.v1.DeviceAllocationResult.results": "atomic",
-    "kplane.v1.DeviceAllocationResult.config": "atomic",
-    "kplane.v1.ResourceSliceSpec.devices": "atomic",
-    "kplane.v1.DeviceClassSpec.selectors": "atomic",
-    "kplane.v1.DeviceClassSpec.config": "atomic",
-}
-
-#: ``+default`` of the fields that are keys of a list map (Kubernetes publishes them so that
-#: server-side apply can key an item that leaves them out: a port without ``protocol`` is TCP's).
-_DEFAULTS: dict[str, Any] = {
-    "kplane.v1.ContainerPort.protocol": "TCP",
-}
-
-#: Map fields marked ``+mapType=atomic``.
-_ATOMIC_MAPS = frozenset({"kplane.v1.PodSpec.node_selector"})
-
-#: Types marked ``+structType=atomic`` (``x-kubernetes-map-type: atomic``: replaced whole).
-_ATOMIC_STRUCTS = frozenset({
-    "kplane.v1.NodeSelector", "kplane.v1.NodeSelectorTerm", "kplane.v1.ScopeSelector",
-    "kplane.v1.ObjectReference", "kplane.v1.LocalObjectReference", "kplane.v1.OwnerReference",
-    "kplane.v1.LabelSelector",
-})
-
-#: The patch strategies of fields that are not lists (``machinery.patch`` lists only lists; a
-#: ``$retainKeys`` or ``$patch: replace`` directive kubectl sends for these applies to any map).
-_FIELD_PATCH_STRATEGIES = {
-    # apps/v1 DeploymentSpec.strategy: switching to Recreate drops rollingUpdate.
-    "kplane.v1.DeploymentSpec.strategy": "retainKeys",
-    # policy/v1 PodDisruptionBudgetSpec.selector.
-    "kplane.v1.PodDisruptionBudgetSpec.selector": "replace",
 }
 
 # ---------------------------------------------------------------------------------------------
@@ -571,81 +398,31 @@ def _kept_as_given(message: AnyDescriptor | None) -> bool:
     return message is not None and (message.full_name == _STRUCT or message.full_name in _ANY_JSON)
 
 
-@dataclass(frozen=True)
-class _PatchStrategy:
-    strategy: str
-    merge_key: str = ""
-
-
-@lru_cache(maxsize=None)
-def _patch_strategies() -> dict[str, _PatchStrategy]:
-    """Field full name -> its patch strategy: ``machinery.patch.MERGE_LISTS``'s lists, resolved from
-    each kind's JSON paths to the field of the message they end at, and the non-list strategies.
-    Paths that go through a field kept as given (a Struct) name no message field and are skipped."""
-    by_message = {kind.name: kind.message.DESCRIPTOR for kind in KINDS}
-    strategies = {name: _PatchStrategy(strategy) for name, strategy in _FIELD_PATCH_STRATEGIES.items()}
-    for kind_name, table in MERGE_LISTS.items():
-        if kind_name not in by_message:
-            continue
-        for path, list_strategy in table.items():
-            fd = _resolve(by_message[kind_name], path)
-            if fd is None:
-                continue
-            strategy = _patch_strategy_of(list_strategy)
-            known = strategies.setdefault(fd.full_name, strategy)
-            if known != strategy:
-                raise SchemaTableError(
-                    f"machinery.patch gives {fd.full_name} two strategies: {known} and {strategy}")
-    return strategies
-
-
-def _patch_strategy_of(list_strategy: ListStrategy) -> _PatchStrategy:
-    return _PatchStrategy("merge,retainKeys" if list_strategy.retain_keys else "merge", list_strategy.merge_key)
-
-
-def _resolve(descriptor: AnyDescriptor, path: str) -> AnyFieldDescriptor | None:
-    """The field a dotted JSON path (``spec.containers[].env``) of ``descriptor`` ends at."""
-    message: AnyDescriptor | None = descriptor
-    fd: AnyFieldDescriptor | None = None
-    for part in path.split("."):
-        if message is None:
-            return None
-        fd = next((f for f in message.fields if f.json_name == part.removesuffix("[]")), None)
-        if fd is None:
-            raise SchemaTableError(f"machinery.patch names {path!r}, which {descriptor.full_name} does not have")
-        message = _message_type(fd)
-        if _kept_as_given(message):
-            message = None
-    return fd
-
-
 def _field_schema(fd: AnyFieldDescriptor, kind: str | None) -> Schema:
     """The schema of field ``fd``; ``kind`` is the kind of the message holding it if that is a
     top-level one."""
+    markers = field_schema(fd)
     entry = _map_entry(fd)
     if entry is not None:
         schema: Schema = {"additionalProperties": _value_schema(fd, entry.fields_by_name["value"]),
                           "type": "object"}
-        if fd.full_name in _ATOMIC_MAPS:
-            schema["x-kubernetes-map-type"] = "atomic"
+        if markers.map_type:
+            schema["x-kubernetes-map-type"] = markers.map_type
     elif fd.is_repeated:
         schema = {"items": _value_schema(fd, fd), "type": "array"}
-        list_type = _LIST_TYPES.get(fd.full_name)
-        if isinstance(list_type, tuple):
-            _check_map_keys(fd, list_type)
-            schema["x-kubernetes-list-map-keys"] = list(list_type)
-            schema["x-kubernetes-list-type"] = "map"
-        elif list_type is not None:
-            schema["x-kubernetes-list-type"] = list_type
+        if markers.list_type == MAP:
+            _check_map_keys(fd, markers.list_map_keys)
+            schema["x-kubernetes-list-map-keys"] = list(markers.list_map_keys)
+        if markers.list_type:
+            schema["x-kubernetes-list-type"] = markers.list_type
     else:
         schema = _value_schema(fd, fd)
-    if fd.full_name in _DEFAULTS:
-        schema["default"] = _DEFAULTS[fd.full_name]
-    patch = _patch_strategies().get(fd.full_name)
-    if patch is not None:
-        if patch.merge_key:
-            schema["x-kubernetes-patch-merge-key"] = patch.merge_key
-        schema["x-kubernetes-patch-strategy"] = patch.strategy
+    if markers.has_default:
+        schema["default"] = markers.default
+    if markers.patch_strategy:
+        if markers.patch_merge_key:
+            schema["x-kubernetes-patch-merge-key"] = markers.patch_merge_key
+        schema["x-kubernetes-patch-strategy"] = markers.patch_strategy
     description = COMMENTS.get(fd.full_name)
     if description is None and kind is not None:
         field_type = _short_name(schema["$ref"]) if "$ref" in schema else ""
@@ -658,14 +435,14 @@ def _field_schema(fd: AnyFieldDescriptor, kind: str | None) -> Schema:
 
 
 def _check_map_keys(fd: AnyFieldDescriptor, keys: tuple[str, ...]) -> None:
-    """Fail unless the items of list ``fd`` have the map keys ``_LIST_TYPES`` gives it (items kept
+    """Fail unless the items of list ``fd`` have its ``list_map_keys`` (items kept
     as given, Structs, have whatever fields they are given)."""
     item = _message_type(fd)
     if item is None or _kept_as_given(item):
         return
     missing = [key for key in keys if key not in {f.json_name for f in item.fields}]
     if missing:
-        raise SchemaTableError(f"_LIST_TYPES gives {fd.full_name} map keys its items do not have: {missing}")
+        raise SchemaTableError(f"{fd.full_name} has list map keys its items do not have: {missing}")
 
 
 def _message_schema(descriptor: AnyDescriptor, gvk: dict[str, str] | None) -> Schema:
@@ -678,18 +455,15 @@ def _message_schema(descriptor: AnyDescriptor, gvk: dict[str, str] | None) -> Sc
         description = f"{name} is a list of {name[:-len('List')]} objects."
     if description is not None:
         schema["description"] = description
-    required = list(_REQUIRED.get(descriptor.full_name, ()))
+    required = list(required_fields(descriptor))
     if gvk is not None and gvk["kind"].endswith("List") and "items" in descriptor.fields_by_name:
         required.append("items")
     if required:
-        missing = [field for field in required if field not in descriptor.fields_by_name]
-        if missing:
-            raise SchemaTableError(f"_REQUIRED names fields {descriptor.full_name} does not have: {missing}")
         schema["required"] = [descriptor.fields_by_name[field].json_name for field in required]
     if gvk is not None:
         schema["x-kubernetes-group-version-kind"] = [gvk]
-    if descriptor.full_name in _ATOMIC_STRUCTS:
-        schema["x-kubernetes-map-type"] = "atomic"
+    if struct_type(descriptor):
+        schema["x-kubernetes-map-type"] = struct_type(descriptor)
     return schema
 
 

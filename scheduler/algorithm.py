@@ -87,7 +87,7 @@ class Algorithm:
                     diagnosis.pending_plugins.add(s.plugin)
             return [], diagnosis
         filters = fw.filters_for(state)
-        nominated = fw.handle.nominated_node(pod)
+        nominated = fw.nominated_node(pod)
         if nominated:
             ni = snapshot.get(nominated)
             allowed = pre_result is None or pre_result.node_names is None or nominated in pre_result.node_names

@@ -170,7 +170,7 @@ class EventHandlers:
             s.queue.delete(pod)
             rejected = False
             for fw in s.frameworks.values():
-                waiting = fw.handle.waiting_pods.get(pod.metadata.uid)
+                waiting = fw.waiting_pods.get(pod.metadata.uid)
                 if waiting is not None:
                     waiting.reject("", "removed")
                     rejected = True

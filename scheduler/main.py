@@ -25,7 +25,7 @@ from machinery.logging import get_logger
 from scheduler import config as schedconfig
 from scheduler.config import ConfigError, parse_duration
 from scheduler.framework.features import Features
-from scheduler.framework.interfaces import Handle, PluginFactory
+from scheduler.framework.interfaces import PluginFactory, Services
 from scheduler.framework.runtime import Framework, FrameworkError
 from scheduler.plugins import default_registry
 from scheduler.queue.scheduling_queue import DEFAULT_MAX_IN_UNSCHEDULABLE
@@ -72,7 +72,7 @@ def check(a: argparse.Namespace, registry: dict[str, PluginFactory] | None = Non
     try:
         sorts = set()
         for profile in cfg.profiles:
-            fw = Framework(profile.scheduler_name, profile.plugins, registry, Handle(features=features),
+            fw = Framework(profile.scheduler_name, profile.plugins, registry, Services(features=features),
                            profile.percentage_of_nodes_to_score)
             sorts.add(type(fw.queue_sort))
         if len(sorts) != 1:

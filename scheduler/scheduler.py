@@ -27,7 +27,7 @@ from scheduler.config import SchedulerConfig
 from scheduler.dra_manager import DRAManager
 from scheduler.eventhandlers import POD_FIELD_SELECTOR, EventHandlers
 from scheduler.framework.features import Features
-from scheduler.framework.interfaces import Handle, PluginFactory
+from scheduler.framework.interfaces import PluginFactory, Services
 from scheduler.framework.pod_info import QueuedPodInfo
 from scheduler.framework.runtime import Framework, FrameworkError
 from scheduler.framework.types import CycleState
@@ -67,12 +67,12 @@ class Scheduler:
         # KEP-5836: Deferred resizes of bound pods are queued too (eventhandlers, schedule_one).
         self.resize_preemption = features.enable_scheduler_preemption_for_pod_resize
         for profile in cfg.profiles:
-            handle = Handle(client=client, recorder=self.recorder, pods=self._all_pods,
-                            get_pod=self.get_pod, pdbs=lambda: self.pdbs.list_all(), activate=self._activate,
-                            features=features, dra=self.dra, pod_indexes=self.pods, snapshot=self.snapshot,
-                            status_writer=self.status_writer)
+            services = Services(client=client, recorder=self.recorder, pods=self._all_pods,
+                                get_pod=self.get_pod, pdbs=lambda: self.pdbs.list_all(), activate=self._activate,
+                                features=features, dra=self.dra, pod_indexes=self.pods, snapshot=self.snapshot,
+                                status_writer=self.status_writer)
             self.frameworks[profile.scheduler_name] = Framework(
-                profile.scheduler_name, profile.plugins, registry, handle, profile.percentage_of_nodes_to_score)
+                profile.scheduler_name, profile.plugins, registry, services, profile.percentage_of_nodes_to_score)
         sorts = {type(fw.queue_sort) for fw in self.frameworks.values()}
         if len(sorts) != 1:
             raise FrameworkError("all profiles must use the same queueSort plugin")
@@ -85,7 +85,7 @@ class Scheduler:
             # KEP-6132: off, the PreQueueingHints plugins register are never called.
             pre_queueing_hints=feature_gates is None or feature_gates.enabled("SchedulerPreQueueingHints"))
         for fw in self.frameworks.values():
-            fw.handle.nominator = self.queue.nominator  # the queue's, made after the profiles
+            fw.set_pod_nominator(self.queue.nominator)  # the queue's, made after the profiles
         self.queue_clock = time.monotonic
         self.algorithm = Algorithm(self.cache, self.snapshot, self.queue.nominator, self.percentage_of_nodes_to_score)
         self.handlers = EventHandlers(self)

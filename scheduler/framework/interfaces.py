@@ -346,11 +346,12 @@ class PluginsRunner(Protocol):
                                             node_info: NodeInfo) -> Status | None: ...
 
 
-class Handle:
-    """What plugins may use of the scheduler: the cycle's snapshot, the API, events, nominations,
-    the pods and PodDisruptionBudgets the informers hold (and indexes a plugin adds to the pod
-    informer), the DRA objects (``dra``), the framework itself (preemption runs the filters to
-    simulate) and what the feature gates mean to plugins (``features``)."""
+class Services:
+    """What the scheduler gives a profile's framework, which serves it to its plugins through the
+    Handle: the API client, the event recorder, the pods and PodDisruptionBudgets the informers hold
+    (and indexes a plugin adds to the pod informer), the DRA objects, the scheduling snapshot, the
+    pod status writer and what the feature gates mean to plugins. A unit test gives what it needs;
+    the rest is empty."""
 
     def __init__(self, *, client: "Client | None" = None, recorder: "EventRecorder | None" = None,
                  nominator: Nominator | None = None, pods: Callable[[], Iterable[core_pb2.Pod]] | None = None,
@@ -365,58 +366,79 @@ class Handle:
         self.recorder = recorder
         self.nominator = nominator
         self.dra = dra
-        self._pods = pods or (lambda: ())
-        self._get_pod = get_pod or (lambda namespace, name: None)
-        self._pdbs = pdbs or (lambda: ())
-        self._pod_indexes = pod_indexes
+        self.pods = pods or (lambda: ())
+        self.get_pod = get_pod or (lambda namespace, name: None)
+        self.pdbs = pdbs or (lambda: ())
+        self.pod_indexes = pod_indexes
         self.activate = activate or (lambda pods: None)
         self.snapshot = snapshot
         self.status_writer = status_writer  # pod status writes off the cycle, in order per pod
-        self.framework: PluginsRunner | None = None
-        self.waiting_pods: dict[str, Any] = {}
+
+
+class Handle(PluginsRunner, Protocol):
+    """What plugins may use of the scheduler (kube-scheduler's framework.Handle), given to each
+    plugin's factory: the Framework the plugin belongs to implements it, complete when the plugin
+    is built but for the nominator, which the scheduling queue (built after the profiles) sets
+    (kube-scheduler's SetPodNominator)."""
+
+    #: Pods a Permit plugin holds, by uid (kube-scheduler's waitingPodsMap).
+    waiting_pods: dict[str, Any]
+
+    @property
+    def features(self) -> Features:
+        """What the feature gates mean to plugins."""
+        ...
+
+    @property
+    def recorder(self) -> "EventRecorder | None": ...
+
+    @property
+    def dra(self) -> SharedDRAManager | None:
+        """The DRA objects the informers hold (None with DynamicResourceAllocation off)."""
+        ...
+
+    @property
+    def snapshot(self) -> "Snapshot | None":
+        """The cycle's snapshot of the nodes and their pods (kube-scheduler's SnapshotSharedLister)."""
+        ...
+
+    @property
+    def status_writer(self) -> "StatusWriter | None":
+        """Pod status writes off the cycle, in order per pod (SchedulerAsyncAPICalls)."""
+        ...
 
     def require_client(self) -> "Client":
         """The API client (kube-scheduler's Handle.ClientSet()): always given but in unit tests."""
-        if self.client is None:
-            raise RuntimeError("this scheduler Handle has no API client")
-        return self.client
-
-    def require_framework(self) -> PluginsRunner:
-        """The framework this handle serves (set when it is built): preemption runs its filters."""
-        if self.framework is None:
-            raise RuntimeError("this scheduler Handle belongs to no framework yet")
-        return self.framework
+        ...
 
     def pods(self) -> Iterable[core_pb2.Pod]:
-        return self._pods()
+        """The pods the informer holds."""
+        ...
 
-    def get_pod(self, namespace: str, name: str) -> core_pb2.Pod | None:
-        return self._get_pod(namespace, name)
+    def get_pod(self, namespace: str, name: str) -> core_pb2.Pod | None: ...
 
-    def pdbs(self) -> Iterable[policy_pb2.PodDisruptionBudget]:
-        return self._pdbs()
+    def pdbs(self) -> Iterable[policy_pb2.PodDisruptionBudget]: ...
+
+    def activate(self, pods: list[core_pb2.Pod]) -> None:
+        """Move the pods to the active queue (kube-scheduler's PodActivator)."""
+        ...
 
     def add_pod_indexer(self, name: str, index: Callable[[core_pb2.Pod], list[str]]) -> None:
         """Index the pod informer's pods by ``index(pod)`` under ``name`` (client-go's
         AddIndexers on the shared pod informer); nothing without one (unit tests)."""
-        if self._pod_indexes is not None:
-            self._pod_indexes.add_indexer(name, index)
+        ...
 
     def pods_by_index(self, name: str, value: str) -> list[core_pb2.Pod]:
         """The informer's pods whose index ``name`` gives ``value``; KeyError for an index no one
         added (an empty list without a pod informer)."""
-        if self._pod_indexes is None:
-            return []
-        return self._pod_indexes.by_index(name, value)
+        ...
 
-    def nominated_pods_for_node(self, node_name: str) -> list["PodInfo"]:
-        return self.nominator.nominated_pods_for_node(node_name) if self.nominator is not None else []
+    def nominated_pods_for_node(self, node_name: str) -> list[PodInfo]: ...
 
     def nominated_node(self, pod: core_pb2.Pod) -> str:
         """The node the pod is nominated to: the scheduler's own latest decision if it has one (its
         status write may not have landed yet), else the pod's ``status.nominatedNodeName``."""
-        node = self.nominator.node_of(pod) if self.nominator is not None else ""
-        return node or pod.status.nominated_node_name
+        ...
 
 
 PluginFactory = Callable[[Any, Handle], Plugin]

@@ -23,11 +23,12 @@ import asyncio
 import time
 from dataclasses import dataclass, field
 from types import MethodType
-from typing import Any
+from typing import TYPE_CHECKING, Any, Callable, Iterable
 
 from prometheus_client import Histogram
 
-from machinery.api import core_pb2
+from machinery.api import core_pb2, policy_pb2
+from scheduler.framework.features import Features
 from scheduler.framework.interfaces import (
     POINT_PROTOCOLS,
     BindPlugin,
@@ -36,6 +37,7 @@ from scheduler.framework.interfaces import (
     FilterFn,
     FilterPlugin,
     Handle,
+    Nominator,
     PermitPlugin,
     Plugin,
     PluginFactory,
@@ -50,6 +52,8 @@ from scheduler.framework.interfaces import (
     ReservePlugin,
     ScoreExtensions,
     ScorePlugin,
+    Services,
+    SharedDRAManager,
     contracts_of,
     methods_of,
     public_methods,
@@ -69,7 +73,12 @@ from scheduler.framework.types import (
     code_name,
 )
 
-# A FilterPlugin's bound filter method: (state, pod, node) -> status.
+if TYPE_CHECKING:
+    from machinery.client import Client
+    from machinery.events import EventRecorder
+    from scheduler.cache.snapshot import Snapshot
+    from scheduler.status_writer import StatusWriter
+
 
 EXTENSION_POINT_DURATION = Histogram(
     "scheduler_framework_extension_point_duration_seconds",
@@ -77,6 +86,15 @@ EXTENSION_POINT_DURATION = Histogram(
     buckets=(0.0001, 0.0002, 0.0004, 0.0008, 0.0016, 0.0032, 0.0064, 0.0128, 0.0256, 0.0512, 0.1024, 0.2048))
 
 DEFAULT_PERMIT_TIMEOUT = 15 * 60.0
+
+
+class _NoQueueSort:
+    """The queue sort of a framework without plugins, which sorts no pods."""
+
+    name = ""
+
+    def less(self, a: QueuedPodInfo, b: QueuedPodInfo) -> bool:
+        raise FrameworkError("a framework without plugins sorts no pods")
 
 
 @dataclass
@@ -162,18 +180,25 @@ class WaitingPod:
 
 
 class Framework:
-    def __init__(self, profile_name: str, sets: PluginSets, registry: dict[str, PluginFactory], handle: Handle,
-                 percentage_of_nodes_to_score: int | None = None):
+    """A profile's plugins, run point by point, and the Handle they were built with: the
+    Framework implements it (kube-scheduler's frameworkImpl), from the ``services`` the scheduler
+    gives it. Without plugin sets it is a bare Handle, for a plugin built on its own (a unit test,
+    as kube-scheduler's tests build a plugin with a framework of no profile)."""
+
+    def __init__(self, profile_name: str, sets: PluginSets | None, registry: dict[str, PluginFactory],
+                 services: Services | None = None, percentage_of_nodes_to_score: int | None = None):
         self.profile_name = profile_name
-        self.handle = handle
+        self.services = services if services is not None else Services()
         self.percentage_of_nodes_to_score = percentage_of_nodes_to_score
-        handle.framework = self
+        self.waiting_pods: dict[str, Any] = {}
         self.plugins: dict[str, Plugin] = {}
+        bare = sets is None
+        sets = sets if sets is not None else PluginSets()
         for name in sets.names():
             factory = registry.get(name)
             if factory is None:
                 raise FrameworkError(f'profile "{profile_name}": plugin "{name}" does not exist')
-            plugin = factory(sets.args.get(name), handle)
+            plugin = factory(sets.args.get(name), self)
             plugin.name = name
             self.plugins[name] = plugin
 
@@ -192,7 +217,7 @@ class Framework:
             return [self.plugins[name] for name in expanded[point]]
 
         self.pre_enqueue_plugins: list[PreEnqueuePlugin] = at("preEnqueue")
-        sorters: list[QueueSortPlugin] = at("queueSort")
+        sorters: list[QueueSortPlugin] = at("queueSort") if not bare else [_NoQueueSort()]
         if len(sorters) != 1:
             raise FrameworkError(f'profile "{profile_name}": exactly one queueSort plugin is needed, got '
                                  f'{len(sorters)}')
@@ -206,7 +231,7 @@ class Framework:
         self.permit_plugins: list[PermitPlugin] = at("permit")
         self.pre_bind_plugins: list[PreBindPlugin] = at("preBind")
         self.bind_plugins: list[BindPlugin] = at("bind")
-        if not self.bind_plugins:
+        if not self.bind_plugins and not bare:
             raise FrameworkError(f'profile "{profile_name}": at least one bind plugin is needed')
         self.post_bind_plugins: list[PostBindPlugin] = at("postBind")
         self.weights = {pl.name: (sets.weights.get(pl.name) or 1) for pl in self.score_plugins}
@@ -214,6 +239,68 @@ class Framework:
             pl for pl in self.pre_filter_plugins if isinstance(pl, PreFilterExtensions)]
         self._score_extensions: dict[str, ScoreExtensions] = {
             pl.name: pl for pl in self.score_plugins if isinstance(pl, ScoreExtensions)}
+
+    # ------------------------------------------------------------ the Handle
+
+    @property
+    def features(self) -> Features:
+        return self.services.features
+
+    @property
+    def recorder(self) -> EventRecorder | None:
+        return self.services.recorder
+
+    @property
+    def dra(self) -> SharedDRAManager | None:
+        return self.services.dra
+
+    @property
+    def snapshot(self) -> Snapshot | None:
+        return self.services.snapshot
+
+    @property
+    def status_writer(self) -> StatusWriter | None:
+        return self.services.status_writer
+
+    def set_pod_nominator(self, nominator: Nominator) -> None:
+        """The scheduling queue's nominator, made after the profiles (kube-scheduler's
+        SetPodNominator)."""
+        self.services.nominator = nominator
+
+    def require_client(self) -> Client:
+        if self.services.client is None:
+            raise RuntimeError("this scheduler framework has no API client")
+        return self.services.client
+
+    def pods(self) -> Iterable[core_pb2.Pod]:
+        return self.services.pods()
+
+    def get_pod(self, namespace: str, name: str) -> core_pb2.Pod | None:
+        return self.services.get_pod(namespace, name)
+
+    def pdbs(self) -> Iterable[policy_pb2.PodDisruptionBudget]:
+        return self.services.pdbs()
+
+    def activate(self, pods: list[core_pb2.Pod]) -> None:
+        self.services.activate(pods)
+
+    def add_pod_indexer(self, name: str, index: Callable[[core_pb2.Pod], list[str]]) -> None:
+        if self.services.pod_indexes is not None:
+            self.services.pod_indexes.add_indexer(name, index)
+
+    def pods_by_index(self, name: str, value: str) -> list[core_pb2.Pod]:
+        if self.services.pod_indexes is None:
+            return []
+        return self.services.pod_indexes.by_index(name, value)
+
+    def nominated_pods_for_node(self, node_name: str) -> list[PodInfo]:
+        nominator = self.services.nominator
+        return nominator.nominated_pods_for_node(node_name) if nominator is not None else []
+
+    def nominated_node(self, pod: core_pb2.Pod) -> str:
+        nominator = self.services.nominator
+        node = nominator.node_of(pod) if nominator is not None else ""
+        return node or pod.status.nominated_node_name
 
     # ------------------------------------------------------------ queueing
 
@@ -294,7 +381,7 @@ class Framework:
     def run_filter_plugins_with_nominated_pods(self, state: CycleState, pod: core_pb2.Pod, node_info: NodeInfo,
                                                filters: list[tuple[str, FilterFn]] | None = None) -> Status | None:
         """The preemption design's two passes: with higher-or-equal priority nominated pods, then without."""
-        nominated = self.handle.nominated_pods_for_node(node_info.name) if node_info.node is not None else []
+        nominated = self.nominated_pods_for_node(node_info.name) if node_info.node is not None else []
         if nominated:
             priority, uid = pod_priority(pod), pod.metadata.uid
             chosen = [pi for pi in nominated if pi.priority >= priority and pi.pod.metadata.uid != uid]
@@ -442,19 +529,19 @@ class Framework:
                 return Status(Code.ERROR, f'running Permit plugin "{pl.name}": {s.message()}', plugin=pl.name)
             return s
         if waiting:
-            self.handle.waiting_pods[pod.metadata.uid] = WaitingPod(pod, waiting)
+            self.waiting_pods[pod.metadata.uid] = WaitingPod(pod, waiting)
             return Status(Code.WAIT,
                           f'one or more plugins asked to wait and no plugin rejected pod "{pod.metadata.name}"')
         return None
 
     async def wait_on_permit(self, pod: core_pb2.Pod) -> Status | None:
-        wp: WaitingPod | None = self.handle.waiting_pods.get(pod.metadata.uid)
+        wp: WaitingPod | None = self.waiting_pods.get(pod.metadata.uid)
         if wp is None:
             return None
         try:
             return await asyncio.shield(wp.done)
         finally:
-            self.handle.waiting_pods.pop(pod.metadata.uid, None)
+            self.waiting_pods.pop(pod.metadata.uid, None)
 
     async def run_pre_bind_plugins(self, state: CycleState, pod: core_pb2.Pod, node: str) -> Status | None:
         for pl in self.pre_bind_plugins:
@@ -496,3 +583,9 @@ class Framework:
 
     def has_post_filter_plugins(self) -> bool:
         return bool(self.post_filter_plugins)
+
+
+def new_handle(services: Services | None = None) -> Handle:
+    """A framework without plugins over ``services``: the Handle of a plugin built on its own
+    (kube-scheduler's tests build one with NewFramework and no profile)."""
+    return Framework("", None, {}, services)

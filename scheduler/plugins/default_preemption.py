@@ -224,7 +224,7 @@ class DefaultPreemption(PreemptionPlugin):
 
     def select_victims_on_node(self, state: CycleState, pod: core_pb2.Pod, ni: NodeInfo,
                                pdbs: list[PDB]) -> tuple[list[core_pb2.Pod], int, Status | None]:
-        fw = self.handle.require_framework()
+        fw = self.handle
         priority = pod_priority(pod)
         potential = [pi for pi in ni.pods if pi.priority < priority]
         if not potential:

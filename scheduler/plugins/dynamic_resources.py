@@ -72,6 +72,7 @@ from scheduler.framework.features import Features, features_of
 from scheduler.framework.interfaces import Handle, SharedDRAManager
 from scheduler.framework.node_info import NodeInfo
 from scheduler.framework.plugin_args import no_args
+from scheduler.framework.runtime import new_handle
 from scheduler.framework.types import (
     ALL_PODS,
     DEVICE_CLASS,
@@ -506,6 +507,6 @@ def new(args: Any, handle: Any) -> DynamicResources:
     """DynamicResources takes no args: kube-scheduler has no DynamicResourcesArgs in v1, and any given
     are an error."""
     no_args(NAME, args)
-    if not isinstance(handle, Handle):
-        handle = Handle()
+    if handle is None:
+        handle = new_handle()
     return DynamicResources(handle, features_of(handle))

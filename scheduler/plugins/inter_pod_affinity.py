@@ -306,7 +306,7 @@ class InterPodAffinity:
         pi = PodInfo(pod)
         if pi.parse_error:
             return None, Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, f"parsing pod: {pi.parse_error}")
-        snapshot = getattr(self.handle, "snapshot", None)
+        snapshot = self.handle.snapshot
         if not (pi.required_affinity_terms or pi.required_anti_affinity_terms) and snapshot is not None \
                 and nodes is snapshot.node_info_list:
             # Only existing pods' anti-affinity can matter: the snapshot keeps the nodes that have such
@@ -353,7 +353,7 @@ class InterPodAffinity:
         return None
 
     def _lazy_pre_filter_state(self, state: CycleState, pod: core_pb2.Pod) -> _PreFilterState | Status:
-        snapshot = getattr(self.handle, "snapshot", None)
+        snapshot = self.handle.snapshot
         if snapshot is None:
             return Status(Code.ERROR, f'reading "{_STATE_KEY}" from cycleState: not found')
         pi = PodInfo(pod)
@@ -366,7 +366,7 @@ class InterPodAffinity:
     # ------------------------------------------------------------ score
 
     def pre_score(self, state: CycleState, pod: core_pb2.Pod, nodes: list[NodeInfo]) -> Status | None:
-        snapshot = getattr(self.handle, "snapshot", None)
+        snapshot = self.handle.snapshot
         if snapshot is None:
             return Status(Code.ERROR, "empty snapshot in InterPodAffinity PreScore")
         pi = PodInfo(pod)

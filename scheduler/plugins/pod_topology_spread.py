@@ -477,7 +477,7 @@ class PodTopologySpread:
     # ------------------------------------------------------------ score
 
     def pre_score(self, state: CycleState, pod: core_pb2.Pod, nodes: Sequence[NodeInfo]) -> Status | None:
-        snapshot = getattr(self.handle, "snapshot", None)
+        snapshot = self.handle.snapshot
         if snapshot is None:
             return Status(Code.ERROR, "getting all nodes: the cycle has no snapshot")
         all_nodes = snapshot.node_info_list

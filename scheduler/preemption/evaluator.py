@@ -321,7 +321,7 @@ class Evaluator:
         statuses: dict[str, Status] = {}
         n = len(potential)
         # Each node's simulation gets its own state when PreFilter extensions will write to it.
-        private_state = self.handle.require_framework().pre_filter_extensions_active(state)
+        private_state = self.handle.pre_filter_extensions_active(state)
         for i in range(n):
             ni = potential[(offset + i) % n].clone()
             victims, violations, status = self.plugin.select_victims_on_node(

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from scheduler import config
-from scheduler.framework.interfaces import Handle
+from scheduler.framework.interfaces import Services
 from scheduler.framework.runtime import Framework, FrameworkError
 
 
@@ -33,7 +33,7 @@ REGISTRY = {name: (lambda methods: (lambda args, h: _Plugin(*methods)))(m) for n
 
 def framework(doc: dict) -> Framework:
     cfg = config.parse(doc, REGISTRY)
-    return Framework(cfg.profiles[0].scheduler_name, cfg.profiles[0].plugins, REGISTRY, Handle())
+    return Framework(cfg.profiles[0].scheduler_name, cfg.profiles[0].plugins, REGISTRY, Services())
 
 
 def test_default_profile_is_kube_schedulers():

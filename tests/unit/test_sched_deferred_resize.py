@@ -18,10 +18,11 @@ from scheduler import config
 from scheduler.cache.snapshot import Snapshot
 from scheduler.framework import deferred_resize as dr
 from scheduler.framework.features import Features
-from scheduler.framework.interfaces import Handle
+from scheduler.framework.interfaces import Services
 from scheduler.framework.node_info import NodeInfo
 from scheduler.framework.plugin_args import ArgsError
 from scheduler.framework.pod_info import PodInfo
+from scheduler.framework.runtime import new_handle
 from scheduler.framework.types import (
     ASSIGNED_POD,
     ActionType,
@@ -78,7 +79,7 @@ def node_info(n: core_pb2.Node, *pods: core_pb2.Pod) -> NodeInfo:
 
 
 def fit(accounting: str = "AllPodsAtMax", features: Features = ON) -> node_resources_fit.NodeResourcesFit:
-    return node_resources_fit.new({"deferredResizeAccounting": accounting}, Handle(features=features))
+    return node_resources_fit.new({"deferredResizeAccounting": accounting}, new_handle(Services(features=features)))
 
 
 def run_filter(plugin, pod: core_pb2.Pod, ni: NodeInfo):
@@ -239,7 +240,7 @@ def test_a_status_only_write_is_a_generic_update_only():
 
 
 def test_node_name_pre_filter_keeps_only_the_node_the_pod_names():
-    pl = node_name.new(None, Handle(features=ON))
+    pl = node_name.new(None, new_handle(Services(features=ON)))
     assert pl.pre_filter(CycleState(), deferred(running("a", "n1", desired="3", allocated="1")), []) == \
         (PreFilterResult(frozenset({"n1"})), None)
     assert pl.pre_filter(CycleState(), MakePod().name("pending").req(cpu="1").obj(), []) == (None, None)
@@ -272,7 +273,7 @@ def test_every_filter_but_node_name_and_fit_skips_a_deferred_resize(module):
     pod = _with_everything_to_check()
     ni = node_info(MakeNode().name("n1").allocatable(cpu="4", memory="8Gi", pods="110")
                    .kubelet_version("v1.36.0").obj(), pod)
-    plugin = module.new(None, Handle(features=ON))
+    plugin = module.new(None, new_handle(Services(features=ON)))
     result, status = plugin.pre_filter(CycleState(), pod, [ni])
     assert result is None and status is not None and status.code == Code.SKIP
 
@@ -282,7 +283,7 @@ def test_without_the_gate_the_same_pod_is_checked(module):
     pod = _with_everything_to_check()
     ni = node_info(MakeNode().name("n1").allocatable(cpu="4", memory="8Gi", pods="110")
                    .kubelet_version("v1.36.0").obj(), pod)
-    plugin = module.new(None, Handle(features=OFF))
+    plugin = module.new(None, new_handle(Services(features=OFF)))
     _, status = plugin.pre_filter(CycleState(), pod, [ni])
     assert status is None or status.code != Code.SKIP
 
@@ -293,7 +294,7 @@ def test_the_gate_skips_only_deferred_pods():
     ni = node_info(MakeNode().name("n1").allocatable(cpu="4", memory="8Gi", pods="110")
                    .kubelet_version("v1.36.0").obj())
     for module in SKIPPING:
-        _, status = module.new(None, Handle(features=ON)).pre_filter(CycleState(), new_pod, [ni])
+        _, status = module.new(None, new_handle(Services(features=ON))).pre_filter(CycleState(), new_pod, [ni])
         assert status is None or status.code != Code.SKIP, module.NAME
 
 
@@ -472,7 +473,7 @@ def test_a_pending_pod_still_ignores_another_pods_scale_up():
 def test_scale_up_is_registered_only_with_the_gate():
     def actions(features: Features) -> ActionType:
         out = ActionType(0)
-        for e in node_resources_fit.new(None, Handle(features=features)).events_to_register():
+        for e in node_resources_fit.new(None, new_handle(Services(features=features))).events_to_register():
             out |= e.event.action
         return out
 
@@ -500,10 +501,10 @@ def _preemption(nomination: str, features: Features = ON) -> tuple[default_preem
     victim = running("v", "n1", desired="1", priority=10)
     victim.metadata.deletion_timestamp = timeutil.rfc3339()
     victim.status.conditions.add(type="DisruptionTarget", status="True", reason="PreemptionByScheduler")
-    handle = Handle(features=features)
-    handle.snapshot = Snapshot.of([node_info(MakeNode().name("n1").allocatable(cpu="4", memory="8Gi", pods="110")
-                                             .kubelet_version("v1.36.0").obj(), resizing, victim)])
-    return default_preemption.new({"deferredResizeNomination": nomination}, handle), resizing
+    snapshot = Snapshot.of([node_info(MakeNode().name("n1").allocatable(cpu="4", memory="8Gi", pods="110")
+                                      .kubelet_version("v1.36.0").obj(), resizing, victim)])
+    services = Services(features=features, snapshot=snapshot)
+    return default_preemption.new({"deferredResizeNomination": nomination}, new_handle(services)), resizing
 
 
 def test_option_4_spec_node_name_is_the_nomination_so_a_terminating_victim_blocks_a_second_preemption():

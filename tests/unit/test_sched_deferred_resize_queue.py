@@ -47,7 +47,7 @@ def handlers(*, gate: bool = True, pre_enqueue: Callable[[core_pb2.Pod], Status 
              ) -> EventHandlers:
     q = SchedulingQueue(less, events={PROFILE: {}}, pre_enqueue={PROFILE: pre_enqueue} if pre_enqueue else {},
                         clock=Clock())
-    fw = SimpleNamespace(handle=SimpleNamespace(waiting_pods={}))
+    fw = SimpleNamespace(waiting_pods={})
     return EventHandlers(SimpleNamespace(cache=Cache(), queue=q, frameworks={PROFILE: fw}, resize_preemption=gate))
 
 

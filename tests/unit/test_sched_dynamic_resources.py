@@ -22,8 +22,9 @@ from machinery.dra.allocator import DeviceID, allocated_device_ids
 from machinery.informer import Informer
 from machinery.kinds import POD
 from scheduler.framework.features import Features
-from scheduler.framework.interfaces import Handle
+from scheduler.framework.interfaces import Services
 from scheduler.framework.node_info import NodeInfo
+from scheduler.framework.runtime import new_handle
 from scheduler.framework.types import (
     ALL_PODS,
     EVENT_RESOURCE_CLAIM_ADD,
@@ -120,7 +121,7 @@ def client(dra) -> FakeClient:
 
 @pytest.fixture
 def plugin(dra, client) -> dr.DynamicResources:
-    return dr.new(None, Handle(dra=dra, client=client))  # type: ignore[arg-type]
+    return dr.new(None, new_handle(Services(dra=dra, client=client)))  # type: ignore[arg-type]
 
 
 NODES = {name: NodeInfo(MakeNode().name(name).obj()) for name in ("node-1", "node-2")}
@@ -386,7 +387,7 @@ def test_the_claim_index_on_the_pod_informer_finds_every_pod_naming_a_claim_by_s
     """KEP-6132 "Design Details": the index maps a claim to the pods that reference it in their
     spec.resourceClaims — a generated claim another pod shares too, not only its owner."""
     pods: Informer[core_pb2.Pod] = Informer(_Lister(), POD)  # type: ignore[arg-type]
-    handle = Handle(pod_indexes=pods)
+    handle = new_handle(Services(pod_indexes=pods))
     dr.new(None, handle)
     owner = pod_with_template("owner", "owner-gpu-x7k2p")
     reader = pod_sharing("reader", "owner-gpu-x7k2p")
@@ -426,7 +427,7 @@ def _indexed_plugin() -> dr.DynamicResources:
     """The plugin over a pod informer holding: owner (its claim generated from a template), reader
     (naming owner's generated claim) and waiting (its claim not created yet)."""
     pods: Informer[core_pb2.Pod] = Informer(_Lister(), POD)  # type: ignore[arg-type]
-    plugin = dr.new(None, Handle(pod_indexes=pods))
+    plugin = dr.new(None, new_handle(Services(pod_indexes=pods)))
     for p in (pod_with_template("owner", "owner-gpu-x7k2p"), pod_sharing("reader", "owner-gpu-x7k2p"),
               pod_with_template("waiting")):
         p.metadata.resource_version = "1"
@@ -461,11 +462,12 @@ def test_pre_queueing_hint(old, new, expected):
 def test_pre_queueing_hint_error_handling():
     """TestPreQueueingHint, error handling: "If the index lookup fails, signal 'evaluate all
     pods' as a safe fallback" — an index that raises, or one no DynamicResources plugin added."""
-    plugin = dr.new(None, Handle(pod_indexes=_BrokenIndex()))
+    plugin = dr.new(None, new_handle(Services(pod_indexes=_BrokenIndex())))
     assert plugin.pre_queueing_hint_for_claim(None, claim("owner-gpu-x7k2p")) == ALL_PODS
     unindexed: Informer[core_pb2.Pod] = Informer(_Lister(), POD)  # type: ignore[arg-type]
     # Built with DRA off, the plugin added no index to this informer: the lookup is a KeyError.
-    plugin = dr.DynamicResources(Handle(pod_indexes=unindexed), Features(enable_dynamic_resource_allocation=False))
+    plugin = dr.DynamicResources(new_handle(Services(pod_indexes=unindexed)),
+                                 Features(enable_dynamic_resource_allocation=False))
     assert plugin.pre_queueing_hint_for_claim(None, claim("owner-gpu-x7k2p")) == ALL_PODS
 
 
@@ -495,7 +497,7 @@ async def test_a_claim_event_asks_the_claim_hint_about_the_pods_of_that_claim_on
     (O(1)), off about all 40 (O(N)); either way that pod, and only it, is requeued. A deallocation
     is every pod in both."""
     pods: Informer[core_pb2.Pod] = Informer(_Lister(), POD)  # type: ignore[arg-type]
-    plugin = dr.new(None, Handle(dra=dra, pod_indexes=pods))  # type: ignore[arg-type]
+    plugin = dr.new(None, new_handle(Services(dra=dra, pod_indexes=pods)))  # type: ignore[arg-type]
     q = SchedulingQueue(lambda a, b: a.timestamp < b.timestamp, pre_queueing_hints=gate,
                         events={"default-scheduler": {dr.NAME: plugin.events_to_register()}})
     waiting = {}

@@ -13,8 +13,10 @@ from __future__ import annotations
 import asyncio
 from types import SimpleNamespace
 
-from scheduler.framework.interfaces import Handle
-from scheduler.framework.runtime import Framework, PluginSets
+import pytest
+
+from scheduler.framework.interfaces import Services
+from scheduler.framework.runtime import Framework, FrameworkError, PluginSets, new_handle
 from scheduler.framework.types import Code, CycleState, PreFilterResult, Status
 from scheduler.schedule_one import rejected_on
 from tests.harness.builders import MakePod
@@ -42,7 +44,7 @@ def _framework(**plugins) -> Framework:
     """A profile of these plugins (name -> instance, or a number: a Permit plugin waiting that long)."""
     made = {n: (_Waits(p) if isinstance(p, (int, float)) else p) for n, p in plugins.items()}
     registry = {"Fifo": lambda args, h: _Fifo(), **{n: (lambda args, h, p=p: p) for n, p in made.items()}}
-    return Framework("default-scheduler", PluginSets(multi_point=list(registry)), registry, Handle())
+    return Framework("default-scheduler", PluginSets(multi_point=list(registry)), registry, Services())
 
 
 class _PreFilter:
@@ -95,20 +97,20 @@ def test_a_rejection_once_the_node_was_chosen_is_a_fit_error_over_that_node_with
 async def test_the_pod_goes_on_once_every_waiting_plugin_allows_it():
     fw, pod = _framework(A=5, B=5), MakePod().name("waiting").uid("uid-waiting").obj()
     assert fw.run_permit_plugins(CycleState(), pod, "n1").code == Code.WAIT
-    wp = fw.handle.waiting_pods[pod.metadata.uid]
+    wp = fw.waiting_pods[pod.metadata.uid]
     waiter = asyncio.create_task(fw.wait_on_permit(pod))
     wp.allow("A")
     await asyncio.sleep(0)
     assert not waiter.done()  # B still holds it
     wp.allow("B")
     assert await waiter is None
-    assert pod.metadata.uid not in fw.handle.waiting_pods
+    assert pod.metadata.uid not in fw.waiting_pods
 
 
 async def test_a_plugin_that_allowed_no_longer_times_the_pod_out_the_other_one_does():
     fw, pod = _framework(Quick=0.05, Slow=0.2), MakePod().name("waiting").uid("uid-waiting").obj()
     fw.run_permit_plugins(CycleState(), pod, "n1")
-    fw.handle.waiting_pods[pod.metadata.uid].allow("Quick")
+    fw.waiting_pods[pod.metadata.uid].allow("Quick")
     s = await fw.wait_on_permit(pod)
     assert s.code == Code.UNSCHEDULABLE and s.plugin == "Slow"
     assert s.message() == "rejected due to timeout after waiting 0.2s at plugin Slow"
@@ -122,6 +124,36 @@ async def test_a_zero_timeout_rejects_at_once_and_a_rejection_ends_the_wait():
 
     fw, pod = _framework(Later=60), MakePod().name("waiting").uid("uid-waiting").obj()
     fw.run_permit_plugins(CycleState(), pod, "n1")
-    fw.handle.waiting_pods[pod.metadata.uid].reject("Other", "no room in the gang")
+    fw.waiting_pods[pod.metadata.uid].reject("Other", "no room in the gang")
     s = await asyncio.wait_for(fw.wait_on_permit(pod), 1)
     assert (s.code, s.plugin, s.message()) == (Code.UNSCHEDULABLE, "Other", "no room in the gang")
+
+
+def test_each_plugin_is_built_with_its_framework_as_a_complete_handle():
+    """kube-scheduler's frameworkImpl is the Handle its plugins get: what the scheduler gives the
+    profile is there while the factories run, the nominator the queue sets afterwards is seen."""
+    snapshot, client, seen = object(), object(), {}
+
+    def factory(args, handle):
+        seen["handle"] = handle
+        seen["snapshot"] = handle.snapshot
+        seen["client"] = handle.require_client()
+        return _Fifo()
+
+    services = Services(client=client, snapshot=snapshot)  # type: ignore[arg-type]
+    fw = Framework("default-scheduler", PluginSets(multi_point=["Fifo"]), {"Fifo": factory}, services)
+    assert seen == {"handle": fw, "snapshot": snapshot, "client": client}
+    pod = MakePod().name("p").uid("p").obj()
+    assert fw.nominated_node(pod) == ""
+    fw.set_pod_nominator(SimpleNamespace(node_of=lambda p: "n7", nominated_pods_for_node=lambda n: []))
+    assert seen["handle"].nominated_node(pod) == "n7"
+
+
+def test_a_framework_without_plugins_is_a_handle_that_sorts_nothing():
+    handle = new_handle(Services(features=None))
+    assert list(handle.pods()) == [] and handle.get_pod("default", "p") is None
+    with pytest.raises(RuntimeError, match="no API client"):
+        handle.require_client()
+    bare = Framework("", None, {})
+    with pytest.raises(FrameworkError, match="sorts no pods"):
+        bare.less(None, None)  # type: ignore[arg-type]

@@ -13,10 +13,10 @@ import yaml
 from machinery import jsonconv
 from machinery.api import core_pb2
 from scheduler.cache.snapshot import Snapshot
-from scheduler.framework.interfaces import Handle
+from scheduler.framework.interfaces import Services
 from scheduler.framework.node_info import NodeInfo
 from scheduler.framework.pod_info import PodInfo
-from scheduler.framework.runtime import Framework, PluginSets
+from scheduler.framework.runtime import Framework, PluginSets, new_handle
 from scheduler.framework.types import NODE, POD, ActionType, ClusterEvent, Code, CycleState, QueueingHint
 from scheduler.plugins import inter_pod_affinity as ipa
 from tests.harness.builders import MakeNode, MakePod
@@ -89,9 +89,8 @@ def place(ni: NodeInfo, *pods: core_pb2.Pod) -> NodeInfo:
 
 
 def plugin(nodes: list[NodeInfo], args: dict | None = None) -> ipa.InterPodAffinity:
-    handle = Handle()
-    handle.snapshot = Snapshot.of(nodes)
-    return ipa.new(args or {}, handle)
+    services = Services(snapshot=Snapshot.of(nodes))
+    return ipa.new(args or {}, new_handle(services))
 
 
 def filter_all(pl: ipa.InterPodAffinity, pod: core_pb2.Pod, nodes: list[NodeInfo]) -> dict:
@@ -139,10 +138,9 @@ class _Fifo:
 
 def framework_for(nodes: list[NodeInfo]) -> Framework:
     """A profile of InterPodAffinity alone, run by the real framework runtime."""
-    handle = Handle()
-    handle.snapshot = Snapshot.of(nodes)
+    services = Services(snapshot=Snapshot.of(nodes))
     sets = PluginSets(multi_point=["Fifo", ipa.NAME])
-    return Framework("default-scheduler", sets, {"Fifo": lambda args, h: _Fifo(), ipa.NAME: ipa.new}, handle)
+    return Framework("default-scheduler", sets, {"Fifo": lambda args, h: _Fifo(), ipa.NAME: ipa.new}, services)
 
 
 def schedule_one(nodes: list[NodeInfo], pod: core_pb2.Pod) -> str | None:
@@ -670,7 +668,7 @@ def test_filter_without_prefilter_counts_once_from_the_snapshot():
 
 
 def test_events_registered():
-    events = {e.event: e.hint for e in ipa.new({}, Handle()).events_to_register()}
+    events = {e.event: e.hint for e in ipa.new({}, new_handle()).events_to_register()}
     pod_event = ClusterEvent(POD, ActionType.ADD | ActionType.UPDATE_POD_LABEL | ActionType.DELETE)
     node_event = ClusterEvent(NODE, ActionType.ADD | ActionType.UPDATE_NODE_LABEL)
     assert set(events) == {pod_event, node_event}
@@ -681,7 +679,7 @@ QUEUE, SKIP = QueueingHint.QUEUE, QueueingHint.QUEUE_SKIP
 
 
 def _hints_plugin() -> ipa.InterPodAffinity:
-    return ipa.new({}, Handle())
+    return ipa.new({}, new_handle())
 
 
 WEB_ANTI = {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [term(HOSTNAME, app="web")]}}
@@ -800,14 +798,14 @@ def test_hint_node_changes_for_anti_affinity_and_for_existing_pods_anti_affinity
 ])
 def test_bad_args_are_refused_with_the_field(args, fragment):
     with pytest.raises(ipa.ArgsError) as exc:
-        ipa.new(args, Handle())
+        ipa.new(args, new_handle())
     assert fragment in str(exc.value)
     assert isinstance(exc.value, ValueError)
 
 
 def test_args_defaults_and_accepted_values():
-    pl = ipa.new({}, Handle())
+    pl = ipa.new({}, new_handle())
     assert (pl.hard_pod_affinity_weight, pl.ignore_preferred_terms_of_existing_pods) == (1, False)
     pl = ipa.new({"apiVersion": "kubescheduler.config.k8s.io/v1", "kind": "InterPodAffinityArgs",
-                  "hardPodAffinityWeight": 100, "ignorePreferredTermsOfExistingPods": True}, Handle())
+                  "hardPodAffinityWeight": 100, "ignorePreferredTermsOfExistingPods": True}, new_handle())
     assert (pl.hard_pod_affinity_weight, pl.ignore_preferred_terms_of_existing_pods) == (100, True)

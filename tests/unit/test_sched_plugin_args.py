@@ -12,8 +12,9 @@ from machinery.api import core_pb2
 from machinery.featuregates import FeatureGates
 from scheduler import config
 from scheduler.framework.features import Features
-from scheduler.framework.interfaces import Handle
+from scheduler.framework.interfaces import Services
 from scheduler.framework.plugin_args import ArgsError, ResourceSpec
+from scheduler.framework.runtime import new_handle
 from scheduler.framework.types import ActionType
 from scheduler.plugins import (
     default_preemption,
@@ -196,7 +197,7 @@ def test_node_resources_fit_args_decoded_with_defaults_filled_in():
 def test_the_configured_strategy_is_the_one_the_plugin_scores_with():
     """The reliability issue: a typo once left LeastAllocated in place; the spelled field is used."""
     args = parse("NodeResourcesFit", {"scoringStrategy": {"type": "MostAllocated"}})
-    assert node_resources_fit.new(args, Handle()).scorer.strategy == "MostAllocated"
+    assert node_resources_fit.new(args, new_handle()).scorer.strategy == "MostAllocated"
 
 
 def test_other_plugins_args_decoded():
@@ -227,7 +228,7 @@ def test_the_args_are_frozen():
 def test_a_factory_refuses_another_plugins_args():
     with pytest.raises(ArgsError, match="want args of type InterPodAffinityArgs for plugin InterPodAffinity, "
                                         "got DefaultPreemptionArgs"):
-        inter_pod_affinity.new(default_preemption.DefaultPreemptionArgs(), Handle())
+        inter_pod_affinity.new(default_preemption.DefaultPreemptionArgs(), new_handle())
 
 
 # ---------------------------------------------------------------- feature gates reach plugins as Features
@@ -236,10 +237,10 @@ def test_a_factory_refuses_another_plugins_args():
 def test_feature_gates_reach_plugins_through_the_handle_not_their_args():
     features = Features.from_gates(FeatureGates.parse("SchedulerAsyncPreemption=false,InPlacePodVerticalScaling=false"))
     assert features == Features(enable_in_place_pod_vertical_scaling=False, enable_async_preemption=False)
-    handle = Handle(features=features)
+    handle = new_handle(Services(features=features))
     assert default_preemption.new(None, handle).async_preemption is False
-    assert default_preemption.new(None, Handle()).async_preemption is True
+    assert default_preemption.new(None, new_handle()).async_preemption is True
     fit_events = node_resources_fit.new(None, handle).events_to_register()
     assert not any(e.event.action & ActionType.UPDATE_POD_SCALE_DOWN for e in fit_events)
-    fit_events = node_resources_fit.new(None, Handle()).events_to_register()
+    fit_events = node_resources_fit.new(None, new_handle()).events_to_register()
     assert any(e.event.action & ActionType.UPDATE_POD_SCALE_DOWN for e in fit_events)

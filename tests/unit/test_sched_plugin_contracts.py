@@ -25,7 +25,6 @@ from scheduler.framework.interfaces import (
     Closer,
     EnqueueExtensions,
     FilterPlugin,
-    Handle,
     PermitPlugin,
     PostBindPlugin,
     PostFilterPlugin,
@@ -38,8 +37,9 @@ from scheduler.framework.interfaces import (
     ReservePlugin,
     ScoreExtensions,
     ScorePlugin,
+    Services,
 )
-from scheduler.framework.runtime import Framework, FrameworkError, PluginSets
+from scheduler.framework.runtime import Framework, FrameworkError, PluginSets, new_handle
 from scheduler.framework.types import NODE, ActionType, ClusterEvent, ClusterEventWithHint, QueueingHint
 from scheduler.plugins.default_preemption import DefaultPreemption
 from scheduler.preemption.evaluator import PreemptionPlugin
@@ -75,7 +75,7 @@ def _registered_hints(plugin: object, *, pre: bool = False) -> set[str]:
 
 
 def _in_tree_plugins() -> list[tuple[str, object]]:
-    return [(name, factory(None, Handle())) for name, factory in intree.default_registry().items()]
+    return [(name, factory(None, new_handle())) for name, factory in intree.default_registry().items()]
 
 
 def test_extension_points_are_kube_schedulers_configuration_names():
@@ -111,7 +111,7 @@ def test_default_preemption_names_the_evaluators_contract():
 def test_the_default_profile_builds_with_every_in_tree_plugin_in_multipoint():
     registry = intree.default_registry()
     profile = config.default_config(registry).profiles[0]
-    fw = Framework(profile.scheduler_name, profile.plugins, registry, Handle())
+    fw = Framework(profile.scheduler_name, profile.plugins, registry, Services())
     assert fw.points["preFilter"] == ["NodeUnschedulable", "NodeName", "TaintToleration", "NodeAffinity",
                                       "NodePorts", "NodeResourcesFit", "PodTopologySpread", "InterPodAffinity",
                                       "DynamicResources"]
@@ -172,7 +172,7 @@ class _WithStrayHelper(_WithHint):
 
 def _build(plugin: Any, sets: PluginSets) -> Framework:
     registry = {"Fifo": lambda args, h: _Fifo(), "Custom": lambda args, h: plugin}
-    return Framework("default-scheduler", sets, registry, Handle())
+    return Framework("default-scheduler", sets, registry, Services())
 
 
 def test_a_misspelt_method_at_an_explicit_extension_point_is_an_error_naming_the_plugin():
@@ -205,7 +205,7 @@ def test_a_misspelt_multipoint_plugin_from_the_configuration_is_refused():
     profile = config.parse({"profiles": [{"plugins": {"multiPoint": {"enabled": [{"name": "Custom"}]}}}]},
                            registry).profiles[0]
     with pytest.raises(FrameworkError, match='multiPoint plugin "Custom" has method "filtr"'):
-        Framework(profile.scheduler_name, profile.plugins, registry, Handle())
+        Framework(profile.scheduler_name, profile.plugins, registry, Services())
 
 
 # ------------------------------------------------------------ args are decoded strictly

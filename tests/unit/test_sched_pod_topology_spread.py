@@ -8,10 +8,10 @@ import pytest
 
 from machinery.api import core_pb2
 from scheduler.cache.snapshot import Snapshot
-from scheduler.framework.interfaces import Handle
+from scheduler.framework.interfaces import Services
 from scheduler.framework.node_info import NodeInfo
 from scheduler.framework.pod_info import PodInfo
-from scheduler.framework.runtime import Framework, PluginSets
+from scheduler.framework.runtime import Framework, PluginSets, new_handle
 from scheduler.framework.types import NODE, POD, ActionType, Code, CycleState, QueueingHint
 from scheduler.plugins import pod_topology_spread as pts
 from tests.harness.builders import MakeNode, MakePod
@@ -56,9 +56,8 @@ def cluster(nodes: list[core_pb2.Node], pods: list[core_pb2.Pod]) -> Snapshot:
 
 
 def plugin(snap: Snapshot, args: dict | None = None) -> pts.PodTopologySpread:
-    handle = Handle()
-    handle.snapshot = snap
-    return pts.new(args or {}, handle)
+    services = Services(snapshot=snap)
+    return pts.new(args or {}, new_handle(services))
 
 
 def pre_filter(pl, snap: Snapshot, pod: core_pb2.Pod) -> CycleState:
@@ -534,10 +533,9 @@ def test_nominated_pods_count_through_the_framework():
         async def bind(self, state, pod, node_name):
             return None
 
-    handle = Handle(nominator=Nominator())
-    handle.snapshot = snap
+    services = Services(nominator=Nominator(), snapshot=snap)
     sets = PluginSets(points={"queueSort": ["Stub"], "bind": ["Stub"], "preFilter": [pts.NAME], "filter": [pts.NAME]})
-    fw = Framework("test", sets, {"Stub": lambda args, h: SortAndBind(), pts.NAME: pts.new}, handle)
+    fw = Framework("test", sets, {"Stub": lambda args, h: SortAndBind(), pts.NAME: pts.new}, services)
     pod = MakePod().name("mypod").uid("uid-mypod").labels(FOO_BAR).obj()
     spread(pod, key="node")
     state = CycleState()
@@ -668,7 +666,7 @@ def test_system_defaults_apply_to_no_pod_in_kplane():
 ])
 def test_bad_args_are_refused_with_the_field(args, fragment):
     with pytest.raises(pts.ArgsError) as err:
-        pts.new(args, Handle())
+        pts.new(args, new_handle())
     assert isinstance(err.value, ValueError)
     assert fragment in str(err.value)
 
@@ -677,7 +675,7 @@ def test_bad_args_are_refused_with_the_field(args, fragment):
 
 
 def test_events_to_register_pods_and_nodes_each_with_a_hint():
-    pl = pts.new({}, Handle())
+    pl = pts.new({}, new_handle())
     events = {e.event.resource: e for e in pl.events_to_register()}
     assert events[POD].event.action == (ActionType.ADD | ActionType.UPDATE_POD_LABEL
                                         | ActionType.UPDATE_POD_TOLERATION | ActionType.DELETE)
@@ -693,7 +691,7 @@ def pending() -> core_pb2.Pod:
 
 
 def test_pod_hint_an_assigned_matching_pod_added_or_deleted_queues():
-    pl = pts.new({}, Handle())
+    pl = pts.new({}, new_handle())
     pod = pending()
     match = MakePod().name("a").uid("uid-default-a").labels(FOO_BAR).node("node1").obj()
     assert pl.is_schedulable_after_pod_change(pod, None, match) == QueueingHint.QUEUE
@@ -710,11 +708,11 @@ def test_pod_hint_an_assigned_matching_pod_added_or_deleted_queues():
     (MakePod().name("a").namespace("other").uid("uid-other-a").labels(FOO_BAR).node("node1").obj(), None),
 ])
 def test_pod_hint_unrelated_pods_skip(old, new):
-    assert pts.new({}, Handle()).is_schedulable_after_pod_change(pending(), old, new) == QueueingHint.QUEUE_SKIP
+    assert pts.new({}, new_handle()).is_schedulable_after_pod_change(pending(), old, new) == QueueingHint.QUEUE_SKIP
 
 
 def test_pod_hint_label_updates_queue_only_when_a_selector_starts_or_stops_matching():
-    pl = pts.new({}, Handle())
+    pl = pts.new({}, new_handle())
     pod = pending()
     matching = MakePod().name("a").uid("uid-default-a").labels({"foo": "bar", "v": "1"}).node("node1").obj()
     assert pl.is_schedulable_after_pod_change(pod, matching, MakePod().name("a").uid("uid-default-a")
@@ -730,7 +728,7 @@ def test_pod_hint_label_updates_queue_only_when_a_selector_starts_or_stops_match
 
 
 def test_pod_hint_the_pod_gaining_a_toleration_queues_only_when_a_constraint_honors_taints():
-    pl = pts.new({}, Handle())
+    pl = pts.new({}, new_handle())
     honoring = MakePod().name("pending").uid("uid-pending").labels(FOO_BAR).obj()
     spread(honoring, node_taints_policy="Honor")
     tolerating = core_pb2.Pod()
@@ -745,7 +743,7 @@ def test_pod_hint_the_pod_gaining_a_toleration_queues_only_when_a_constraint_hon
 
 
 def test_node_hint_add_and_delete_queue_only_for_nodes_with_every_topology_key():
-    pl = pts.new({}, Handle())
+    pl = pts.new({}, new_handle())
     pod = pending()
     assert pl.is_schedulable_after_node_change(pod, None, MakeNode().name("n").label("node", "n").label("zone", "zoneC")
                                                           .allocatable(cpu="4", memory="8Gi", pods="110")
@@ -764,7 +762,7 @@ def test_node_hint_add_and_delete_queue_only_for_nodes_with_every_topology_key()
 def test_node_hint_a_node_the_pod_cannot_use_and_no_constraint_counts_skips():
     """Zone C excluded by the pod's node affinity (Honor): such a node neither counts nor hosts the
     pod. With nodeAffinityPolicy Ignore it counts (a new domain for minDomains), so it queues."""
-    pl = pts.new({}, Handle())
+    pl = pts.new({}, new_handle())
     honor = pending()
     not_in_zone_c(honor)
     assert pl.is_schedulable_after_node_change(honor, None, MakeNode().name("n").label("node", "n")
@@ -785,7 +783,7 @@ def test_node_hint_a_node_the_pod_cannot_use_and_no_constraint_counts_skips():
 
 
 def test_node_hint_updates_queue_when_the_domain_or_taints_change():
-    pl = pts.new({}, Handle())
+    pl = pts.new({}, new_handle())
     pod = pending()
     a = (MakeNode().name("n").label("node", "n").label("zone", "zoneA")
          .allocatable(cpu="4", memory="8Gi", pods="110").obj())
@@ -810,7 +808,7 @@ def test_node_hint_updates_queue_when_the_domain_or_taints_change():
 
 
 def test_node_hint_a_label_making_the_node_match_the_pods_affinity_queues():
-    pl = pts.new({}, Handle())
+    pl = pts.new({}, new_handle())
     pod = pending()
     pod.spec.node_selector["disk"] = "ssd"
     assert pl.is_schedulable_after_node_change(pod,

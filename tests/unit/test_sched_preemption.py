@@ -11,10 +11,10 @@ from machinery import timeutil
 from machinery.api import core_pb2, policy_pb2
 from scheduler.cache.snapshot import Snapshot
 from scheduler.framework.features import Features
-from scheduler.framework.interfaces import Handle
+from scheduler.framework.interfaces import Services
 from scheduler.framework.node_info import NodeInfo
 from scheduler.framework.pod_info import PodInfo
-from scheduler.framework.runtime import Framework, PluginSets
+from scheduler.framework.runtime import Framework, PluginSets, new_handle
 from scheduler.framework.types import Code, CycleState, Diagnosis, NominatingInfo, NominatingMode, Status
 from scheduler.plugins import default_binder, default_preemption, node_resources_fit
 from scheduler.preemption.evaluator import Candidate, pick_one_node
@@ -63,8 +63,8 @@ class Env:
                  pdbs: list[policy_pb2.PodDisruptionBudget] = ()):
         self.pods = {p.metadata.name: p for p in pods}
         self.client = FakeClient()
-        self.handle = Handle(client=self.client, pods=lambda: self.pods.values(),
-                             get_pod=lambda ns, n: self.pods.get(n), pdbs=lambda: pdbs)
+        self.services = Services(client=self.client, pods=lambda: self.pods.values(),
+                                 get_pod=lambda ns, n: self.pods.get(n), pdbs=lambda: pdbs)
         infos = []
         for n in nodes:
             ni = NodeInfo(n)
@@ -72,8 +72,9 @@ class Env:
                 if p.spec.node_name == n.metadata.name:
                     ni.add_pod(p)
             infos.append(ni)
-        self.handle.snapshot = Snapshot.of(infos)
-        self.fw = Framework("default-scheduler", PluginSets(multi_point=list(REGISTRY)), REGISTRY, self.handle)
+        self.services.snapshot = Snapshot.of(infos)
+        self.fw = Framework("default-scheduler", PluginSets(multi_point=list(REGISTRY)), REGISTRY, self.services)
+        self.handle = self.fw
         self.plugin = self.fw.plugins["DefaultPreemption"]
 
     def diagnosis(self, preemptor: core_pb2.Pod) -> tuple[CycleState, Diagnosis]:
@@ -242,9 +243,9 @@ def test_node_choice_criteria_in_kubernetes_order():
 def test_bad_args_are_refused():
     import pytest
     with pytest.raises(default_preemption.ArgsError, match="minCandidateNodesPercentage"):
-        default_preemption.new({"minCandidateNodesPercentage": 101}, Handle())
+        default_preemption.new({"minCandidateNodesPercentage": 101}, new_handle())
     with pytest.raises(default_preemption.ArgsError, match="cannot be zero"):
-        default_preemption.new({"minCandidateNodesPercentage": 0, "minCandidateNodesAbsolute": 0}, Handle())
+        default_preemption.new({"minCandidateNodesPercentage": 0, "minCandidateNodesAbsolute": 0}, new_handle())
 
 
 def test_status_types_carry_unresolvable_for_nodes_preemption_cannot_help():
@@ -353,8 +354,8 @@ async def test_lower_priority_nominations_on_the_chosen_node_are_cleared_written
     # nominated by an earlier cycle; the write has not landed
     lower = MakePod().name("lower").uid("uid-lower").priority(5).scheduler_name("default-scheduler").req(cpu="2").obj()
     nominator.add(PodInfo(lower), NominatingInfo("n1", NominatingMode.OVERRIDE))
-    env.handle.nominator = nominator
-    env.handle.status_writer = StatusWriter()
+    env.fw.set_pod_nominator(nominator)
+    env.services.status_writer = StatusWriter()
     result, status = await env.preempt(MakePod().name("preemptor").uid("uid-preemptor").priority(10)
                                        .scheduler_name("default-scheduler").req(cpu="2").obj())
     assert status is None and result.nominating_info.node_name == "n1"

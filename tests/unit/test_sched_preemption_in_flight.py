@@ -127,7 +127,7 @@ async def test_once_the_informer_shows_the_victims_deleted_the_pod_may_preempt_a
         env.pods[name] = p = (MakePod().name(name).uid(f"uid-{name}").priority(0).scheduler_name("default-scheduler")
                               .req(cpu="1").node("n1").start_time(STARTED).phase("Running").condition("Ready").obj())
         ni.add_pod(p)
-    env.handle.snapshot = Snapshot.of([ni])
+    env.services.snapshot = Snapshot.of([ni])
     preemptor.status.nominated_node_name = "n1"
     result, status = await _preempt(env, env.plugin, preemptor)
     assert status is None and sorted(env.client.pods.deleted) == ["a", "b", "c", "d"]
@@ -149,7 +149,7 @@ async def test_the_preempted_events_come_after_every_victim_was_asked_to_go():
                .node("n1").start_time(f"2026-01-01T00:00:0{i}Z").phase("Running").condition("Ready").obj()
                                       for i in range(3)])
     log: list[str] = []
-    env.handle.recorder = _Recorder(log)
+    env.services.recorder = _Recorder(log)
 
     async def patch(name, patch, namespace="", subresource="", **kw):
         log.append(f"mark {name}")

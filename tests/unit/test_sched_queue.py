@@ -284,7 +284,7 @@ class _Cache:
 
 
 def _handlers(q: SchedulingQueue) -> EventHandlers:
-    fw = SimpleNamespace(handle=SimpleNamespace(waiting_pods={}))
+    fw = SimpleNamespace(waiting_pods={})
     return EventHandlers(SimpleNamespace(cache=_Cache(), queue=q, frameworks={"default-scheduler": fw},
                                          resize_preemption=False))
 

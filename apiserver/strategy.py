@@ -1,5 +1,6 @@
 """Per-kind rules for create, update and status update (Kubernetes' REST strategies): a
-``Strategy`` holds the generic rules, a kind that differs has its own subclass
+``Strategy`` holds the generic rules and the kind's validation (its Validate, ValidateUpdate and
+status ValidateUpdate), a kind that differs has its own subclass
 (``pkg/registry/<group>/<kind>/strategy.go``'s shape), and ``for_kind`` finds it.
 
 - create: system metadata (uid, creationTimestamp, generation 1), the kind's status reset (a pod
@@ -18,7 +19,8 @@
 from __future__ import annotations
 
 import uuid
-from typing import Protocol, cast
+from collections.abc import Callable
+from typing import Any, Protocol, cast
 
 from google.protobuf.message import Message
 
@@ -27,16 +29,25 @@ from machinery import errors, podconditions, resources, timeutil
 from machinery.api import apps_pb2, core_pb2
 from machinery.kinds import (
     DEPLOYMENT,
+    DEVICE_CLASS,
+    EVENT,
+    LEASE,
+    LIMIT_RANGE,
     NAMESPACE,
+    NODE,
     POD,
     POD_DISRUPTION_BUDGET,
+    PRIORITY_CLASS,
     REPLICA_SET,
     RESOURCE_CLAIM,
+    RESOURCE_CLAIM_TEMPLATE,
     RESOURCE_QUOTA,
+    RESOURCE_SLICE,
     Kind,
     L,
     M,
     accessor,
+    lookup,
     object_meta,
     spec_of,
 )
@@ -77,12 +88,28 @@ def spec_bytes(kind: Kind[Message, Message], obj: Message) -> bytes:
     return tmp.SerializeToString(deterministic=True)
 
 
+Validate = Callable[[Any], list[errors.FieldError]]
+ValidateUpdate = Callable[[Any, Any], list[errors.FieldError]]
+
+
 class Strategy:
     """A kind's rules (Kubernetes' RESTCreateStrategy, RESTUpdateStrategy and the status
-    strategy): the generic ones, which a kind with its own subclasses where it differs."""
+    strategy): the generic ones, which a kind with its own subclasses where it differs, and the
+    kind's validation: ``validate`` (create), ``validate_update`` and, for a kind with a status
+    subresource, ``validate_status_update``."""
 
-    def __init__(self, kind: Kind[Message, Message]):
+    def __init__(self, kind: Kind[Message, Message], validate: Validate, validate_update: ValidateUpdate,
+                 validate_status_update: ValidateUpdate | None = None):
         self.kind = kind
+        self.validate = validate
+        self.validate_update = validate_update
+        self._validate_status_update = validate_status_update
+
+    def validate_status_update(self, new: Message, old: Message) -> list[errors.FieldError]:
+        """The status subresource's validation; ValueError for a kind without one."""
+        if self._validate_status_update is None:
+            raise ValueError(f"{self.kind.name} has no status subresource")
+        return self._validate_status_update(new, old)
 
     # ------------------------------------------------------------ create
 
@@ -106,7 +133,7 @@ class Strategy:
         meta.ClearField("deletion_grace_period_seconds")
         defaults.default_object(self.kind.name, obj)
         self.reset_status(obj)
-        _raise_invalid(self.kind, obj, validation.validate_create(self.kind.name, obj))
+        _raise_invalid(self.kind, obj, self.validate(obj))
 
     def reset_status(self, obj: Message) -> None:
         """A created object's status: as given, unless the kind starts its own."""
@@ -128,7 +155,7 @@ class Strategy:
         defaults.default_object(kind.name, new)
         if self.generation_changes(new, old):
             typed.metadata.generation = object_meta(old).generation + 1
-        _raise_invalid(kind, new, validation.validate_update(kind.name, new, old))
+        _raise_invalid(kind, new, self.validate_update(new, old))
 
     def keep_on_update(self, new: Message, old: Message) -> None:
         """What of the stored object an update may not change, besides status and system metadata."""
@@ -146,7 +173,7 @@ class Strategy:
         cast(_WithStatus, out).status.CopyFrom(cast(_WithStatus, new).status)
         object_meta(out).resource_version = object_meta(old).resource_version
         self.status_update_keeps(out, new, old)
-        _raise_invalid(self.kind, out, validation.validate_status_update(self.kind.name, out, old))
+        _raise_invalid(self.kind, out, self.validate_status_update(out, old))
         return out
 
     def check_status_request(self, new: Message) -> None:
@@ -293,21 +320,52 @@ class ResourceQuotaStrategy(StatusResetStrategy):
             _raise_invalid(self.kind, new, [errors.required("resourceVersion")])
 
 
-_STRATEGIES: dict[str, Strategy] = {
-    POD.name: PodStrategy(POD),
-    NAMESPACE.name: NamespaceStrategy(NAMESPACE),
-    DEPLOYMENT.name: DeploymentStrategy(DEPLOYMENT),
-    RESOURCE_QUOTA.name: ResourceQuotaStrategy(RESOURCE_QUOTA),
-    **{k.name: StatusResetStrategy(k) for k in (POD_DISRUPTION_BUDGET, RESOURCE_CLAIM, REPLICA_SET)},
-}
+_STRATEGIES: dict[str, Strategy] = {s.kind.name: s for s in (
+    PodStrategy(POD, validation.validate_pod_create, validation.validate_pod_update,
+                validation.validate_pod_status_update),
+    Strategy(NODE, validation.validate_node, validation.validate_node_update,
+             validation.validate_node_status_update),
+    Strategy(EVENT, validation.validate_event, validation.validate_event_update),
+    Strategy(PRIORITY_CLASS, validation.validate_priority_class, validation.validate_priority_class_update),
+    StatusResetStrategy(POD_DISRUPTION_BUDGET, validation.validate_pdb, validation.validate_pdb_update,
+                        validation.validate_pdb_status_update),
+    Strategy(LEASE, validation.validate_lease, validation.validate_lease_update),
+    StatusResetStrategy(RESOURCE_CLAIM, validation.validate_resource_claim, validation.validate_resource_claim_update,
+                        validation.validate_resource_claim_status_update),
+    Strategy(RESOURCE_CLAIM_TEMPLATE, validation.validate_resource_claim_template,
+             validation.validate_resource_claim_template_update),
+    Strategy(RESOURCE_SLICE, validation.validate_resource_slice, validation.validate_resource_slice_update),
+    Strategy(DEVICE_CLASS, validation.validate_device_class, validation.validate_device_class_update),
+    NamespaceStrategy(NAMESPACE, validation.validate_namespace, validation.validate_namespace_update,
+                      validation.validate_namespace_status_update),
+    ResourceQuotaStrategy(RESOURCE_QUOTA, validation.validate_resource_quota,
+                          validation.validate_resource_quota_update, validation.validate_resource_quota_status_update),
+    Strategy(LIMIT_RANGE, validation.validate_limit_range, validation.validate_limit_range_update),
+    StatusResetStrategy(REPLICA_SET, validation.validate_replica_set, validation.validate_replica_set_update,
+                        validation.validate_replica_set_status_update),
+    DeploymentStrategy(DEPLOYMENT, validation.validate_deployment, validation.validate_deployment_update,
+                       validation.validate_deployment_status_update),
+)}
 
 
 def for_kind(kind: Kind[M, L]) -> Strategy:
-    """The kind's strategy (the generic one unless it has its own)."""
-    found = _STRATEGIES.get(kind.name)
-    if found is None:
-        found = _STRATEGIES[kind.name] = Strategy(kind)
-    return found
+    """The kind's strategy."""
+    return _STRATEGIES[kind.name]
+
+
+def validate_create(kind_name: str, obj: Message) -> list[errors.FieldError]:
+    """The create validation of the kind ``kind_name`` names (anything ``machinery.kinds.lookup``
+    takes: ``deploy``, ``pods``, ``Node``)."""
+    return _STRATEGIES[lookup(kind_name).name].validate(obj)
+
+
+def validate_update(kind_name: str, new: Message, old: Message) -> list[errors.FieldError]:
+    return _STRATEGIES[lookup(kind_name).name].validate_update(new, old)
+
+
+def validate_status_update(kind_name: str, new: Message, old: Message) -> list[errors.FieldError]:
+    """The status-subresource validation; ValueError for a kind without one."""
+    return _STRATEGIES[lookup(kind_name).name].validate_status_update(new, old)
 
 
 # The registry's entry points.

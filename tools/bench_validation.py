@@ -27,9 +27,10 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from apiserver import defaults, validation  # noqa: E402
+from apiserver import defaults, strategy  # noqa: E402
 from apiserver.validation import pod as pod_validation  # noqa: E402
 from machinery.api import core_pb2  # noqa: E402
+from machinery.kinds import POD  # noqa: E402
 
 
 def make_pod() -> core_pb2.Pod:
@@ -118,21 +119,21 @@ def main() -> None:
 
     created = make_pod()
     defaults.default_object("Pod", created)
-    assert validation.validate_create("Pod", created) == [], validation.validate_create("Pod", created)
+    assert strategy.for_kind(POD).validate(created) == [], strategy.for_kind(POD).validate(created)
 
     old = stored_pod()
     new = core_pb2.Pod()
     new.CopyFrom(old)
-    assert validation.validate_update("Pod", new, old) == []
-    assert validation.validate_status_update("Pod", new, old) == []
+    assert strategy.for_kind(POD).validate_update(new, old) == []
+    assert strategy.for_kind(POD).validate_status_update(new, old) == []
 
     r = args.rounds
     wrap = _cold if args.cold else (lambda fn: fn)
     bench("proto copy only", copy_only, n, r)
     bench("default_pod (incl. copy)", wrap(copy_and_default), n, r)
-    bench("validate_create(Pod)", wrap(lambda: validation.validate_create("Pod", created)), n, r)
-    bench("validate_update(Pod), unchanged", wrap(lambda: validation.validate_update("Pod", new, old)), n, r)
-    bench("validate_status_update(Pod)", wrap(lambda: validation.validate_status_update("Pod", new, old)), n, r)
+    bench("validate_create(Pod)", wrap(lambda: strategy.for_kind(POD).validate(created)), n, r)
+    bench("validate_update(Pod), unchanged", wrap(lambda: strategy.for_kind(POD).validate_update(new, old)), n, r)
+    bench("validate_status_update(Pod)", wrap(lambda: strategy.for_kind(POD).validate_status_update(new, old)), n, r)
 
 
 if __name__ == "__main__":

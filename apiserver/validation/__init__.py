@@ -13,16 +13,10 @@ Every function returns a list of ``machinery.errors.FieldError`` (empty = valid)
 - ``apps`` (ReplicaSet, Deployment and their Scale), ``namespace``, ``quota`` (ResourceQuota,
   LimitRange).
 
-``validate_create``/``validate_update``/``validate_status_update`` dispatch on the kind name
-(anything ``machinery.kinds.lookup`` accepts).
+Each kind's strategy (``apiserver.strategy``) names the functions that validate it.
 """
 
 from __future__ import annotations
-
-from collections.abc import Callable
-from typing import Any
-
-from google.protobuf.message import Message
 
 from apiserver.validation.apps import (
     validate_deployment,
@@ -76,15 +70,12 @@ from apiserver.validation.resource import (
     validate_resource_slice_update,
 )
 from apiserver.validation.scheduling import validate_priority_class, validate_priority_class_update
-from machinery import kinds
-from machinery.errors import FieldError
 
 __all__ = [
     "is_pod_resize_request_supported",
     "name_is_dns_label",
     "name_is_dns_subdomain",
     "name_is_path_segment",
-    "validate_create",
     "validate_deployment",
     "validate_deployment_status_update",
     "validate_deployment_update",
@@ -129,91 +120,4 @@ __all__ = [
     "validate_resource_slice",
     "validate_resource_slice_update",
     "validate_scale",
-    "validate_status_update",
-    "validate_update",
 ]
-
-_Create = Callable[[Any], list[FieldError]]
-_Update = Callable[[Any, Any], list[FieldError]]
-
-_CREATE: dict[str, _Create] = {
-    "Pod": validate_pod_create,
-    "Node": validate_node,
-    "Event": validate_event,
-    "PriorityClass": validate_priority_class,
-    "PodDisruptionBudget": validate_pdb,
-    "Lease": validate_lease,
-    "ResourceClaim": validate_resource_claim,
-    "ResourceClaimTemplate": validate_resource_claim_template,
-    "ResourceSlice": validate_resource_slice,
-    "DeviceClass": validate_device_class,
-    "Namespace": validate_namespace,
-    "ResourceQuota": validate_resource_quota,
-    "LimitRange": validate_limit_range,
-    "ReplicaSet": validate_replica_set,
-    "Deployment": validate_deployment,
-}
-_UPDATE: dict[str, _Update] = {
-    "Pod": validate_pod_update,
-    "Node": validate_node_update,
-    "Event": validate_event_update,
-    "PriorityClass": validate_priority_class_update,
-    "PodDisruptionBudget": validate_pdb_update,
-    "Lease": validate_lease_update,
-    "ResourceClaim": validate_resource_claim_update,
-    "ResourceClaimTemplate": validate_resource_claim_template_update,
-    "ResourceSlice": validate_resource_slice_update,
-    "DeviceClass": validate_device_class_update,
-    "Namespace": validate_namespace_update,
-    "ResourceQuota": validate_resource_quota_update,
-    "LimitRange": validate_limit_range_update,
-    "ReplicaSet": validate_replica_set_update,
-    "Deployment": validate_deployment_update,
-}
-_STATUS_UPDATE: dict[str, _Update] = {
-    "Pod": validate_pod_status_update,
-    "Node": validate_node_status_update,
-    "PodDisruptionBudget": validate_pdb_status_update,
-    "ResourceClaim": validate_resource_claim_status_update,
-    "Namespace": validate_namespace_status_update,
-    "ResourceQuota": validate_resource_quota_status_update,
-    "ReplicaSet": validate_replica_set_status_update,
-    "Deployment": validate_deployment_status_update,
-}
-
-
-def _kind(kind_name: str) -> str:
-    return kinds.lookup(kind_name).name
-
-
-# By canonical kind name, for which kinds.lookup is the identity (no lookup on the hot path).
-_CREATE_BY_NAME: dict[str, _Create] = {n: fn for n, fn in _CREATE.items() if _kind(n) == n}
-_UPDATE_BY_NAME: dict[str, _Update] = {n: fn for n, fn in _UPDATE.items() if _kind(n) == n}
-_STATUS_UPDATE_BY_NAME: dict[str, _Update] = {n: fn for n, fn in _STATUS_UPDATE.items() if _kind(n) == n}
-
-
-def validate_create(kind_name: str, obj: Message) -> list[FieldError]:
-    """The kind's create validation (after defaulting)."""
-    fn = _CREATE_BY_NAME.get(kind_name) if type(kind_name) is str else None
-    if fn is None:
-        fn = _CREATE[_kind(kind_name)]
-    return fn(obj)
-
-
-def validate_update(kind_name: str, new: Message, old: Message) -> list[FieldError]:
-    """The kind's update validation of the main resource."""
-    fn = _UPDATE_BY_NAME.get(kind_name) if type(kind_name) is str else None
-    if fn is None:
-        fn = _UPDATE[_kind(kind_name)]
-    return fn(new, old)
-
-
-def validate_status_update(kind_name: str, new: Message, old: Message) -> list[FieldError]:
-    """The kind's status-subresource validation; ValueError for kinds without status."""
-    fn = _STATUS_UPDATE_BY_NAME.get(kind_name) if type(kind_name) is str else None
-    if fn is None:
-        name = _kind(kind_name)
-        fn = _STATUS_UPDATE.get(name)
-        if fn is None:
-            raise ValueError(f"{name} has no status subresource")
-    return fn(new, old)

@@ -10,14 +10,13 @@ from typing import Any
 import pytest
 
 from apiserver import defaults
+from apiserver.strategy import validate_create, validate_update
 from apiserver.validation import (
-    validate_create,
     validate_deployment,
     validate_deployment_status_update,
     validate_replica_set,
     validate_replica_set_status_update,
     validate_scale,
-    validate_update,
 )
 from apiserver.validation._common import DNS_SUBDOMAIN_REGEX_ERR, PERCENT_REGEX_ERR
 from machinery import errors, jsonconv

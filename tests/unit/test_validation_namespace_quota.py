@@ -11,15 +11,14 @@ import pytest
 
 from apiserver import defaults, strategy
 from apiserver.admission.namespacelifecycle import NamespaceLifecycle, system_namespaces
+from apiserver.strategy import validate_create, validate_update
 from apiserver.validation import (
-    validate_create,
     validate_limit_range,
     validate_namespace,
     validate_namespace_finalize_update,
     validate_namespace_status_update,
     validate_resource_quota,
     validate_resource_quota_status_update,
-    validate_update,
 )
 from apiserver.validation._common import DNS_LABEL_REGEX_ERR
 from machinery import errors, jsonconv

@@ -10,9 +10,9 @@ import pytest
 from google.protobuf.message import Message
 
 from apiserver import defaults
+from apiserver.strategy import validate_create, validate_status_update, validate_update
 from apiserver.validation import (
     name_is_dns_subdomain,
-    validate_create,
     validate_device_class,
     validate_event,
     validate_lease,
@@ -30,8 +30,6 @@ from apiserver.validation import (
     validate_resource_claim_update,
     validate_resource_slice,
     validate_resource_slice_update,
-    validate_status_update,
-    validate_update,
 )
 from apiserver.validation._common import (
     DNS_LABEL_REGEX_ERR,

@@ -15,14 +15,12 @@ from typing import Any
 import pytest
 
 from apiserver import defaults
+from apiserver.strategy import validate_create, validate_status_update, validate_update
 from apiserver.validation import (
-    validate_create,
     validate_pod_create,
     validate_pod_resize,
     validate_pod_status_update,
     validate_pod_update,
-    validate_status_update,
-    validate_update,
 )
 from apiserver.validation._common import (
     DNS_LABEL_REGEX_ERR,

@@ -13,7 +13,6 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 from dataclasses import dataclass
-from functools import lru_cache
 from typing import TYPE_CHECKING, Any, TypeAlias, cast
 
 from google.protobuf import descriptor_pool
@@ -99,7 +98,6 @@ class FieldSchema:
         return self.patch_strategy.startswith("merge")
 
 
-@lru_cache(maxsize=None)
 def field_schema(fd: AnyFieldDescriptor) -> FieldSchema:
     """The schema markers on field ``fd``, checked for consistency."""
     options = fd.GetOptions()
@@ -210,7 +208,6 @@ def _fields(descriptor: AnyDescriptor, prefix: str, visiting: frozenset[str],
                                untyped or bool(field_schema(fd).merge_as))
 
 
-@lru_cache(maxsize=None)
 def merge_lists(descriptor: AnyDescriptor) -> dict[str, ListStrategy]:
     """JSON path -> merge strategy of every list strategic merge patch merges in a kind. A list
     not listed is replaced whole, as Go replaces a list without ``patchStrategy:"merge"``."""

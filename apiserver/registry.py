@@ -38,6 +38,7 @@ from apiserver.fieldmanager import FieldManager, Manager, validate_manager
 from apiserver.watchcache import WatchCache
 from machinery import errors, jsonconv, patch, selectors, timeutil
 from machinery.api import meta_pb2
+from machinery.featuregates import FeatureGates
 from machinery.kinds import Kind, L, M, list_accessor, object_meta
 
 MAX_RETRIES = 8
@@ -99,9 +100,11 @@ def _generate_name(prefix: str) -> str:
 
 class Registry:
     def __init__(self, etcd: EtcdClient, cache: WatchCache,
-                 admission: Callable[[AdmissionStorage], AdmissionChain] = lambda storage: AdmissionChain([])):
+                 admission: Callable[[AdmissionStorage], AdmissionChain] = lambda storage: AdmissionChain([]),
+                 gates: FeatureGates = strategy.DEFAULT_GATES):
         self.etcd = etcd
         self.cache = cache
+        self.gates = gates  # the strategies drop the fields of disabled gates
         # Set by the server: pods.grace_period(obj, requested) for kinds with graceful deletion.
         self.grace_periods: dict[str, GracePeriodFn] = {}
         # Set by the server: a kind's own deletion rules (namespaces.NamespaceDeletion).
@@ -256,7 +259,7 @@ class Registry:
                                     [errors.required("metadata.name", "name or generateName is required")])
         attrs = Attributes(Operation.CREATE, kind, "", meta.namespace, meta.name, obj, None, user, dry_run)
         await self.admission.admit(attrs)
-        strategy.prepare_for_create(kind, obj)
+        strategy.prepare_for_create(kind, obj, self.gates)
         if field_manager is not None:
             self.fields.created(kind, requested, obj, Manager(field_manager), strategy.defaulted_request)
         await self.admission.validate(attrs)
@@ -364,7 +367,7 @@ class Registry:
         return await self.guaranteed_update(kind, namespace, meta.name, build,
                                             precondition_rv=meta.resource_version, dry_run=dry_run,
                                             attributes=self.writes(kind, subresource, user, dry_run),
-                                            prepare=strategy_for_update(kind, subresource),
+                                            prepare=strategy_for_update(kind, subresource, self.gates),
                                             manager=_manager(field_manager, subresource))
 
     async def patch(self, kind: Kind[M, L], req: meta_pb2.PatchRequest, user: User, dry_run: bool = False,
@@ -392,7 +395,7 @@ class Registry:
         return await self.guaranteed_update(kind, namespace, req.name, build, precondition_rv=precondition,
                                             dry_run=dry_run, attributes=self.writes(kind, req.subresource, user,
                                                                                     dry_run),
-                                            prepare=strategy_for_update(kind, req.subresource),
+                                            prepare=strategy_for_update(kind, req.subresource, self.gates),
                                             manager=_manager(req.field_manager or field_manager, req.subresource))
 
     async def apply(self, kind: Kind[M, L], req: meta_pb2.PatchRequest, document: object, precondition: str,
@@ -405,7 +408,7 @@ class Registry:
         config = applied_configuration(kind, req, document, namespace)
         manager = Manager(req.field_manager, req.subresource)
         force = req.force
-        strategy_of = strategy_for_update(kind, req.subresource)
+        strategy_of = strategy_for_update(kind, req.subresource, self.gates)
 
         def build(old: M) -> M:
             def prepare(new: M) -> M:
@@ -578,13 +581,14 @@ def deletion_finalizers(obj: Message, policy: str | None) -> list[str] | None:
     return None if set(wanted) == set(current) else wanted
 
 
-def strategy_for_update(kind: Kind[M, L], subresource: str) -> Prepare[M]:
+def strategy_for_update(kind: Kind[M, L], subresource: str,
+                        gates: FeatureGates = strategy.DEFAULT_GATES) -> Prepare[M]:
     """The kind's strategy for an update of the object ("") or of its status ("status")."""
     if subresource == "status":
         return lambda new, old: strategy.prepare_for_status_update(kind, new, old)
 
     def prepare(new: M, old: M) -> M:
-        strategy.prepare_for_update(kind, new, old)
+        strategy.prepare_for_update(kind, new, old, gates)
         return new
     return prepare
 

@@ -101,6 +101,7 @@ class ScaleSubresource:
 
         updated = await self.registry.guaranteed_update(
             kind, meta.namespace, meta.name, build, precondition_rv=meta.resource_version, dry_run=dry_run,
-            attributes=self.registry.writes(kind, "scale", user, dry_run), prepare=strategy_for_update(kind, ""),
+            attributes=self.registry.writes(kind, "scale", user, dry_run),
+            prepare=strategy_for_update(kind, "", self.registry.gates),
             manager=Manager(field_manager, "scale") if field_manager is not None else None)
         return scale_of(kind, updated)

@@ -13,7 +13,9 @@ status ValidateUpdate), a kind that differs has its own subclass
 - status update: only status changes are kept (spec and metadata come from the stored object), but
   a Deployment's annotations come from the request (Kubernetes' deploymentStatusStrategy: the
   deployment controller writes its revision annotation with the status);
-- finalize (namespaces): the status is kept, so what changes is spec.finalizers.
+- finalize (namespaces): the status is kept, so what changes is spec.finalizers;
+- create and update drop the fields of a disabled feature gate unless the stored object already
+  uses them (Kubernetes' dropDisabledFields), from the apiserver's ``--feature-gates``.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from google.protobuf.message import Message
 from apiserver import defaults, validation
 from machinery import errors, podconditions, resources, timeutil
 from machinery.api import apps_pb2, core_pb2
+from machinery.featuregates import FeatureGates
 from machinery.kinds import (
     DEPLOYMENT,
     DEVICE_CLASS,
@@ -51,6 +54,9 @@ from machinery.kinds import (
     object_meta,
     spec_of,
 )
+
+#: The gates' defaults, for callers that run no apiserver (unit tests).
+DEFAULT_GATES = FeatureGates()
 
 # The namespace controller's finalizer, which every namespace gets on create: its content is
 # deleted before the namespace goes.
@@ -120,8 +126,9 @@ class Strategy:
         defaults.default_object(self.kind.name, out)
         return out
 
-    def prepare_for_create(self, obj: Message) -> None:
-        """Defaulting and the kind's create-time resets, then validation (raises Invalid)."""
+    def prepare_for_create(self, obj: Message, gates: FeatureGates = DEFAULT_GATES) -> None:
+        """Fields of disabled gates dropped, defaulting and the kind's create-time resets, then
+        validation (raises Invalid)."""
         typed = accessor(obj)
         typed.api_version, typed.kind = self.kind.api_version, self.kind.name
         meta = typed.metadata
@@ -131,6 +138,7 @@ class Strategy:
         meta.resource_version = ""
         meta.ClearField("deletion_timestamp")
         meta.ClearField("deletion_grace_period_seconds")
+        self.drop_disabled_fields(obj, None, gates)
         defaults.default_object(self.kind.name, obj)
         self.reset_status(obj)
         _raise_invalid(self.kind, obj, self.validate(obj))
@@ -138,10 +146,16 @@ class Strategy:
     def reset_status(self, obj: Message) -> None:
         """A created object's status: as given, unless the kind starts its own."""
 
+    def drop_disabled_fields(self, new: Message, old: Message | None, gates: FeatureGates) -> None:
+        """Clear the fields of ``new`` whose feature gate is off, unless ``old`` (None on create)
+        already uses them: an object written while the gate was on keeps them through updates
+        (Kubernetes' dropDisabledFields)."""
+
     # ------------------------------------------------------------ update
 
-    def prepare_for_update(self, new: Message, old: Message) -> None:
-        """An update of the main resource: status kept, generation bumped on spec change, validated."""
+    def prepare_for_update(self, new: Message, old: Message, gates: FeatureGates = DEFAULT_GATES) -> None:
+        """An update of the main resource: status kept, fields of disabled gates dropped unless in
+        use, generation bumped on spec change, validated."""
         kind = self.kind
         typed = accessor(new)
         typed.api_version, typed.kind = kind.api_version, kind.name
@@ -152,6 +166,7 @@ class Strategy:
             else:  # (CopyFrom would make an empty status present: a change, though nothing changed)
                 new.ClearField("status")
         self.keep_on_update(new, old)
+        self.drop_disabled_fields(new, old, gates)
         defaults.default_object(kind.name, new)
         if self.generation_changes(new, old):
             typed.metadata.generation = object_meta(old).generation + 1
@@ -265,6 +280,15 @@ class PodStrategy(Strategy):
         return new
 
 
+class NodeStrategy(Strategy):
+    def drop_disabled_fields(self, new: Message, old: Message | None, gates: FeatureGates) -> None:
+        """KEP-5836: ``spec.podPreemptionPolicy`` needs SchedulerPreemptionForPodResize."""
+        assert isinstance(new, core_pb2.Node) and (old is None or isinstance(old, core_pb2.Node))
+        in_use = old is not None and old.spec.HasField("pod_preemption_policy")
+        if not gates.enabled("SchedulerPreemptionForPodResize") and not in_use:
+            new.spec.ClearField("pod_preemption_policy")
+
+
 class NamespaceStrategy(Strategy):
     def reset_status(self, obj: Message) -> None:
         assert isinstance(obj, core_pb2.Namespace)
@@ -323,8 +347,8 @@ class ResourceQuotaStrategy(StatusResetStrategy):
 _STRATEGIES: dict[str, Strategy] = {s.kind.name: s for s in (
     PodStrategy(POD, validation.validate_pod_create, validation.validate_pod_update,
                 validation.validate_pod_status_update),
-    Strategy(NODE, validation.validate_node, validation.validate_node_update,
-             validation.validate_node_status_update),
+    NodeStrategy(NODE, validation.validate_node, validation.validate_node_update,
+                 validation.validate_node_status_update),
     Strategy(EVENT, validation.validate_event, validation.validate_event_update),
     Strategy(PRIORITY_CLASS, validation.validate_priority_class, validation.validate_priority_class_update),
     StatusResetStrategy(POD_DISRUPTION_BUDGET, validation.validate_pdb, validation.validate_pdb_update,
@@ -374,12 +398,12 @@ def defaulted_request(kind: Kind[M, L], requested: M) -> M:
     return for_kind(kind).defaulted_request(requested)
 
 
-def prepare_for_create(kind: Kind[M, L], obj: M) -> None:
-    for_kind(kind).prepare_for_create(obj)
+def prepare_for_create(kind: Kind[M, L], obj: M, gates: FeatureGates = DEFAULT_GATES) -> None:
+    for_kind(kind).prepare_for_create(obj, gates)
 
 
-def prepare_for_update(kind: Kind[M, L], new: M, old: M) -> None:
-    for_kind(kind).prepare_for_update(new, old)
+def prepare_for_update(kind: Kind[M, L], new: M, old: M, gates: FeatureGates = DEFAULT_GATES) -> None:
+    for_kind(kind).prepare_for_update(new, old, gates)
 
 
 def prepare_for_status_update(kind: Kind[M, L], new: M, old: M) -> M:

@@ -7,8 +7,12 @@ import pytest
 from kubelet.node import Conditions, NodeAgent, NodeConfig
 from machinery import errors
 from machinery.api import core_pb2
+from tests.harness.cluster import cluster_fixture
 
 pytestmark = pytest.mark.integration
+
+# KEP-5836's node podPreemptionPolicy, which a restarted kubelet must keep, is served with its gate.
+kcluster = cluster_fixture(feature_gates="SchedulerPreemptionForPodResize=true")
 
 
 async def test_registers_node_with_allocatable_minus_reserved_and_renews_its_lease(kcluster):

@@ -68,6 +68,7 @@ from machinery.informer import key_of
 from machinery.logging import get_logger
 from machinery.placement import NodeSelector
 from machinery.retry import DEFAULT_RETRY, retry_update
+from scheduler.framework.deferred_resize import skipped_for_deferred_resize
 from scheduler.framework.features import Features, features_of
 from scheduler.framework.interfaces import Handle, SharedDRAManager
 from scheduler.framework.node_info import NodeInfo
@@ -150,6 +151,7 @@ class DynamicResources:
     def __init__(self, handle: Handle, features: Features = Features()):
         self._handle = handle
         self._enabled = features.enable_dynamic_resource_allocation
+        self.deferred_resizes = features.enable_scheduler_preemption_for_pod_resize  # KEP-5836: Skip them
         # Claim uid -> the claim with the allocation Reserve chose, until PreBind wrote it or Unreserve.
         self._in_flight: dict[str, resource_pb2.ResourceClaim] = {}
         # Claim uid -> the claim as PreBind wrote it, until the informer shows that version.
@@ -221,8 +223,10 @@ class DynamicResources:
     def pre_enqueue(self, pod: core_pb2.Pod) -> Status | None:
         """Kubernetes' PreEnqueue: every claim the pod names must exist, be its own when generated
         and not be being deleted before it is worth an attempt; otherwise it waits, gated, for
-        the claim events and its own status update (UnschedulableAndUnresolvable)."""
-        if not self._enabled or not pod.spec.resource_claims:
+        the claim events and its own status update (UnschedulableAndUnresolvable). A deferred
+        resize passes: it runs with its claims already, and its cycle checks resource fit only
+        (KEP-5836), so a claim being deleted must not hold back the preemption its resize needs."""
+        if not self._enabled or not pod.spec.resource_claims or skipped_for_deferred_resize(self.deferred_resizes, pod):
             return None
         try:
             self._pod_claims(pod)
@@ -234,7 +238,9 @@ class DynamicResources:
 
     def pre_filter(self, state: CycleState, pod: core_pb2.Pod,
                    nodes: list[NodeInfo]) -> tuple[PreFilterResult | None, Status | None]:
-        if not self._enabled or not pod.spec.resource_claims:
+        """Skip for a pod without claims and for a deferred resize (KEP-5836: every plugin but
+        NodeName and NodeResourcesFit skips one, so Filter does not run for it either)."""
+        if not self._enabled or not pod.spec.resource_claims or skipped_for_deferred_resize(self.deferred_resizes, pod):
             return None, Status(Code.SKIP)
         try:
             claims = self._pod_claims(pod)

@@ -213,6 +213,35 @@ def test_pre_enqueue_keeps_a_pod_out_of_active_q_until_its_claims_are_there(plug
     assert plugin.pre_enqueue(pod_sharing("reader", "web-gpu")) is None
 
 
+def _deferred(pod: core_pb2.Pod) -> core_pb2.Pod:
+    """``pod`` bound to node-1 with its in-place resize Deferred by the kubelet."""
+    pod.spec.node_name = "node-1"
+    pod.status.conditions.add(type="PodResizePending", status="True", reason="Deferred")
+    return pod
+
+
+@pytest.mark.parametrize("gate", [True, False], ids=["resize preemption on", "resize preemption off"])
+def test_a_deferred_resize_skips_the_plugin_whatever_its_claims(dra, client, gate):
+    """KEP-5836 "Processing Deferred Resizes in the Scheduling Cycle": every plugin but NodeName,
+    NodeResourcesFit and DefaultPreemption skips a Deferred pod — here its claim is being deleted,
+    which holds a new pod at PreEnqueue and PreFilter. With the gate off the plugin is unchanged."""
+    plugin = dr.new(None, new_handle(Services(dra=dra, client=client, features=Features(
+        enable_scheduler_preemption_for_pod_resize=gate))))  # type: ignore[arg-type]
+    pod = _deferred(pod_sharing("resizing", "gpu"))
+    deleting = claim("gpu")
+    deleting.metadata.deletion_timestamp = "2026-11-28T05:00:00Z"
+    dra.put(deleting)
+    _, status = plugin.pre_filter(CycleState(), pod, list(NODES.values()))
+    if gate:
+        assert plugin.pre_enqueue(pod) is None
+        assert status.code == Code.SKIP
+    else:
+        assert reasons(plugin.pre_enqueue(pod))[0] == Code.UNSCHEDULABLE_AND_UNRESOLVABLE
+        assert status.code == Code.UNSCHEDULABLE_AND_UNRESOLVABLE
+    pending = pod_sharing("pending", "gpu")  # not bound: waits for the claim whatever the gate
+    assert reasons(plugin.pre_enqueue(pending))[0] == Code.UNSCHEDULABLE_AND_UNRESOLVABLE
+
+
 def test_a_missing_device_class_or_a_selector_kplane_cannot_evaluate_waits(plugin, dra):
     del dra.classes["gpu.kplane.dev"]
     _, status = plugin.pre_filter(CycleState(), gpu_pod(dra, "web"), [])

@@ -68,7 +68,8 @@ class Scheduler:
         self.resize_preemption = features.enable_scheduler_preemption_for_pod_resize
         for profile in cfg.profiles:
             services = Services(client=client, recorder=self.recorder, pods=self._all_pods,
-                                get_pod=self.get_pod, pdbs=lambda: self.pdbs.list_all(), activate=self._activate,
+                                get_pod=self.get_pod, get_node=self.nodes.get, pdbs=lambda: self.pdbs.list_all(),
+                                activate=self._activate,
                                 features=features, dra=self.dra, pod_indexes=self.pods, snapshot=self.snapshot,
                                 status_writer=self.status_writer)
             self.frameworks[profile.scheduler_name] = Framework(

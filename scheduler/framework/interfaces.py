@@ -356,6 +356,7 @@ class Services:
     def __init__(self, *, client: "Client | None" = None, recorder: "EventRecorder | None" = None,
                  nominator: Nominator | None = None, pods: Callable[[], Iterable[core_pb2.Pod]] | None = None,
                  get_pod: Callable[[str, str], core_pb2.Pod | None] | None = None,
+                 get_node: Callable[[str], core_pb2.Node | None] | None = None,
                  pdbs: Callable[[], Iterable[policy_pb2.PodDisruptionBudget]] | None = None,
                  activate: Callable[[list[core_pb2.Pod]], None] | None = None,
                  features: Features | None = None, dra: SharedDRAManager | None = None,
@@ -368,6 +369,7 @@ class Services:
         self.dra = dra
         self.pods = pods or (lambda: ())
         self.get_pod = get_pod or (lambda namespace, name: None)
+        self.get_node = get_node or (lambda name: None)
         self.pdbs = pdbs or (lambda: ())
         self.pod_indexes = pod_indexes
         self.activate = activate or (lambda pods: None)
@@ -416,6 +418,10 @@ class Handle(PluginsRunner, Protocol):
         ...
 
     def get_pod(self, namespace: str, name: str) -> core_pb2.Pod | None: ...
+
+    def get_node(self, name: str) -> core_pb2.Node | None:
+        """The node as the informer holds it now (fresher than the cycle's snapshot)."""
+        ...
 
     def pdbs(self) -> Iterable[policy_pb2.PodDisruptionBudget]: ...
 

@@ -278,6 +278,9 @@ class Framework:
     def get_pod(self, namespace: str, name: str) -> core_pb2.Pod | None:
         return self.services.get_pod(namespace, name)
 
+    def get_node(self, name: str) -> core_pb2.Node | None:
+        return self.services.get_node(name)
+
     def pdbs(self) -> Iterable[policy_pb2.PodDisruptionBudget]:
         return self.services.pdbs()
 

@@ -59,7 +59,7 @@ from machinery import disruption, errors, failpoints, podconditions, timeutil
 from machinery.api import core_pb2, policy_pb2
 from machinery.informer import key_of
 from machinery.logging import get_logger
-from scheduler.framework.deferred_resize import is_deferred_resize, resize_request
+from scheduler.framework.deferred_resize import is_deferred_resize, resize_preemption_disabled, resize_request
 from scheduler.framework.interfaces import Handle
 from scheduler.framework.node_info import NodeInfo
 from scheduler.framework.pod_info import pod_priority, start_time
@@ -89,6 +89,8 @@ ATTEMPTS = Counter("scheduler_preemption_attempts_total", "Total preemption atte
 
 NOT_HELPFUL = "Preemption is not helpful for scheduling"
 RESIZE_CHANGED = "the deferred resize changed during the scheduling cycle"
+RESIZE_PREEMPTION_DISABLED = "preemption for the pod's resize is disabled"
+RESIZE_POD_GONE = "the resizing pod is gone"
 
 
 @dataclass
@@ -262,10 +264,10 @@ class Evaluator:
         latest = self.handle.get_pod(pod.metadata.namespace, pod.metadata.name)
         if latest is None:
             return None, Status(Code.ERROR, f'pod "{pod.metadata.namespace}/{pod.metadata.name}" not found')
-        if resize and (not is_deferred_resize(latest) or latest.metadata.generation != pod.metadata.generation):
-            # The kubelet actuated it, or it was reverted or resized again while this cycle ran:
-            # the victims this cycle would choose are for a request that no longer stands.
-            return None, Status(Code.UNSCHEDULABLE, RESIZE_CHANGED)
+        if resize:
+            withdrawn = self._resize_withdrawn(pod)
+            if withdrawn:
+                return None, Status(Code.UNSCHEDULABLE, withdrawn)
         pod = latest
         nominated = self.handle.nominated_node(pod)
         ok, msg = self.plugin.pod_eligible_to_preempt_others(pod, diagnosis.status_of(nominated) if nominated else None)
@@ -338,6 +340,35 @@ class Evaluator:
             statuses[ni.name] = status
         return non_violating + violating, statuses
 
+    def _resize_withdrawn(self, pod: core_pb2.Pod) -> str:
+        """Why a deferred resize no longer preempts, "" if it still does, from the informers' latest
+        pod and node: the kubelet actuated it, or it was reverted or resized again (a request that
+        no longer stands), or preemption for it was disabled — the kubelet's PodResizePreemptionDisabled
+        condition, or the node's policy for a kubelet too old to set it. Asked when the cycle
+        starts preempting and again just before the first eviction: a policy that appears between
+        the two stops the evictions (KEP-5836 "Node-level Preemption Policy for In-Place Pod Resize")."""
+        latest = self.handle.get_pod(pod.metadata.namespace, pod.metadata.name)
+        if latest is None:
+            return RESIZE_POD_GONE
+        if not is_deferred_resize(latest) or latest.metadata.generation != pod.metadata.generation:
+            return RESIZE_CHANGED
+        if resize_preemption_disabled(latest, self.handle.get_node(latest.spec.node_name)):
+            return RESIZE_PREEMPTION_DISABLED
+        return ""
+
+    def _withdrawn_before_evicting(self, c: Candidate, pod: core_pb2.Pod, victims: list[core_pb2.Pod]) -> str:
+        """For a deferred resize, ``_resize_withdrawn`` once more before any victim is touched; if it
+        is, the victims are spared (no longer in flight)."""
+        if not (self.resize_preemption and is_deferred_resize(pod)):
+            return ""
+        withdrawn = self._resize_withdrawn(pod)
+        if withdrawn:
+            for v in victims:
+                self._end_in_flight(v)
+            log.info("resize_preemption_withdrawn", pod=key_of(pod), node=c.node, reason=withdrawn,
+                     resize_request=resize_request(pod), spared=[key_of(v) for v in victims])
+        return withdrawn
+
     def _victims_to_evict(self, c: Candidate, pod: core_pb2.Pod) -> list[core_pb2.Pod]:
         if not (self.resize_preemption and is_deferred_resize(pod)):
             VICTIMS.observe(len(c.victims))
@@ -347,6 +378,9 @@ class Evaluator:
         """Evict the victims and clear the nominations of lower-priority pods on the node (in the cycle)."""
         victims = self._victims_to_evict(c, pod)
         self._start_in_flight(victims)
+        withdrawn = self._withdrawn_before_evicting(c, pod, victims)
+        if withdrawn:
+            return Status(Code.UNSCHEDULABLE, withdrawn)
         err = await self._evict(c, pod, victims)
         if err is not None:
             return Status(Code.ERROR, err)
@@ -368,6 +402,9 @@ class Evaluator:
         uid = pod.metadata.uid
         err: str | None = None
         evicting = False
+        if self._withdrawn_before_evicting(c, pod, victims):
+            self._preempting.discard(uid)
+            return
         try:
             # Lower-priority pods nominated here lose their nomination even when every victim is
             # going already (another preemptor's): the preemption design's Example 4, and Kubernetes

@@ -13,7 +13,8 @@ new pod, preempts lower-priority pods there; the kubelet then retries the resize
 - "Handling Node Evaluation Results": a resize that fits is parked, nothing preempted;
 - "Race between a Deferred resize and a new higher-priority pod": the resizing pod is the victim;
 - the node's podPreemptionPolicy, through a kubelet that sets PodResizePreemptionDisabled and
-  through one too old to (the scheduler reads the Node itself: "Version Skew Strategy");
+  through one too old to (the scheduler reads the Node itself: "Version Skew Strategy"), and
+  when it appears after the victims were chosen (checked again before the first eviction);
 - the gate off: nothing of this happens.
 
 Victims are told apart by priority (the lowest goes first), never by start time. After each test
@@ -23,13 +24,15 @@ Victims are told apart by priority (the lowest goes first), never by start time.
 from __future__ import annotations
 
 import urllib.request
+from pathlib import Path
 
 import pytest
 
+from machinery import errors
 from tests.harness.api import resize
 from tests.harness.builders import make_pdb
 from tests.harness.cluster import FAST_KUBELET, cluster_fixture
-from tests.harness.failpoints import failpoint
+from tests.harness.failpoints import failpoint, wait_paused
 from tests.harness.metrics import metric
 from tests.harness.resize_preemption import (
     GATE,
@@ -50,6 +53,8 @@ from tests.harness.resize_preemption import (
 from tests.harness.wait import eventually, wait_running
 
 pytestmark = pytest.mark.scenario
+
+VICTIMS_CHOSEN = "scheduler/preemption-after-victims-chosen"
 
 resize_cluster = cluster_fixture(nodes=1, schedulers=1, node_cpu="4", node_memory="8Gi", kubelet_args=FAST_KUBELET,
                                  feature_gates=GATE)
@@ -186,29 +191,72 @@ async def test_a_new_higher_priority_pod_may_preempt_the_resizing_pod_itself(api
     assert await running_names(api) == {"y", "z"}
 
 
+POLICY = {"spec": {"podPreemptionPolicy": {"disableResizePreemption": ["autoscaler-a"]}}}
+
+
+def _kept_out(tc) -> float:
+    """Deferred resizes the scheduler kept out of its queue for the kubelet's condition so far."""
+    return metric(tc, "scheduler", "scheduler_resize_preemption_skipped_total", 'reason="PodResizePreemptionDisabled"')
+
+
+async def _wait_kept_out(api, tc, before: float) -> None:
+    """Until the kubelet disabled preemption for a's deferred resize and the scheduler saw it."""
+    await wait_resize_conditions(api, "a", {"PodResizePending": "Deferred",
+                                            "PodResizePreemptionDisabled": "PreemptionDisabledByNodePolicy"},
+                                 "a deferred with preemption disabled by the node")
+    await eventually(lambda: _kept_out(tc) > before, timeout=WAIT, what="the scheduler left a out of its queue")
+
+
 async def test_node_policy_through_the_kubelet_keeps_the_resize_out_of_the_queue_until_it_is_cleared(
         api, resize_cluster):
     await run_pods(api,
                    resizable_pod("a", "2", "p-high").obj(),
                    resizable_pod("b", "1", "p-low").obj(),
                    resizable_pod("c", "1", "p-lowest").obj())
-    skipped = metric(resize_cluster, "scheduler", "scheduler_resize_preemption_skipped_total",
-                     'reason="PodResizePreemptionDisabled"')
-    await api.nodes.patch(NODE, {"spec": {"podPreemptionPolicy": {"disableResizePreemption": ["autoscaler-a"]}}},
-                          patch_type="merge")
+    skipped = _kept_out(resize_cluster)
+    await api.nodes.patch(NODE, POLICY, patch_type="merge")
     await resize(api, "a", cpu="3")
-    await wait_resize_conditions(api, "a", {"PodResizePending": "Deferred",
-                                      "PodResizePreemptionDisabled": "PreemptionDisabledByNodePolicy"},
-                           "a deferred with preemption disabled by the node")
-    await eventually(lambda: metric(resize_cluster, "scheduler", "scheduler_resize_preemption_skipped_total",
-                                    'reason="PodResizePreemptionDisabled"') > skipped, timeout=WAIT,
-                     what="the scheduler left a out of its queue")
+    await _wait_kept_out(api, resize_cluster, skipped)
     assert metric(resize_cluster, "scheduler", "scheduler_pending_resize_pods") == 0
     assert await running_names(api) == {"a", "b", "c"}
     await api.nodes.patch(NODE, {"spec": {"podPreemptionPolicy": None}}, patch_type="merge")
     await gone(api, "c")  # the kubelet cleared the condition; the scheduler queued a and preempted
     await wait_actuated(api, "a", "3")
     assert await running_names(api) == {"a", "b"}
+
+
+async def test_a_node_policy_that_appears_after_the_victims_are_chosen_stops_the_evictions(api, resize_cluster):
+    """The policy is checked again just before the first eviction: the cycle chose c, then (held at
+    the failpoint) the node's policy appears and the kubelet disables preemption for a; released,
+    the scheduler spares c."""
+    await run_pods(api,
+                   resizable_pod("a", "2", "p-high").obj(),
+                   resizable_pod("b", "1", "p-low").obj(),
+                   resizable_pod("c", "1", "p-lowest").obj())
+    skipped = _kept_out(resize_cluster)
+    failpoint(resize_cluster, "scheduler", VICTIMS_CHOSEN, "1*pause")
+    try:
+        await resize(api, "a", cpu="3")
+        await wait_paused(resize_cluster, "scheduler", VICTIMS_CHOSEN, timeout=WAIT)
+        await api.nodes.patch(NODE, POLICY, patch_type="merge")
+        await _wait_kept_out(api, resize_cluster, skipped)  # the scheduler's informer has the condition
+    finally:
+        await disarm(resize_cluster, "scheduler", VICTIMS_CHOSEN)
+    resize_cluster.reload()
+    log = Path(resize_cluster.process("scheduler").log)
+
+    async def c_asked_to_go() -> bool:
+        try:
+            return bool((await api.pods.get("c")).metadata.deletion_timestamp)
+        except errors.NotFound:
+            return True
+
+    async def decided() -> bool:  # withdrawn, or c asked to go
+        return '"resize_preemption_withdrawn"' in log.read_text() or await c_asked_to_go()
+    await eventually(decided, timeout=WAIT, what="the scheduler's preemption for a went on or was withdrawn")
+    assert not await c_asked_to_go(), "c must be spared: preemption for a was disabled before any eviction"
+    assert '"resize_preemption_withdrawn"' in log.read_text()
+    assert await running_names(api) == {"a", "b", "c"}
 
 
 async def test_resize_preemption_metrics_are_exposed_by_the_scheduler(api, resize_cluster):

@@ -123,6 +123,7 @@ def config_from(a: argparse.Namespace, node_name: str | None = None,
     if a.dra_devices < 0:
         raise SystemExit(f"invalid --dra-devices {a.dra_devices}: must be 0 or more")
     gates = FeatureGates.parse(a.feature_gates)
+    gates.export()  # kubernetes_feature_enabled, as every component exports it
     node = NodeConfig(node_name, cpu=a.cpu, memory=a.memory, pods=a.pods,
                       kube_reserved=_pairs(a.kube_reserved, "--kube-reserved"),
                       labels=_pairs(a.node_labels, "--node-labels"), taints=_taints(a.register_with_taints))

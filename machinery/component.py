@@ -57,10 +57,13 @@ def check_admin_listen(a: argparse.Namespace) -> None:
 
 
 def parse_gates(a: argparse.Namespace) -> FeatureGates:
+    """``--feature-gates``, exported as ``kubernetes_feature_enabled`` on the component's /metrics."""
     try:
-        return FeatureGates.parse(a.feature_gates)
+        gates = FeatureGates.parse(a.feature_gates)
     except FeatureGateError as exc:
         raise SystemExit(f"invalid --feature-gates: {exc}") from None
+    gates.export()
+    return gates
 
 
 def identity(a: argparse.Namespace) -> str:

@@ -21,6 +21,7 @@ from typing import TypeVar, cast
 import grpc
 from google.protobuf.message import Message
 
+from kubelet.runtime import instrumented
 from kubelet.runtime.errors import RuntimeCallError, RuntimeNotFound, RuntimeUnavailable, call_error
 from kubelet.runtime.fake import FakeRuntime
 from kubelet.runtime.methods import METHODS, Method
@@ -45,13 +46,26 @@ _CHANNEL_OPTIONS = [
 
 
 class RuntimeApi:
-    """The runtime's calls; subclasses provide ``_call``."""
+    """The runtime's calls, each counted and timed (``kubelet.runtime.instrumented``); subclasses
+    provide ``_rpc``."""
 
     def __init__(self, timeout: float = DEFAULT_TIMEOUT):
         self.timeout = timeout
 
-    async def _call(self, method: Method, request: Message, timeout: float) -> Message:
+    async def _rpc(self, method: Method, request: Message, timeout: float) -> Message:
         raise NotImplementedError
+
+    async def _call(self, method: Method, request: Message, timeout: float) -> Message:
+        operation = instrumented.operation_type(method)
+        if operation is None:
+            return await self._rpc(method, request, timeout)
+        start, failed = time.perf_counter(), True
+        try:
+            response = await self._rpc(method, request, timeout)
+            failed = False
+            return response
+        finally:
+            instrumented.record(operation, time.perf_counter() - start, failed)
 
     async def _do(self, attr: str, request: Message, timeout: float | None, response: type[R]) -> R:
         """Call the method named ``attr``; its answer is a ``response`` (the RPC's response type)."""
@@ -180,7 +194,7 @@ class RuntimeClient(RuntimeApi):
                                                         response_deserializer=m.response.FromString)
                        for m in METHODS.values()}
 
-    async def _call(self, method: Method, request: Message, timeout: float) -> Message:
+    async def _rpc(self, method: Method, request: Message, timeout: float) -> Message:
         try:
             return await self._stubs[method.attr](request, timeout=timeout)
         except grpc.aio.AioRpcError as exc:
@@ -197,7 +211,7 @@ class InProcessRuntime(RuntimeApi):
         super().__init__(timeout)
         self.runtime = runtime
 
-    async def _call(self, method: Method, request: Message, timeout: float) -> Message:
+    async def _rpc(self, method: Method, request: Message, timeout: float) -> Message:
         fn = getattr(self.runtime, method.attr)
         try:
             async with asyncio.timeout(timeout):

@@ -540,6 +540,9 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("--pods", type=int)
     sp.add_argument("--label", action="append", default=[], metavar="KEY=VALUE")
     sp.add_argument("--taint", action="append", default=[], metavar="KEY[=VALUE]:EFFECT")
+    sp.add_argument("--kubelet-arg", action="append", default=[], metavar="FLAG",
+                    help="extra flag for this node's kubelet, after the cluster's, e.g. "
+                         "--kubelet-arg=--cpu-manager-policy=static (repeatable)")
     sp.add_argument("--timeout", type=float, default=60.0, help="seconds to wait for the node to be Ready")
 
     sp = add("apply", cmd_apply, "create or update objects from Kubernetes-style YAML/JSON (multi-document)",
@@ -631,7 +634,8 @@ def cmd_node(args: argparse.Namespace) -> int:
     _not_compose(state, "its nodes are compose.yaml's services")
     if args.action == "remove":
         given = [f for f, v in (("--cpu", args.cpu), ("--memory", args.memory), ("--pods", args.pods),
-                                ("--label", args.label), ("--taint", args.taint)) if v]
+                                ("--label", args.label), ("--taint", args.taint),
+                                ("--kubelet-arg", args.kubelet_arg)) if v]
         if given:
             raise UsageError(f"kplane node remove takes no {', '.join(given)}")
         left = nodes.remove(state, args.node_name)
@@ -640,6 +644,11 @@ def cmd_node(args: argparse.Namespace) -> int:
     cfg = topology.ClusterConfig.from_dict(state.config)
     spec = nodes.parse_spec(args.node_name, args.cpu or cfg.node_cpu, args.memory or cfg.node_memory,
                             args.pods if args.pods is not None else cfg.node_pods, args.label, args.taint)
+    spec.kubelet_args = list(args.kubelet_arg)
+    try:
+        preflight.check_node(cfg, spec)
+    except preflight.PreflightError as exc:
+        raise UsageError(str(exc)) from None
     procs = nodes.add(state, spec, timeout=args.timeout)
     print(f'node "{spec.name}" added (cpu {spec.cpu}, memory {spec.memory}, pods {spec.pods}): '
           + ", ".join(f"{p.name} pid {p.pid}" for p in procs))

@@ -47,6 +47,18 @@ def check_up(cfg: topology.ClusterConfig, timeout: float) -> None:
     _check_components(cfg, extra=True)
 
 
+def check_node(cfg: topology.ClusterConfig, spec: topology.NodeSpec) -> None:
+    """``kplane node add``: the node's kubelet command line, its own ``--kubelet-arg`` flags
+    included, checked as its kubelet checks it; PreflightError with one line."""
+    ports = {n: 1 for n in (*topology.port_names(cfg), *topology.node_port_names(spec.name))}
+    fake = dataclasses.replace(cfg, ports=ports)
+    for comp in topology.node_components(fake, topology._Addresses(fake, "local"), spec, "127.0.0.1:1", "python"):
+        checker = _CHECKERS.get(comp.argv[2]) if comp.role == "kubelet" else None
+        message = _run(functools.partial(checker, comp.argv[3:])) if checker is not None else None
+        if message is not None:
+            raise PreflightError(f"invalid --kubelet-arg: {message}" if spec.kubelet_args else message)
+
+
 def _check_numbers(cfg: topology.ClusterConfig, timeout: float) -> None:
     for flag, value in (("--node-cpu", cfg.node_cpu), ("--node-memory", cfg.node_memory)):
         try:

@@ -46,6 +46,7 @@ class NodeSpec:
     pods: int = 110
     labels: dict[str, str] = field(default_factory=dict)
     taints: list[str] = field(default_factory=list)  # key[=value]:Effect
+    kubelet_args: list[str] = field(default_factory=list)  # this node's kubelet only, after the cluster's
 
 
 @dataclass
@@ -240,7 +241,7 @@ def node_components(cfg: ClusterConfig, a: "_Addresses", spec: NodeSpec, server:
         kubelet_argv += ["--node-labels", ",".join(f"{k}={v}" for k, v in spec.labels.items())]
     if spec.taints:
         kubelet_argv += ["--register-with-taints", ",".join(spec.taints)]
-    kubelet_argv += _shared_kubelet_flags(cfg)
+    kubelet_argv += _shared_kubelet_flags(cfg) + spec.kubelet_args
     kubelet = Component(name=f"kubelet/{node}", role="kubelet", argv=kubelet_argv,
                         admin=f"{a.host(f'kubelet/{node}')}:{kubelet_admin}",
                         depends_on=["apiserver", f"runtime/{node}"])

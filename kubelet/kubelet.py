@@ -40,6 +40,7 @@ from dataclasses import dataclass, field
 from google.protobuf.message import Message
 
 from kubelet.admission import PodAdmitter
+from kubelet.allocation.feasibility import NodeResourcePolicies
 from kubelet.allocation.manager import TRIGGER_PODS_ADDED, AllocationManager
 from kubelet.dra.driver import FakeDriver
 from kubelet.dra.manager import DRAManager
@@ -115,6 +116,8 @@ class KubeletConfig:
     eviction: EvictionConfig = field(default_factory=EvictionConfig)
     system_memory_usage: int = 0  # bytes of simulated non-pod memory use (kubelet/eviction/signals.py)
     dra_devices: int = 0  # GPUs the fake DRA driver publishes for this node (kubelet/dra); 0: no driver
+    # --cpu-manager-policy, --memory-manager-policy, --memory-swap-behavior: resizes they make Infeasible.
+    resource_policies: NodeResourcePolicies = field(default_factory=NodeResourcePolicies)
 
 
 class Kubelet:
@@ -133,7 +136,8 @@ class Kubelet:
         self.recorder = EventRecorder(client, "kubelet", name)
         self.alloc = AllocationManager(cfg.checkpoint_dir, name, allocatable_units(cfg.node), cfg.node.pods,
                                        record_event=self.event,
-                                       before_allocate=lambda pod: failpoints.hit_sync(FP_RESIZE_BEFORE_ALLOCATE))
+                                       before_allocate=lambda pod: failpoints.hit_sync(FP_RESIZE_BEFORE_ALLOCATE),
+                                       policies=cfg.resource_policies)
         self.node_conditions = Conditions()
         self.node_agent = NodeAgent(client, cfg.node, lambda: self.node_conditions,
                                     status_interval=cfg.node_status_interval, lease_duration=cfg.node_lease_duration,

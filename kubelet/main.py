@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from kubelet.allocation.feasibility import NodeResourcePolicies
 from kubelet.eviction.thresholds import ThresholdError, parse_config
 from kubelet.kubelet import Kubelet, KubeletConfig
 from kubelet.node import NodeConfig
@@ -67,6 +68,11 @@ def add_node_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--node-lease-duration-seconds", type=int, default=40,
                    help="the node Lease's duration; it is renewed every quarter of it")
     p.add_argument("--pleg-relist-period", type=float, default=1.0, help="seconds between PLEG relists")
+    # The resource managers' policies (KubeletConfiguration's cpuManagerPolicy, memoryManagerPolicy,
+    # memorySwap.swapBehavior): kplane runs no CPU or memory pinning, but a resize they forbid is Infeasible.
+    p.add_argument("--cpu-manager-policy", default="none", help="none or static")
+    p.add_argument("--memory-manager-policy", default="None", help="None or Static")
+    p.add_argument("--memory-swap-behavior", default="NoSwap", help="NoSwap or LimitedSwap")
     # Node-pressure eviction (kubelet/eviction; Kubernetes' flags and syntax).
     p.add_argument("--eviction-hard", default=None,
                    help="memory.available<100Mi,... (default memory.available<100Mi; given, it replaces the default)")
@@ -122,6 +128,10 @@ def config_from(a: argparse.Namespace, node_name: str | None = None,
         raise SystemExit(f"invalid eviction configuration: {exc}") from None
     if a.dra_devices < 0:
         raise SystemExit(f"invalid --dra-devices {a.dra_devices}: must be 0 or more")
+    try:
+        policies = NodeResourcePolicies(a.cpu_manager_policy, a.memory_manager_policy, a.memory_swap_behavior)
+    except ValueError as exc:
+        raise SystemExit(str(exc)) from None
     gates = FeatureGates.parse(a.feature_gates)
     gates.export()  # kubernetes_feature_enabled, as every component exports it
     node = NodeConfig(node_name, cpu=a.cpu, memory=a.memory, pods=a.pods,
@@ -134,7 +144,8 @@ def config_from(a: argparse.Namespace, node_name: str | None = None,
                          resize_retry_initial=a.resize_retry_initial, resize_retry_interval=a.resize_retry_interval,
                          restart_backoff=a.restart_backoff, node_status_interval=a.node_status_interval,
                          node_lease_duration=a.node_lease_duration_seconds, pleg_relist_period=a.pleg_relist_period,
-                         eviction=eviction, system_memory_usage=system_memory, dra_devices=a.dra_devices)
+                         eviction=eviction, system_memory_usage=system_memory, dra_devices=a.dra_devices,
+                         resource_policies=policies)
 
 
 class KubeletProcess:

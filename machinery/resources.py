@@ -61,6 +61,7 @@ __all__ = [
     "pod_limits",
     "pod_requests",
     "qos_class",
+    "resizable_containers",
     "resize_status",
     "sub",
     "to_resource_list",
@@ -243,6 +244,11 @@ def _apply_non_missing(rl: ResourceList, non_missing: Mapping[str, int]) -> Reso
 def is_restartable_init_container(c: core_pb2.Container) -> bool:
     """An init container with ``restartPolicy: Always``, i.e. a sidecar."""
     return c.restart_policy == _CONTAINER_RESTART_ALWAYS
+
+
+def resizable_containers(pod: core_pb2.Pod) -> list[core_pb2.Container]:
+    """Regular containers and sidecars: non-sidecar init containers are never resized (KEP-1287)."""
+    return list(pod.spec.containers) + [c for c in pod.spec.init_containers if is_restartable_init_container(c)]
 
 
 def container_requests(c: core_pb2.Container) -> ResourceList:

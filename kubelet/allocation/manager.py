@@ -8,7 +8,8 @@ Kubernetes' pkg/kubelet/allocation, as KEP-1287 describes it:
   that was not yet admitted does not sneak in ("Kubelet Restart Tolerance"). It is two steps,
   ``can_admit_pod`` (decide) and ``set_allocated`` (checkpoint), which the kubelet takes itself
   to put its restart failpoints around the checkpoint and critical-pod preemption in between.
-- ``handle_resize``: desired != allocated. Infeasible when the pod's requests exceed what the node
+- ``handle_resize``: desired != allocated. Infeasible when the node's policies forbid it
+  (``kubelet.allocation.feasibility``: static CPU or Memory manager, swap) or the pod's requests exceed what the node
   has at all ("Node didn't have enough capacity: cpu, requested: 5000, capacity: 4000"); Deferred
   when they do not fit next to the other pods now ("Node didn't have enough resource: ..."); else
   the allocation is checkpointed and PodResizeInProgress set with the pod's generation. Other pods
@@ -36,11 +37,13 @@ from prometheus_client.core import GaugeMetricFamily
 
 from kubelet.allocation import conditions as cond
 from kubelet.allocation.checkpoint import ACTUATED_FILE, ALLOCATED_FILE, CheckpointStore, Resources
+from kubelet.allocation.feasibility import DEFAULT_POLICIES, NodeResourcePolicies, infeasible_by_policy
 from machinery import resources
 from machinery.api import core_pb2
 from machinery.fit import Insufficient, Resource, fits_request
 from machinery.informer import key_of
 from machinery.logging import get_logger
+from machinery.resources import resizable_containers
 
 log = get_logger()
 
@@ -69,6 +72,7 @@ class Admission:
     ok: bool
     reason: str = ""
     message: str = ""
+    detail: str = ""  # an Infeasible resize's kubelet_pod_infeasible_resizes_total{reason_detail}
 
 
 ADMITTED = Admission(True)
@@ -80,12 +84,6 @@ class PodAdmission:
 
     pod: core_pb2.Pod
     verdict: Admission
-
-
-def resizable_containers(pod: core_pb2.Pod) -> list[core_pb2.Container]:
-    """Regular containers and sidecars: non-sidecar init containers are never resized (KEP-1287)."""
-    return list(pod.spec.containers) + [c for c in pod.spec.init_containers
-                                        if resources.is_restartable_init_container(c)]
 
 
 def allocation_from_pod(pod: core_pb2.Pod) -> dict[str, Resources]:
@@ -120,8 +118,10 @@ class AllocationManager:
 
     def __init__(self, checkpoint_dir: str | os.PathLike, node_name: str, allocatable: Mapping[str, int],
                  max_pods: int, record_event: RecordEvent | None = None,
-                 before_allocate: Callable[[core_pb2.Pod], None] | None = None):
+                 before_allocate: Callable[[core_pb2.Pod], None] | None = None,
+                 policies: NodeResourcePolicies = DEFAULT_POLICIES):
         self._node_name = node_name
+        self._policies = policies  # the CPU/Memory managers' policies and swap (kubelet.allocation.feasibility)
         self._allocated = CheckpointStore(checkpoint_dir, ALLOCATED_FILE)
         self._actuated = CheckpointStore(checkpoint_dir, ACTUATED_FILE)
         self._conditions = cond.ResizeConditions()
@@ -339,7 +339,7 @@ class AllocationManager:
             return True
         if self._conditions.put(uid, cond.PENDING, verdict.reason, verdict.message, generation):
             if verdict.reason == cond.INFEASIBLE:  # once per resize request, not per retry
-                INFEASIBLE_RESIZES.labels(reason_detail="insufficient_node_allocatable").inc()
+                INFEASIBLE_RESIZES.labels(reason_detail=verdict.detail).inc()
             event = "ResizeInfeasible" if verdict.reason == cond.INFEASIBLE else "ResizeDeferred"
             self._record(pod, "Warning", event, f"Pod resize {verdict.reason}: {verdict.message}, generation: "
                                                  f"{generation}")
@@ -354,13 +354,18 @@ class AllocationManager:
         return False
 
     def resize_verdict(self, pod: core_pb2.Pod, active_pods: Iterable[core_pb2.Pod]) -> Admission:
-        """Whether a resize fits: Infeasible, Deferred or admitted, nothing written (Kubernetes: canResizePod)."""
+        """Whether a resize fits: Infeasible, Deferred or admitted, nothing written (Kubernetes: the
+        resize admit handler). Infeasible first by the node's policies, then by capacity."""
+        blocked = infeasible_by_policy(pod, self.with_allocation(pod)[0], self._policies)
+        if blocked is not None:
+            return Admission(False, cond.INFEASIBLE, blocked.message, blocked.detail)
         want = resources.pod_requests(pod, use_status_resources=False)
         for name in ("memory", "cpu"):
             capacity = self._allocatable.get(name, 0)
             if want.get(name, 0) > capacity:
                 return Admission(False, cond.INFEASIBLE, f"Node didn't have enough capacity: {name}, requested: "
-                                                          f"{want[name]}, capacity: {capacity}")
+                                                          f"{want[name]}, capacity: {capacity}",
+                                 "insufficient_node_allocatable")
         fit = self.fits(pod, active_pods)
         if fit.ok:
             return ADMITTED

@@ -38,6 +38,7 @@ __all__ = [
     "SchemaOptionError",
     "field_schema",
     "fields",
+    "KEPT_AS_GIVEN",
     "is_kept_as_given",
     "lists_without_a_type",
     "merge_lists",
@@ -148,9 +149,14 @@ def _is_map(fd: AnyFieldDescriptor) -> bool:
     return message is not None and message.GetOptions().map_entry
 
 
+#: The well-known types kplane stores and returns as given: their content has no schema of kplane's.
+KEPT_AS_GIVEN = frozenset({"google.protobuf.Struct", "google.protobuf.Value", "google.protobuf.ListValue",
+                           "google.protobuf.Any"})
+
+
 def is_kept_as_given(message: AnyDescriptor | None) -> bool:
-    """Whether a message type is one kplane stores as given (google.protobuf.Struct, Value, ...)."""
-    return message is not None and message.full_name.startswith("google.protobuf.")
+    """Whether a message type is one kplane stores as given (:data:`KEPT_AS_GIVEN`)."""
+    return message is not None and message.full_name in KEPT_AS_GIVEN
 
 
 def struct_type(descriptor: AnyDescriptor) -> str:

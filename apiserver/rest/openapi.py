@@ -50,7 +50,7 @@ from google.protobuf.message import Message
 from machinery.api import autoscaling_pb2, core_pb2, options_pb2
 from machinery.api.comments import COMMENTS
 from machinery.kinds import KINDS, Kind
-from machinery.schema import MAP, field_schema, required_fields, struct_type
+from machinery.schema import MAP, field_schema, is_kept_as_given, required_fields, struct_type
 
 if TYPE_CHECKING:
     from google._upb import _message as _upb
@@ -329,9 +329,8 @@ _SCALARS: dict[int, Schema] = {
     FieldDescriptor.TYPE_ENUM: {"type": "string"},
 }
 
-# Well-known types kept as given (Struct: a JSON object; the others: any JSON value).
+# Of the types kept as given (machinery.schema.KEPT_AS_GIVEN), Struct is a JSON object; the others any JSON value.
 _STRUCT = "google.protobuf.Struct"
-_ANY_JSON = frozenset({"google.protobuf.Value", "google.protobuf.ListValue", "google.protobuf.Any"})
 
 
 def _ref(name: str) -> str:
@@ -388,14 +387,9 @@ def _value_schema(fd: AnyFieldDescriptor, value: AnyFieldDescriptor) -> Schema:
         return dict(_SCALARS[value.type])
     if message.full_name == _STRUCT:
         return {"type": "object", "x-kubernetes-preserve-unknown-fields": True}
-    if _kept_as_given(message):
+    if is_kept_as_given(message):
         return {"x-kubernetes-preserve-unknown-fields": True}
     return {"$ref": _ref(_definition_name(message))}
-
-
-def _kept_as_given(message: AnyDescriptor | None) -> bool:
-    """Whether a message type is a well-known type kplane stores as given (Struct, Value, Any)."""
-    return message is not None and (message.full_name == _STRUCT or message.full_name in _ANY_JSON)
 
 
 def _field_schema(fd: AnyFieldDescriptor, kind: str | None) -> Schema:
@@ -427,7 +421,7 @@ def _field_schema(fd: AnyFieldDescriptor, kind: str | None) -> Schema:
     if description is None and kind is not None:
         field_type = _short_name(schema["$ref"]) if "$ref" in schema else ""
         description = _standard_field_description(kind, fd.json_name, field_type)
-    if description is None and _kept_as_given(_message_type(fd)):
+    if description is None and is_kept_as_given(_message_type(fd)):
         description = _STRUCT_DESCRIPTION
     if description is not None:
         schema["description"] = description
@@ -438,7 +432,7 @@ def _check_map_keys(fd: AnyFieldDescriptor, keys: tuple[str, ...]) -> None:
     """Fail unless the items of list ``fd`` have its ``list_map_keys`` (items kept
     as given, Structs, have whatever fields they are given)."""
     item = _message_type(fd)
-    if item is None or _kept_as_given(item):
+    if item is None or is_kept_as_given(item):
         return
     missing = [key for key in keys if key not in {f.json_name for f in item.fields}]
     if missing:
@@ -525,7 +519,7 @@ def _definitions() -> dict[str, Schema]:
         for fd in descriptor.fields:
             entry = _map_entry(fd)
             message = _message_type(entry.fields_by_name["value"] if entry is not None else fd)
-            if message is not None and not _kept_as_given(message):
+            if message is not None and not is_kept_as_given(message):
                 pending.append(message)
     group_versions = _group_versions()
     delete_options = definitions[_DELETE_OPTIONS]

@@ -1,38 +1,10 @@
 """The ReplicaSet controller (Kubernetes' pkg/controller/replicaset): as many pods as ``spec.replicas``.
 
-Each sync of a ReplicaSet (``namespace/name``), from the informers' caches:
+- ``ReplicaSetController.sync`` (syncReplicaSet): one sync of a ReplicaSet, its steps in order;
+- ``ReplicaSetController.manage_replicas``: too few pods created, too many deleted;
+- ``calculate_status``: the status its pods give it.
 
-1. its pods: the active pods of its namespace (not Succeeded or Failed, not being deleted) it
-   claims — its own that still match its selector, orphans that match adopted, its own that no
-   longer match released (``controllers.refmanager``);
-2. unless it still waits for pods it created or deleted to show in the pod informer (its
-   *expectations*, ``controllers.expectations``) or is being deleted: too few pods, and it creates
-   the missing ones (at most ``burstReplicas``, 500, per sync) in slow-start batches of 1, 2, 4, …
-   — a batch with a failure ends the pass, so a quota refusal costs one call, not 500; too many,
-   and it deletes the surplus, the pods Kubernetes' ActivePodsWithRanks puts first
-   (``controllers.ranking``: unassigned, Pending, not Ready, low deletion cost, doubled up on a
-   node with pods of the same Deployment, Ready for less time, restarted more, newer);
-3. its status, written only when it changed: ``replicas`` (active pods), ``fullyLabeledReplicas``
-   (those carrying every label of the template), ``readyReplicas``, ``availableReplicas`` (Ready
-   for ``minReadySeconds``; the ReplicaSet is synced again when the next one becomes available),
-   ``terminatingReplicas`` (its pods being deleted), ``observedGeneration``, and the
-   ``ReplicaFailure`` condition (reason ``FailedCreate`` or ``FailedDelete``) while creates or
-   deletes fail.
-
-Pods are created from the template with ``generateName: <replicaset>-`` and the ReplicaSet as
-their controller (ownerReference apps/v1 ReplicaSet, ``controller: true``,
-``blockOwnerDeletion: true``); Events ``SuccessfulCreate`` "Created pod: NAME",
-``SuccessfulDelete`` "Deleted pod: NAME", ``FailedCreate``/``FailedDelete`` on the ReplicaSet.
-
-Failpoints: ``controller-manager/replicaset-after-create`` (a pod create returned, the next not
-yet sent) and ``controller-manager/replicaset-before-status-update`` (pods created or deleted,
-the status not yet written). A controller-manager killed there and started again creates no pod
-twice: its informers list every pod before any worker runs, and the expectations of the new
-process start empty.
-
-Where kplane differs: the status written after a pass that deleted pods counts them as
-terminating already (Kubernetes counts what its cache showed before the deletes and corrects it on
-the next sync), so a Deployment never reads a stale ``availableReplicas`` after a scale-down.
+Where kplane differs from Kubernetes: docs/controller-manager.md, "Where kplane differs".
 """
 
 from __future__ import annotations
@@ -65,6 +37,8 @@ STATUS_UPDATE_RETRY = Backoff(steps=2, duration=0.0)
 CONTROLLER_UID_INDEX = "controllerUID"
 NAMESPACE_INDEX = "metadata.namespace"
 
+# A controller-manager killed at either failpoint and started again creates no pod twice: its informers list every
+# pod before any worker runs, and the expectations of the new process start empty.
 FP_AFTER_CREATE = failpoints.declare(
     "controller-manager/replicaset-after-create",
     "a ReplicaSet's pod create returned; the next create of the pass not sent yet")
@@ -101,7 +75,11 @@ def _condition(status: apps_pb2.ReplicaSetStatus, type_: str) -> apps_pb2.Replic
 
 def calculate_status(rs: apps_pb2.ReplicaSet, active: list[core_pb2.Pod], terminating: int,
                      manage_error: BaseException | None, now: datetime) -> apps_pb2.ReplicaSetStatus:
-    """calculateStatus: the status the ReplicaSet's pods give it (observedGeneration is set when written)."""
+    """calculateStatus: the status the ReplicaSet's pods give it (observedGeneration is set when written):
+    ``replicas`` (active pods), ``fullyLabeledReplicas`` (those carrying every label of the template),
+    ``readyReplicas``, ``availableReplicas`` (Ready for ``minReadySeconds``), ``terminatingReplicas``
+    (its pods being deleted), and the ``ReplicaFailure`` condition (reason ``FailedCreate`` or
+    ``FailedDelete``) while creates or deletes fail."""
     status = apps_pb2.ReplicaSetStatus()
     status.CopyFrom(rs.status)
     template_labels = rs.spec.template.metadata.labels
@@ -141,7 +119,7 @@ def status_unchanged(rs: apps_pb2.ReplicaSet, status: apps_pb2.ReplicaSetStatus)
 
 def next_available_in(rs: apps_pb2.ReplicaSet, active: list[core_pb2.Pod], now: datetime) -> float | None:
     """Seconds until the next Ready pod becomes available (``minReadySeconds`` after it became
-    Ready); None if none is waiting for that."""
+    Ready), when the ReplicaSet is synced again; None if none is waiting for that."""
     if rs.spec.min_ready_seconds <= 0:
         return None
     waits = []
@@ -241,7 +219,15 @@ class ReplicaSetController(ObjectController):
     # ------------------------------------------------------------ sync
 
     async def sync(self, key: str) -> None:
-        """syncReplicaSet."""
+        """syncReplicaSet, from the informers' caches: its pods (``_claim``); unless it still waits for
+        pods it created or deleted to show in the pod informer (its *expectations*,
+        ``controllers.expectations``) or is being deleted, pods created or deleted toward
+        ``spec.replicas`` (``manage_replicas``); then its status (``calculate_status``), written only
+        when it changed.
+
+        kplane: the status written after a pass that deleted pods counts them as terminating already
+        (Kubernetes counts what its cache showed before the deletes and corrects it on the next sync),
+        so a Deployment never reads a stale ``availableReplicas`` after a scale-down."""
         namespace, _, name = key.partition("/")
         rs = self._rs.get(name, namespace)
         if rs is None:
@@ -278,6 +264,9 @@ class ReplicaSetController(ObjectController):
 
     async def _claim(self, rs: apps_pb2.ReplicaSet, selector: selectors.LabelSelector,
                      pods: list[core_pb2.Pod]) -> list[core_pb2.Pod]:
+        """Its pods: of the active pods of its namespace (not Succeeded or Failed, not being deleted),
+        its own that still match its selector; orphans that match are adopted, its own that no longer
+        match released (``controllers.refmanager``)."""
         async def recheck() -> apps_pb2.ReplicaSet:
             return await self._client.replica_sets.get(rs.metadata.name, rs.metadata.namespace)
 
@@ -288,7 +277,17 @@ class ReplicaSetController(ObjectController):
 
     async def manage_replicas(self, rs: apps_pb2.ReplicaSet, pods: list[core_pb2.Pod]) -> set[str]:
         """manageReplicas: create or delete pods toward ``spec.replicas``. The keys of the pods it
-        deleted; raises the first failure (after every pod of the pass was tried)."""
+        deleted; raises the first failure (after every pod of the pass was tried).
+
+        Too few pods, and it creates the missing ones (at most ``burstReplicas``, 500, per sync) in
+        slow-start batches of 1, 2, 4, … — a batch with a failure ends the pass, so a quota refusal
+        costs one call, not 500. Pods are created from the template with ``generateName:
+        <replicaset>-`` and the ReplicaSet as their controller (ownerReference apps/v1 ReplicaSet,
+        ``controller: true``, ``blockOwnerDeletion: true``). Too many, and it deletes the surplus, the
+        pods Kubernetes' ActivePodsWithRanks puts first (``controllers.ranking``: unassigned, Pending,
+        not Ready, low deletion cost, doubled up on a node with pods of the same Deployment, Ready for
+        less time, restarted more, newer). Events on the ReplicaSet: ``SuccessfulCreate`` "Created
+        pod: NAME", ``SuccessfulDelete`` "Deleted pod: NAME", ``FailedCreate``/``FailedDelete``."""
         key = key_of(rs)
         diff = len(pods) - spec_replicas(rs)
         if diff < 0:

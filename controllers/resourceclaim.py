@@ -4,37 +4,10 @@ Kubernetes docs: Dynamic Resource Allocation, "API": a ResourceClaimTemplate "De
 some metadata for creating ResourceClaims ... The per-Pod ResourceClaims are then created and
 removed by Kubernetes automatically." This controller is that "automatically":
 
-- **a claim per pod claim from its template**: for each ``spec.resourceClaims`` entry naming a
-  ResourceClaimTemplate, a ResourceClaim with ``generateName: <pod>-<claim name>-`` (both cut in
-  proportion beyond 57 characters), the template's labels and annotations plus
-  ``resource.kubernetes.io/pod-claim-name: <claim name>``, the template's spec, and an ownerReference
-  to the pod with ``controller`` and ``blockOwnerDeletion``; then the pod's
-  ``status.resourceClaimStatuses`` gets ``{name, resourceClaimName}`` (a strategic merge patch keyed
-  by name). A claim it made whose name did not reach the pod's status yet (a restart between the
-  two writes, a lagging informer) is found again by its owner and annotation instead of being made
-  twice. A generated claim recorded in the status but gone is made anew. A pod being deleted gets
-  none. A missing template is an error, retried, with the event ``FailedResourceClaimCreation``
-  on the pod.
-- **reservations of scheduled pods**: a pod bound without the scheduler whose claim is allocated
-  gets reserved in it (``status.reservedFor``), if there is room — Kubernetes docs: Dynamic Resource
-  Allocation, "Pre-scheduled Pods".
-- **reservedFor cleaned**: an entry whose pod is gone (deleted, replaced by another of the same
-  name) or done (Succeeded, Failed, or deleted before it was scheduled) is removed; a pod the
-  informer does not know yet is asked for from the API before its entry goes.
-- **deallocation**: when that leaves the claim used by no pod and it carries the scheduler's
-  finalizer ``resource.kubernetes.io/delete-protection``, its ``status.allocation`` is cleared in
-  the same write, then the finalizer taken off — the devices are free for other claims, and the
-  scheduler's hint for a deallocated claim requeues the pods waiting for devices. A claim being
-  deleted that no pod uses is deallocated and released the same way.
-- **generated claims go with their pods**: a claim no pod uses whose owning pod is done or
-  replaced is deleted here; one whose pod is gone from the API is deleted by the garbage collector
-  (the ownerReference).
-
-Work items are typed (``PodKey``, ``ClaimKey``) on one queue, ``resource_claim``, with 10 workers
-(kube-controller-manager runs it with 10). Pods and claims are found from each other through the
-shared pod informer's claim index (``machinery.dra.resourceclaim.claim_keys``) and the claim
-informer's index of owning pods. Metrics: ``resourceclaim_controller_create_attempts_total``,
-``resourceclaim_controller_create_failures_total``.
+- ``ResourceClaimController._sync_pod`` (``PodKey``): a pod's claims made from their templates,
+  and the claims of pods bound without the scheduler reserved for them;
+- ``ResourceClaimController._sync_claim`` (``ClaimKey``): a claim's reservedFor cleaned, its
+  allocation released, and a generated claim deleted with its pod.
 """
 
 from __future__ import annotations
@@ -102,6 +75,11 @@ def _needs_claims(pod: core_pb2.Pod, deleted: bool) -> bool:
 
 
 class ResourceClaimController(Controller[WorkItem]):
+    """Work items are typed (``PodKey``, ``ClaimKey``) on one queue, ``resource_claim``, with 10
+    workers (kube-controller-manager runs it with 10). Pods and claims are found from each other
+    through the shared pod informer's claim index (``machinery.dra.resourceclaim.claim_keys``) and
+    the claim informer's index of owning pods."""
+
     name = "resourceclaim"
     queue_name = "resource_claim"
     expected_errors = (_TemplateMissing,)
@@ -180,6 +158,14 @@ class ResourceClaimController(Controller[WorkItem]):
             await self._sync_claim(key)
 
     async def _sync_pod(self, key: PodKey) -> None:
+        """A claim per pod claim from its template (``_handle_claim``), then the pod's
+        ``status.resourceClaimStatuses`` gets ``{name, resourceClaimName}`` (a strategic merge patch
+        keyed by name). A pod being deleted gets none. A missing template is an error, retried, with
+        the event ``FailedResourceClaimCreation`` on the pod.
+
+        A pod bound without the scheduler whose claim is allocated gets reserved in it
+        (``status.reservedFor``), if there is room — Kubernetes docs: Dynamic Resource Allocation,
+        "Pre-scheduled Pods"."""
         pod = self._pods.get(key.name, key.namespace)
         if pod is None or pod.metadata.deletion_timestamp:
             return
@@ -220,7 +206,9 @@ class ResourceClaimController(Controller[WorkItem]):
 
     async def _handle_claim(self, pod: core_pb2.Pod, pod_claim: core_pb2.PodResourceClaim,
                             new_statuses: dict[str, str]) -> None:
-        """Make the pod claim's ResourceClaim from its template, unless it is there already."""
+        """Make the pod claim's ResourceClaim from its template, unless it is there already (found by
+        ``_find_claim``, or else made by ``_create_claim``). A generated claim recorded in the status
+        but gone is made anew."""
         try:
             resolved = rc.claim_name(pod, pod_claim)
         except rc.ClaimNotCreated:
@@ -241,7 +229,9 @@ class ResourceClaimController(Controller[WorkItem]):
         new_statuses[pod_claim.name] = claim.metadata.name
 
     def _find_claim(self, pod: core_pb2.Pod, pod_claim_name: str) -> resource_pb2.ResourceClaim | None:
-        """A claim made for this pod claim earlier: owned by the pod, annotated with the claim's name."""
+        """A claim made for this pod claim earlier: owned by the pod, annotated with the claim's name.
+        One whose name did not reach the pod's status yet (a restart between the two writes, a lagging
+        informer) is found again so instead of being made twice."""
         uid = pod.metadata.uid
         for claim in self._claims.by_index(CLAIM_OWNER_INDEX, uid):
             if claim.metadata.annotations.get(rc.POD_CLAIM_NAME_ANNOTATION) == pod_claim_name:
@@ -253,6 +243,11 @@ class ResourceClaimController(Controller[WorkItem]):
 
     async def _create_claim(self, pod: core_pb2.Pod,
                             pod_claim: core_pb2.PodResourceClaim) -> resource_pb2.ResourceClaim:
+        """A ResourceClaim with ``generateName: <pod>-<claim name>-`` (both cut in proportion beyond 57
+        characters), the template's labels and annotations plus ``resource.kubernetes.io/pod-claim-name:
+        <claim name>``, the template's spec, and an ownerReference to the pod with ``controller`` and
+        ``blockOwnerDeletion``. Counted by ``resourceclaim_controller_create_attempts_total`` and
+        ``resourceclaim_controller_create_failures_total``."""
         template = self._templates.get(pod_claim.resource_claim_template_name, pod.metadata.namespace)
         if template is None:
             raise _TemplateMissing(f'resource claim template "{pod_claim.resource_claim_template_name}": '
@@ -279,6 +274,19 @@ class ResourceClaimController(Controller[WorkItem]):
         return created
 
     async def _sync_claim(self, key: ClaimKey) -> None:
+        """Clean ``status.reservedFor``: an entry whose pod is gone (deleted, replaced by another of the
+        same name) or done (Succeeded, Failed, or deleted before it was scheduled) is removed; a pod the
+        informer does not know yet is asked for from the API before its entry goes (``_still_uses``).
+
+        When that leaves the claim used by no pod and it carries the scheduler's finalizer
+        ``resource.kubernetes.io/delete-protection``, its ``status.allocation`` is cleared in the same
+        write, then the finalizer taken off — the devices are free for other claims, and the
+        scheduler's hint for a deallocated claim requeues the pods waiting for devices. A claim being
+        deleted that no pod uses is deallocated and released the same way.
+
+        Generated claims go with their pods: a claim no pod uses whose owning pod is done or replaced
+        is deleted here; one whose pod is gone from the API is deleted by the garbage collector (the
+        ownerReference)."""
         claim = self._claims.get(key.name, key.namespace)
         if claim is None:
             return

@@ -5,42 +5,10 @@
                             on_stopped_leading=lambda: sys.exit(1))
     await elector.run()
 
-``run()`` tries to take the Lease every ``retry_period`` (with jitter). A Lease held by another
-identity is taken only when ``leaseDurationSeconds`` have passed since this elector last *saw the
-record change* — its own observation time on its own monotonic clock, never the timestamps in
-the record, so clock skew between candidates does not matter (client-go's rule). An empty
-``holderIdentity`` (a released Lease) is taken at once. Once leading, ``on_started_leading()``
-runs as a task and the Lease is renewed every ``retry_period``; when no renewal has succeeded
-for ``renew_deadline`` the elector stops leading: the leading task is cancelled and awaited,
-``on_stopped_leading()`` is called and ``run()`` returns. Cancelling ``run()`` does the same and,
-with ``release_on_cancel``, first gives the Lease up (``holderIdentity`` cleared,
-``leaseDurationSeconds`` 1) so another candidate takes over without waiting. Every write carries
-the resourceVersion it was read at; a conflict is a failed attempt. ``leaseTransitions`` grows by
-one each time the holder changes.
-
-Like client-go this does not fence: for up to ``lease_duration - renew_deadline`` after a leader
-lost contact two processes may believe they lead.
-
-Metric: ``leader_election_master_status{name=<lease name>}`` — 1 while leading, 0 otherwise.
-
-Where this differs from client-go, and why:
-
-- ``leaseDurationSeconds`` is ``lease_duration`` rounded *up* to whole seconds (at least 1);
-  client-go truncates, which turns a sub-second duration into 0, a value the apiserver rejects.
-  Expiry is judged from the record's whole seconds, as client-go does.
-- Observation times use ``time.monotonic()`` (Go's ``time.Now()`` carries a monotonic reading too).
-- ``on_stopped_leading`` runs only if this elector led (client-go calls it whenever ``Run``
-  returns); ``run()`` returning already says the election ended.
-- The leading task is cancelled *and awaited* before the Lease is released, so the work the Lease
-  guards has stopped before another candidate can take it at once. And the leading work may say
-  it has not (``may_release``: a scheduler whose stop cut a binding short, which may still land):
-  the Lease is then kept, to expire, rather than handed to a standby that could act against that
-  late write.
-- A leading task that raises ends leadership and ``run()`` raises it (in Go a panic in the
-  goroutine ends the process, and with it the lease); one that returns leaves the elector leading.
-- ``on_new_leader`` is called synchronously, and not for an empty holder (a released Lease).
-- ``is_leader()`` is true only between acquisition and stop, not merely when the last record seen
-  names this identity.
+``LeaderElector`` is one candidate for one Lease; its docstring says how an election goes. Where
+this differs from client-go, and why, is said where it happens: ``LeaderElector.run``, ``_stop``,
+``is_leader``, ``_lease_valid``, ``_report_transition`` and
+``LeaderElectionConfig.lease_duration_seconds``.
 """
 
 from __future__ import annotations
@@ -104,7 +72,8 @@ class LeaderElectionConfig:
 
     @property
     def lease_duration_seconds(self) -> int:
-        """The duration written to the Lease: whole seconds (the API field), rounded up, at least 1."""
+        """The duration written to the Lease: whole seconds (the API field), rounded up, at least 1.
+        client-go truncates, which turns a sub-second duration into 0, a value the apiserver rejects."""
         return max(1, math.ceil(self.lease_duration))
 
 
@@ -164,7 +133,25 @@ class _LeaseLock:
 
 
 class LeaderElector:
-    """One candidate for one Lease. ``run()`` once; see the module docstring for the protocol."""
+    """One candidate for one Lease. ``run()`` once.
+
+    ``run()`` tries to take the Lease every ``retry_period`` (with jitter). A Lease held by another
+    identity is taken only when ``leaseDurationSeconds`` have passed since this elector last *saw the
+    record change* — its own observation time on its own monotonic clock, never the timestamps in the
+    record, so clock skew between candidates does not matter (client-go's rule). An empty
+    ``holderIdentity`` (a released Lease) is taken at once. Once leading, ``on_started_leading()``
+    runs as a task and the Lease is renewed every ``retry_period``; when no renewal has succeeded for
+    ``renew_deadline`` the elector stops leading: the leading task is cancelled and awaited,
+    ``on_stopped_leading()`` is called and ``run()`` returns. Cancelling ``run()`` does the same and,
+    with ``release_on_cancel``, first gives the Lease up (``holderIdentity`` cleared,
+    ``leaseDurationSeconds`` 1) so another candidate takes over without waiting. Every write carries
+    the resourceVersion it was read at; a conflict is a failed attempt. ``leaseTransitions`` grows by
+    one each time the holder changes.
+
+    Like client-go this does not fence: for up to ``lease_duration - renew_deadline`` after a leader
+    lost contact two processes may believe they lead. Metric:
+    ``leader_election_master_status{name=<lease name>}`` — 1 while leading, 0 otherwise.
+    """
 
     def __init__(self, client: Client, cfg: LeaderElectionConfig,
                  on_started_leading: Callable[[], Coroutine[Any, Any, None]],
@@ -189,7 +176,8 @@ class LeaderElector:
 
     def is_leader(self) -> bool:
         """True while this elector leads: it acquired the Lease, has not stopped, and the last
-        record it saw names it."""
+        record it saw names it: only between acquisition and stop, not merely whenever the last
+        record seen names this identity (as client-go's ``IsLeader`` is)."""
         return self._leading and self._observed_holds()
 
     def leader(self) -> str:
@@ -201,7 +189,8 @@ class LeaderElector:
     async def run(self) -> None:
         """Acquire, lead, and return once leadership is lost. Cancel it to stop (releasing the
         Lease if configured). If ``on_started_leading`` fails, leadership ends the same way and
-        its exception is raised here."""
+        its exception is raised here (in Go a panic in the goroutine ends the process, and with it
+        the lease); one that returns leaves the elector leading."""
         if self._started:
             raise RuntimeError("LeaderElector.run() may be called only once")
         self._started = True
@@ -275,7 +264,15 @@ class LeaderElector:
 
     async def _stop(self, leading_task: asyncio.Task[None] | None, lost: bool) -> None:
         """Leave leadership: cancel and await the leading work, release the Lease if configured,
-        then tell the caller. Runs on loss, on the leading task's failure and on cancellation."""
+        then tell the caller. Runs on loss, on the leading task's failure and on cancellation.
+
+        ``on_stopped_leading`` runs only if this elector led (client-go calls it whenever ``Run``
+        returns); ``run()`` returning already says the election ended. The leading task is cancelled
+        *and awaited* before the Lease is released, so the work the Lease guards has stopped before
+        another candidate can take it at once. And the leading work may say it has not
+        (``may_release``: a scheduler whose stop cut a binding short, which may still land): the
+        Lease is then kept, to expire, rather than handed to a standby that could act against that
+        late write."""
         led = self._leading
         self._leading = False
         if led:
@@ -414,6 +411,9 @@ class LeaderElector:
         return self._observed.holder_identity == self._cfg.identity
 
     def _lease_valid(self, now: float) -> bool:
+        """Not yet expired, judged from the record's whole seconds (as client-go does) and the time this
+        elector observed it on ``time.monotonic()`` (Go's ``time.Now()`` carries a monotonic reading
+        too)."""
         return self._observed_time + self._observed.lease_duration_seconds > now
 
     def _set_observed(self, record: LeaderElectionRecord) -> None:
@@ -421,8 +421,8 @@ class LeaderElector:
         self._observed_time = time.monotonic()
 
     def _report_transition(self) -> None:
-        """Tell ``on_new_leader`` when the observed holder changes (an empty holder is no leader:
-        it is remembered but not reported)."""
+        """Tell ``on_new_leader``, synchronously (a difference from client-go), when the observed holder
+        changes (an empty holder is no leader: it is remembered but not reported)."""
         holder = self._observed.holder_identity
         if holder == self._reported_leader:
             return

@@ -1,40 +1,12 @@
 """KubeSchedulerConfiguration: profiles, plugins per extension point, plugin args, tuning.
 
 The YAML a user passes (``python -m scheduler --config FILE``, ``kplane up --scheduler-config``)
-is kube-scheduler's ``kubescheduler.config.k8s.io/v1`` document; only the fields below are
-read, any other field is an error naming it (nothing is ignored silently):
+is kube-scheduler's ``kubescheduler.config.k8s.io/v1`` document, read as kube-scheduler reads it;
+a field kplane does not read is an error naming it.
 
-    apiVersion: kubescheduler.config.k8s.io/v1
-    kind: KubeSchedulerConfiguration
-    percentageOfNodesToScore: 0            # 0: adaptive (50% at 100 nodes ... 5% floor)
-    podInitialBackoffSeconds: 1
-    podMaxBackoffSeconds: 10
-    leaderElection: {leaderElect: true, leaseDuration: 15s, renewDeadline: 10s, retryPeriod: 2s,
-                     resourceName: kube-scheduler, resourceNamespace: kube-system}
-    profiles:
-    - schedulerName: default-scheduler
-      percentageOfNodesToScore: 50
-      plugins:
-        multiPoint: {enabled: [{name: X, weight: 2}], disabled: [{name: Y}]}
-        filter: {enabled: [...], disabled: [{name: "*"}]}      # and queueSort, preFilter, ...
-      pluginConfig:
-      - name: NodeResourcesFit
-        args: {scoringStrategy: {type: MostAllocated}}
-
-Plugin args are decoded strictly, as kube-scheduler decodes them: each in-tree plugin's
-``decode_args`` turns ``args`` into its frozen ``<Plugin>Args`` (kube-scheduler's v1 defaults for
-what is left out, validation_pluginargs.go's checks and wording), an unknown field is an error
-naming its full path (``profiles[0].pluginConfig[0].args.scoringStrategyy: unknown field
-"scoringStrategyy"``), and args for a plugin that takes none are refused. Every enabled plugin
-that takes args gets its defaults when no ``pluginConfig`` names it, as kube-scheduler's
-defaulting appends them.
-
-Defaults and merging follow kube-scheduler: every profile starts from the default plugins (all
-in multiPoint, with the default score weights: TaintToleration 3, NodeAffinity 2,
-PodTopologySpread 2, InterPodAffinity 2, the rest 1); a profile's ``disabled`` removes defaults
-("*" all of them) and its ``enabled`` adds plugins or overrides a default's weight; multiPoint
-plugins are then placed at every extension point they implement, after the plugins enabled at
-that point specifically and except where they are disabled there.
+- ``load`` / ``parse``: the document, and the fields read (an example on ``parse``);
+- ``build_plugin_sets``: a profile's plugins, with kube-scheduler's defaults and merging;
+- ``decode_plugin_args``: a plugin's args, decoded strictly.
 """
 
 from __future__ import annotations
@@ -147,6 +119,16 @@ def _merge(default: list[tuple[str, int]], enabled: list[tuple[str, int]],
 
 
 def build_plugin_sets(raw_plugins: dict | None, plugin_config: list | None, registry: dict, path: str) -> PluginSets:
+    """A profile's plugins and their args, with kube-scheduler's defaults and merging.
+
+    Every profile starts from the default plugins (all in multiPoint, with the default score
+    weights: TaintToleration 3, NodeAffinity 2, PodTopologySpread 2, InterPodAffinity 2, the rest 1);
+    a profile's ``disabled`` removes defaults ("*" all of them) and its ``enabled`` adds plugins or
+    overrides a default's weight (``_merge``); multiPoint plugins are then placed at every extension
+    point they implement, after the plugins enabled at that point specifically and except where they
+    are disabled there (``PluginSets.expand``). Every enabled plugin that takes args gets its
+    defaults when no ``pluginConfig`` names it, as kube-scheduler's defaulting appends them.
+    """
     raw_plugins = raw_plugins or {}
     if not isinstance(raw_plugins, dict):
         raise ConfigError(f"{path}.plugins: must be a mapping of extension points")
@@ -197,8 +179,11 @@ def build_plugin_sets(raw_plugins: dict | None, plugin_config: list | None, regi
 def decode_plugin_args(name: str, raw: Any, path: str) -> Any:
     """``pluginConfig[i].args`` as the plugin's typed args (``path`` is where they are).
 
-    An in-tree plugin's args are decoded strictly by its ``decode_args``; args for an in-tree
-    plugin that takes none are an error. A plugin kplane does not ship (a test's registry) gets
+    An in-tree plugin's args are decoded strictly by its ``decode_args``, as kube-scheduler decodes
+    them: into its frozen ``<Plugin>Args``, with kube-scheduler's v1 defaults for what is left out
+    and validation_pluginargs.go's checks and wording; an unknown field is an error naming its full
+    path (``profiles[0].pluginConfig[0].args.scoringStrategyy: unknown field "scoringStrategyy"``).
+    Args for an in-tree plugin that takes none are an error. A plugin kplane does not ship (a test's registry) gets
     the mapping as given, without its type meta — kube-scheduler's runtime.Unknown for
     out-of-tree plugins.
     """
@@ -222,6 +207,26 @@ def default_config(registry: dict) -> SchedulerConfig:
 
 
 def parse(doc: dict | None, registry: dict) -> SchedulerConfig:
+    """The configuration of a ``kubescheduler.config.k8s.io/v1`` document. Only these fields are read;
+    any other field is an error naming it (nothing is ignored silently)::
+
+        apiVersion: kubescheduler.config.k8s.io/v1
+        kind: KubeSchedulerConfiguration
+        percentageOfNodesToScore: 0            # 0: adaptive (50% at 100 nodes ... 5% floor)
+        podInitialBackoffSeconds: 1
+        podMaxBackoffSeconds: 10
+        leaderElection: {leaderElect: true, leaseDuration: 15s, renewDeadline: 10s, retryPeriod: 2s,
+                         resourceName: kube-scheduler, resourceNamespace: kube-system}
+        profiles:
+        - schedulerName: default-scheduler
+          percentageOfNodesToScore: 50
+          plugins:
+            multiPoint: {enabled: [{name: X, weight: 2}], disabled: [{name: Y}]}
+            filter: {enabled: [...], disabled: [{name: "*"}]}      # and queueSort, preFilter, ...
+          pluginConfig:
+          - name: NodeResourcesFit
+            args: {scoringStrategy: {type: MostAllocated}}
+    """
     doc = doc or {}
     if not isinstance(doc, dict):
         raise ConfigError("the configuration must be a YAML mapping")

@@ -16,6 +16,9 @@ def _allocated(pod: core_pb2.Pod) -> dict[str, int]:
 
 
 class AllocatedWithinAllocatable(Rule):
+    """At no revision do the kubelet-allocated requests (status.containerStatuses[].allocatedResources)
+    of a node's pods exceed its allocatable."""
+
     name = "allocated-within-allocatable"
 
     def __init__(self) -> None:
@@ -54,6 +57,9 @@ class AllocatedWithinAllocatable(Rule):
 
 
 class ActuatedWithinAllocated(Rule):
+    """A container's actual resources (status...resources.requests) never show a value the kubelet had
+    not allocated (KEP-1287: desired -> allocated -> actuated)."""
+
     name = "actuated-within-allocated"
 
     def __init__(self) -> None:

@@ -9,6 +9,8 @@ from machinery.api import core_pb2
 
 
 class BoundAtMostOnce(Rule):
+    """A pod's spec.nodeName goes from empty to a node once and never changes."""
+
     name = "bound-at-most-once"
 
     def __init__(self) -> None:
@@ -49,6 +51,16 @@ def _committed(pod: core_pb2.Pod) -> dict[str, int]:
 
 
 class BoundRequestsWithinAllocatable(Rule):
+    """No binding over-commits a node: when a pod goes from unbound to bound, the requests of the
+    node's pods not finished (Succeeded/Failed) fit its allocatable.
+
+    Checked at bindings, the only moment the scheduler adds load: a pod created with spec.nodeName
+    bypasses the scheduler (the kubelet admits it or preempts for it, KEP-1287's critical pods) and a
+    resize is the kubelet's to allocate (``allocated-within-allocatable``); both still count towards
+    the node. A pod counts with the kubelet's allocation once reported (a Deferred resize has not
+    taken room yet), with its spec's requests before (``_committed``).
+    """
+
     name = "bound-requests-within-allocatable"
 
     def __init__(self) -> None:

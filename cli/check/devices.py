@@ -8,7 +8,11 @@ from machinery.api import resource_pb2
 
 class DeviceAllocatedOnce(Rule):
     """No device is in two claims' allocations at once (the scheduler's allocated-device tracking,
-    its in-flight reservations and the resourceclaim controller's deallocation, together)."""
+    its in-flight reservations and the resourceclaim controller's deallocation, together): at no
+    revision do two ResourceClaims' ``status.allocation`` name the same device (driver, pool,
+    device), so a device is free for another claim only once its claim was deallocated or deleted
+    (Kubernetes docs: Dynamic Resource Allocation, "tracking which of those resources have already
+    been allocated to existing ResourceClaims")."""
 
     name = "device-allocated-once"
 

@@ -9,6 +9,9 @@ from machinery.api import core_pb2
 
 
 class PreemptionVictimsLowerPriority(Rule):
+    """Every pod a ``Preempted`` event names was of lower priority than the pod that preempted it (the
+    event's related object)."""
+
     name = "preemption-victims-lower-priority"
 
     def observe(self, e: Entry, world: World) -> list[Violation]:
@@ -40,15 +43,15 @@ class NoPreemptionWhileVictimsGoing(Rule):
 
     From the history: a ``Preempted`` event written (ADDED, or its count bumped) names a victim
     (involvedObject) and its preemptor (related). A victim is going from the revision it gets the
-    DisruptionTarget condition (reason PreemptionByScheduler) or a deletionTimestamp until it is
-    DELETED. The scheduler writes a preemption's events once every victim of it was asked to go,
-    so all marks of one preemption come before its events: a victim named for the preemptor that
-    was (re)marked after an earlier victim of the same preemptor had been named — or the same
-    victim named twice — belongs to a later preemption. If an earlier victim is still going then,
-    the rule is broken. Not counted, as kube-scheduler allows a new preemption there: the
-    preemptor had no nomination, it lost it in between (a higher-priority preemptor cleared it),
-    or its nominated node was cordoned, tainted or deleted in between (it may have become
-    UnschedulableAndUnresolvable for the pod).
+    DisruptionTarget condition (reason PreemptionByScheduler) or a deletionTimestamp until it
+    finishes (Succeeded or Failed) or is DELETED. The scheduler writes a preemption's events once
+    every victim of it was asked to go, so all marks of one preemption come before its events: a
+    victim named for the preemptor that was (re)marked after an earlier victim of the same
+    preemptor had been named — or the same victim named twice — belongs to a later preemption. If
+    an earlier victim is still going then, the rule is broken. Not counted, as kube-scheduler
+    allows a new preemption there: the preemptor had no nomination, it lost it in between (a
+    higher-priority preemptor cleared it), or its nominated node was cordoned, tainted or deleted
+    in between (it may have become UnschedulableAndUnresolvable for the pod).
     """
 
     name = "no-preemption-while-victims-going"

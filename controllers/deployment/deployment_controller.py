@@ -115,7 +115,15 @@ class DeploymentController(ObjectController):
     # ------------------------------------------------------------ sync
 
     async def sync(self, key: str) -> None:
-        """syncDeployment."""
+        """syncDeployment, from the informers' caches: claim the ReplicaSets (``_claim``); being
+        deleted: only the status; paused: only scale, and clean up old ReplicaSets (``sync_scale``);
+        a scaling event (``is_scaling_event``): scale proportionally (``sync_scale``); otherwise roll
+        out with the strategy (``rollout_rolling``, ``rollout_recreate``).
+
+        kplane: first the sync waits until the ReplicaSet informer shows this controller's own last
+        writes (``controllers.ownwrites``): sized from a cache without them, a template change right
+        after a scale-up would count room that scale-up already took and overshoot replicas + maxSurge.
+        """
         namespace, _, name = key.partition("/")
         cached = self._deployments.get(name, namespace)
         if cached is None:

@@ -27,7 +27,11 @@ from machinery.informer import key_of
 
 
 async def sync_rollout_status(dc: DeploymentContext, s: Sync) -> None:
-    """syncRolloutStatus: the status and the Progressing condition of a rollout."""
+    """syncRolloutStatus: the status and the Progressing condition of a rollout: ReplicaSetUpdated,
+    NewReplicaSetAvailable, or ProgressDeadlineExceeded once no progress was made for
+    ``progressDeadlineSeconds``. NewReplicaSetCreated and FoundNewReplicaSet are set with the new
+    ReplicaSet (``get_all``); DeploymentPaused and DeploymentResumed (status Unknown) by
+    ``check_paused_conditions``."""
     d = s.d
     new = s.fresh(find_new_replica_set(d, s.rss))
     all_rss = list(s.rss)

@@ -10,7 +10,8 @@ from machinery.api import apps_pb2
 
 
 async def rollout_recreate(dc: DeploymentContext, s: Sync) -> None:
-    """rolloutRecreate: old ReplicaSets to 0, wait for their pods to be gone, then the new one up."""
+    """rolloutRecreate: old ReplicaSets to 0, wait until none of their pods is left (not even
+    terminating), then create the new one and scale it up."""
     new, old = await get_all(dc, s, create=False)
     scaled_down = False
     for rs in active(old):

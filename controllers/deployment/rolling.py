@@ -18,7 +18,12 @@ from machinery.api import apps_pb2
 
 
 async def rollout_rolling(dc: DeploymentContext, s: Sync) -> None:
-    """rolloutRolling: scale the new ReplicaSet up if room allows, else old ones down."""
+    """rolloutRolling: scale the new ReplicaSet up if room allows, else old ones down.
+
+    The new ReplicaSet is created if there is none and scaled up while all ReplicaSets together stay
+    within replicas + maxSurge (maxSurge rounded up from a percentage); old ones are scaled down
+    while the available pods stay at least replicas - maxUnavailable (rounded down; both 0 resolves
+    to maxUnavailable 1), unhealthy old replicas first."""
     new, old = await get_all(dc, s, create=True)
     assert new is not None
     if await _reconcile_new(dc, s, new):
@@ -49,7 +54,9 @@ async def _reconcile_new(dc: DeploymentContext, s: Sync, new: apps_pb2.ReplicaSe
 
 async def _reconcile_old(dc: DeploymentContext, s: Sync, old: list[apps_pb2.ReplicaSet],
                          new: apps_pb2.ReplicaSet) -> bool:
-    """reconcileOldReplicaSets: scale old ReplicaSets down as far as availability allows."""
+    """reconcileOldReplicaSets: scale old ReplicaSets down as far as availability allows; kplane: not
+    further while one of them has not yet observed its last size (its ``availableReplicas`` may
+    still count pods it is deleting)."""
     d = s.d
     if spec_total(old) == 0:
         return False

@@ -93,7 +93,8 @@ class Sync:
 
     def room(self) -> int:
         """How many more pods the rollout may have: replicas + maxSurge less each ReplicaSet's
-        size or live pods, whichever is larger."""
+        size or live pods, whichever is larger (kplane: so pods of a ReplicaSet just scaled down
+        count until their deletion starts)."""
         live = self.live()
         used = sum(max(replicas(rs), live.get(rs.metadata.uid, 0)) for rs in self.rss)
         return replicas(self.d) + max_surge(self.d) - used
@@ -139,7 +140,13 @@ async def get_all(dc: DeploymentContext, s: Sync,
 async def _get_new_replica_set(dc: DeploymentContext, s: Sync, old: list[apps_pb2.ReplicaSet],
                                create: bool) -> apps_pb2.ReplicaSet | None:
     """getNewReplicaSet: the new ReplicaSet with its revision and annotations synced; created if
-    missing and ``create``."""
+    missing and ``create``, with the revision of the highest old one + 1.
+
+    It is named ``<deployment>-<hash>``, where the hash (``pod-template-hash``, also a label of its
+    selector, template and pods) is computed from the template and ``status.collisionCount``
+    (``controllers.deploymentutil.compute_hash``). One created with pods gets the
+    ``ScalingReplicaSet`` event and the failpoint ``controller-manager/deployment-after-scale``, as
+    ``_scale_replica_set`` does."""
     d = s.d
     existing = find_new_replica_set(d, s.rss)
     new_revision = max_revision(old) + 1
@@ -231,14 +238,18 @@ async def _note_new_replica_set(dc: DeploymentContext, d: apps_pb2.Deployment, r
 
 
 async def write_status(dc: DeploymentContext, d: apps_pb2.Deployment) -> None:
-    """UpdateStatus of the deployment as this sync has it (status and annotations); ``d``
-    becomes what the API stored, so the next write of the sync is not a conflict."""
+    """UpdateStatus of the deployment as this sync has it (status and annotations: the revision
+    annotation travels with the status write, as in Kubernetes); ``d`` becomes what the API stored,
+    so the next write of the sync is not a conflict."""
     d.CopyFrom(await dc.client.deployments.update_status(d))
 
 
 async def _scale_replica_set(dc: DeploymentContext, s: Sync, rs: apps_pb2.ReplicaSet, size: int,
                              operation: str) -> tuple[bool, apps_pb2.ReplicaSet]:
-    """scaleReplicaSet: the new size and the replicas annotations written; an Event if the size changed."""
+    """scaleReplicaSet: the new size and the replicas annotations written; if the size changed, the
+    Event ``ScalingReplicaSet`` on the Deployment ("Scaled up replica set web-7d4b9 from 0 to 1",
+    "Scaled down replica set web-5f6c8 from 3 to 2") and the failpoint
+    ``controller-manager/deployment-after-scale`` (the rest of the sync not done)."""
     d = s.d
     size_changed = replicas(rs) != size
     maximum = replicas(d) + max_surge(d)
@@ -271,7 +282,8 @@ async def scale_and_record(dc: DeploymentContext, s: Sync, rs: apps_pb2.ReplicaS
 
 
 async def is_scaling_event(dc: DeploymentContext, s: Sync) -> bool:
-    """isScalingEvent: an active ReplicaSet was sized for other replicas than the Deployment's."""
+    """isScalingEvent: an active ReplicaSet was sized for other replicas than the Deployment's (its
+    ``deployment.kubernetes.io/desired-replicas`` is not the Deployment's replicas)."""
     new, old = await get_all(dc, s, create=False)
     for rs in active([*old, new]):
         desired = desired_replicas_annotation(rs)
@@ -293,7 +305,9 @@ async def sync_scale(dc: DeploymentContext, s: Sync) -> None:
 async def _scale(dc: DeploymentContext, s: Sync, new: apps_pb2.ReplicaSet | None,
                  old: list[apps_pb2.ReplicaSet]) -> None:
     """scale: proportional scaling, so a resize in the middle of a rollout neither hastens nor
-    slows it."""
+    slows it. The one active ReplicaSet takes the new size; with several, the difference (up to
+    replicas + maxSurge in all) is shared in proportion to their sizes
+    (``deployment.kubernetes.io/max-replicas``), leftovers to the largest."""
     d = s.d
     only = find_active_or_latest(new, old)
     if only is not None:
@@ -336,7 +350,8 @@ async def _scale(dc: DeploymentContext, s: Sync, new: apps_pb2.ReplicaSet | None
 
 
 async def check_paused_conditions(dc: DeploymentContext, s: Sync) -> None:
-    """checkPausedConditions: Progressing Unknown while paused (so no deadline runs out), and when resumed."""
+    """checkPausedConditions: Progressing Unknown while paused (DeploymentPaused, so no deadline runs
+    out), and when resumed (DeploymentResumed)."""
     d = s.d
     if not has_progress_deadline(d):
         return
@@ -354,8 +369,9 @@ async def check_paused_conditions(dc: DeploymentContext, s: Sync) -> None:
 
 
 async def cleanup(dc: DeploymentContext, s: Sync, old: list[apps_pb2.ReplicaSet]) -> None:
-    """cleanupDeployment: delete the oldest revisions over revisionHistoryLimit — only those scaled
-    to 0 with no pods left and their last size observed."""
+    """cleanupDeployment, once the rollout is complete or while paused: delete the old ReplicaSets
+    over revisionHistoryLimit, oldest revision first — only those scaled to 0 with no pods left and
+    their last size observed."""
     d = s.d
     if not has_revision_history_limit(d):
         return
@@ -379,7 +395,10 @@ async def cleanup(dc: DeploymentContext, s: Sync, old: list[apps_pb2.ReplicaSet]
 
 async def sync_status(dc: DeploymentContext, s: Sync, all_rss: list[apps_pb2.ReplicaSet],
                       new: apps_pb2.ReplicaSet | None) -> None:
-    """syncDeploymentStatus: the status from the ReplicaSets, written if it changed."""
+    """syncDeploymentStatus: the status from the ReplicaSets, written if it changed: ``replicas``,
+    ``updatedReplicas``, ``readyReplicas``, ``availableReplicas``, ``unavailableReplicas``,
+    ``terminatingReplicas`` summed over the ReplicaSets' statuses, ``observedGeneration``, and the
+    condition ``Available`` (MinimumReplicasAvailable / MinimumReplicasUnavailable)."""
     status = calculate_status(all_rss, new, s.d)
     if status == s.d.status:
         return

@@ -60,7 +60,12 @@ class NoQueueMetrics:
 
 
 class QueueMetrics(NoQueueMetrics):
-    """Per-queue bookkeeping behind the workqueue_* metrics of one named queue."""
+    """Per-queue bookkeeping behind the workqueue_* metrics of one named queue: the same Prometheus
+    metrics as a Kubernetes controller manager (``workqueue_depth``, ``workqueue_adds_total``,
+    ``workqueue_queue_duration_seconds``, ``workqueue_work_duration_seconds``,
+    ``workqueue_unfinished_work_seconds``, ``workqueue_longest_running_processor_seconds``;
+    ``workqueue_retries_total`` through :func:`retries`), labelled ``name``, on the default
+    ``prometheus_client`` registry."""
 
     enabled = True
 

@@ -23,10 +23,25 @@ def _log_task_failure(task: asyncio.Task[Any]) -> None:
 
 
 class WorkQueue(Generic[K]):
-    """A FIFO of keys with client-go's dirty/processing semantics.
+    """A FIFO of keys with client-go's dirty/processing semantics, with ``shutdown`` and
+    ``shutdown_with_drain``.
+
+    Informer event handlers put object keys (usually ``"namespace/name"``) on a queue and a handful
+    of worker coroutines take them off, reconcile, and call :meth:`done`. The queue gives the same
+    guarantees as client-go:
+
+    * a key is never handed to two workers at once;
+    * a key added again while it is queued is collapsed into the queued copy;
+    * a key added again while a worker holds it is marked *dirty* and queued once more as soon as
+      the worker calls ``done``;
+    * otherwise keys come out in FIFO order.
 
     ``dirty`` holds every key that needs processing; ``processing`` every key a worker holds.
     The FIFO only ever contains keys that are dirty and not being processed, each once.
+
+    Everything runs on one event loop: the methods other than ``get`` and ``shutdown_with_drain``
+    are plain synchronous calls and must be made from the loop's thread. There are no threads and
+    no locks. Time comes from an injectable clock (``clock``); real waiting uses asyncio timers.
     """
 
     def __init__(

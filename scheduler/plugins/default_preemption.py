@@ -3,46 +3,12 @@
 kube-scheduler's defaultpreemption plugin, a PostFilter over the shared preemption Evaluator
 (``scheduler/preemption/evaluator.py``). This module supplies the policy:
 
-- eligibility: ``preemptionPolicy: Never`` never preempts ("not eligible due to
-  preemptionPolicy=Never."); a pod whose nominated node still has lower-priority pods
-  terminating because of a preemption waits for them ("not eligible due to a terminating pod on
-  the nominated node."), unless that node became UnschedulableAndUnresolvable for it. Terminating
-  are the pods the informer shows so (deletionTimestamp and DisruptionTarget) and those this
-  scheduler asked to go that the informer does not show deleted yet (the evaluator's victims in
-  flight): whatever order the eviction's replies and the informer's events come in, a pod
-  preempts once per nomination;
-- victims on a node (``select_victims_on_node``): remove every pod of lower priority; if the pod
-  still does not fit (the filters, with nominated pods), the node cannot help; otherwise add
-  pods back, most important first (priority, then earliest start) — PDB-violating ones before
-  the others — keeping each that still lets the pod fit. What is not reprieved is a victim.
-  So, as the preemption design says, "if node capacity is 10, and pending pod is priority 10 and
-  requires 5 units of resource, and the running pods are {priority 0 request 3, priority 1 request
-  1, priority 2 request 5, priority 3 request 1}, scheduler will preempt the priority 2 pod only". A
-  BestEffort pod frees no requests, so it is never a victim for resources;
-- how many nodes to dry-run: ``minCandidateNodesPercentage`` (10) of the candidates, at least
-  ``minCandidateNodesAbsolute`` (100), from a random offset — the plugin's args
-  (``DefaultPreemptionArgs``, decoded strictly by ``decode_args`` with validation_pluginargs.go's
-  checks);
-- async preemption (the SchedulerAsyncPreemption gate, default on, through ``Features``): the
-  victims are evicted in the background and the pod is held at PreEnqueue until the last
-  victim's deletion was sent.
+- ``DefaultPreemption.pod_eligible_to_preempt_others``: whether the pod may preempt now;
+- ``DefaultPreemption.select_victims_on_node``: which pods on a node are its victims;
+- ``DefaultPreemption.offset_and_num_candidates``: how many nodes to dry-run (``DefaultPreemptionArgs``);
+- ``DefaultPreemption.pre_enqueue``: async preemption (KEP-4832) holds the pod while its victims go.
 
-The PostFilter's message is prefixed "preemption: " and ends up in the pod's FailedScheduling
-event and PodScheduled condition, after the filters' reasons.
-
-Deferred in-place resizes (KEP-5836, the SchedulerPreemptionForPodResize gate) preempt through
-the same code: their cycle reaches only their own node and only resource fit, so the victims are
-lower-priority pods on that node, chosen as for a new pod (priority, PDBs best effort, grace
-periods honoured, ``preemptionPolicy: Never`` preempts nothing). Such a pod is never nominated.
-How it avoids preempting twice for one resize is the ``deferredResizeNomination`` arg ("Tracking
-Preemption Nominations to Avoid Double Preemption"):
-
-- ``None`` (default, Option 1, the alpha behaviour): nothing — while a victim with a long grace
-  period terminates, or after a scheduler restart, the resize may preempt again (the API's
-  idempotent deletes and the priority model accept the waste);
-- ``SpecNodeName`` (Option 4): the pod's ``spec.nodeName`` is its nomination — the eligibility
-  check above applies on that node, so no new victims while lower-priority pods there are still
-  terminating by preemption; as the state is in the API objects, it survives scheduler restarts.
+Deferred in-place resizes (KEP-5836) preempt through the same code (``DefaultPreemption.post_filter``).
 """
 
 from __future__ import annotations
@@ -86,7 +52,21 @@ ArgsError = pa.ArgsError
 
 @dataclass(frozen=True)
 class DefaultPreemptionArgs:
-    """kube-scheduler's DefaultPreemptionArgs, with its v1 defaults."""
+    """kube-scheduler's DefaultPreemptionArgs, with its v1 defaults: ``minCandidateNodesPercentage``
+    (10) and ``minCandidateNodesAbsolute`` (100) say how many nodes to dry-run
+    (``DefaultPreemption.offset_and_num_candidates``).
+
+    ``deferredResizeNomination`` (kplane's) says how a deferred resize avoids preempting twice for
+    one resize (KEP-5836 "Tracking Preemption Nominations to Avoid Double Preemption"):
+
+    - ``None`` (default, Option 1, the alpha behaviour): nothing — while a victim with a long grace
+      period terminates, or after a scheduler restart, the resize may preempt again (the API's
+      idempotent deletes and the priority model accept the waste);
+    - ``SpecNodeName`` (Option 4): the pod's ``spec.nodeName`` is its nomination — the eligibility
+      check (``DefaultPreemption.pod_eligible_to_preempt_others``) applies on that node, so no new
+      victims while lower-priority pods there are still terminating by preemption; as the state is
+      in the API objects, it survives scheduler restarts.
+    """
 
     min_candidate_nodes_percentage: int = 10
     min_candidate_nodes_absolute: int = 100
@@ -95,7 +75,8 @@ class DefaultPreemptionArgs:
 
 
 def decode_args(raw: Any, path: str = "") -> DefaultPreemptionArgs:
-    """DefaultPreemptionArgs from a pluginConfig entry's ``args``; ArgsError names the bad field."""
+    """DefaultPreemptionArgs from a pluginConfig entry's ``args``, decoded strictly with
+    validation_pluginargs.go's checks; ArgsError names the bad field."""
     fields = pa.fields(raw, path, NAME, ("minCandidateNodesPercentage", "minCandidateNodesAbsolute",
                                          "deferredResizeNomination"))
     pct_path = pa.join(path, "minCandidateNodesPercentage")
@@ -174,7 +155,10 @@ class DefaultPreemption(PreemptionPlugin):
         await self.evaluator.drain()
 
     def pre_enqueue(self, pod: core_pb2.Pod) -> Status | None:
-        """A pod whose victims are still being asked to go waits: it must not preempt again."""
+        """A pod whose victims are still being asked to go waits: it must not preempt again. With async
+        preemption (the SchedulerAsyncPreemption gate, default on, through ``Features``) the victims
+        are evicted in the background and the pod is held here until the last victim's deletion was
+        sent."""
         if self.evaluator.is_pod_running_preemption(pod.metadata.uid):
             return Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, "waiting for the preemption for this pod to be finished")
         return None
@@ -188,6 +172,15 @@ class DefaultPreemption(PreemptionPlugin):
 
     async def post_filter(self, state: CycleState, pod: core_pb2.Pod,
                           diagnosis: Diagnosis) -> tuple[PostFilterResult | None, Status | None]:
+        """Preempt through the evaluator. The message is prefixed "preemption: " and ends up in the
+        pod's FailedScheduling event and PodScheduled condition, after the filters' reasons.
+
+        Deferred in-place resizes (KEP-5836, the SchedulerPreemptionForPodResize gate) preempt
+        through the same code: their cycle reaches only their own node and only resource fit, so the
+        victims are lower-priority pods on that node, chosen as for a new pod (priority, PDBs best
+        effort, grace periods honoured, ``preemptionPolicy: Never`` preempts nothing). Such a pod is
+        never nominated; ``deferredResizeNomination`` (``DefaultPreemptionArgs``) says how it avoids
+        preempting twice."""
         result, status = await self.evaluator.preempt(state, pod, diagnosis)
         if status is not None and status.message():
             return result, Status(status.code, "preemption: " + status.message(), plugin=NAME, error=status.error)
@@ -196,11 +189,20 @@ class DefaultPreemption(PreemptionPlugin):
     # ------------------------------------------------------------ the evaluator's policy
 
     def offset_and_num_candidates(self, num_nodes: int) -> tuple[int, int]:
+        """How many nodes to dry-run: ``minCandidateNodesPercentage`` of the candidates, at least
+        ``minCandidateNodesAbsolute``, from a random offset."""
         n = num_nodes * self.min_percentage // 100
         n = max(n, self.min_absolute)
         return self._rand.randrange(num_nodes) if num_nodes else 0, min(n, num_nodes)
 
     def pod_eligible_to_preempt_others(self, pod: core_pb2.Pod, nominated_status: Status | None) -> tuple[bool, str]:
+        """``preemptionPolicy: Never`` never preempts ("not eligible due to preemptionPolicy=Never."); a
+        pod whose nominated node still has lower-priority pods terminating because of a preemption
+        waits for them ("not eligible due to a terminating pod on the nominated node."), unless that
+        node became UnschedulableAndUnresolvable for it. Terminating are the pods the informer shows
+        so (deletionTimestamp and DisruptionTarget) and those this scheduler asked to go that the
+        informer does not show deleted yet (the evaluator's victims in flight): whatever order the
+        eviction's replies and the informer's events come in, a pod preempts once per nomination."""
         if pod.spec.HasField("preemption_policy") and pod.spec.preemption_policy == "Never":
             return False, "not eligible due to preemptionPolicy=Never."
         node = self.handle.nominated_node(pod)
@@ -224,6 +226,16 @@ class DefaultPreemption(PreemptionPlugin):
 
     def select_victims_on_node(self, state: CycleState, pod: core_pb2.Pod, ni: NodeInfo,
                                pdbs: list[PDB]) -> tuple[list[core_pb2.Pod], int, Status | None]:
+        """Remove every pod of lower priority; if the pod still does not fit (the filters, with
+        nominated pods), the node cannot help; otherwise add pods back, most important first
+        (priority, then earliest start) — PDB-violating ones before the others — keeping each that
+        still lets the pod fit. What is not reprieved is a victim.
+
+        So, as the preemption design says, "if node capacity is 10, and pending pod is priority 10
+        and requires 5 units of resource, and the running pods are {priority 0 request 3, priority 1
+        request 1, priority 2 request 5, priority 3 request 1}, scheduler will preempt the priority 2
+        pod only". A BestEffort pod frees no requests, so it is never a victim for resources.
+        """
         fw = self.handle
         priority = pod_priority(pod)
         potential = [pi for pi in ni.pods if pi.priority < priority]

@@ -5,52 +5,11 @@ Resource Allocation, "With structured parameters": the scheduler allocates from 
 ResourceSlices publish, "keeping information about ResourceClaim allocations in memory and writing
 this information to the ResourceClaim objects in the background while concurrently binding").
 
-- PreEnqueue: a pod whose claims are not all there yet (not created, not its own, being deleted)
-  is not popped at all: it waits, gated, in the unschedulable pool until an event below — no
-  failing attempt, no backoff, no status write (Kubernetes' PreEnqueue; the same checks as
-  PreFilter's first step, ``_pod_claims``).
-- PreFilter: a pod without ``spec.resourceClaims`` Skips the plugin. Every claim it names must
-  exist — a template's claim recorded by the resourceclaim controller in
-  ``status.resourceClaimStatuses``, and controlled by the pod —, not be being deleted, and, when
-  allocated, be reserved for the pod or have room in ``status.reservedFor``; otherwise the pod waits,
-  UnschedulableAndUnresolvable (``waiting for resource claim: pod "default/p": ResourceClaim not
-  created yet``), until an event below. A claim another pod's cycle allocated but has not yet
-  written waits too (``resource claim default/c is in the process of being allocated``). For the
-  claims to allocate every request's DeviceClass must exist (``request gpu: device class X does not
-  exist``) and its selectors be ones kplane evaluates (exact values: ``machinery.dra.selectors``);
-  an ``Allocator`` is prepared over the devices allocated now: those the informer's claims hold,
-  plus those this plugin set aside for pods in flight.
-- Filter: an allocated claim's ``allocation.nodeSelector`` must match the node (``resourceclaim not
-  available on the node``); the claims to allocate must all fit the node's free devices (``cannot
-  allocate all claims``: each request ``count`` devices of its class, matching its selectors, no
-  device twice). Both are UnschedulableAndUnresolvable, as in Kubernetes: preempting pods frees no
-  devices. The node's allocation is kept for Reserve.
-- Reserve: the chosen node's allocation is set aside (``_in_flight``, Kubernetes' inFlightAllocations)
-  so the next pod's cycle, which runs before this pod's PreBind, counts those devices as taken;
-  Unreserve gives them back (and takes the pod out of ``reservedFor`` of a claim PreBind reserved).
-- PreBind (before Bind): for each claim not reserved for the pod yet, the finalizer
-  ``resource.kubernetes.io/delete-protection`` (a normal update), then ``status.allocation`` (the
-  devices and the node selector) and the pod in ``status.reservedFor`` (the status subresource),
-  retried on a conflict with a fresh read. The claim as written is kept (``_assumed``) until the
-  informer shows that version, so its devices count as allocated meanwhile.
+- ``DynamicResources``: PreEnqueue, PreFilter, Filter, Reserve / Unreserve and PreBind, in that order.
+- ``DynamicResources.events_to_register``: what makes a pod this plugin rejected schedulable.
+- ``pods_for_claim``: the claim -> pods index behind the claim events' PreQueueingHint (KEP-6132).
 
-What makes a pod this plugin rejected schedulable (its QueueingHints): a ResourceClaim added or
-updated (``is_schedulable_after_claim_change``); the pod's own ``status.resourceClaimStatuses``
-filled in (``is_schedulable_after_pod_change``); a ResourceSlice added or its devices changed
-(``is_schedulable_after_slice_change``); a DeviceClass added or updated; a node added or
-relabelled. Each registration says why.
-
-``pods_for_claim(handle, namespace, name)`` reads the claim -> pods index this plugin adds to the
-scheduler's pod informer (``POD_RESOURCE_CLAIM_INDEX``, by spec: every pod whose
-``spec.resourceClaims`` resolve to the claim, its owner or not). Over it, the claim events'
-PreQueueingHint (``pre_queueing_hint_for_claim``, KEP-6132 "Design Details", "DRA Plugin
-Implementation") names the pods a claim event can concern, so the queue asks the claim hint about
-those alone instead of every pod in the unschedulable pool: a deallocation, or an index that
-cannot answer, is every pod. The failpoint ``scheduler/dra-pre-queueing-hint-skip`` (armed with
-``error``) makes it wrongly name no pod, so a test can see the periodic flush rescue a pod.
-
-Not here (Kubernetes has them): PostFilter's deallocation of an idle claim, CEL beyond exact values,
-``firstAvailable``, ``constraints``, admin access, device taints, partitionable devices.
+Not here (PostFilter's deallocation, CEL beyond exact values, ...): docs/scheduler.md, "Dynamic Resource Allocation".
 """
 
 from __future__ import annotations
@@ -114,8 +73,9 @@ FP_PRE_QUEUEING_HINT_SKIP = failpoints.declare(
 def pods_for_claim(handle: Handle, namespace: str, name: str) -> list[core_pb2.Pod]:
     """The pods (of the scheduler's pod informer) whose ``spec.resourceClaims`` name the claim
     ``namespace/name`` directly or through ``status.resourceClaimStatuses`` — every pod that shares
-    it, not only the one its ownerReference names (KEP-6132 "Design Details"). KeyError when no
-    DynamicResources plugin added the index."""
+    it, not only the one its ownerReference names (KEP-6132 "Design Details"). It reads the index
+    ``POD_RESOURCE_CLAIM_INDEX`` this plugin adds to that informer; KeyError when no DynamicResources
+    plugin added it."""
     return handle.pods_by_index(POD_RESOURCE_CLAIM_INDEX, f"{namespace}/{name}")
 
 
@@ -222,10 +182,12 @@ class DynamicResources:
 
     def pre_enqueue(self, pod: core_pb2.Pod) -> Status | None:
         """Kubernetes' PreEnqueue: every claim the pod names must exist, be its own when generated
-        and not be being deleted before it is worth an attempt; otherwise it waits, gated, for
-        the claim events and its own status update (UnschedulableAndUnresolvable). A deferred
-        resize passes: it runs with its claims already, and its cycle checks resource fit only
-        (KEP-5836), so a claim being deleted must not hold back the preemption its resize needs."""
+        and not be being deleted before it is worth an attempt (the same checks as PreFilter's first
+        step, ``_pod_claims``); otherwise the pod is not popped at all: it waits, gated, in the
+        unschedulable pool for the claim events and its own status update (UnschedulableAndUnresolvable),
+        with no failing attempt, no backoff and no status write. A deferred resize passes: it runs
+        with its claims already, and its cycle checks resource fit only (KEP-5836), so a claim being
+        deleted must not hold back the preemption its resize needs."""
         if not self._enabled or not pod.spec.resource_claims or skipped_for_deferred_resize(self.deferred_resizes, pod):
             return None
         try:
@@ -239,7 +201,18 @@ class DynamicResources:
     def pre_filter(self, state: CycleState, pod: core_pb2.Pod,
                    nodes: list[NodeInfo]) -> tuple[PreFilterResult | None, Status | None]:
         """Skip for a pod without claims and for a deferred resize (KEP-5836: every plugin but
-        NodeName and NodeResourcesFit skips one, so Filter does not run for it either)."""
+        NodeName and NodeResourcesFit skips one, so Filter does not run for it either).
+
+        Every claim the pod names must exist (a template's claim recorded by the resourceclaim
+        controller in ``status.resourceClaimStatuses``, and controlled by the pod), not be being
+        deleted, and, when allocated, be reserved for the pod or have room in ``status.reservedFor``;
+        otherwise the pod waits, UnschedulableAndUnresolvable (``waiting for resource claim: pod
+        "default/p": ResourceClaim not created yet``), until an event of ``events_to_register``. A
+        claim another pod's cycle allocated but has not yet written waits too (``resource claim
+        default/c is in the process of being allocated``). The claims to allocate must pass
+        ``_check_requests``; an ``Allocator`` is prepared over the devices allocated now: those the
+        informer's claims hold, plus those this plugin set aside for pods in flight.
+        """
         if not self._enabled or not pod.spec.resource_claims or skipped_for_deferred_resize(self.deferred_resizes, pod):
             return None, Status(Code.SKIP)
         try:
@@ -278,8 +251,9 @@ class DynamicResources:
         return None, None
 
     def _check_requests(self, claim: resource_pb2.ResourceClaim) -> Status | None:
-        """Every request of a claim to allocate names an existing class and only selectors kplane
-        evaluates (Kubernetes' validateDeviceClass; the selectors are kplane's restriction)."""
+        """Every request of a claim to allocate names an existing class (``request gpu: device class X
+        does not exist``) and only selectors kplane evaluates, exact values (``machinery.dra.selectors``;
+        Kubernetes' validateDeviceClass; the selectors are kplane's restriction)."""
         dra = self._dra()
         for request in claim.spec.devices.requests:
             if not request.HasField("exactly"):
@@ -295,6 +269,11 @@ class DynamicResources:
         return None
 
     def filter(self, state: CycleState, pod: core_pb2.Pod, node_info: NodeInfo) -> Status | None:
+        """An allocated claim's ``allocation.nodeSelector`` must match the node (``resourceclaim not
+        available on the node``); the claims to allocate must all fit the node's free devices
+        (``cannot allocate all claims``: each request ``count`` devices of its class, matching its
+        selectors, no device twice). Both are UnschedulableAndUnresolvable, as in Kubernetes:
+        preempting pods frees no devices. The node's allocation is kept for Reserve."""
         s: _State | None = state.get(_STATE_KEY)
         if s is None or not s.claims:
             return None
@@ -316,6 +295,8 @@ class DynamicResources:
     # ------------------------------------------------------------ reserve
 
     def reserve(self, state: CycleState, pod: core_pb2.Pod, node_name: str) -> Status | None:
+        """Set the chosen node's allocation aside (``_in_flight``, Kubernetes' inFlightAllocations), so
+        the next pod's cycle, which runs before this pod's PreBind, counts those devices as taken."""
         s: _State | None = state.get(_STATE_KEY)
         if s is None or s.allocator is None:
             return None
@@ -335,6 +316,8 @@ class DynamicResources:
         return None
 
     def unreserve(self, state: CycleState, pod: core_pb2.Pod, node_name: str) -> None:
+        """Give back what Reserve set aside, and take the pod out of ``reservedFor`` of a claim PreBind
+        reserved."""
         s: _State | None = state.get(_STATE_KEY)
         if s is None:
             return
@@ -368,6 +351,7 @@ class DynamicResources:
     # ------------------------------------------------------------ pre-bind
 
     async def pre_bind(self, state: CycleState, pod: core_pb2.Pod, node_name: str) -> Status | None:
+        """Before Bind, write each claim not reserved for the pod yet (``_bind_claim``)."""
         s: _State | None = state.get(_STATE_KEY)
         if s is None or not s.claims:
             return None
@@ -383,8 +367,11 @@ class DynamicResources:
     async def _bind_claim(self, claim: resource_pb2.ResourceClaim, allocation: resource_pb2.AllocationResult | None,
                           pod: core_pb2.Pod) -> resource_pb2.ResourceClaim:
         """Write the allocation Reserve chose (if any) and the pod's reservation (Kubernetes'
-        bindClaim): the finalizer with a normal update first, then the status; a conflict is
-        retried from a fresh read."""
+        bindClaim): the finalizer ``resource.kubernetes.io/delete-protection`` with a normal update
+        first, then ``status.allocation`` (the devices and the node selector) and the pod in
+        ``status.reservedFor`` through the status subresource; a conflict is retried from a fresh
+        read. The claim as written is kept (``_assumed``) until the informer shows that version, so
+        its devices count as allocated meanwhile."""
         client = self._handle.require_client().resource_claims
         uid = claim.metadata.uid
         current = resource_pb2.ResourceClaim()
@@ -418,6 +405,7 @@ class DynamicResources:
     # ------------------------------------------------------------ queueing hints
 
     def events_to_register(self) -> list[ClusterEventWithHint]:
+        """What makes a pod this plugin rejected schedulable; each registration says why."""
         if not self._enabled:
             return []
         return [
@@ -465,7 +453,11 @@ class DynamicResources:
         nil) may free devices for any pod, so every pod; otherwise the pods whose
         spec.resourceClaims reference the claim, by the pod informer's index — its owner and every
         pod sharing it; none when no pod references it yet (the pod's status update naming it is
-        an event of its own). Any error reading the index: every pod."""
+        an event of its own). Any error reading the index: every pod. So the queue asks the claim
+        hint about the pods named alone instead of every pod in the unschedulable pool.
+
+        The failpoint ``scheduler/dra-pre-queueing-hint-skip`` (armed with ``error``) makes it wrongly
+        name no pod, so a test can see the periodic flush rescue a pod."""
         try:
             failpoints.hit_sync(FP_PRE_QUEUEING_HINT_SKIP)
         except failpoints.FailpointError:

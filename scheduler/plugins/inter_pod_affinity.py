@@ -1,49 +1,14 @@
 """InterPodAffinity: may the pod join the pods in a node's topology domains, and would it like to?
 
 kube-scheduler's interpodaffinity plugin (Kubernetes docs: Assigning Pods to Nodes, "Inter-pod
-affinity and anti-affinity").
-A term names pods (label selector, namespaces / namespaceSelector, matchLabelKeys and
-mismatchLabelKeys already merged by PodInfo) and a ``topologyKey``; a topology domain is a
-pair (key, value of that node label), e.g. (topology.kubernetes.io/zone, V).
+affinity and anti-affinity"). A term names pods (label selector, namespaces / namespaceSelector,
+matchLabelKeys and mismatchLabelKeys already merged by PodInfo) and a ``topologyKey``; a topology
+domain is a pair (key, value of that node label), e.g. (topology.kubernetes.io/zone, V).
 
-- PreFilter counts, per topology pair, over every node of the cycle:
-  the existing pods matching *all* the pod's required affinity terms (one pod must satisfy
-  them all), the existing pods matching each of its required anti-affinity terms, and the
-  existing pods whose required anti-affinity terms match the pod. Nothing to check (no required
-  terms, no existing pod repelling it): Skip, so Filter does not run. ``add_pod`` /
-  ``remove_pod`` move the counts when preemption simulates victims gone or nominated pods in.
-- Filter only looks the node's labels up in those counts:
-  ``node(s) didn't match pod affinity rules`` (UnschedulableAndUnresolvable: removing pods
-  never adds a peer) when the node lacks a term's topology key or its domain has no peer —
-  unless no peer exists anywhere and the pod matches its own terms (the first pod of a group
-  with affinity to itself goes anywhere the topology keys exist);
-  ``node(s) didn't match pod anti-affinity rules`` and ``node(s) didn't satisfy existing pods
-  anti-affinity rules`` (Unschedulable: preemption can remove the pods in the way).
-- PreScore sums, per topology pair, the weights of preferred terms in both directions: the
-  pod's preferred (anti-)affinity terms matching existing pods (+/- weight), existing pods'
-  required affinity terms matching the pod (+ ``hardPodAffinityWeight``, default 1, 0-100),
-  and existing pods' preferred (anti-)affinity terms matching the pod (+/- weight) — the
-  latter skipped for a pod without preferred terms of its own when
-  ``ignorePreferredTermsOfExistingPods`` is set. Score adds the node's domains' sums;
-  NormalizeScore maps min..max to 0..100.
-
-Args (``InterPodAffinityArgs``, decoded strictly by ``decode_args``): ``hardPodAffinityWeight``
-(v1 default 1, "not in valid range [0, 100]" outside it) and
-``ignorePreferredTermsOfExistingPods`` (default false).
-
-What makes a pod this plugin rejected schedulable (its QueueingHints):
-- an assigned pod added, or relabelled, so that it matches all the pod's affinity terms — a
-  peer appeared;
-- an assigned pod deleted, or relabelled, that the pod's anti-affinity repelled — or whose own
-  anti-affinity repelled the pod (kubernetes#134393) — the obstacle is gone;
-- an assigned peer deleted or relabelled away while the pod matches its own affinity terms:
-  with no peer left the first-pod rule lets it go anywhere (kubernetes#141354);
-- a node added, or relabelled, into a domain of one of the pod's affinity topology keys (key
-  gained or value changed); relabelled out of a domain of one of its anti-affinity keys (key
-  dropped or value changed); any node added when the pod has anti-affinity;
-- any node added or relabelled when the pod has no required terms of its own: only existing
-  pods' anti-affinity can have rejected it, and that node may be free of them (kube-scheduler
-  skips this case and leaves the pod to the periodic flush).
+- ``InterPodAffinity.pre_filter`` / ``filter``: the pod's required terms, existing pods' anti-affinity.
+- ``InterPodAffinity.pre_score`` / ``score`` / ``normalize_score``: the preferred terms.
+- ``InterPodAffinity.events_to_register``: what makes a pod this plugin rejected schedulable.
+- ``decode_args``: ``InterPodAffinityArgs``, decoded strictly.
 """
 
 from __future__ import annotations
@@ -269,7 +234,8 @@ def _add_weighted(score: _Counts, terms: Iterable[WeightedAffinityTerm], pod: co
 
 @dataclass(frozen=True)
 class InterPodAffinityArgs:
-    """kube-scheduler's InterPodAffinityArgs, with its v1 defaults."""
+    """kube-scheduler's InterPodAffinityArgs, with its v1 defaults: ``hardPodAffinityWeight`` (1; "not in
+    valid range [0, 100]" outside it) and ``ignorePreferredTermsOfExistingPods`` (false)."""
 
     hard_pod_affinity_weight: int = DEFAULT_HARD_POD_AFFINITY_WEIGHT
     ignore_preferred_terms_of_existing_pods: bool = False
@@ -301,6 +267,11 @@ class InterPodAffinity:
 
     def pre_filter(self, state: CycleState, pod: core_pb2.Pod,
                    nodes: list[NodeInfo]) -> tuple[PreFilterResult | None, Status | None]:
+        """Count, per topology pair, over every node of the cycle: the existing pods matching *all* the
+        pod's required affinity terms (one pod must satisfy them all), the existing pods matching each
+        of its required anti-affinity terms, and the existing pods whose required anti-affinity terms
+        match the pod. Nothing to check (no required terms, no existing pod repelling it): Skip, so
+        Filter does not run."""
         if skipped_for_deferred_resize(self.deferred_resizes, pod):
             return None, Status(Code.SKIP)
         pi = PodInfo(pod)
@@ -319,6 +290,7 @@ class InterPodAffinity:
         return None, None
 
     def add_pod(self, state: CycleState, pod: core_pb2.Pod, to_add: PodInfo, ni: NodeInfo) -> Status | None:
+        """Count ``to_add`` in: preemption simulating nominated pods in."""
         s = state.get(_STATE_KEY)
         if s is None:
             return Status(Code.ERROR, f'reading "{_STATE_KEY}" from cycleState: not found')
@@ -327,6 +299,7 @@ class InterPodAffinity:
         return None
 
     def remove_pod(self, state: CycleState, pod: core_pb2.Pod, to_remove: PodInfo, ni: NodeInfo) -> Status | None:
+        """Count ``to_remove`` out: preemption simulating victims gone."""
         s = state.get(_STATE_KEY)
         if s is None:
             return Status(Code.ERROR, f'reading "{_STATE_KEY}" from cycleState: not found')
@@ -335,6 +308,15 @@ class InterPodAffinity:
         return None
 
     def filter(self, state: CycleState, pod: core_pb2.Pod, ni: NodeInfo) -> Status | None:
+        """Look the node's labels up in PreFilter's counts.
+
+        ``node(s) didn't match pod affinity rules`` (UnschedulableAndUnresolvable: removing pods never
+        adds a peer) when the node lacks a term's topology key or its domain has no peer — unless no
+        peer exists anywhere and the pod matches its own terms (the first pod of a group with affinity
+        to itself goes anywhere the topology keys exist); ``node(s) didn't match pod anti-affinity
+        rules`` and ``node(s) didn't satisfy existing pods anti-affinity rules`` (Unschedulable:
+        preemption can remove the pods in the way).
+        """
         node = ni.node
         if node is None:
             return Status(Code.ERROR, "node not found")
@@ -366,6 +348,11 @@ class InterPodAffinity:
     # ------------------------------------------------------------ score
 
     def pre_score(self, state: CycleState, pod: core_pb2.Pod, nodes: list[NodeInfo]) -> Status | None:
+        """Sum, per topology pair, the weights of preferred terms in both directions: the pod's
+        preferred (anti-)affinity terms matching existing pods (+/- weight), existing pods' required
+        affinity terms matching the pod (+ ``hardPodAffinityWeight``), and existing pods' preferred
+        (anti-)affinity terms matching the pod (+/- weight) — the latter skipped for a pod without
+        preferred terms of its own when ``ignorePreferredTermsOfExistingPods`` is set."""
         snapshot = self.handle.snapshot
         if snapshot is None:
             return Status(Code.ERROR, "empty snapshot in InterPodAffinity PreScore")
@@ -404,6 +391,7 @@ class InterPodAffinity:
         return None
 
     def score(self, state: CycleState, pod: core_pb2.Pod, ni: NodeInfo) -> tuple[int, Status | None]:
+        """The sums of PreScore for the node's domains, added up."""
         s = state.get(_SCORE_STATE_KEY)
         if s is None:
             return 0, Status(Code.ERROR, f'reading "{_SCORE_STATE_KEY}" from cycleState: not found')
@@ -420,6 +408,7 @@ class InterPodAffinity:
 
     def normalize_score(self, state: CycleState, pod: core_pb2.Pod, node_names: list[str],
                         scores: list[int]) -> Status | None:
+        """Map min..max to 0..100."""
         s = state.get(_SCORE_STATE_KEY)
         if s is None or not s.topology_score or not scores:
             return None
@@ -445,6 +434,11 @@ class InterPodAffinity:
                 ClusterEventWithHint(ClusterEvent(NODE, node_actions), self.is_schedulable_after_node_change)]
 
     def is_schedulable_after_pod_change(self, pod: core_pb2.Pod, old: Any, new: Any) -> QueueingHint:
+        """Queue for an assigned pod added, or relabelled, so that it matches all the pod's affinity
+        terms (a peer appeared); an assigned pod deleted, or relabelled, that the pod's anti-affinity
+        repelled — or whose own anti-affinity repelled the pod (kubernetes#134393) — the obstacle is
+        gone; an assigned peer deleted or relabelled away while the pod matches its own affinity terms:
+        with no peer left the first-pod rule lets it go anywhere (kubernetes#141354)."""
         if (new is not None and not new.spec.node_name) or (old is not None and not old.spec.node_name):
             return QueueingHint.QUEUE_SKIP  # an unscheduled pod is in no topology domain
         pi = PodInfo(pod)
@@ -474,6 +468,12 @@ class InterPodAffinity:
         return QueueingHint.QUEUE_SKIP
 
     def is_schedulable_after_node_change(self, pod: core_pb2.Pod, old: Any, new: Any) -> QueueingHint:
+        """Queue for a node added, or relabelled, into a domain of one of the pod's affinity topology
+        keys (key gained or value changed), or relabelled out of a domain of one of its anti-affinity
+        keys (key dropped or value changed); any node added when the pod has anti-affinity; any node
+        added or relabelled when the pod has no required terms of its own: only existing pods'
+        anti-affinity can have rejected it, and that node may be free of them (kube-scheduler skips
+        this case and leaves the pod to the periodic flush)."""
         if new is None:
             return QueueingHint.QUEUE_SKIP
         pi = PodInfo(pod)

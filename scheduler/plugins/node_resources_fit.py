@@ -2,50 +2,12 @@
 
 kube-scheduler's noderesources Fit plugin.
 
-- PreFilter computes the pod's requests once (overhead included; for a pod already reporting
-  status the KEP-1287 rule, though pods being scheduled have none yet).
-- Filter: ``Too many pods`` when the node is at its pod count; ``Insufficient <resource>`` for
-  each resource the pod asks more of than allocatable minus what the node's pods hold (the node's
-  pods count for max(desired unless Infeasible, allocated, actual), so a pending resize keeps
-  its room). When the request exceeds the node's whole allocatable, no preemption can help:
-  UnschedulableAndUnresolvable.
-- Score, by ``scoringStrategy`` (Kubernetes docs: Resource Bin Packing): ``LeastAllocated``
-  (default: spread), ``MostAllocated`` (bin pack) or ``RequestedToCapacityRatio`` (a
-  piecewise-linear shape of utilization), each a weighted average over ``resources`` (default cpu
-  and memory, weight 1). Containers that request no cpu/memory count as 100m / 200Mi here, as in
-  Kubernetes.
-
-Args (``NodeResourcesFitArgs``, decoded strictly by ``decode_args`` with kube-scheduler's v1
-defaults and validation_pluginargs.go's checks): ``ignoredResources``,
-``ignoredResourceGroups`` (extended resources the Filter does not check), ``scoringStrategy``
-``{type, resources: [{name, weight}], requestedToCapacityRatio: {shape: [{utilization,
-score}]}}``. Left out, the strategy is LeastAllocated over cpu and memory; given, its ``type``
-is required, ``resources`` default to cpu and memory and a weight left out or 0 is 1.
-
-What makes a pod this plugin rejected schedulable (its QueueingHints):
-- an assigned pod deleted — its requests leave the node;
-- an assigned pod scaled down (KEP-1287 in-place resize) in a resource the pod asks for, or the
-  pod itself scaled down while pending;
-- a node added, or its allocatable raised, such that an empty node of that size would fit the pod.
-
-Deferred resizes (KEP-5836, the SchedulerPreemptionForPodResize gate): a bound pod whose resize is
-Deferred is checked on its own node only ("NodeResourcesFit Plugin: Calculating Resource Fit in the
-Filter Phase"). The cache already holds the pod, at max(desired, allocated, actual), so it is not
-counted twice: against the node's free room only what the queue's copy asks beyond the cache's
-copy counts (the two may diverge for a moment; the larger wins), and the pod-count check is
-skipped (the pod is on the node). ``deferredResizeAccounting`` chooses how the node's other pods
-count ("Risk of Additional Preemption"):
-
-- ``AllPodsAtMax`` (default, the alpha behaviour): as for new pods, max(desired, allocated,
-  actual) — another pod's pending resize keeps its room, which can preempt more than needed;
-- ``KubeletConsistent``: as the kubelet decides a resize, max(allocated, actual), their own
-  pending resizes ignored; the resizing pod still at max(desired, allocated, actual).
-
-When it fits, the scheduler parks the pod (``schedule_deferred_resize``: "pod resize fits, waiting
-for Kubelet actuation", recorded as this plugin's UnschedulableAndUnresolvable). The hints are
-node-aware for such a pod: an event on another node is QueueSkip; on its node a pod deleted or
-scaled down, the allocatable raised, or — for a parked pod whose room another resize may take —
-another pod scaled up, are Queue; so is a change of the pod's own requests.
+- ``NodeResourcesFit.pre_filter`` / ``filter``: the pod's requests against the node's free room.
+- ``NodeResourcesFit.pre_score`` / ``score``: how full the node would be, by ``scoringStrategy``.
+- ``NodeResourcesFit.events_to_register``: what makes a pod this plugin rejected schedulable.
+- ``decode_args``: ``NodeResourcesFitArgs``, decoded strictly.
+- A bound pod whose resize is Deferred (KEP-5836) is checked on its own node only:
+  ``NodeResourcesFit._filter_deferred``.
 """
 
 from __future__ import annotations
@@ -121,7 +83,21 @@ class ScoringStrategy:
 
 @dataclass(frozen=True)
 class NodeResourcesFitArgs:
-    """kube-scheduler's NodeResourcesFitArgs, with its v1 defaults."""
+    """kube-scheduler's NodeResourcesFitArgs, with its v1 defaults.
+
+    ``ignoredResources`` and ``ignoredResourceGroups`` name extended resources the Filter does not
+    check. ``scoringStrategy`` is ``{type, resources: [{name, weight}], requestedToCapacityRatio:
+    {shape: [{utilization, score}]}}``; left out, the strategy is LeastAllocated over cpu and memory;
+    given, its ``type`` is required, ``resources`` default to cpu and memory and a weight left out or
+    0 is 1.
+
+    ``deferredResizeAccounting`` (kplane's) chooses how the node's other pods count against a
+    deferred resize (KEP-5836 "Risk of Additional Preemption"; ``NodeResourcesFit._filter_deferred``):
+    ``AllPodsAtMax`` (default, the alpha behaviour), as for new pods, max(desired, allocated,
+    actual) — another pod's pending resize keeps its room, which can preempt more than needed;
+    ``KubeletConsistent``, as the kubelet decides a resize, max(allocated, actual), their own pending
+    resizes ignored; the resizing pod still counts at max(desired, allocated, actual).
+    """
 
     ignored_resources: tuple[str, ...] = ()
     ignored_resource_groups: tuple[str, ...] = ()
@@ -183,7 +159,8 @@ def _decode_strategy(raw: Any, path: str) -> ScoringStrategy:
 
 
 def decode_args(raw: Any, path: str = "") -> NodeResourcesFitArgs:
-    """NodeResourcesFitArgs from a pluginConfig entry's ``args``; ArgsError names the bad field."""
+    """NodeResourcesFitArgs from a pluginConfig entry's ``args``, decoded strictly with kube-scheduler's
+    v1 defaults and validation_pluginargs.go's checks; ArgsError names the bad field."""
     fields = pa.fields(raw, path, NAME, ("ignoredResources", "ignoredResourceGroups", "scoringStrategy",
                                          "deferredResizeAccounting"))
     ignored = pa.strings(fields.get("ignoredResources"), pa.join(path, "ignoredResources"))
@@ -279,6 +256,11 @@ def broken_linear(shape: list[tuple[int, int]]):
 
 
 class _Scorer:
+    """One ``scoringStrategy`` (Kubernetes docs: Resource Bin Packing): ``LeastAllocated`` (the
+    default: spread), ``MostAllocated`` (bin pack) or ``RequestedToCapacityRatio`` (a piecewise-linear
+    shape of utilization), each a weighted average over ``resources`` (default cpu and memory,
+    weight 1)."""
+
     def __init__(self, strategy: str, spec: list[tuple[str, int]], shape: list[tuple[int, int]] | None):
         self.resources = spec
         self.strategy = strategy
@@ -345,6 +327,9 @@ class NodeResourcesFit:
     # ------------------------------------------------------------ filter
 
     def pre_filter(self, state: CycleState, pod: core_pb2.Pod, nodes) -> tuple[PreFilterResult | None, Status | None]:
+        """Compute the pod's requests once: overhead included, and for a pod already reporting status
+        the KEP-1287 rule (pods being scheduled have none yet); for a deferred resize, the queue's
+        copy's requests (``_DeferredRequest``)."""
         if self.deferred_resizes and is_deferred_resize(pod):
             state.write(_STATE_KEY, _DeferredRequest(Resource.of(resources.pod_requests(pod)), pod.metadata.uid))
             return None, None
@@ -352,6 +337,11 @@ class NodeResourcesFit:
         return None, None
 
     def filter(self, state: CycleState, pod: core_pb2.Pod, ni: NodeInfo) -> Status | None:
+        """``Too many pods`` when the node is at its pod count; ``Insufficient <resource>`` for each
+        resource the pod asks more of than allocatable minus what the node's pods hold (the node's
+        pods count for max(desired unless Infeasible, allocated, actual), so a pending resize keeps
+        its room). When the request exceeds the node's whole allocatable, no preemption can help:
+        UnschedulableAndUnresolvable (``_unfit_status``). A deferred resize: ``_filter_deferred``."""
         req = state.get(_STATE_KEY)
         if req is None:
             if self.deferred_resizes and is_deferred_resize(pod):
@@ -368,8 +358,17 @@ class NodeResourcesFit:
         return _unfit_status(fit.fits_request(r, alloc, used, len(ni.pods), self.ignored, self.ignored_groups))
 
     def _filter_deferred(self, req: _DeferredRequest, ni: NodeInfo) -> Status | None:
-        """Does the resize fit the node the pod runs on? The pod is counted once: the cache's copy
-        (in the node's pods) at most, plus what the queue's copy asks beyond it."""
+        """Does the resize fit the node the pod runs on? (KEP-5836, the SchedulerPreemptionForPodResize
+        gate: a bound pod whose resize is Deferred is checked on its own node only, "NodeResourcesFit
+        Plugin: Calculating Resource Fit in the Filter Phase".)
+
+        The cache already holds the pod, at max(desired, allocated, actual), so it is not counted
+        twice: against the node's free room only what the queue's copy asks beyond the cache's copy
+        counts (the two may diverge for a moment; the larger wins), and the pod-count check is
+        skipped (the pod is on the node). The node's other pods count as ``deferredResizeAccounting``
+        says (``NodeResourcesFitArgs``). When it fits, the scheduler parks the pod
+        (``schedule_deferred_resize``: "pod resize fits, waiting for Kubelet actuation", recorded as
+        this plugin's UnschedulableAndUnresolvable)."""
         own = next((pi for pi in ni.pods if pi.pod.metadata.uid == req.uid), None)
         want = req.resource.clone()
         if own is not None:
@@ -391,6 +390,8 @@ class NodeResourcesFit:
     # ------------------------------------------------------------ score
 
     def pre_score(self, state: CycleState, pod: core_pb2.Pod, nodes) -> Status | None:
+        """The pod's requests for scoring: containers that request no cpu/memory count as 100m / 200Mi
+        here, as in Kubernetes."""
         req = resources.pod_requests(pod, non_missing=resources.NON_ZERO_DEFAULTS)
         state.write(_SCORE_STATE_KEY, req)
         return None
@@ -418,6 +419,9 @@ class NodeResourcesFit:
                 ClusterEventWithHint(ClusterEvent(NODE, node_actions), self.is_schedulable_after_node_change)]
 
     def is_schedulable_after_pod_event(self, pod: core_pb2.Pod, old: Any, new: Any) -> QueueingHint:
+        """Queue for an assigned pod deleted (its requests leave the node), an assigned pod scaled down
+        (KEP-1287 in-place resize) in a resource the pod asks for, or the pod itself scaled down while
+        pending. A deferred resize: ``_deferred_after_pod_event``."""
         if pod.spec.node_name:
             return self._deferred_after_pod_event(pod, old, new)
         if new is None:  # deleted
@@ -438,7 +442,9 @@ class NodeResourcesFit:
 
     def _deferred_after_pod_event(self, pod: core_pb2.Pod, old: Any, new: Any) -> QueueingHint:
         """Node-aware hints for a deferred resize (KEP-5836 "Failures and Reconsideration"): only
-        what happens on its own node can change its outcome."""
+        what happens on its own node can change its outcome. An event on another node is QueueSkip;
+        on its node a pod deleted or scaled down, or — for a parked pod whose room another resize may
+        take — another pod scaled up, are Queue; so is a change of the pod's own requests."""
         other = new if new is not None else old
         if other is None:
             return QueueingHint.QUEUE
@@ -463,6 +469,8 @@ class NodeResourcesFit:
         return QueueingHint.QUEUE if held_before != held_after else QueueingHint.QUEUE_SKIP
 
     def is_schedulable_after_node_change(self, pod: core_pb2.Pod, old: Any, new: Any) -> QueueingHint:
+        """Queue for a node added, or its allocatable raised, such that an empty node of that size would
+        fit the pod. For a deferred resize, only its own node's allocatable raised."""
         if pod.spec.node_name:  # a deferred resize: its own node only, and only more room
             if new is None or new.metadata.name != pod.spec.node_name:
                 return QueueingHint.QUEUE_SKIP

@@ -1,58 +1,15 @@
 """PodTopologySpread: spread a group of pods evenly over topology domains (zones, nodes, ...).
 
-kube-scheduler's podtopologyspread plugin (Kubernetes docs: Pod Topology Spread Constraints).
+kube-scheduler's podtopologyspread plugin (Kubernetes docs: Pod Topology Spread Constraints). A
+constraint (``spec.topologySpreadConstraints[i]``) counts, per *domain* (one value of the node label
+``topologyKey``), the pods of the pod's namespace that its selector matches, and bounds the skew.
 
-A constraint (``spec.topologySpreadConstraints[i]``) counts, per *domain* (one value of the node
-label ``topologyKey``), the pods of the pod's namespace that its selector matches:
+- ``PodTopologySpread.pre_filter`` / ``filter``: the ``DoNotSchedule`` constraints.
+- ``PodTopologySpread.pre_score`` / ``score`` / ``normalize_score``: the ``ScheduleAnyway`` ones.
+- ``PodTopologySpread.events_to_register``: what makes a pod this plugin rejected schedulable.
+- ``decode_args``: ``PodTopologySpreadArgs``, decoded strictly.
 
-- the selector is ``labelSelector`` (absent: it matches no pod; ``{}``: every pod) ANDed with
-  ``key=<the pod's own value>`` for each of ``matchLabelKeys`` the pod has (others are ignored);
-- a node counts only if it carries every constraint's topologyKey, and, per constraint,
-  ``nodeAffinityPolicy`` (Honor, the default: only nodes matching the pod's nodeSelector and
-  required node affinity) and ``nodeTaintsPolicy`` (Ignore, the default; Honor: only nodes whose
-  NoSchedule/NoExecute taints the pod tolerates) let it; terminating pods never count;
-- the skew of a node is the pods in its domain, plus one if the pod matches its own selector,
-  minus the global minimum: the fewest pods in a counted domain, or 0 while there are fewer
-  counted domains than ``minDomains`` (default 1).
-
-- PreFilter (``whenUnsatisfiable: DoNotSchedule`` constraints; Skip when there are none) counts
-  once per cycle and keeps, per constraint, the two least loaded domains ("critical paths"), so
-  the PreFilter extensions ``add_pod`` / ``remove_pod`` (preemption, nominated pods) keep the
-  minimum right in O(1) on the state clone that simulates one node.
-- Filter: UnschedulableAndUnresolvable ``node(s) didn't match pod topology spread constraints
-  (missing required label)`` for a node without a topologyKey; Unschedulable ``node(s) didn't
-  match pod topology spread constraints`` (preemption may help) when a skew exceeds maxSkew.
-- PreScore / Score / NormalizeScore (``ScheduleAnyway`` constraints; Skip when there are none):
-  a node's raw score sums, per constraint, the pods in its domain times log(domains + 2) (so
-  constraints over few domains are not drowned by those over many) plus maxSkew - 1 (a larger
-  maxSkew tolerates more); fewer is better, so NormalizeScore gives 100 * (max + min - s) / max.
-  Filtered nodes lacking a topologyKey score 0. PreScore computes the raw score of every
-  filtered node, so Score is a dict lookup.
-
-Default constraints (args ``defaultingType``: ``System``, the default — hostname maxSkew 3 and
-zone maxSkew 5, both ScheduleAnyway — or ``List`` with ``defaultConstraints``) are meant for a
-pod without constraints of its own, with the selector of the Services, ReplicaSets,
-StatefulSets and ReplicationControllers that select it. kplane has none of those objects, so
-that selector is always empty and, as kube-scheduler does for a pod nothing selects, no default
-constraint applies: such a pod is skipped at PreFilter and PreScore. The args
-(``PodTopologySpreadArgs``) are still decoded strictly and validated as kube-scheduler validates
-them (``decode_args``).
-
-Counting matching pods is the one costly part (every pod on every node). Per (namespace,
-selector) the count of each node is remembered with the NodeInfo's ``generation``, which changes
-whenever the node's pods do (the cache replaces a PodInfo on every pod update), so successive
-pods of one workload recount only the nodes that changed. A pod edited in place inside a
-NodeInfo, bypassing ``add_pod`` / ``remove_pod``, would go unseen.
-
-Where this differs from kube-scheduler (terminating pods, the node hint): docs/scheduler.md,
-"Differences from kube-scheduler".
-
-What makes a pod this plugin rejected schedulable (its QueueingHints):
-- an assigned pod of its namespace added, deleted, or relabelled so that a hard constraint's
-  selector starts or stops matching it — a domain's count moves;
-- the pod itself gaining a toleration while a hard constraint honours taints — more nodes count;
-- a node added, deleted, relabelled or retainted that carries every topologyKey and that the pod
-  could run on or a constraint counts — a domain appears, disappears, moves or becomes eligible.
+Where this differs from kube-scheduler (terminating pods, the node hint): docs/scheduler.md.
 """
 
 from __future__ import annotations
@@ -132,7 +89,8 @@ class _Constraint:
 
 
 def _selector(c: core_pb2.TopologySpreadConstraint, pod_labels: Mapping[str, str]) -> LabelSelector:
-    """``labelSelector`` AND ``key=<pod's value>`` per matchLabelKeys; absent selects nothing."""
+    """``labelSelector`` AND ``key=<pod's value>`` for each of ``matchLabelKeys`` the pod has (the others
+    are ignored). An absent ``labelSelector`` selects nothing; ``{}`` selects every pod."""
     if not c.HasField("label_selector"):
         return NOTHING  # matchLabelKeys cannot widen a selector that matches nothing
     base = from_match(c.label_selector.match_labels, c.label_selector.match_expressions)
@@ -144,7 +102,7 @@ def _selector(c: core_pb2.TopologySpreadConstraint, pod_labels: Mapping[str, str
 def _constraints_of(specs: Iterable[core_pb2.TopologySpreadConstraint], pod_labels: Mapping[str, str],
                     action: str) -> tuple[_Constraint, ...]:
     """The constraints with ``whenUnsatisfiable == action`` (unset counts as DoNotSchedule, the API's
-    default). Raises SelectorError for a selector that cannot be parsed."""
+    default); ``minDomains`` defaults to 1. Raises SelectorError for a selector that cannot be parsed."""
     return tuple(
         _Constraint(c.max_skew, c.topology_key, _selector(c, pod_labels),
                     c.min_domains if c.HasField("min_domains") else 1,
@@ -166,7 +124,13 @@ def _has_all_keys(labels: Mapping[str, str], constraints: Sequence[_Constraint])
 
 
 class _Inclusion:
-    """Which of a pod's constraints count a node (nodeAffinityPolicy / nodeTaintsPolicy)."""
+    """Which of a pod's constraints count a node (nodeAffinityPolicy / nodeTaintsPolicy).
+
+    ``nodeAffinityPolicy`` Honor (the default) counts only nodes matching the pod's nodeSelector and
+    required node affinity; ``nodeTaintsPolicy`` Ignore is the default, and Honor counts only nodes
+    whose NoSchedule/NoExecute taints the pod tolerates. A node must also carry every constraint's
+    topologyKey, which the callers check.
+    """
 
     __slots__ = ("constraints", "affinity", "tolerations", "check_affinity", "check_taints")
 
@@ -206,7 +170,13 @@ def _zero(ni: NodeInfo) -> int:
 class _MatchCounts:
     """Per (namespace, selector), each node's count of matching pods with the NodeInfo generation it
     was counted at. A generation is never reused and changes with every pod added or removed, so a
-    remembered count is right as long as the generation is the same."""
+    remembered count is right as long as the generation is the same.
+
+    Counting matching pods is the plugin's one costly part (every pod on every node). The generation
+    changes whenever the node's pods do (the cache replaces a PodInfo on every pod update), so
+    successive pods of one workload recount only the nodes that changed. A pod edited in place inside
+    a NodeInfo, bypassing ``add_pod`` / ``remove_pod``, would go unseen.
+    """
 
     def __init__(self, max_selectors: int = 64):
         self._max = max_selectors
@@ -319,7 +289,15 @@ def _missing_state(key: str) -> Status:
 
 @dataclass(frozen=True)
 class PodTopologySpreadArgs:
-    """kube-scheduler's PodTopologySpreadArgs, with its v1 defaults (``defaultingType`` System)."""
+    """kube-scheduler's PodTopologySpreadArgs, with its v1 defaults (``defaultingType`` System).
+
+    Default constraints (``System``: hostname maxSkew 3 and zone maxSkew 5, both ScheduleAnyway; or
+    ``List`` with ``defaultConstraints``) are meant for a pod without constraints of its own, with the
+    selector of the Services, ReplicaSets, StatefulSets and ReplicationControllers that select it.
+    kplane has none of those objects, so that selector is always empty and, as kube-scheduler does for
+    a pod nothing selects, no default constraint applies. The args are still decoded strictly and
+    validated as kube-scheduler validates them (``decode_args``).
+    """
 
     default_constraints: tuple[core_pb2.TopologySpreadConstraint, ...] = ()
     defaulting_type: str = SYSTEM_DEFAULTING
@@ -384,6 +362,8 @@ class PodTopologySpread:
         self._match_counts = _MatchCounts()
 
     def _constraints(self, pod: core_pb2.Pod, action: str) -> tuple[_Constraint, ...]:
+        """The pod's own constraints with ``whenUnsatisfiable == action``. A pod without constraints of its
+        own gets none, so PreFilter and PreScore skip it."""
         if pod.spec.topology_spread_constraints:
             return _constraints_of(pod.spec.topology_spread_constraints, pod.metadata.labels, action)
         # Default constraints take the selector of the Services, ReplicaSets, StatefulSets and
@@ -395,6 +375,11 @@ class PodTopologySpread:
 
     def pre_filter(self, state: CycleState, pod: core_pb2.Pod,
                    nodes: Sequence[NodeInfo]) -> tuple[PreFilterResult | None, Status | None]:
+        """Count, once per cycle, the pods of each domain for the ``whenUnsatisfiable: DoNotSchedule``
+        constraints; Skip when the pod has none. Per constraint the state keeps the two least loaded
+        domains ("critical paths", ``_CriticalPaths``), so that the PreFilter extensions ``add_pod`` /
+        ``remove_pod`` (preemption, nominated pods) keep the minimum right in O(1) on the state clone
+        that simulates one node."""
         if skipped_for_deferred_resize(self.deferred_resizes, pod):
             return None, Status(Code.SKIP)
         try:
@@ -408,6 +393,8 @@ class PodTopologySpread:
 
     def _count_domains(self, pod: core_pb2.Pod, constraints: tuple[_Constraint, ...],
                        nodes: Sequence[NodeInfo]) -> _PreFilterState:
+        """The matching pods per domain, counting a node only if it carries every constraint's
+        topologyKey and, per constraint, its node policies let it (``_Inclusion``)."""
         keys = [c.topology_key for c in constraints]
         inclusion = _Inclusion(pod, constraints)
         counters = [self._match_counts.counter(pod.metadata.namespace, c.selector, len(nodes)) for c in constraints]
@@ -458,6 +445,14 @@ class PodTopologySpread:
         return None
 
     def filter(self, state: CycleState, pod: core_pb2.Pod, ni: NodeInfo) -> Status | None:
+        """UnschedulableAndUnresolvable ``node(s) didn't match pod topology spread constraints (missing
+        required label)`` for a node without a topologyKey; Unschedulable ``node(s) didn't match pod
+        topology spread constraints`` (preemption may help) when a skew exceeds maxSkew.
+
+        The skew of a node is the pods in its domain, plus one if the pod matches its own selector,
+        minus the global minimum: the fewest pods in a counted domain, or 0 while there are fewer
+        counted domains than ``minDomains`` (default 1).
+        """
         s: _PreFilterState | None = state.get(_PRE_FILTER_KEY)
         if s is None:
             return _missing_state(_PRE_FILTER_KEY)
@@ -477,6 +472,8 @@ class PodTopologySpread:
     # ------------------------------------------------------------ score
 
     def pre_score(self, state: CycleState, pod: core_pb2.Pod, nodes: Sequence[NodeInfo]) -> Status | None:
+        """Compute the raw score of every filtered node for the ``ScheduleAnyway`` constraints, so
+        Score is a dict lookup; Skip when the pod has none."""
         snapshot = self.handle.snapshot
         if snapshot is None:
             return Status(Code.ERROR, "getting all nodes: the cycle has no snapshot")
@@ -497,6 +494,9 @@ class PodTopologySpread:
 
     def _score_nodes(self, pod: core_pb2.Pod, constraints: tuple[_Constraint, ...], nodes: Sequence[NodeInfo],
                      all_nodes: Sequence[NodeInfo], require_all: bool) -> _PreScoreState:
+        """A node's raw score sums, per constraint, the pods in its domain times log(domains + 2) (so
+        constraints over few domains are not drowned by those over many) plus maxSkew - 1 (a larger
+        maxSkew tolerates more)."""
         keys = [c.topology_key for c in constraints]
         per_node = [k == HOSTNAME_LABEL for k in keys]  # hostname domains: the node's own pods
         # The domains of the filtered nodes, each with its matching pods (counted below).
@@ -554,6 +554,8 @@ class PodTopologySpread:
 
     def normalize_score(self, state: CycleState, pod: core_pb2.Pod, node_names: list[str],
                         scores: list[int]) -> Status | None:
+        """Fewer matching pods is better: 100 * (max + min - s) / max; filtered nodes lacking a
+        topologyKey score 0."""
         s: _PreScoreState | None = state.get(_PRE_SCORE_KEY)
         if s is None:
             return _missing_state(_PRE_SCORE_KEY)
@@ -590,6 +592,9 @@ class PodTopologySpread:
         ]
 
     def is_schedulable_after_pod_change(self, pod: core_pb2.Pod, old: Any, new: Any) -> QueueingHint:
+        """Queue when an assigned pod of the pod's namespace is added, deleted, or relabelled so that a
+        hard constraint's selector starts or stops matching it (a domain's count moves), or when the pod
+        itself gains a toleration while a hard constraint honours taints (more nodes count)."""
         for changed in (old, new):
             if changed is not None and not _involved(changed, pod):
                 return QueueingHint.QUEUE_SKIP  # unscheduled, or another namespace: counts nowhere
@@ -612,6 +617,9 @@ class PodTopologySpread:
         return QueueingHint.QUEUE_SKIP
 
     def is_schedulable_after_node_change(self, pod: core_pb2.Pod, old: Any, new: Any) -> QueueingHint:
+        """Queue when a node is added, deleted, relabelled or retainted that carries every topologyKey
+        and that the pod could run on or a constraint counts: a domain appears, disappears, moves or
+        becomes eligible."""
         constraints = self._constraints(pod, DO_NOT_SCHEDULE)
         old_matters = old is not None and _node_matters(pod, constraints, old)
         new_matters = new is not None and _node_matters(pod, constraints, new)

@@ -1,48 +1,14 @@
 """Preemption: find the node where evicting lower-priority pods lets the pod fit, and evict them.
 
 kube-scheduler's framework/preemption Evaluator, as the Kubernetes preemption design ("Pod
-Preemption in Kubernetes") and Kubernetes docs: Pod Priority and Preemption describe it:
+Preemption in Kubernetes") and Kubernetes docs: Pod Priority and Preemption describe it.
 
-1. The latest version of the pod must be eligible (``PodEligibleToPreemptOthers``): not
-   ``preemptionPolicy: Never``; not while lower-priority victims on its nominated node are
-   still terminating (no new preemption before the last one took effect).
-2. Candidates: only nodes the filters found ``Unschedulable`` (not Unresolvable) — removing pods
-   can only help there. From a random offset, each is dry-run (``select_victims_on_node`` on a
-   copy of the node and the cycle state) until enough candidates are found (10% of the nodes,
-   at least 100), candidates that violate no PodDisruptionBudget first.
-3. The best candidate, by the criteria in order: fewest PDB violations, lowest highest-victim
-   priority, smallest sum of victim priorities, fewest victims, latest start of the
-   highest-priority victims, then the first.
-4. The victims get the ``DisruptionTarget`` condition (PreemptionByScheduler) and a graceful
-   delete with their own grace period, and a ``Preempted`` event; lower-priority pods nominated
-   to that node lose their nomination so they can look elsewhere.
-5. The pod is nominated to the node (``status.nominatedNodeName``) and waits for the victims.
-
-With async preemption (KEP-4832, the ``SchedulerAsyncPreemption`` gate, on by default as in
-Kubernetes 1.33+) step 4 runs in a background task and the pod is nominated at once; until the
-task has asked for the last victim's deletion, the pod's PreEnqueue (DefaultPreemption) keeps it
-out of activeQ, so it cannot preempt again for the same room. Victims are evicted as
-kube-scheduler's async path does: all but the last concurrently, then, if they all went, the
-last (from then on the preemption counts as done). Without the gate the same happens inside the
-scheduling cycle (kube-scheduler sends them all at once there; one order for both keeps the
-failpoints meaningful on both paths). The failpoints ``scheduler/preemption-after-victims-chosen``
-and ``scheduler/preemption-after-first-victim`` (all victims but the last are being deleted) sit
-between the steps, so a chaos test can kill the scheduler there and check that the restarted
-one converges.
-
-**Victims in flight.** The scheduler sees its victims go through its informer, and the informer
-may be behind the API's replies: the eviction task can have finished (so PreEnqueue lets the
-pod in again) while the cache still shows every victim running, with no deletionTimestamp —
-and a victim with grace period 0 never shows one at all, it is simply removed. Step 1's check
-alone would then let the pod preempt a second time, for room that is already being freed (the
-same victims again, or others: over-preemption). So the evaluator remembers every pod it asked
-to go, from the moment it chose it until the informer shows it deleted (kube-scheduler's
-"preemptor -> victims in flight", kept until the victims are seen gone rather than until the
-calls return), and step 1 counts such a pod on the nominated node as terminating by
-preemption. A victim whose eviction failed, or that was spared, is forgotten at once. Its
-``Preempted`` events are recorded once every victim of the preemption was asked to go, so in
-the history all of one preemption's ``DisruptionTarget`` marks come before its events
-(``kplane check``'s ``no-preemption-while-victims-going`` tells preemptions apart by that).
+- ``Evaluator.preempt``: PostFilter, the steps of a preemption in order.
+- ``Evaluator.prepare_candidate`` / ``prepare_candidate_async``: the evictions, in the cycle or in a
+  background task (async preemption, KEP-4832).
+- ``Evaluator.is_victim_in_flight``: the victims remembered until the informer shows them deleted.
+- ``PreemptionPlugin``: what a preemption plugin (DefaultPreemption) supplies; ``current_pdbs``:
+  the PodDisruptionBudgets as the evaluator reads them.
 """
 
 from __future__ import annotations
@@ -77,6 +43,8 @@ from scheduler.metrics import RESIZE_VICTIMS
 
 log = get_logger()
 
+# The failpoints sit between the steps of a preemption (``Evaluator.preempt``), so a chaos test can kill the
+# scheduler there and check that the restarted one converges.
 FP_AFTER_VICTIMS_CHOSEN = failpoints.declare(
     "scheduler/preemption-after-victims-chosen", "a node and its victims are chosen; no victim is touched yet")
 FP_AFTER_FIRST_VICTIM = failpoints.declare(
@@ -163,7 +131,9 @@ def pod_terminating_by_preemption(pod: core_pb2.Pod) -> bool:
 
 
 def pick_one_node(candidates: list[Candidate]) -> Candidate:
-    """kube-scheduler's pickOneNodeForPreemption: the criteria in order until one node is left."""
+    """kube-scheduler's pickOneNodeForPreemption: the criteria in order until one node is left —
+    fewest PDB violations, lowest highest-victim priority, smallest sum of victim priorities, fewest
+    victims, latest start of the highest-priority victims, then the first."""
     def earliest_start_of_highest(c: Candidate) -> float:
         top = pod_priority(c.victims[0])
         # A victim not started yet counts as starting now, the latest time there is.
@@ -232,7 +202,17 @@ class Evaluator:
     def is_victim_in_flight(self, pod: core_pb2.Pod) -> bool:
         """Whether this scheduler asked ``pod`` to go for a preemption and its informer has not
         shown it deleted yet: for the scheduler's decisions it is terminating by preemption,
-        whatever its cached copy says (the informer may be behind the eviction's replies)."""
+        whatever its cached copy says (the informer may be behind the eviction's replies).
+
+        The eviction task can have finished (so PreEnqueue lets the pod in again) while the cache
+        still shows every victim running, with no deletionTimestamp — and a victim with grace period
+        0 never shows one at all, it is simply removed. The eligibility check alone would then let
+        the pod preempt a second time, for room that is already being freed (the same victims again,
+        or others: over-preemption). So the evaluator remembers every pod it asked to go, from the
+        moment it chose it until the informer shows it deleted (kube-scheduler's "preemptor ->
+        victims in flight", kept until the victims are seen gone rather than until the calls
+        return), and the eligibility check counts such a pod on the nominated node as terminating
+        by preemption. A victim whose eviction failed, or that was spared, is forgotten at once."""
         return pod.metadata.uid in self._in_flight
 
     def _start_in_flight(self, victims: list[core_pb2.Pod]) -> None:
@@ -258,6 +238,19 @@ class Evaluator:
 
     async def preempt(self, state: CycleState, pod: core_pb2.Pod,
                       diagnosis: Diagnosis) -> tuple[PostFilterResult | None, Status | None]:
+        """PostFilter: preempt for ``pod``.
+
+        1. The latest version of the pod must be eligible (``PodEligibleToPreemptOthers``): not
+           ``preemptionPolicy: Never``; not while lower-priority victims on its nominated node are
+           still terminating (no new preemption before the last one took effect).
+        2. Candidates: ``find_candidates``.
+        3. The best candidate: ``pick_one_node``; then the failpoint
+           ``scheduler/preemption-after-victims-chosen``.
+        4. The victims are evicted (``prepare_candidate``); with async preemption (KEP-4832, the
+           ``SchedulerAsyncPreemption`` gate, on by default as in Kubernetes 1.33+) in a background
+           task (``prepare_candidate_async``), and the pod is nominated at once.
+        5. The pod is nominated to the node (``status.nominatedNodeName``) and waits for the victims.
+        """
         resize = self.resize_preemption and is_deferred_resize(pod)
         if not resize:
             ATTEMPTS.inc()  # deferred resizes have their own (scheduler_resize_preemption_attempts_total)
@@ -307,6 +300,8 @@ class Evaluator:
 
     def find_candidates(self, state: CycleState, all_nodes: list[NodeInfo], pod: core_pb2.Pod,
                         diagnosis: Diagnosis) -> tuple[list[Candidate], dict[str, Status]]:
+        """Only nodes the filters found ``Unschedulable`` (not Unresolvable) are candidates — removing
+        pods can only help there; they are dry-run (``dry_run``)."""
         potential = [ni for ni in all_nodes
                      if (st := diagnosis.status_of(ni.name)) is not None and st.code == Code.UNSCHEDULABLE]
         if not potential:
@@ -318,6 +313,10 @@ class Evaluator:
 
     def dry_run(self, state: CycleState, pod: core_pb2.Pod, potential: list[NodeInfo], pdbs: list[PDB], offset: int,
                 wanted: int) -> tuple[list[Candidate], dict[str, Status]]:
+        """From a random offset, each node is dry-run (``select_victims_on_node`` on a copy of the node,
+        and of the cycle state when PreFilter extensions will write to it) until enough candidates are
+        found (10% of the nodes, at least 100: ``offset_and_num_candidates``), candidates that violate
+        no PodDisruptionBudget first."""
         non_violating: list[Candidate] = []
         violating: list[Candidate] = []
         statuses: dict[str, Status] = {}
@@ -388,7 +387,10 @@ class Evaluator:
         return None
 
     def prepare_candidate_async(self, c: Candidate, pod: core_pb2.Pod) -> None:
-        """Evict the victims in a background task; the pod is gated at PreEnqueue meanwhile."""
+        """Evict the victims in a background task; the pod is gated at PreEnqueue meanwhile: until the
+        task has asked for the last victim's deletion, the pod's PreEnqueue (DefaultPreemption,
+        through ``is_pod_running_preemption``) keeps it out of activeQ, so it cannot preempt again for
+        the same room."""
         victims = self._victims_to_evict(c, pod)
         uid = pod.metadata.uid
         self._start_in_flight(victims)
@@ -431,8 +433,19 @@ class Evaluator:
                      on_last: Callable[[core_pb2.Pod], None] | None = None) -> str | None:
         """Evict ``victims``: all but the last concurrently, then — if they all went — the last,
         ``on_last`` told first (from its deletion on the preemption counts as done). The first
-        error is returned and the last victim is spared. The ``Preempted`` events of the victims
-        that went are recorded at the end, once every victim was asked to go."""
+        error is returned and the last victim is spared. Each victim gets the ``DisruptionTarget``
+        condition (PreemptionByScheduler) and a graceful delete with its own grace period
+        (``_evict_one``).
+
+        That order is kube-scheduler's async path; the synchronous path (``prepare_candidate``) uses
+        it too (kube-scheduler sends them all at once there; one order for both keeps the failpoints
+        meaningful on both paths). The failpoint ``scheduler/preemption-after-first-victim`` sits
+        where all victims but the last are being deleted.
+
+        The ``Preempted`` events of the victims that went are recorded at the end, once every victim
+        was asked to go, so in the history all of one preemption's ``DisruptionTarget`` marks come
+        before its events (``kplane check``'s ``no-preemption-while-victims-going`` tells preemptions
+        apart by that)."""
         if not victims:
             return None
         *others, last = victims

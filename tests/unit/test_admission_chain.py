@@ -57,11 +57,11 @@ async def test_a_refusal_stops_the_pass_and_is_counted():
     log: list[str] = []
     chain = AdmissionChain([Mutating("Refuser", log, refuse="admit"), Mutating("Later", log)])
     labels = {"name": "Refuser", "operation": "CREATE", "rejected": "true", "type": "admit"}
-    before = REGISTRY.get_sample_value("apiserver_admission_plugin_admission_duration_seconds_count", labels) or 0
+    before = REGISTRY.get_sample_value("apiserver_admission_controller_admission_duration_seconds_count", labels) or 0
     with pytest.raises(errors.Forbidden):
         await chain.admit(attrs())
     assert log == ["Refuser.admit"]
-    assert REGISTRY.get_sample_value("apiserver_admission_plugin_admission_duration_seconds_count", labels) == \
+    assert REGISTRY.get_sample_value("apiserver_admission_controller_admission_duration_seconds_count", labels) == \
         before + 1
 
 

@@ -32,10 +32,11 @@ from apiserver.rest import server as rest
 from apiserver.watchcache import WatchCache
 from machinery import errors, failpoints, process
 from machinery.admin import AdminServer
-from machinery.featuregates import FeatureGates
+from machinery.featuregates import FeatureGateError, FeatureGates
 from machinery.files import wait_for_files
 from machinery.kinds import KINDS, NAMESPACE, PRIORITY_CLASS
 from machinery.logging import get_logger, setup_logging
+from machinery.version import BINARY
 
 log = get_logger()
 SYSTEM_USER = User("system:apiserver", groups=(MASTERS_GROUP,))
@@ -48,6 +49,7 @@ class Options:
     admin_listen: str = "127.0.0.1:0"
     token_auth_file: str = ""
     feature_gates: str = ""
+    emulated_version: str = str(BINARY)
     watch_cache_size: int = 20_000
     history_window: int = 20_000
     bookmark_interval: float = 1.0
@@ -69,6 +71,9 @@ def parse_args(argv: list[str] | None = None) -> Options:
     p.add_argument("--admin-listen", default="127.0.0.1:0", help="HTTP address for /metrics, /healthz, /failpoints")
     p.add_argument("--token-auth-file", required=True, help="static token file (token,user,uid,\"groups\")")
     p.add_argument("--feature-gates", default="", help="A=true,B=false")
+    p.add_argument("--emulated-version", default=str(BINARY),
+                   help=f"behave as this Kubernetes release (its feature gates' defaults, what it serves); "
+                        f"default {BINARY}")
     p.add_argument("--watch-cache-size", type=int, default=20_000, help="events kept per kind for watch resumes")
     p.add_argument("--history-window", type=int, default=20_000,
                    help="revisions of etcd history replayed into the watch cache at start")
@@ -91,9 +96,14 @@ def parse_args(argv: list[str] | None = None) -> Options:
     a = p.parse_args(argv)
     if a.rest_listen:
         rest.check_listen(a.rest_listen, a.tls_cert_file, a.tls_private_key_file)
+    try:
+        FeatureGates.from_flags(a.feature_gates, a.emulated_version)
+    except FeatureGateError as exc:
+        raise SystemExit(str(exc)) from None
     return Options(
         etcd_endpoints=[e.strip() for e in a.etcd_endpoints.split(",") if e.strip()], listen=a.listen,
         admin_listen=a.admin_listen, token_auth_file=a.token_auth_file, feature_gates=a.feature_gates,
+        emulated_version=a.emulated_version,
         watch_cache_size=a.watch_cache_size, history_window=a.history_window, bookmark_interval=a.bookmark_interval,
         watch_batch_interval=a.watch_batch_interval, compaction_retention=a.compaction_retention,
         compaction_interval=a.compaction_interval, max_requests_inflight=a.max_requests_inflight,
@@ -109,7 +119,7 @@ def _split(addr: str) -> tuple[str, int]:
 class ApiServer:
     def __init__(self, opts: Options):
         self.opts = opts
-        self.gates = FeatureGates.parse(opts.feature_gates)
+        self.gates = FeatureGates.from_flags(opts.feature_gates, opts.emulated_version)
         self.etcd = EtcdClient(opts.etcd_endpoints)
         self.cache = WatchCache(self.etcd, capacity=opts.watch_cache_size, window=opts.history_window,
                                 bookmark_interval=opts.bookmark_interval,
@@ -127,7 +137,7 @@ class ApiServer:
         self.rest: rest.RestServer | None = None
         if opts.rest_listen:
             self.rest = rest.RestServer(self.api, opts.rest_listen, opts.tls_cert_file, opts.tls_private_key_file,
-                                        health=self._health_reason)
+                                        health=self._health_reason, release=self.gates.emulated_version)
         self._etcd_error: str | None = "not yet contacted"
         self._tasks: list[asyncio.Task] = []
 

@@ -25,7 +25,7 @@ from cli import cluster, nodes, pki, preflight, printers, topology
 from cli import watch as watch_cmd
 from cli.check import runner as check_runner
 from cli.etcd_binary import EtcdNotFound, find_etcd
-from machinery import errors, jsonconv, quantity
+from machinery import errors, jsonconv, quantity, version
 from machinery.client import Client
 from machinery.kinds import Kind, UnknownKindError, list_accessor, lookup, object_meta
 
@@ -84,8 +84,9 @@ def cmd_up(args: argparse.Namespace) -> int:
     cfg = topology.ClusterConfig(
         data_dir=str(data_dir_of(args)), nodes=args.nodes, node_cpu=args.node_cpu, node_memory=args.node_memory,
         node_pods=args.node_pods, hollow_nodes=args.hollow_nodes, etcd_members=args.etcd_members,
-        feature_gates=args.feature_gates or "", scheduler_config=args.scheduler_config or "",
-        kube_reserved=args.kube_reserved or "", dra_devices=args.dra_devices, apiserver_args=list(args.apiserver_arg),
+        feature_gates=args.feature_gates or "", version=args.version or "",
+        scheduler_config=args.scheduler_config or "", kube_reserved=args.kube_reserved or "",
+        dra_devices=args.dra_devices, apiserver_args=list(args.apiserver_arg),
         kubelet_args=list(args.kubelet_arg), schedulers=args.schedulers, scheduler_args=list(args.scheduler_arg),
         controller_managers=args.controller_managers, controller_manager_args=list(args.controller_manager_arg))
     if args.scheduler_config:
@@ -504,6 +505,10 @@ def build_parser() -> argparse.ArgumentParser:
                     help="also run this many hollow nodes (hollow-node-1..N) in one process, for scale")
     sp.add_argument("--etcd-members", type=int, default=1)
     sp.add_argument("--feature-gates", default="")
+    sp.add_argument("--version", default="", metavar="V",
+                    help="the Kubernetes release every component behaves as (--emulated-version), e.g. 1.36; "
+                    f"{version.FLOOR} to {version.BINARY}, default {version.BINARY}; --<component>-arg="
+                    "--emulated-version=V sets one")
     sp.add_argument("--scheduler-config")
     sp.add_argument("--kube-reserved", default="")
     sp.add_argument("--dra-devices", type=int, default=0,

@@ -1,13 +1,14 @@
 """What ``kplane up`` checks before it starts a process or writes a file.
 
 Every value ``kplane up`` was given is checked here, and each component's flags by that
-component's own code: the feature gates (``FeatureGates.parse``, as every component parses
-them), the ``--scheduler-config`` file (the scheduler's loader, plugin args decoded strictly),
-and the command line ``kplane up`` would run for the apiserver, the scheduler and a kubelet (or
-the hollow nodes), ``--*-arg`` flags included, parsed by the component's argparse parser and then
-checked as the component checks them before it connects (``scheduler.main.check``,
-``kubelet.main.config_from``). Nothing here reads a token, opens a connection or touches the
-data dir, so a refused ``kplane up`` leaves nothing behind that a later one would trip over.
+component's own code: the release (``--version``) and the feature gates at it
+(``FeatureGates.parse``, as every component parses them), the ``--scheduler-config`` file (the
+scheduler's loader, plugin args decoded strictly), and the command line ``kplane up`` would run
+for the apiserver, the scheduler and a kubelet (or the hollow nodes), ``--*-arg`` flags included,
+parsed by the component's argparse parser and then checked as the component checks them before
+it connects (``scheduler.main.check``, ``kubelet.main.config_from``). Nothing here reads a token,
+opens a connection or touches the data dir, so a refused ``kplane up`` leaves nothing behind that
+a later one would trip over.
 
 ``PreflightError``'s message is the one line the user sees, naming the flag.
 """
@@ -22,7 +23,7 @@ from pathlib import Path
 from typing import Callable
 
 from cli import topology
-from machinery import quantity
+from machinery import quantity, version
 from machinery.featuregates import FeatureGateError, FeatureGates
 
 
@@ -34,7 +35,11 @@ def check_up(cfg: topology.ClusterConfig, timeout: float) -> None:
     """Raise PreflightError for the first bad value in ``cfg`` (and ``--timeout``)."""
     _check_numbers(cfg, timeout)
     try:
-        FeatureGates.parse(cfg.feature_gates)
+        release = version.emulated(cfg.version) if cfg.version else version.BINARY
+    except version.VersionError as exc:
+        raise PreflightError(f"invalid --version {cfg.version}: {exc}") from None
+    try:
+        FeatureGates.parse(cfg.feature_gates, release)
     except FeatureGateError as exc:
         raise PreflightError(f"invalid --feature-gates {cfg.feature_gates!r}: {exc}") from None
     if cfg.scheduler_config:

@@ -63,6 +63,8 @@ class ClusterConfig:
     removed_nodes: list[str] = field(default_factory=list)
     etcd_members: int = 1
     feature_gates: str = ""
+    # ``kplane up --version V``: every component's --emulated-version (empty: their own default).
+    version: str = ""
     scheduler_config: str = ""
     kube_reserved: str = ""
     dra_devices: int = 0
@@ -182,9 +184,7 @@ def _leader_elected(cfg: ClusterConfig, a: "_Addresses", server: str, python: st
         admin = a.port(f"{name}.admin", admin_port)
         argv = [python, "-m", module, "--server", server, "--token-file", a.creds("tokens", f"{user}.token"),
                 "--admin-listen", f"{a.listen_host(name)}:{admin}", "--identity", name]
-        if cfg.feature_gates:
-            argv += ["--feature-gates", cfg.feature_gates]
-        argv += extra
+        argv += _shared_flags(cfg) + extra
         out.append(Component(name=name, role=role, argv=argv, admin=f"{a.host(name)}:{admin}",
                              depends_on=["apiserver"]))
     return out
@@ -254,9 +254,14 @@ def _shared_kubelet_flags(cfg: ClusterConfig) -> list[str]:
         flags += ["--dra-devices", str(cfg.dra_devices)]
     if cfg.kube_reserved:
         flags += ["--kube-reserved", cfg.kube_reserved]
-    if cfg.feature_gates:
-        flags += ["--feature-gates", cfg.feature_gates]
-    return flags + cfg.kubelet_args
+    return flags + _shared_flags(cfg) + cfg.kubelet_args
+
+
+def _shared_flags(cfg: ClusterConfig) -> list[str]:
+    """What every component is given alike: the feature gates and the release to emulate (a
+    component's own ``--<component>-arg`` comes after, so it overrides them)."""
+    flags = ["--feature-gates", cfg.feature_gates] if cfg.feature_gates else []
+    return flags + (["--emulated-version", cfg.version] if cfg.version else [])
 
 
 def hollow_component(cfg: ClusterConfig, a: "_Addresses", server: str, python: str) -> Component:
@@ -327,9 +332,7 @@ def build(cfg: ClusterConfig, mode: Mode = "local", python: str = "python") -> l
                 "--rest-listen", f"{a.listen_host('apiserver')}:{api_rest}",
                 "--tls-cert-file", a.creds("pki", "apiserver.crt"),
                 "--tls-private-key-file", a.creds("pki", "apiserver.key")]
-    if cfg.feature_gates:
-        api_argv += ["--feature-gates", cfg.feature_gates]
-    api_argv += cfg.apiserver_args
+    api_argv += _shared_flags(cfg) + cfg.apiserver_args
     components.append(Component(name="apiserver", role="apiserver", argv=api_argv,
                                 grpc=f"{a.host('apiserver')}:{api_port}", rest=f"{a.host('apiserver')}:{api_rest}",
                                 admin=f"{a.host('apiserver')}:{api_admin}", depends_on=members))

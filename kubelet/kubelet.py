@@ -76,32 +76,22 @@ from machinery.informer import Informer
 from machinery.kinds import NODE, POD
 from machinery.logging import get_logger
 from machinery.process import cancel_and_wait, supervise
+from machinery.version import BINARY, Version
 
 __all__ = [  # re-exported: other modules import these from kubelet.kubelet
     "FP_AFTER_ADMIT_CHECKPOINT", "FP_BEFORE_ADMIT_CHECKPOINT", "FP_BEFORE_CREATE_ACK", "FP_RESIZE_AFTER_ACTUATED",
     "FP_RESIZE_AFTER_ALLOCATE", "FP_RESIZE_AFTER_CRI", "FP_RESIZE_BEFORE_ALLOCATE", "MANAGED_CONDITIONS",
-    "NODE_POLICY_VERSION", "RESIZE_VERSION", "TERMINAL_PHASES", "Kubelet", "KubeletConfig", "_needs_sync",
-    "_same_status", "parse_version",
+    "TERMINAL_PHASES", "Kubelet", "KubeletConfig", "_needs_sync", "_same_status",
 ]
 
 log = get_logger()
-
-RESIZE_VERSION = (1, 33)  # in-place resize on by default (KEP-1287 beta)
-NODE_POLICY_VERSION = (1, 36)  # KEP-5836's node-level podPreemptionPolicy
-
-
-def parse_version(text: str) -> tuple[int, int]:
-    text = text.lstrip("v")
-    major, _, rest = text.partition(".")
-    minor = rest.split(".")[0] if rest else "0"
-    return int(major), int(minor)
 
 
 @dataclass
 class KubeletConfig:
     node: NodeConfig
     checkpoint_dir: str
-    emulated_version: str = "1.36"
+    release: Version = BINARY  # --emulated-version: nodeInfo.kubeletVersion; the gates below are at it
     in_place_resize: bool = True  # the InPlacePodVerticalScaling gate
     resize_preemption: bool = False  # the SchedulerPreemptionForPodResize gate (KEP-5836, alpha)
     sync_frequency: float = 10.0
@@ -127,10 +117,9 @@ class Kubelet:
         self.cfg = cfg
         self.name = name = cfg.node.name
         self.client = client
-        version = parse_version(cfg.emulated_version)
-        cfg.node.kubelet_version = f"v{version[0]}.{version[1]}.0"
-        self.resize_supported = cfg.in_place_resize and version >= RESIZE_VERSION
-        self.node_policy_supported = cfg.resize_preemption and version >= NODE_POLICY_VERSION
+        cfg.node.kubelet_version = cfg.release.git_version
+        self.resize_supported = cfg.in_place_resize
+        self.node_policy_supported = cfg.resize_preemption
         self.ops = RuntimeOps(runtime)
         self.pleg = GenericPLEG(runtime)
         self.recorder = EventRecorder(client, "kubelet", name)
@@ -212,7 +201,7 @@ class Kubelet:
             self.workers.enqueue(pod)
         self.ready = True
         log.info("kubelet_ready", node=self.name, pods=len(self.pods.list_all()), resize=self.resize_supported,
-                 emulated_version=self.cfg.emulated_version)
+                 emulated_version=str(self.cfg.release))
 
     async def _publish_devices(self) -> None:
         """The fake DRA driver publishes the node's ResourceSlice, retrying until the API takes it."""

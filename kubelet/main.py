@@ -14,9 +14,10 @@ from machinery import failpoints, process, quantity
 from machinery.admin import AdminServer
 from machinery.api import core_pb2
 from machinery.client import Client
-from machinery.featuregates import FeatureGates
+from machinery.featuregates import FeatureGateError, FeatureGates
 from machinery.files import wait_for_files
 from machinery.logging import get_logger, setup_logging
+from machinery.version import BINARY
 
 log = get_logger()
 
@@ -57,7 +58,8 @@ def add_node_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--kube-reserved", default="", help="cpu=500m,memory=1Gi")
     p.add_argument("--node-labels", default="", help="k=v,k2=v2")
     p.add_argument("--register-with-taints", default="", help="key=value:NoSchedule,...")
-    p.add_argument("--emulated-version", default="1.36", help="behave as this kubelet release (version skew)")
+    p.add_argument("--emulated-version", default=str(BINARY),
+                   help=f"behave as this kubelet release: its feature gates' defaults (version skew); default {BINARY}")
     p.add_argument("--feature-gates", default="")
     p.add_argument("--admin-listen", default="127.0.0.1:0")
     p.add_argument("--sync-frequency", type=float, default=10.0)
@@ -132,12 +134,15 @@ def config_from(a: argparse.Namespace, node_name: str | None = None,
         policies = NodeResourcePolicies(a.cpu_manager_policy, a.memory_manager_policy, a.memory_swap_behavior)
     except ValueError as exc:
         raise SystemExit(str(exc)) from None
-    gates = FeatureGates.parse(a.feature_gates)
+    try:
+        gates = FeatureGates.from_flags(a.feature_gates, a.emulated_version)
+    except FeatureGateError as exc:
+        raise SystemExit(str(exc)) from None
     gates.export()  # kubernetes_feature_enabled, as every component exports it
     node = NodeConfig(node_name, cpu=a.cpu, memory=a.memory, pods=a.pods,
                       kube_reserved=_pairs(a.kube_reserved, "--kube-reserved"),
                       labels=_pairs(a.node_labels, "--node-labels"), taints=_taints(a.register_with_taints))
-    return KubeletConfig(node=node, checkpoint_dir=checkpoint_dir, emulated_version=a.emulated_version,
+    return KubeletConfig(node=node, checkpoint_dir=checkpoint_dir, release=gates.emulated_version,
                          in_place_resize=gates.enabled("InPlacePodVerticalScaling"),
                          resize_preemption=gates.enabled("SchedulerPreemptionForPodResize"),
                          sync_frequency=a.sync_frequency,

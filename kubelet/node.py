@@ -28,6 +28,7 @@ from machinery.client import Client
 from machinery.logging import get_logger
 from machinery.process import cancel_and_wait, supervise
 from machinery.retry import retry_update
+from machinery.version import BINARY
 
 log = get_logger()
 
@@ -58,7 +59,7 @@ class NodeConfig:
     kube_reserved: dict[str, str] = field(default_factory=dict)
     labels: dict[str, str] = field(default_factory=dict)
     taints: list[core_pb2.Taint] = field(default_factory=list)
-    kubelet_version: str = "v1.36.0"
+    kubelet_version: str = BINARY.git_version
     runtime_version: str = "kplane-fake://0.1.0"
     address: str = "127.0.0.1"
 

@@ -2,7 +2,8 @@
 kube-controller-manager's app.Run around their own work).
 
 - ``add_flags``: the flags both take — ``--server``, ``--token-file``, ``--admin-listen``,
-  ``--identity``, ``--leader-elect`` and its three durations, ``--feature-gates``, ``--log-level``;
+  ``--identity``, ``--leader-elect`` and its three durations, ``--feature-gates``,
+  ``--emulated-version``, ``--log-level``;
 - ``check_admin_listen``, ``parse_gates``: their one-line errors, before anything connects;
 - ``Component``: the process's client (named by its field manager), its admin server, and the
   leader-elected loop — with election, the work runs each time this process leads and is
@@ -29,6 +30,7 @@ from machinery.files import wait_for_files
 from machinery.leaderelection import LeaderElectionConfig, LeaderElector
 from machinery.logging import get_logger, setup_logging
 from machinery.process import Service, cancel_and_wait, fail_process, supervise
+from machinery.version import BINARY
 
 log = get_logger()
 
@@ -47,6 +49,8 @@ def add_flags(p: argparse.ArgumentParser, component: str, *, leader_elect: str |
     p.add_argument("--leader-elect-renew-deadline", default=renew_deadline)
     p.add_argument("--leader-elect-retry-period", default=retry_period)
     p.add_argument("--feature-gates", default="")
+    p.add_argument("--emulated-version", default=str(BINARY),
+                   help=f"behave as this Kubernetes release (its feature gates' defaults); default {BINARY}")
     p.add_argument("--log-level", default="info")
 
 
@@ -57,11 +61,12 @@ def check_admin_listen(a: argparse.Namespace) -> None:
 
 
 def parse_gates(a: argparse.Namespace) -> FeatureGates:
-    """``--feature-gates``, exported as ``kubernetes_feature_enabled`` on the component's /metrics."""
+    """``--feature-gates`` at ``--emulated-version``, exported as ``kubernetes_feature_enabled`` on
+    the component's /metrics."""
     try:
-        gates = FeatureGates.parse(a.feature_gates)
+        gates = FeatureGates.from_flags(a.feature_gates, a.emulated_version)
     except FeatureGateError as exc:
-        raise SystemExit(f"invalid --feature-gates: {exc}") from None
+        raise SystemExit(str(exc)) from None
     gates.export()
     return gates
 

@@ -33,9 +33,6 @@ from scheduler.scheduler import Scheduler
 
 log = get_logger()
 
-EMULATED_VERSION = "1.36"  # the release whose behaviour this scheduler has
-
-
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="python -m scheduler", description="kplane scheduler")
     component.add_flags(p, "scheduler", leader_elect=None, lease_duration=None, renew_deadline=None,
@@ -45,17 +42,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                    help="how long a pod may wait in the unschedulable pool before it is retried anyway (5m)")
     p.add_argument("--assumed-pod-ttl", default="15m",
                    help="how long after its binding an assumed pod may go unseen before it is expired")
-    p.add_argument("--emulated-version", default=EMULATED_VERSION,
-                   help=f"behave as this kube-scheduler release; only {EMULATED_VERSION} so far")
     return p.parse_args(argv)
-
-
-def check_emulated_version(a: argparse.Namespace) -> None:
-    """The scheduler has no behaviour of an older release yet (the kubelet has): any other
-    version is refused rather than accepted and ignored."""
-    if a.emulated_version != EMULATED_VERSION:
-        raise SystemExit(f"invalid --emulated-version {a.emulated_version!r}: the scheduler emulates only "
-                         f"{EMULATED_VERSION} so far")
 
 
 def check(a: argparse.Namespace, registry: dict[str, PluginFactory] | None = None) -> None:
@@ -65,7 +52,6 @@ def check(a: argparse.Namespace, registry: dict[str, PluginFactory] | None = Non
     error. Reads no token and opens no connection, so ``kplane up`` runs it before starting
     anything."""
     registry = registry if registry is not None else default_registry()
-    check_emulated_version(a)
     features = Features.from_gates(component.parse_gates(a))
     cfg, _, _ = build_config(a, registry)
     component.check_admin_listen(a)

@@ -17,9 +17,8 @@ from google.protobuf.message import Message
 
 from apiserver.rest import paths
 from machinery.kinds import Kind
+from machinery.version import Version
 
-# kplane behaves as this Kubernetes release (its kubelets report it too).
-KUBERNETES_VERSION = "v1.36.0"
 OBJECT_VERBS = ["create", "delete", "deletecollection", "get", "list", "patch", "update", "watch"]
 # kubectl get all: the kinds Kubernetes puts in the "all" category.
 _ALL = {"Pod", "ReplicaSet", "Deployment"}
@@ -67,9 +66,13 @@ EXTRAS = (
 )
 
 
-def version() -> dict[str, Any]:
-    major, minor, _ = KUBERNETES_VERSION.lstrip("v").split(".")
-    return {"major": major, "minor": minor, "gitVersion": KUBERNETES_VERSION, "gitCommit": "kplane",
+def version(release: Version) -> dict[str, Any]:
+    """/version of an apiserver at ``release`` (its --emulated-version). kplane's emulated release
+    stands in for that release's binary, so gitVersion is the release's; emulationMajor/Minor say
+    the same, as KEP-4330's apiserver reports its emulated version."""
+    major, minor = str(release.major), str(release.minor)
+    return {"major": major, "minor": minor, "emulationMajor": major, "emulationMinor": minor,
+            "gitVersion": release.git_version, "gitCommit": "kplane",
             "gitTreeState": "clean", "buildDate": "1970-01-01T00:00:00Z", "goVersion": "go1.24 (kplane: Python)",
             "compiler": "gc", "platform": "linux/amd64"}
 

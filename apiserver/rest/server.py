@@ -28,6 +28,7 @@ from apiserver.requests import Api
 from apiserver.rest import access, codec, discovery, openapi, paths, verbs, watch
 from machinery import errors
 from machinery.logging import get_logger
+from machinery.version import BINARY, Version
 
 log = get_logger()
 
@@ -43,7 +44,7 @@ def _openapi_v2_protobuf() -> bytes:
     """A gnostic openapi_v2.Document with swagger "2.0", its info, and no paths or definitions."""
     def field(number: int, payload: bytes) -> bytes:
         return bytes([number << 3 | 2, len(payload)]) + payload
-    info = field(1, b"Kubernetes") + field(2, discovery.KUBERNETES_VERSION.encode())
+    info = field(1, b"Kubernetes") + field(2, BINARY.git_version.encode())
     return field(1, b"2.0") + field(2, info)
 
 
@@ -90,9 +91,10 @@ def _failure(exc: errors.ApiError, kind: Any = None, name: str = "") -> web.Resp
 
 class RestServer:
     def __init__(self, api: Api, listen: str, cert_file: str = "", key_file: str = "",
-                 health: Callable[[], str | None] | None = None):
+                 health: Callable[[], str | None] | None = None, release: Version = BINARY):
         check_listen(listen, cert_file, key_file)
         self.api = api
+        self.release = release  # the apiserver's emulated version: what /version says
         self.host, self._port = split_listen(listen)
         self.cert_file, self.key_file = cert_file, key_file
         self.health = health or (lambda: None)
@@ -162,7 +164,7 @@ class RestServer:
             if path in HEALTH_PATHS or path.startswith(tuple(p + "/" for p in HEALTH_PATHS)):
                 return self._health()
             if path.rstrip("/") == "/version":
-                return _json(discovery.version())
+                return _json(discovery.version(self.release))
             if path == "/openapi" or path.startswith("/openapi/"):
                 self._authenticate(request)
                 return self._openapi(request, path)

@@ -11,8 +11,8 @@ It is left alone (kept out of the queue) while preemption for its resize is disa
 
 - its kubelet says so with ``PodResizePreemptionDisabled=True`` (KEP-5836 "PodResizePreemptionDisabled
   Pod Condition"; the kubelet sets it from its Node's ``spec.podPreemptionPolicy``);
-- or, for a kubelet too old to know that policy (before 1.36, "Version Skew Strategy"), the
-  scheduler reads the Node's ``spec.podPreemptionPolicy.disableResizePreemption`` itself: a
+- or, for a kubelet too old to know that policy (before 1.37, where its gate came in; "Version
+  Skew Strategy"), the scheduler reads the Node's ``spec.podPreemptionPolicy.disableResizePreemption`` itself: a
   non-empty list disables it.
 
 A resize *request* is the pod's uid and ``metadata.generation`` (the apiserver bumps the
@@ -21,17 +21,17 @@ generation on every resize): events, metrics and ``kplane check`` speak of reque
 
 from __future__ import annotations
 
-import re
-
 from machinery.api import core_pb2
+from machinery.featuregates import introduced
+from machinery.version import Version, VersionError
 
 POD_RESIZE_PENDING = "PodResizePending"
 DEFERRED = "Deferred"
 POD_RESIZE_PREEMPTION_DISABLED = "PodResizePreemptionDisabled"
 
-# The first kubelet release that propagates the Node's podPreemptionPolicy to its pods.
-NODE_POLICY_KUBELET = (1, 36)
-_VERSION = re.compile(r"^v?(\d+)\.(\d+)")
+# The first kubelet release that propagates the Node's podPreemptionPolicy to its pods: the one
+# KEP-5836's gate came in at.
+NODE_POLICY_KUBELET = introduced("SchedulerPreemptionForPodResize")
 
 
 def is_deferred_resize(pod: core_pb2.Pod) -> bool:
@@ -61,10 +61,10 @@ def kubelet_knows_node_policy(node: core_pb2.Node) -> bool:
     """Whether the node's kubelet (by ``status.nodeInfo.kubeletVersion``) propagates the node's
     podPreemptionPolicy to pods itself. An unparsable or missing version counts as new: the
     fallback is for kubelets known to be old."""
-    m = _VERSION.match(node.status.node_info.kubelet_version)
-    if m is None:
+    try:
+        return Version.parse(node.status.node_info.kubelet_version) >= NODE_POLICY_KUBELET
+    except VersionError:
         return True
-    return (int(m.group(1)), int(m.group(2))) >= NODE_POLICY_KUBELET
 
 
 def node_disables_resize_preemption(node: core_pb2.Node | None) -> bool:

@@ -300,12 +300,13 @@ async def test_killing_the_kubelet_or_the_runtime_never_loses_a_running_pod(api,
 
 
 async def test_an_old_kubelet_reports_no_status_resources_and_its_pods_cannot_be_resized():
-    """KEP-1287 Version Skew Strategy, end to end: a kubelet emulating 1.30."""
-    tc = start_cluster(nodes=1, kubelet_args=FAST + ["--emulated-version=1.30"])
+    """KEP-1287 Version Skew Strategy, end to end: a kubelet emulating 1.32, where in-place resize
+    is alpha and off by default (its InPlacePodVerticalScaling gate at that release)."""
+    tc = start_cluster(nodes=1, kubelet_args=FAST + ["--emulated-version=1.32"])
     api = tc.client()
     try:
         node = await api.nodes.get("node-1")
-        assert node.status.node_info.kubelet_version == "v1.30.0"
+        assert node.status.node_info.kubelet_version == "v1.32.0"
         await api.pods.create(MakePod().name("old").req(cpu="100m", memory="64Mi").node("node-1").grace(5).obj())
         pod = await _running(api, "old")
         assert not _cs(pod).HasField("resources") and not _cs(pod).allocated_resources

@@ -164,7 +164,7 @@ async def test_hollow_nodes_register_and_run_pods_with_the_kubelets_own_code_pat
     for name in hollow:
         ready = next(c for c in nodes[name].status.conditions if c.type == "Ready")
         assert ready.status == "True"
-        assert nodes[name].status.node_info.kubelet_version == "v1.36.0"
+        assert nodes[name].status.node_info.kubelet_version == "v1.37.0"
         lease = await api.leases.get(name, "kube-node-lease")
         assert lease.spec.holder_identity == name
     pods = [MakePod().name(f"h{i}").req(cpu="500m", memory="64Mi").node(f"hollow-node-{i}")

@@ -33,7 +33,7 @@ prr_cluster = cluster_fixture(nodes=1, schedulers=1, controller_managers=1, node
 @pytest.mark.parametrize("component", ["apiserver", "scheduler", "controller-manager", KUBELET])
 def test_every_component_exports_its_feature_gates(prr_cluster, component):
     assert metric(prr_cluster, component, "kubernetes_feature_enabled",
-                  '{name="InPlacePodVerticalScaling",stage="GA"}') == 1
+                  '{name="InPlacePodVerticalScaling",stage=""}') == 1
     assert metric(prr_cluster, component, "kubernetes_feature_enabled",
                   '{name="SchedulerPreemptionForPodResize",stage="ALPHA"}') == 0
 

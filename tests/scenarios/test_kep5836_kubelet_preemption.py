@@ -183,7 +183,7 @@ async def test_preemption_disabled_goes_when_the_deferred_resize_resolves(api, r
 
 async def test_an_old_kubelet_ignores_the_node_policy():
     tc = start_cluster(nodes=1, node_cpu="4", node_memory="8Gi",
-                       kubelet_args=FAST_KUBELET + ["--emulated-version=1.35"], feature_gates=GATE)
+                       kubelet_args=FAST_KUBELET + ["--emulated-version=1.35", "--feature-gates="], feature_gates=GATE)
     api = tc.client()
     try:
         await api.pods.create(MakePod().name("grow").req(cpu="1", memory="256Mi").node(NODE).grace(1)

@@ -61,7 +61,7 @@ resize_cluster = cluster_fixture(nodes=1, schedulers=1, node_cpu="4", node_memor
 gate_off_cluster = cluster_fixture(nodes=1, schedulers=1, node_cpu="4", node_memory="8Gi",
                                    kubelet_args=FAST_KUBELET)
 old_kubelet_cluster = cluster_fixture(nodes=1, schedulers=1, node_cpu="4", node_memory="8Gi", feature_gates=GATE,
-                                      kubelet_args=FAST_KUBELET + ["--emulated-version=1.35"])
+                                      kubelet_args=FAST_KUBELET + ["--emulated-version=1.35", "--feature-gates="])
 
 
 @pytest.fixture

@@ -32,6 +32,21 @@ def test_a_good_configuration_passes(tmp_path):
     assert not (tmp_path / "d").exists()
 
 
+def test_a_version_reaches_every_component_and_their_own_args_override_it():
+    cfg = topology.ClusterConfig(version="1.35", nodes=1, kubelet_args=["--emulated-version=1.33"],
+                                 ports={n: 1 for n in topology.port_names(topology.ClusterConfig(nodes=1))})
+    preflight.check_up(cfg, 60.0)
+    seen = {}
+    for comp in topology.build(cfg, "local"):
+        flags = [a for i, a in enumerate(comp.argv)
+                 if a.startswith("--emulated-version") or comp.argv[i - 1] == "--emulated-version"]
+        if flags:
+            seen[comp.role] = flags
+    assert seen == {"apiserver": ["--emulated-version", "1.35"], "scheduler": ["--emulated-version", "1.35"],
+                    "controller-manager": ["--emulated-version", "1.35"],
+                    "kubelet": ["--emulated-version", "1.35", "--emulated-version=1.33"]}
+
+
 def test_unknown_feature_gate():
     assert refused(topology.ClusterConfig(feature_gates="NoSuchGate=true")) == \
         "invalid --feature-gates 'NoSuchGate=true': unrecognized feature gate: NoSuchGate"
@@ -58,8 +73,19 @@ def test_scheduler_config_with_a_misspelled_plugin_arg(tmp_path):
      "invalid --kubelet-arg: argument --sync-frequency: invalid float value: 'often'"),
     ({"nodes": 0, "hollow_nodes": 1, "kubelet_args": ["--eviction-hard=memory.available>1Gi"]},
      "invalid --kubelet-arg: invalid eviction configuration"),
-    ({"scheduler_args": ["--emulated-version=1.35"]},
-     "invalid --scheduler-arg: invalid --emulated-version '1.35': the scheduler emulates only 1.36 so far"),
+    ({"scheduler_args": ["--emulated-version=1.30"]},
+     "invalid --scheduler-arg: invalid --emulated-version: emulation version 1.30 is not between [1.32, 1.37]"),
+    ({"feature_gates": "SchedulerPreemptionForPodResize=true", "scheduler_args": ["--emulated-version=1.36"]},
+     "invalid --scheduler-arg: invalid --feature-gates: cannot set feature gate SchedulerPreemptionForPodResize to "
+     "true, feature is PreAlpha at emulated version 1.36, min compatibility version 1.35"),
+    ({"kubelet_args": ["--emulated-version=1.38"]},
+     "invalid --kubelet-arg: invalid --emulated-version: emulation version 1.38 is not between [1.32, 1.37]"),
+    ({"apiserver_args": ["--emulated-version=one"]},
+     "invalid --apiserver-arg: invalid --emulated-version: could not parse 'one' as version"),
+    ({"version": "1.31"}, "invalid --version 1.31: emulation version 1.31 is not between [1.32, 1.37]"),
+    ({"version": "1.36", "feature_gates": "SchedulerPreQueueingHints=false"},
+     "invalid --feature-gates 'SchedulerPreQueueingHints=false': cannot set feature gate SchedulerPreQueueingHints "
+     "to false, feature is PreAlpha at emulated version 1.36"),
     ({"apiserver_args": ["--watch-cache-size=big"]},
      "invalid --apiserver-arg: argument --watch-cache-size: invalid int value: 'big'"),
 ])

@@ -11,7 +11,8 @@ import pytest
 from apiserver.watchcache import encode_frame
 from machinery import disruption, failpoints, jsonconv, kinds, selectors, timeutil
 from machinery.api import core_pb2, policy_pb2, resource_pb2
-from machinery.featuregates import FeatureGateError, FeatureGates
+from machinery.featuregates import KNOWN_GATES, FeatureGateError, FeatureGates, Stage
+from machinery.version import Version
 from tests.harness.builders import MakePod, make_pdb
 
 # ---------------------------------------------------------------- jsonconv
@@ -223,12 +224,62 @@ def test_feature_gates_defaults_overrides_and_errors():
     g = FeatureGates.parse("")
     assert g.enabled("InPlacePodVerticalScaling") and g.enabled("SchedulerPreQueueingHints")
     assert not g.enabled("SchedulerPreemptionForPodResize")
-    g = FeatureGates.parse("SchedulerPreemptionForPodResize=true, InPlacePodVerticalScaling=false")
-    assert g.enabled("SchedulerPreemptionForPodResize") and not g.enabled("InPlacePodVerticalScaling")
+    g = FeatureGates.parse("SchedulerPreemptionForPodResize=true, SchedulerAsyncPreemption=false")
+    assert g.enabled("SchedulerPreemptionForPodResize") and not g.enabled("SchedulerAsyncPreemption")
     with pytest.raises(FeatureGateError, match="unrecognized feature gate: Nope"):
         FeatureGates.parse("Nope=true")
     with pytest.raises(FeatureGateError, match="must be NAME=true or NAME=false"):
         FeatureGates.parse("InPlacePodVerticalScaling=maybe")
+
+
+@pytest.mark.parametrize("release,gate,default,stage", [
+    ("1.32", "InPlacePodVerticalScaling", False, Stage.ALPHA),
+    ("1.33", "InPlacePodVerticalScaling", True, Stage.BETA),
+    ("1.35", "InPlacePodVerticalScaling", True, Stage.GA),
+    ("1.36", "SchedulerPreemptionForPodResize", False, Stage.PRE_ALPHA),
+    ("1.37", "SchedulerPreemptionForPodResize", False, Stage.ALPHA),
+    ("1.36", "SchedulerPreQueueingHints", False, Stage.PRE_ALPHA),
+    ("1.37", "SchedulerPreQueueingHints", True, Stage.BETA),
+    ("1.33", "SchedulerQueueingHints", True, Stage.BETA),
+    ("1.34", "SchedulerQueueingHints", True, Stage.GA),
+    ("1.33", "DynamicResourceAllocation", False, Stage.BETA),
+    ("1.34", "DynamicResourceAllocation", True, Stage.GA),
+])
+def test_each_gate_defaults_as_its_release_had_it(release, gate, default, stage):
+    g = FeatureGates.parse("", Version.parse(release))
+    assert (g.enabled(gate), g.stage(gate)) == (default, stage)
+
+
+def test_gates_refused_at_a_release_say_why_as_kubernetes_does():
+    with pytest.raises(FeatureGateError) as info:
+        FeatureGates.parse("SchedulerPreemptionForPodResize=true", Version(1, 36))
+    assert str(info.value) == ("cannot set feature gate SchedulerPreemptionForPodResize to true, feature is PreAlpha "
+                               "at emulated version 1.36, min compatibility version 1.35")
+    with pytest.raises(FeatureGateError, match="^cannot set feature gate InPlacePodVerticalScaling to false, "
+                                               "feature is locked to true$"):
+        FeatureGates.parse("InPlacePodVerticalScaling=false")
+    at_1_34 = FeatureGates.parse("InPlacePodVerticalScaling=false", Version(1, 34))
+    assert not at_1_34.enabled("InPlacePodVerticalScaling")
+    with pytest.raises(FeatureGateError) as info:  # every refusal at once, as Kubernetes' aggregate error
+        FeatureGates.parse("InPlacePodVerticalScaling=false,SchedulerPreQueueingHints=true", Version(1, 36))
+    assert str(info.value).startswith("[cannot set feature gate InPlacePodVerticalScaling to false, feature is "
+                                      "locked to true, cannot set feature gate SchedulerPreQueueingHints to true")
+    with pytest.raises(FeatureGateError, match="^invalid --emulated-version: emulation version 1.31 is not between "
+                                               r"\[1.32, 1.37\]$"):
+        FeatureGates.from_flags("", "1.31")
+    assert FeatureGates.from_flags("", "v1.33.4").emulated_version == Version(1, 33)
+
+
+def test_gate_histories_are_well_formed():
+    """As Kubernetes' AddVersioned checks them: versions increase, each step changes something,
+    stability never regresses, a lock is never lifted."""
+    order = {Stage.ALPHA: 1, Stage.BETA: 2, Stage.GA: 3, Stage.DEPRECATED: 4}
+    for name, specs in KNOWN_GATES.items():
+        for before, after in zip(specs, specs[1:], strict=False):
+            assert before.version < after.version, name
+            assert (before.default, before.stage, before.locked) != (after.default, after.stage, after.locked), name
+            assert order[after.stage] >= order[before.stage], name
+            assert after.locked or not before.locked, name
 
 
 # ---------------------------------------------------------------- PodDisruptionBudget arithmetic

@@ -14,6 +14,7 @@ from cli import printers as cli_printers
 from machinery import errors
 from machinery.api import core_pb2
 from machinery.kinds import DEPLOYMENT, KINDS, NAMESPACE, NODE, POD, PRIORITY_CLASS, REPLICA_SET
+from machinery.version import BINARY, Version
 from tests.harness.builders import MakePod, make_priority_class
 
 # ---------------------------------------------------------------- paths
@@ -232,9 +233,11 @@ def test_discovery_lists_every_kind_with_its_subresources():
     assert served <= listed
 
 
-def test_version_is_the_release_kplane_emulates():
-    v = discovery.version()
-    assert v["gitVersion"] == discovery.KUBERNETES_VERSION and v["major"] == "1"
+def test_version_is_the_release_the_apiserver_emulates():
+    v = discovery.version(BINARY)
+    assert (v["gitVersion"], v["major"], v["minor"]) == ("v1.37.0", "1", "37")
+    v = discovery.version(Version(1, 35))
+    assert (v["gitVersion"], v["minor"], v["emulationMinor"]) == ("v1.35.0", "35", "35")
 
 
 # ---------------------------------------------------------------- access reviews

@@ -161,11 +161,12 @@ def test_pod_resize_preemption_disabled_condition():
 
 @pytest.mark.parametrize("kubelet,disable,disabled", [
     ("v1.35.0", ("example.com/batch",), True),  # too old to tell its pods: the scheduler reads the node
-    ("v1.36.0", ("example.com/batch",), False),  # it sets PodResizePreemptionDisabled itself
+    ("v1.36.2", ("example.com/batch",), True),  # the last release before KEP-5836's gate came in
+    ("v1.37.0", ("example.com/batch",), False),  # it sets PodResizePreemptionDisabled itself
     ("not-a-version", ("example.com/batch",), False),  # unparsable counts as new
     ("v1.35.0", (), False),  # an empty list disables nothing
 ])
-def test_version_skew_the_node_policy_counts_only_for_kubelets_before_1_36(kubelet, disable, disabled):
+def test_version_skew_the_node_policy_counts_only_for_kubelets_before_1_37(kubelet, disable, disabled):
     assert dr.node_disables_resize_preemption(MakeNode().name("n1").allocatable(cpu="4", memory="8Gi", pods="110")
                                               .kubelet_version(kubelet)
                                               .disable_resize_preemption(*disable).obj()) is disabled
@@ -272,7 +273,7 @@ SKIPPING = [node_unschedulable, taint_toleration, node_ports, node_affinity, int
 def test_every_filter_but_node_name_and_fit_skips_a_deferred_resize(module):
     pod = _with_everything_to_check()
     ni = node_info(MakeNode().name("n1").allocatable(cpu="4", memory="8Gi", pods="110")
-                   .kubelet_version("v1.36.0").obj(), pod)
+                   .kubelet_version("v1.37.0").obj(), pod)
     plugin = module.new(None, new_handle(Services(features=ON)))
     result, status = plugin.pre_filter(CycleState(), pod, [ni])
     assert result is None and status is not None and status.code == Code.SKIP
@@ -282,7 +283,7 @@ def test_every_filter_but_node_name_and_fit_skips_a_deferred_resize(module):
 def test_without_the_gate_the_same_pod_is_checked(module):
     pod = _with_everything_to_check()
     ni = node_info(MakeNode().name("n1").allocatable(cpu="4", memory="8Gi", pods="110")
-                   .kubelet_version("v1.36.0").obj(), pod)
+                   .kubelet_version("v1.37.0").obj(), pod)
     plugin = module.new(None, new_handle(Services(features=OFF)))
     _, status = plugin.pre_filter(CycleState(), pod, [ni])
     assert status is None or status.code != Code.SKIP
@@ -292,7 +293,7 @@ def test_the_gate_skips_only_deferred_pods():
     new_pod = _with_everything_to_check()
     new_pod.spec.node_name = ""  # the same pod, pending: every plugin has work
     ni = node_info(MakeNode().name("n1").allocatable(cpu="4", memory="8Gi", pods="110")
-                   .kubelet_version("v1.36.0").obj())
+                   .kubelet_version("v1.37.0").obj())
     for module in SKIPPING:
         _, status = module.new(None, new_handle(Services(features=ON))).pre_filter(CycleState(), new_pod, [ni])
         assert status is None or status.code != Code.SKIP, module.NAME
@@ -305,17 +306,17 @@ def test_all_pods_at_max_a_node_already_over_committed_by_the_desired_request_is
     """The cache holds the pod at max(desired 3, allocated 1) = 3; beside 2 cpu of others, 3 + 2 > 4."""
     pod = deferred(running("a", desired="3", allocated="1"))
     full = node_info(MakeNode().name("n1").allocatable(cpu="4", memory="8Gi", pods="110")
-                     .kubelet_version("v1.36.0").obj(), pod, running("b", desired="2"))
+                     .kubelet_version("v1.37.0").obj(), pod, running("b", desired="2"))
     assert verdict(run_filter(fit(), pod, full)) == INSUFFICIENT_CPU
     room = node_info(MakeNode().name("n1").allocatable(cpu="4", memory="8Gi", pods="110")
-                     .kubelet_version("v1.36.0").obj(), pod, running("b", desired="1"))
+                     .kubelet_version("v1.37.0").obj(), pod, running("b", desired="1"))
     assert run_filter(fit(), pod, room) is None
 
 
 def test_the_queue_copy_asking_more_than_the_cache_copy_counts_for_the_more():
     cached = deferred(running("a", desired="3", allocated="1"))
     ni = node_info(MakeNode().name("n1").allocatable(cpu="4", memory="8Gi", pods="110")
-                   .kubelet_version("v1.36.0").obj(), cached, running("b", desired="1"))
+                   .kubelet_version("v1.37.0").obj(), cached, running("b", desired="1"))
     assert run_filter(fit(), cached, ni) is None  # 3 + 1 fits 4
     resized_again = deferred(running("a", desired="4", allocated="1"))  # the queue saw it first
     assert verdict(run_filter(fit(), resized_again, ni)) == INSUFFICIENT_CPU  # 4 + 1 does not
@@ -324,26 +325,26 @@ def test_the_queue_copy_asking_more_than_the_cache_copy_counts_for_the_more():
 def test_the_queue_copy_asking_less_than_the_cache_copy_never_counts_for_less():
     cached = deferred(running("a", desired="3", allocated="1"))
     ni = node_info(MakeNode().name("n1").allocatable(cpu="4", memory="8Gi", pods="110")
-                   .kubelet_version("v1.36.0").obj(), cached, running("b", desired="2"))
+                   .kubelet_version("v1.37.0").obj(), cached, running("b", desired="2"))
     reverted = deferred(running("a", desired="2", allocated="1"))
     assert verdict(run_filter(fit(), reverted, ni)) == INSUFFICIENT_CPU  # the cache's 3 + 2 > 4
-    n1 = MakeNode().name("n1").allocatable(cpu="4", memory="8Gi", pods="110").kubelet_version("v1.36.0").obj()
+    n1 = MakeNode().name("n1").allocatable(cpu="4", memory="8Gi", pods="110").kubelet_version("v1.37.0").obj()
     assert run_filter(fit(), reverted, node_info(n1, reverted, running("b", desired="2"))) is None
 
 
 def test_a_deferred_pod_the_node_info_lacks_counts_for_its_full_request():
     """Desired 3 against 2 free: not the 2 it asks beyond its allocation."""
     pod = deferred(running("a", desired="3", allocated="1"))
-    n1 = MakeNode().name("n1").allocatable(cpu="4", memory="8Gi", pods="110").kubelet_version("v1.36.0").obj()
+    n1 = MakeNode().name("n1").allocatable(cpu="4", memory="8Gi", pods="110").kubelet_version("v1.37.0").obj()
     assert verdict(run_filter(fit(), pod, node_info(n1, running("b", desired="2")))) == INSUFFICIENT_CPU
-    n1 = MakeNode().name("n1").allocatable(cpu="4", memory="8Gi", pods="110").kubelet_version("v1.36.0").obj()
+    n1 = MakeNode().name("n1").allocatable(cpu="4", memory="8Gi", pods="110").kubelet_version("v1.37.0").obj()
     assert run_filter(fit(), pod, node_info(n1, running("b", desired="1"))) is None
 
 
 def test_a_deferred_pod_is_on_its_node_already_so_a_full_pod_count_does_not_stop_it():
     pod = deferred(running("a", desired="2", allocated="1"))
     ni = node_info(MakeNode().name("n1").allocatable(cpu="4", memory="8Gi", pods="2")
-                   .kubelet_version("v1.36.0").obj(), pod, running("b", desired="1"))
+                   .kubelet_version("v1.37.0").obj(), pod, running("b", desired="1"))
     assert run_filter(fit(), pod, ni) is None
     new = MakePod().name("new").req(cpu="100m").obj()
     assert verdict(run_filter(fit(), new, ni)) == (Code.UNSCHEDULABLE, ["Too many pods"])
@@ -351,7 +352,7 @@ def test_a_deferred_pod_is_on_its_node_already_so_a_full_pod_count_does_not_stop
 
 def test_a_resize_beyond_the_whole_node_is_unresolvable():
     pod = deferred(running("a", desired="5", allocated="1"))
-    n1 = MakeNode().name("n1").allocatable(cpu="4", memory="8Gi", pods="110").kubelet_version("v1.36.0").obj()
+    n1 = MakeNode().name("n1").allocatable(cpu="4", memory="8Gi", pods="110").kubelet_version("v1.37.0").obj()
     status = run_filter(fit(), pod, node_info(n1, pod))
     assert verdict(status) == (Code.UNSCHEDULABLE_AND_UNRESOLVABLE, ["Insufficient cpu"])
 
@@ -364,7 +365,7 @@ def _kep_four_pods(with_pod4: bool = True) -> tuple[core_pb2.Pod, NodeInfo]:
     if not with_pod4:
         others = others[:2]
     return pod1, node_info(MakeNode().name("n1").allocatable(cpu="4", memory="8Gi", pods="110")
-                           .kubelet_version("v1.36.0").obj(), pod1, *others)
+                           .kubelet_version("v1.37.0").obj(), pod1, *others)
 
 
 def test_kep5836_risk_of_additional_preemption_all_pods_at_max():
@@ -449,17 +450,17 @@ def test_hints_for_a_deferred_pod_look_at_more_room_on_its_node_only():
     pl, me = fit(), _on_n1()
     hint = pl.is_schedulable_after_node_change
     assert hint(me,
-                MakeNode().name("n2").allocatable(cpu="4", memory="8Gi", pods="110").kubelet_version("v1.36.0").obj(),
+                MakeNode().name("n2").allocatable(cpu="4", memory="8Gi", pods="110").kubelet_version("v1.37.0").obj(),
                 MakeNode().name("n2").allocatable(cpu="8", memory="8Gi", pods="110")
-                .kubelet_version("v1.36.0").obj()) == QueueingHint.QUEUE_SKIP
+                .kubelet_version("v1.37.0").obj()) == QueueingHint.QUEUE_SKIP
     assert hint(me,
-                MakeNode().name("n1").allocatable(cpu="4", memory="8Gi", pods="110").kubelet_version("v1.36.0").obj(),
+                MakeNode().name("n1").allocatable(cpu="4", memory="8Gi", pods="110").kubelet_version("v1.37.0").obj(),
                 MakeNode().name("n1").allocatable(cpu="8", memory="8Gi", pods="110")
-                .kubelet_version("v1.36.0").obj()) == QueueingHint.QUEUE
+                .kubelet_version("v1.37.0").obj()) == QueueingHint.QUEUE
     assert hint(me,
-                MakeNode().name("n1").allocatable(cpu="4", memory="8Gi", pods="110").kubelet_version("v1.36.0").obj(),
+                MakeNode().name("n1").allocatable(cpu="4", memory="8Gi", pods="110").kubelet_version("v1.37.0").obj(),
                 MakeNode().name("n1").allocatable(cpu="2", memory="8Gi", pods="110")
-                .kubelet_version("v1.36.0").obj()) == QueueingHint.QUEUE_SKIP
+                .kubelet_version("v1.37.0").obj()) == QueueingHint.QUEUE_SKIP
 
 
 def test_a_pending_pod_still_ignores_another_pods_scale_up():
@@ -502,7 +503,7 @@ def _preemption(nomination: str, features: Features = ON) -> tuple[default_preem
     victim.metadata.deletion_timestamp = timeutil.rfc3339()
     victim.status.conditions.add(type="DisruptionTarget", status="True", reason="PreemptionByScheduler")
     snapshot = Snapshot.of([node_info(MakeNode().name("n1").allocatable(cpu="4", memory="8Gi", pods="110")
-                                      .kubelet_version("v1.36.0").obj(), resizing, victim)])
+                                      .kubelet_version("v1.37.0").obj(), resizing, victim)])
     services = Services(features=features, snapshot=snapshot)
     return default_preemption.new({"deferredResizeNomination": nomination}, new_handle(services)), resizing
 

@@ -2,7 +2,7 @@
 whose resize is Deferred in the queue beside its copy in the cache, and take it out when the
 condition goes, when preemption for it is disabled (its kubelet's PodResizePreemptionDisabled, or —
 "Version Skew Strategy" — its Node's podPreemptionPolicy read by the scheduler for a kubelet older
-than 1.36) or when it is deleted. Such pods are counted in ``scheduler_pending_resize_pods``, never
+than 1.37) or when it is deleted. Such pods are counted in ``scheduler_pending_resize_pods``, never
 in ``scheduler_pending_pods``.
 
 The handlers run over the real cache and queue; the scheduler around them is a namespace with the
@@ -94,7 +94,7 @@ def where(h: EventHandlers, pod: core_pb2.Pod) -> str:
 def test_a_bound_deferred_pod_is_queued_and_counted_as_a_resize_not_a_pending_pod():
     h = handlers()
     h.on_node_add(MakeNode().name("n1").resource_version("1").allocatable(cpu="4", memory="8Gi", pods="110")
-                  .kubelet_version("v1.36.0").obj())
+                  .kubelet_version("v1.37.0").obj())
     pod = deferred()
     h.on_pod_add(pod)
     assert where(h, pod) == ACTIVE_Q
@@ -106,7 +106,7 @@ def test_a_bound_deferred_pod_is_queued_and_counted_as_a_resize_not_a_pending_po
 def test_the_deferred_condition_going_takes_the_pod_out_and_coming_back_puts_it_in():
     h = handlers()
     h.on_node_add(MakeNode().name("n1").resource_version("1").allocatable(cpu="4", memory="8Gi", pods="110")
-                  .kubelet_version("v1.36.0").obj())
+                  .kubelet_version("v1.37.0").obj())
     pod = deferred()
     h.on_pod_add(pod)
     actuated = update(h, pod, drop_condition("PodResizePending"))
@@ -119,7 +119,7 @@ def test_the_deferred_condition_going_takes_the_pod_out_and_coming_back_puts_it_
 def test_pod_resize_preemption_disabled_keeps_the_pod_out_counted_once():
     h = handlers()
     h.on_node_add(MakeNode().name("n1").resource_version("1").allocatable(cpu="4", memory="8Gi", pods="110")
-                  .kubelet_version("v1.36.0").obj())
+                  .kubelet_version("v1.37.0").obj())
     pod = deferred()
     h.on_pod_add(pod)
     before = skipped(DISABLED)
@@ -154,10 +154,10 @@ def test_an_old_kubelets_node_policy_keeps_its_deferred_pod_out_until_cleared():
     assert where(h, pod) == ""
 
 
-def test_a_1_36_kubelets_node_policy_is_for_the_kubelet_to_report():
+def test_a_1_37_kubelets_node_policy_is_for_the_kubelet_to_report():
     h = handlers()
     h.on_node_add(MakeNode().name("n1").resource_version("1").allocatable(cpu="4", memory="8Gi", pods="110")
-                  .kubelet_version("v1.36.0").disable_resize_preemption("example.com/batch").obj())
+                  .kubelet_version("v1.37.0").disable_resize_preemption("example.com/batch").obj())
     pod = deferred()
     h.on_pod_add(pod)
     assert where(h, pod) == ACTIVE_Q
@@ -178,7 +178,7 @@ def test_cold_start_a_pod_listed_before_its_old_kubelets_node_is_taken_out_when_
 def test_a_deleted_deferred_pod_leaves_the_queue():
     h = handlers()
     h.on_node_add(MakeNode().name("n1").resource_version("1").allocatable(cpu="4", memory="8Gi", pods="110")
-                  .kubelet_version("v1.36.0").obj())
+                  .kubelet_version("v1.37.0").obj())
     pod = deferred()
     h.on_pod_add(pod)
     h.on_pod_delete(pod)
@@ -189,7 +189,7 @@ def test_a_deleted_deferred_pod_leaves_the_queue():
 def test_another_schedulers_deferred_pod_is_never_queued():
     h = handlers()
     h.on_node_add(MakeNode().name("n1").resource_version("1").allocatable(cpu="4", memory="8Gi", pods="110")
-                  .kubelet_version("v1.36.0").obj())
+                  .kubelet_version("v1.37.0").obj())
     pod = deferred(scheduler="other-scheduler")
     h.on_pod_add(pod)
     assert where(h, pod) == ""
@@ -200,7 +200,7 @@ def test_another_schedulers_deferred_pod_is_never_queued():
 def test_without_the_gate_a_deferred_pod_is_never_queued():
     h = handlers(gate=False)
     h.on_node_add(MakeNode().name("n1").resource_version("1").allocatable(cpu="4", memory="8Gi", pods="110")
-                  .kubelet_version("v1.36.0").obj())
+                  .kubelet_version("v1.37.0").obj())
     pod = deferred()
     h.on_pod_add(pod)
     assert where(h, pod) == ""
@@ -221,7 +221,7 @@ def test_the_deferred_pod_counts_in_pending_resize_pods_not_pending_pods():
     gc.collect()
     h = handlers()
     h.on_node_add(MakeNode().name("n1").resource_version("1").allocatable(cpu="4", memory="8Gi", pods="110")
-                  .kubelet_version("v1.36.0").obj())
+                  .kubelet_version("v1.37.0").obj())
     resize_before = _gauge("scheduler_pending_resize_pods", ACTIVE_Q)
     pending_before = {q: _gauge("scheduler_pending_pods", q) for q in NOTHING}
     h.on_pod_add(deferred())
@@ -241,7 +241,7 @@ def test_a_deferred_pod_held_at_pre_enqueue_is_still_only_a_pending_resize():
                                                 "waiting for the preemption for this pod to be finished",
                                                 plugin="DefaultPreemption"))
     h.on_node_add(MakeNode().name("n1").resource_version("1").allocatable(cpu="4", memory="8Gi", pods="110")
-                  .kubelet_version("v1.36.0").obj())
+                  .kubelet_version("v1.37.0").obj())
     pod = deferred()
     h.on_pod_add(pod)
     assert where(h, pod) == GATED

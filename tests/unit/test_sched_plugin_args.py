@@ -10,6 +10,7 @@ import pytest
 
 from machinery.api import core_pb2
 from machinery.featuregates import FeatureGates
+from machinery.version import Version
 from scheduler import config
 from scheduler.framework.features import Features
 from scheduler.framework.interfaces import Services
@@ -235,7 +236,9 @@ def test_a_factory_refuses_another_plugins_args():
 
 
 def test_feature_gates_reach_plugins_through_the_handle_not_their_args():
-    features = Features.from_gates(FeatureGates.parse("SchedulerAsyncPreemption=false,InPlacePodVerticalScaling=false"))
+    # (InPlacePodVerticalScaling is locked on from 1.35: a 1.34 scheduler may turn it off.)
+    features = Features.from_gates(FeatureGates.parse("SchedulerAsyncPreemption=false,InPlacePodVerticalScaling=false",
+                                                      Version(1, 34)))
     assert features == Features(enable_in_place_pod_vertical_scaling=False, enable_async_preemption=False)
     handle = new_handle(Services(features=features))
     assert default_preemption.new(None, handle).async_preemption is False

@@ -2,49 +2,14 @@
 
 test/integration/scheduler_perf/config/performance-config.yaml, the 500-node variants, on a
 cluster of etcd, the apiserver, one scheduler and 500 hollow nodes (real kubelets in one
-process, 4 cpu / 32Gi / 110 pods each, as scheduler_perf's default node):
+process, 4 cpu / 32Gi / 110 pods each, as scheduler_perf's default node). Unlike scheduler_perf
+(an in-process scheduler and no kubelets), every step is a real gRPC call across processes and the
+hollow kubelets run the pods they get — they compete for the same two cores.
 
-- ``SchedulingBasic``: 500 pods (100m, 500Mi) placed first, then 1000 measured;
-- ``PreemptionBasic``: 2000 low-priority pods (900m, grace 0) fill the nodes, then 500
-  measured priority-10 pods (3 cpu) each preempt three of them;
-- ``Unschedulable`` (500Nodes/10Init/1kPods): 10 default pods, then 1000 measured default pods
-  while a churn creates a priority-10 pod asking 9 cpu every 200 ms (it fits nowhere, and
-  preemption cannot help: each is a full failing scan and then waits in the unschedulable pool);
-- ``ResizePreemption`` (kplane's, no scheduler_perf counterpart yet): KEP-5836 "Scheduler
-  Preemption for In-Place Pod Resize", the gate SchedulerPreemptionForPodResize on in every
-  process of this workload's cluster only. Every node gets, bound by ``spec.nodeName`` (no
-  scheduling, so placement is exact), a priority-1000 "resizer" (2 cpu, requests only, cpu
-  resizePolicy NotRequired) and two priority-0 fillers (1 cpu, grace 0): the node's 4 cpu are
-  taken. The measured phase resizes every resizer to 3 cpu; the kubelet Defers it, the scheduler
-  preempts one filler on that node, the kubelet actuates the resize;
-- ``ReplicaSetScaleUp`` (kplane's; the controller-manager's replicaset controller in the loop): a
-  ReplicaSet of 100m/500Mi pods scaled from 0 to 2000 through its scale subresource, measured from
-  the scale request until every pod Runs; this workload's cluster alone runs a controller-manager,
-  whose CPU per pod the summary gives.
-- ``SchedulingWithResourceClaimTemplate`` (test/integration/scheduler_perf/dra/performance-config.yaml,
-  its 2000pods_100nodes shape: 100 nodes with devices, 20 claims per node, half the pods placed
-  first, half measured — the cluster full at 2,000): KEP-6132's benchmark. Each hollow node's fake
-  driver publishes 20 GPUs (``--dra-devices 20``), a controller-manager's resourceclaim controller
-  makes every pod's claim from the ResourceClaimTemplate; pods created in a burst (16 requests in
-  flight). Run at 500, 1,000 and 2,000 pods, each with the gate SchedulerPreQueueingHints off and
-  on, each on a fresh cluster, twice (off, on, then on, off: the best of each, so that a burst of
-  load from outside the benchmark costs one side one try, not the ratio): pods/s for both, their
-  ratio, and the DynamicResources QueueingHint calls per ResourceClaim event of the measured phase
-  (the scheduler's ``scheduler_queueing_hint_execution_duration_seconds_count`` over its
-  ``scheduler_event_handling_duration_seconds_count``). ``--quick``: 20 nodes, 100/200/400 pods,
-  once.
-
-For the first three, the measured pods are created by this process (16 at a time) and an informer
-here records when each is seen bound: throughput = measured pods / (last bound - first create),
-and the create -> bound latency p50 / p99. For ResizePreemption the measured step is the resize
-request (16 at a time), seen done when the resizer has no PodResizePending / PodResizeInProgress
-condition and its container status reports 3 cpu: resizes/s = resizes / (last actuated - first
-request), request -> actuated p50 / p99, and the victims (fillers deleted: one per resize is
-right). Unlike scheduler_perf (an in-process scheduler and no kubelets), every step is a real gRPC
-call across processes and the hollow kubelets run the pods they get — they compete for the same
-two cores. ``profile``: the first workload that missed its target (SchedulingBasic, smaller, when
-none did) again with the scheduler under cProfile (CPU time, measured phase only): its time by
-phase of the scheduling cycle, and the functions with the most self time.
+- ``workloads``: the six workloads and their shapes; ``run``: each on a fresh cluster.
+- ``_run_workload``, ``_run_resize_workload``, ``_run_replicaset_workload``, ``run_claim_template``:
+  how each is measured.
+- ``profile``: where the scheduler's CPU goes, under cProfile.
 """
 
 from __future__ import annotations
@@ -155,6 +120,34 @@ AnyWorkload = Workload | ResizeWorkload | ReplicaSetWorkload
 
 
 def workloads(scale: float) -> list[AnyWorkload | ClaimTemplateWorkload]:
+    """The workloads, their counts scaled by ``scale``:
+
+    - ``SchedulingBasic``: 500 pods (100m, 500Mi) placed first, then 1000 measured;
+    - ``PreemptionBasic``: 2000 low-priority pods (900m, grace 0) fill the nodes, then 500
+      measured priority-10 pods (3 cpu) each preempt three of them;
+    - ``Unschedulable`` (500Nodes/10Init/1kPods): 10 default pods, then 1000 measured default pods
+      while a churn creates a priority-10 pod asking 9 cpu every 200 ms (it fits nowhere, and
+      preemption cannot help: each is a full failing scan and then waits in the unschedulable pool);
+    - ``ResizePreemption`` (kplane's, no scheduler_perf counterpart yet): KEP-5836 "Scheduler
+      Preemption for In-Place Pod Resize", the gate SchedulerPreemptionForPodResize on in every
+      process of this workload's cluster only. Every node gets, bound by ``spec.nodeName`` (no
+      scheduling, so placement is exact), a priority-1000 "resizer" (2 cpu, requests only, cpu
+      resizePolicy NotRequired) and two priority-0 fillers (1 cpu, grace 0): the node's 4 cpu are
+      taken. The measured phase resizes every resizer to 3 cpu; the kubelet Defers it, the scheduler
+      preempts one filler on that node, the kubelet actuates the resize;
+    - ``ReplicaSetScaleUp`` (kplane's; the controller-manager's replicaset controller in the loop): a
+      ReplicaSet of 100m/500Mi pods scaled from 0 to 2000 through its scale subresource, measured from
+      the scale request until every pod Runs; this workload's cluster alone runs a controller-manager,
+      whose CPU per pod the summary gives.
+    - ``SchedulingWithResourceClaimTemplate`` (test/integration/scheduler_perf/dra/performance-config.yaml,
+      its 2000pods_100nodes shape: 100 nodes with devices, 20 claims per node, half the pods placed
+      first, half measured — the cluster full at 2,000): KEP-6132's benchmark. Each hollow node's fake
+      driver publishes 20 GPUs (``--dra-devices 20``), a controller-manager's resourceclaim controller
+      makes every pod's claim from the ResourceClaimTemplate; pods created in a burst (16 requests in
+      flight). Run at 500, 1,000 and 2,000 pods, each with the gate SchedulerPreQueueingHints off and
+      on, each on a fresh cluster, twice (``run_claim_template``). ``--quick``: 20 nodes, 100/200/400
+      pods, once.
+    """
     def n(x: int) -> int:
         return max(1, int(x * scale))
     quick = scale < 1.0
@@ -279,6 +272,9 @@ async def _churn(c: Client, t: Template) -> None:
 
 
 async def _run_workload(server: str, token: str, w: Workload, mark=lambda label: None) -> dict:
+    """SchedulingBasic, PreemptionBasic and Unschedulable: the measured pods are created by this process
+    (16 at a time) and an informer here records when each is seen bound: throughput = measured pods /
+    (last bound - first create), and the create -> bound latency p50 / p99."""
     async with Client(server, token, timeout=60) as c:
         await _priority_classes(c, {t for _, t, _ in w.init} | {w.measure[1]} | ({w.churn} if w.churn else set()))
         bound = _Bound(c)
@@ -409,7 +405,13 @@ def run_claim_template_one(w: ClaimTemplateWorkload, pods: int, gate: bool) -> d
 
 def run_claim_template(w: ClaimTemplateWorkload) -> dict:
     """Each size with the gate off and on, ``repeats`` times in alternating order; per setting the
-    run with the most pods/s, and the on/off ratio of those."""
+    run with the most pods/s, and the on/off ratio of those.
+
+    Twice in the full run: off, on, then on, off, the best of each, so that a burst of load from
+    outside the benchmark costs one side one try, not the ratio. It gives pods/s for both, their
+    ratio, and the DynamicResources QueueingHint calls per ResourceClaim event of the measured phase
+    (the scheduler's ``scheduler_queueing_hint_execution_duration_seconds_count`` over its
+    ``scheduler_event_handling_duration_seconds_count``)."""
     out: dict = {"nodes": w.nodes, "devices_per_node": w.devices_per_node, "repeats": w.repeats, "sizes": {}}
     for pods in w.sizes:
         tries: dict[str, list[dict]] = {"off": [], "on": []}
@@ -426,6 +428,10 @@ def run_claim_template(w: ClaimTemplateWorkload) -> dict:
 
 async def _run_resize_workload(server: str, token: str, w: ResizeWorkload, nodes: int,
                                mark=lambda label: None) -> dict:
+    """ResizePreemption: the measured step is the resize request (16 at a time), seen done when the
+    resizer has no PodResizePending / PodResizeInProgress condition and its container status reports
+    3 cpu: resizes/s = resizes / (last actuated - first request), request -> actuated p50 / p99, and
+    the victims (fillers deleted: one per resize is right)."""
     per_node, filler = w.fillers
     node_names = [f"{topology.HOLLOW_PREFIX}{i}" for i in range(1, nodes + 1)]
     resizers = [f"resizer-{k}" for k in range(nodes)]
@@ -617,6 +623,9 @@ def _phases(path: str, phases: list[tuple[str, str, str]]) -> list[dict]:
 
 
 def profile(nodes: int, out_dir: Path, scale: float, w: AnyWorkload | None = None) -> dict:
+    """The first workload that missed its target (SchedulingBasic, smaller, when none did) again with the
+    scheduler under cProfile (CPU time, measured phase only): its time by phase of the scheduling
+    cycle, and the functions with the most self time."""
     out_dir.mkdir(parents=True, exist_ok=True)
     path = str(out_dir / "scheduler.prof")
     if w is None:

@@ -1,30 +1,9 @@
 """The disruption controller (Kubernetes' pkg/controller/disruption): every PodDisruptionBudget's status.
 
-For each budget, from the informers' caches (Kubernetes' trySync; the arithmetic is
-``machinery.disruption``'s):
-
-- ``expectedPods``: for an integer ``minAvailable``, the pods the budget selects; for a
-  percentage ``minAvailable`` or any ``maxUnavailable``, the sum of the scale (``spec.replicas``)
-  of the selected pods' controllers, found through each pod's controller ownerReference — a
-  ReplicaSet's, or its Deployment's when a Deployment controls it. Pods without a controller are
-  left out of that sum (event ``UnmanagedPods``); a controller reference that leads nowhere fails
-  the sync.
-- ``desiredHealthy``: ``minAvailable`` of that, or that less ``maxUnavailable`` (percentages
-  rounded up); ``currentHealthy``: the Ready pods neither being deleted nor just evicted;
-  ``disruptionsAllowed``: the difference, never below 0, and 0 while no pod is expected.
-- ``disruptedPods``: the eviction subresource's entries, dropped once their pod is being deleted,
-  or two minutes after the eviction if it never was (event ``NotDeleted``); the budget is looked
-  at again when the next entry would expire.
-- ``observedGeneration`` and the ``DisruptionAllowed`` condition (``SufficientPods`` /
-  ``InsufficientPods``). A sync that fails for any reason but a write conflict writes
-  ``disruptionsAllowed: 0`` with reason ``SyncFailed`` and the error (Kubernetes' failSafe), so no
-  eviction goes through a budget nobody could compute.
-
-A budget is synced when it changes, when a pod it selects (before or after the change) is added,
-changed or deleted, and when a ReplicaSet or Deployment of its namespace is. The status is written
-only when it changes. As Kubernetes', the controller also resets a pod's ``DisruptionTarget``
-condition to False when it has stayed True for two minutes on a pod nobody deleted (a preemption or
-eviction that did not happen), except the kubelet's own (``TerminationByKubelet``).
+- ``DisruptionController``: when a budget is synced; ``DisruptionController._try_sync``: its status
+  (Kubernetes' trySync); ``DisruptionController.sync``: the fail-safe status when that fails.
+- ``stale_disruption_wait``, ``DisruptionController._sync_stale_pod_disruption``: a pod's stale
+  ``DisruptionTarget`` condition reset to False.
 """
 
 from __future__ import annotations
@@ -68,6 +47,9 @@ def stale_disruption_wait(pod: core_pb2.Pod, now: datetime) -> float | None:
 
 
 class DisruptionController(ObjectController):
+    """A budget is synced when it changes, when a pod it selects (before or after the change) is
+    added, changed or deleted, and when a ReplicaSet or Deployment of its namespace is."""
+
     name = "disruption"
 
     def __init__(self, ctx: ControllerContext):
@@ -128,7 +110,9 @@ class DisruptionController(ObjectController):
 
     async def sync(self, key: str) -> None:
         """Kubernetes' sync: a write conflict is retried; any other failure makes the budget allow
-        no disruption (failSafe), retried only if that write fails too."""
+        no disruption (failSafe), retried only if that write fails too. A sync that fails for any
+        reason but a write conflict writes ``disruptionsAllowed: 0`` with reason ``SyncFailed`` and
+        the error, so no eviction goes through a budget nobody could compute."""
         namespace, _, name = key.partition("/")
         pdb = self._pdbs.get(name, namespace)
         if pdb is None:
@@ -149,6 +133,24 @@ class DisruptionController(ObjectController):
                 return
 
     async def _try_sync(self, key: str, pdb: policy_pb2.PodDisruptionBudget) -> None:
+        """The budget's status, from the informers' caches (Kubernetes' trySync; the arithmetic is
+        ``machinery.disruption``'s), written only when it changes:
+
+        - ``expectedPods``: for an integer ``minAvailable``, the pods the budget selects; for a
+          percentage ``minAvailable`` or any ``maxUnavailable``, the sum of the scale
+          (``spec.replicas``) of the selected pods' controllers, found through each pod's controller
+          ownerReference — a ReplicaSet's, or its Deployment's when a Deployment controls it
+          (``_scale_of``). Pods without a controller are left out of that sum (event
+          ``UnmanagedPods``); a controller reference that leads nowhere fails the sync.
+        - ``desiredHealthy``: ``minAvailable`` of that, or that less ``maxUnavailable`` (percentages
+          rounded up); ``currentHealthy``: the Ready pods neither being deleted nor just evicted;
+          ``disruptionsAllowed``: the difference, never below 0, and 0 while no pod is expected.
+        - ``disruptedPods``: the eviction subresource's entries, dropped once their pod is being
+          deleted, or two minutes after the eviction if it never was (event ``NotDeleted``); the
+          budget is looked at again when the next entry would expire.
+        - ``observedGeneration`` and the ``DisruptionAllowed`` condition (``SufficientPods`` /
+          ``InsufficientPods``).
+        """
         pods = [p for p in self._pods.list_all() if disruption.selects(pdb, p)]
         if not pods:
             self._recorder.event(pdb, "Normal", "NoPods", "No matching pods found")
@@ -216,7 +218,10 @@ class DisruptionController(ObjectController):
     # ------------------------------------------------------------ stale DisruptionTarget conditions
 
     async def _sync_stale_pod_disruption(self, key: str) -> None:
-        """Kubernetes' syncStalePodDisruption: DisruptionTarget set False once stale."""
+        """Kubernetes' syncStalePodDisruption: DisruptionTarget set False once stale. As Kubernetes',
+        the controller resets a pod's ``DisruptionTarget`` condition to False when it has stayed True
+        for two minutes on a pod nobody deleted (a preemption or eviction that did not happen), except
+        the kubelet's own (``TerminationByKubelet``)."""
         namespace, _, name = key.partition("/")
         pod = self._pods.get(name, namespace)
         if pod is None:

@@ -1,26 +1,5 @@
 """The kubelet: one node's agent, level-triggered like Kubernetes' (pod workers over a workqueue).
 
-Informers watch this node's pods (``spec.nodeName=N``) and its Node; handlers only enqueue pod
-keys. Workers sync one pod at a time (the workqueue never hands a key to two workers), always
-from the current state — the API's pod, the runtime's containers, the allocation checkpoints:
-
-1. a pod being deleted is stopped with its grace period, its final status written, and deleted;
-2. a pod not yet admitted is admitted or refused (OutOfcpu ... the pod fails with that reason);
-3. a changed spec is a resize: allocated, Deferred or Infeasible (``kubelet.allocation``);
-4. the runtime is reconciled: sandbox, init containers, containers (created with the allocated
-   resources, which then count as actuated), restarts with back-off, and the KEP-1287 actuation
-   of allocated resizes (``kubelet.resize``); RestartContainer restarts with the new resources;
-5. the status is written if it changed, keeping conditions other components own.
-
-Housekeeping removes runtime pods the API no longer has, retries pending resizes periodically
-and after pods go, and resyncs every pod every ``sync_frequency``. On start the allocation is
-read from its checkpoints, resize conditions are restored from the pods' API status, and pods
-the runtime still runs are recognised by their labels — a kubelet restart never loses a pod.
-
-Node-pressure eviction (``kubelet.eviction``) runs as its own task: it reports MemoryPressure
-through the node agent, refuses BestEffort pods while it holds, and has the pod it picks killed
-by that pod's worker (``kill_pod_abnormally``), which leaves the pod Failed with reason Evicted.
-
 The parts, as the Kubernetes kubelet splits them, each an object with the few collaborators it
 needs: ``kubelet.pod_workers`` (typed work items, the queue, the workers), ``kubelet.pod_sync``
 (the per-pod sync, the workers' PodSyncer), ``kubelet.pod_runtime`` (the runtime side: sandbox,
@@ -28,7 +7,8 @@ containers, restarts, resize actuation), ``kubelet.admission`` (admission, criti
 preemption), ``kubelet.termination`` (deletion, cleanup, abnormal kills), ``kubelet.housekeeping``
 (background loops, pending-resize retries) and ``kubelet.status_manager`` (status writes), over
 the allocation manager (``kubelet.allocation``). ``Kubelet`` builds and wires them, owns the
-informers, and starts and stops it all.
+informers, and starts and stops it all (how a pod is synced: ``Kubelet``; on start:
+``Kubelet.start``; node-pressure eviction: ``Kubelet._new_eviction_manager``).
 """
 
 from __future__ import annotations
@@ -111,7 +91,23 @@ class KubeletConfig:
 
 
 class Kubelet:
-    """One node's kubelet: its parts, wired, and its lifecycle."""
+    """One node's kubelet: its parts, wired, and its lifecycle.
+
+    Informers watch this node's pods (``spec.nodeName=N``) and its Node; handlers only enqueue pod
+    keys. Workers sync one pod at a time (the workqueue never hands a key to two workers), always
+    from the current state — the API's pod, the runtime's containers, the allocation checkpoints:
+
+    1. a pod being deleted is stopped with its grace period, its final status written, and deleted;
+    2. a pod not yet admitted is admitted or refused (OutOfcpu ... the pod fails with that reason);
+    3. a changed spec is a resize: allocated, Deferred or Infeasible (``kubelet.allocation``);
+    4. the runtime is reconciled: sandbox, init containers, containers (created with the allocated
+       resources, which then count as actuated), restarts with back-off, and the KEP-1287 actuation
+       of allocated resizes (``kubelet.resize``); RestartContainer restarts with the new resources;
+    5. the status is written if it changed, keeping conditions other components own.
+
+    Housekeeping removes runtime pods the API no longer has, retries pending resizes periodically
+    and after pods go, and resyncs every pod every ``sync_frequency``.
+    """
 
     def __init__(self, cfg: KubeletConfig, client: Client, runtime: RuntimeApi):
         self.cfg = cfg
@@ -169,6 +165,9 @@ class Kubelet:
     # ------------------------------------------------------------ lifecycle
 
     async def start(self) -> None:
+        """On start the allocation is read from its checkpoints, resize conditions are restored from
+        the pods' API status, and pods the runtime still runs are recognised by their labels — a
+        kubelet restart never loses a pod."""
         self.alloc.load()
         await self._wait_runtime()
         self.recorder.start()
@@ -255,6 +254,10 @@ class Kubelet:
     # ------------------------------------------------------------ node-pressure eviction
 
     def _new_eviction_manager(self) -> EvictionManager:
+        """Node-pressure eviction (``kubelet.eviction``) runs as its own task: it reports MemoryPressure
+        through the node agent, refuses BestEffort pods while it holds, and has the pod it picks killed
+        by that pod's worker (``kill_pod_abnormally``), which leaves the pod Failed with reason
+        Evicted."""
         capacity = quantity.bytes_value(self.cfg.node.memory)
 
         async def stats() -> eviction_signals.Summary:

@@ -1,24 +1,10 @@
 """Process-level plumbing shared by every kplane entry point: one start/stop harness, one
 supervisor for long-running loops, the event loop, and profiling.
 
-- ``main(component, make)`` is every process's entry point: it runs the one asyncio event loop,
-  builds the component with ``make()``, starts it, and stops it on SIGTERM or SIGINT. From the
-  signal on, the process is gone within ``STOP_TIMEOUT`` seconds whatever state it is in: the
-  component's ``stop()`` is bounded, whatever is still running after it is cancelled (again and
-  again: a task that swallowed one cancel gets another), and a watchdog thread ends the process
-  with every task's and thread's stack on stderr if the loop itself is stuck. A second signal ends
-  it at once. The exit status is 0 after a stop by signal, 1 after a failure.
-- ``supervise(name, loop)`` runs a long-running loop as a task: if it raises, the traceback is
-  logged and it is restarted with exponential backoff; after ``max_failures`` failures in a row
-  the process ends with exit status 1 and says why in one line. No loop dies silently and leaves
-  its process half alive (kubelet's and kube-scheduler's ``wait.Until`` loops log and go on; a
-  component that cannot go on exits, and its supervisor restarts it).
-- ``cancel_and_wait(tasks)`` is every component's stop path for the tasks it owns.
-- ``run_loop(coro)`` runs the event loop: asyncio's own, or uvloop's when ``KPLANE_EVENT_LOOP=uvloop``
-  (for measuring; ``make bench`` compares both).
-- ``profiling(component)`` profiles the whole process's CPU time with cProfile when
-  ``KPLANE_PROFILE`` names a file (``{component}`` in it is replaced), written at exit; SIGUSR1
-  clears what was recorded so far, so a benchmark can profile only its measured phase.
+- ``main`` (``serve``): every process's entry point, its start and its bounded stop;
+- ``supervise``: a long-running loop as a task, restarted with backoff when it raises;
+- ``cancel_and_wait``: every component's stop path for the tasks it owns;
+- ``run_loop``: the event loop; ``profiling``: the process's CPU profile.
 
 On Python 3.11 ``asyncio.wait_for`` returns the inner result when a cancel arrives just as the
 inner call completes, so the cancel is lost (CPython gh-86296): product code uses ``async with
@@ -101,9 +87,13 @@ def supervise(name: str, loop_fn: Callable[[], Awaitable[Any]], *, max_failures:
               healthy_after: float = 60.0) -> asyncio.Task[None]:
     """Run ``loop_fn()`` as a task named ``name``, restarting it with backoff when it raises.
 
-    A run that lasted ``healthy_after`` seconds resets the failure count. After ``max_failures``
-    failures in a row the process ends (``fail_process``); outside a harness the task then ends
-    with ``ProcessFailed``. A loop that returns is done; cancelling the task stops it.
+    If it raises, the traceback is logged and it is restarted with exponential backoff. A run that
+    lasted ``healthy_after`` seconds resets the failure count. After ``max_failures`` failures in a
+    row the process ends with exit status 1 and says why in one line (``fail_process``); outside a
+    harness the task then ends with ``ProcessFailed``. A loop that returns is done; cancelling the
+    task stops it. No loop dies silently and leaves its process half alive (kubelet's and
+    kube-scheduler's ``wait.Until`` loops log and go on; a component that cannot go on exits, and
+    its supervisor restarts it).
     """
     return asyncio.create_task(_supervised(name, loop_fn, max_failures, initial_backoff, max_backoff,
                                            healthy_after), name=name)
@@ -175,7 +165,13 @@ async def cancel_and_wait(tasks: Iterable[asyncio.Task[Any] | None], timeout: fl
 def main(component: str, make: Callable[[], Service | Awaitable[Service]], *,
          stop_timeout: float = STOP_TIMEOUT) -> None:
     """Run the process: build the component (in the loop), start it, stop it on SIGTERM/SIGINT;
-    exit with the harness's status."""
+    exit with the harness's status. Every process's entry point, on the one asyncio event loop.
+
+    From the signal on, the process is gone within ``STOP_TIMEOUT`` seconds whatever state it is in:
+    the component's ``stop()`` is bounded, whatever is still running after it is cancelled (again and
+    again: a task that swallowed one cancel gets another), and a watchdog thread ends the process
+    with every task's and thread's stack on stderr if the loop itself is stuck. A second signal ends
+    it at once. The exit status is 0 after a stop by signal, 1 after a failure."""
     with profiling(component):
         code = run_loop(serve(component, make, stop_timeout=stop_timeout))
     sys.stdout.flush()
@@ -284,7 +280,8 @@ def _task_stacks(tasks: Iterable[asyncio.Task[Any]]) -> str:
 def run_loop(main: Coroutine[Any, Any, T]) -> T:
     """Run the process's one event loop until ``main`` is done; its result.
 
-    ``KPLANE_EVENT_LOOP=uvloop`` runs it on uvloop (when installed), for comparing loops."""
+    ``KPLANE_EVENT_LOOP=uvloop`` runs it on uvloop (when installed), for comparing loops (for
+    measuring; ``make bench`` compares both); asyncio's own otherwise."""
     if os.environ.get("KPLANE_EVENT_LOOP") == "uvloop":
         import uvloop  # optional: only for measurements
 
@@ -295,6 +292,9 @@ def run_loop(main: Coroutine[Any, Any, T]) -> T:
 
 @contextlib.contextmanager
 def profiling(component: str) -> Iterator[None]:
+    """Profile the whole process's CPU time with cProfile when ``KPLANE_PROFILE`` names a file
+    (``{component}`` in it is replaced), written at exit; SIGUSR1 clears what was recorded so far, so
+    a benchmark can profile only its measured phase."""
     path = os.environ.get("KPLANE_PROFILE")
     if not path:
         yield

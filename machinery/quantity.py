@@ -5,35 +5,9 @@ parses, compares, adds and prints them the way ``quantity.go`` does, without eve
 the value is held as an exact integer number of nano-units, together with the format
 (``DecimalSI``, ``BinarySI`` or ``DecimalExponent``) remembered from parsing.
 
-Grammar (as Kubernetes documents it)::
-
-    <quantity>        ::= <signedNumber><suffix>
-    <number>          ::= <digits> | <digits>.<digits> | <digits>. | .<digits>
-    <signedNumber>    ::= <number> | "+"<number> | "-"<number>
-    <suffix>          ::= <binarySI> | <decimalExponent> | <decimalSI>
-    <binarySI>        ::= Ki | Mi | Gi | Ti | Pi | Ei
-    <decimalSI>       ::= n | u | m | "" | k | M | G | T | P | E
-    <decimalExponent> ::= "e" <signedNumber> | "E" <signedNumber>
-
-Behaviour follows Go's ``ParseQuantity`` and ``Quantity.String`` rather than the grammar where
-the two differ, because that is what an API server accepts and prints:
-
-- values finer than 1n are rounded up, away from zero (``0.1n`` is ``1n``);
-- ``BinarySI`` input is capped at 2^63-1 (``8Ei`` parses as ``9223372036854775807``), and a
-  ``BinarySI`` value strictly between 0 and 1 is remembered as ``DecimalSI``;
-- Go's scanner accepts a number without digits when its int64 fast path handles it (``Ki``,
-  ``m``, ``.`` and ``-`` parse as zero) and rejects it otherwise (``Ei``, ``e-10``);
-- ``str()`` is Go's ``String()``: when the input was already in a form Go recognises as
-  canonical on its fast path, the input text itself is kept (``+1`` prints ``+1``, ``1.Ki``
-  prints ``1.Ki``); otherwise the canonical form is computed (``1.5`` prints ``1500m``,
-  ``1.5Gi`` prints ``1536Mi``, ``1000`` prints ``1k``);
-- values with no SI suffix large enough print in exponent form (``1000E`` prints ``1e21``, a
-  ``BinarySI`` 2^70 prints its decimal digits), as merged upstream in kubernetes#140459.
-
-Python integers do not overflow, so ``value()``/``milli_value()`` are exact where Go's int64
-accessors would saturate or wrap, and sums beyond int64 stay exact. To keep a hostile string
-from allocating a gigantic integer, a parsed decimal value must be below 10^1000 in magnitude
-(Go has no such bound) and a decimal exponent must fit an int32, as upstream now requires.
+- ``parse_quantity``: Go's ParseQuantity, the grammar and where Go differs from it.
+- ``Quantity``: the value, its arithmetic and comparison; ``Quantity.__str__``: Go's String().
+- ``canonical``, ``milli_cpu``, ``bytes_value``: the forms callers most often want.
 """
 
 from __future__ import annotations
@@ -120,7 +94,9 @@ class Quantity:
     """An immutable, exact Kubernetes quantity: an integer number of nano-units plus a format.
 
     Equality, ordering and hashing use the exact value only, so ``1`` == ``1000m`` and
-    ``1Ki`` == ``1024``; the format only decides how the value prints.
+    ``1Ki`` == ``1024``; the format only decides how the value prints. Python integers do not
+    overflow, so ``value()``/``milli_value()`` are exact where Go's int64 accessors would saturate
+    or wrap, and sums beyond int64 stay exact.
     """
 
     __slots__ = ("_nanos", "_format", "_s")
@@ -237,7 +213,15 @@ class Quantity:
     # ------------------------------------------------------------ text
 
     def __str__(self) -> str:
-        """Go's String(): the kept input text if Go kept it, else the canonical form."""
+        """Go's String(): the kept input text if Go kept it, else the canonical form.
+
+        When the input was already in a form Go recognises as canonical on its fast path, the input
+        text itself is kept (``+1`` prints ``+1``, ``1.Ki`` prints ``1.Ki``); otherwise the canonical
+        form is computed (``1.5`` prints ``1500m``, ``1.5Gi`` prints ``1536Mi``, ``1000`` prints
+        ``1k``). Values with no SI suffix large enough print in exponent form (``1000E`` prints
+        ``1e21``, a ``BinarySI`` 2^70 prints its decimal digits), as merged upstream in
+        kubernetes#140459.
+        """
         s = self._s
         if s is None:
             s = _canonical_text(self._nanos, self._format)
@@ -311,6 +295,29 @@ def parse_quantity(s: str | int | Quantity) -> Quantity:
     """Go's ParseQuantity. An int is a plain number (JSON ``cpu: 2``); a Quantity is returned as is.
 
     Raises QuantityError (a ValueError) with Kubernetes' error text for a malformed string.
+
+    Grammar (as Kubernetes documents it)::
+
+        <quantity>        ::= <signedNumber><suffix>
+        <number>          ::= <digits> | <digits>.<digits> | <digits>. | .<digits>
+        <signedNumber>    ::= <number> | "+"<number> | "-"<number>
+        <suffix>          ::= <binarySI> | <decimalExponent> | <decimalSI>
+        <binarySI>        ::= Ki | Mi | Gi | Ti | Pi | Ei
+        <decimalSI>       ::= n | u | m | "" | k | M | G | T | P | E
+        <decimalExponent> ::= "e" <signedNumber> | "E" <signedNumber>
+
+    Behaviour follows Go's ``ParseQuantity`` and ``Quantity.String`` (``Quantity.__str__``) rather
+    than the grammar where the two differ, because that is what an API server accepts and prints:
+
+    - values finer than 1n are rounded up, away from zero (``0.1n`` is ``1n``);
+    - ``BinarySI`` input is capped at 2^63-1 (``8Ei`` parses as ``9223372036854775807``), and a
+      ``BinarySI`` value strictly between 0 and 1 is remembered as ``DecimalSI``;
+    - Go's scanner accepts a number without digits when its int64 fast path handles it (``Ki``,
+      ``m``, ``.`` and ``-`` parse as zero) and rejects it otherwise (``Ei``, ``e-10``).
+
+    To keep a hostile string from allocating a gigantic integer, a parsed decimal value must be
+    below 10^1000 in magnitude (Go has no such bound) and a decimal exponent must fit an int32, as
+    upstream now requires.
     """
     if isinstance(s, str):
         return _parse_str(s)

@@ -1,28 +1,10 @@
 """Informer events into the cache and the queue (kube-scheduler's eventhandlers.go).
 
-Pods the scheduler watches are those not finished (``status.phase`` neither Succeeded nor
-Failed; a pod that finishes leaves the watch as a deletion, freeing its room):
-
-- a bound pod goes to the cache; its arrival, update (labels, a KEP-1287 scale-down) or
-  deletion is a cluster event that may requeue unschedulable pods, through the rejecting
-  plugins' QueueingHints;
-- an unbound pod of one of this scheduler's profiles goes to the queue (add, update, delete);
-  one that gets bound (by us or anyone) leaves the queue for the cache. A nominated pod holds
-  room on its node for pods of lower or equal priority: when its nomination moves or it is
-  deleted, that room is freed as if a bound pod had gone (an AssignedPod delete for them).
-
-Node adds, updates (split into allocatable / label / taint / condition changes) and deletes go
-to the cache and are cluster events too. So are ResourceClaim adds, updates and deletes,
-ResourceSlice and DeviceClass adds and updates (Dynamic Resource Allocation: the DynamicResources
-plugin's hints decide; ``scheduler.dra_manager`` has already taken the change into its view).
-
-With SchedulerPreemptionForPodResize (KEP-5836 "Detecting Deferred Resizes in UpdatePod"), a bound
-pod of one of this scheduler's profiles whose resize is Deferred is also in the queue: put there
-when the condition appears (or at start, from the informer's first list: "Cold-Start
-Re-Queueing"), updated in the cache first and then in the queue, taken out of whichever
-sub-queue holds it when the condition goes (the resize was actuated or reverted), when
-PodResizePreemptionDisabled appears, or when it is deleted. For a kubelet too old to set that
-condition, a change of its Node's podPreemptionPolicy re-decides its deferred pods.
+``EventHandlers`` has one handler per informer event: pods (``on_pod_add``, ``on_pod_update``,
+``on_pod_delete``), nodes (``on_node_*``) and the Dynamic Resource Allocation objects
+(``on_claim_*``, ``on_slice_*``, ``on_device_class_*``). A bound pod whose resize is Deferred
+(KEP-5836) is in the queue too: ``EventHandlers.wants_queue``. Which pods are watched:
+``POD_FIELD_SELECTOR``.
 """
 
 from __future__ import annotations
@@ -56,6 +38,8 @@ from scheduler.framework.types import (
 
 log = get_logger()
 
+# Pods the scheduler watches are those not finished (``status.phase`` neither Succeeded nor Failed;
+# a pod that finishes leaves the watch as a deletion, freeing its room).
 POD_FIELD_SELECTOR = "status.phase!=Succeeded,status.phase!=Failed"
 # scheduler_queue_incoming_pods_total's event label for a deferred resize entering the queue.
 DEFERRED_RESIZE_EVENT = "AssignedPodResize"
@@ -72,6 +56,14 @@ def _not_above(pod: core_pb2.Pod):
 
 
 class EventHandlers:
+    """One handler per informer event. A bound pod goes to the cache; its arrival, update or
+    deletion is a cluster event that may requeue unschedulable pods, through the rejecting plugins'
+    QueueingHints. Node adds, updates (split into allocatable / label / taint / condition changes)
+    and deletes go to the cache and are cluster events too. So are ResourceClaim adds, updates and
+    deletes, ResourceSlice and DeviceClass adds and updates (Dynamic Resource Allocation: the
+    DynamicResources plugin's hints decide; ``scheduler.dra_manager`` has already taken the change
+    into its view)."""
+
     def __init__(self, sched: EventContext):
         self.sched = sched
         self._resize_disabled: set[str] = set()  # uids of deferred pods kept out: preemption disabled
@@ -83,7 +75,14 @@ class EventHandlers:
 
     def wants_queue(self, pod: core_pb2.Pod) -> bool:
         """A bound pod the queue should hold: its resize is Deferred and may preempt. One kept out
-        because preemption is disabled for it is counted once, when it starts being kept out."""
+        because preemption is disabled for it is counted once, when it starts being kept out.
+
+        With SchedulerPreemptionForPodResize (KEP-5836 "Detecting Deferred Resizes in UpdatePod"), a
+        bound pod of one of this scheduler's profiles whose resize is Deferred is also in the queue:
+        put there when the condition appears (or at start, from the informer's first list: "Cold-Start
+        Re-Queueing"), updated in the cache first and then in the queue, taken out of whichever
+        sub-queue holds it when the condition goes (the resize was actuated or reverted), when
+        PodResizePreemptionDisabled appears, or when it is deleted."""
         s = self.sched
         uid = pod.metadata.uid
         if not (s.resize_preemption and is_deferred_resize(pod) and self.responsible_for(pod)):
@@ -116,6 +115,8 @@ class EventHandlers:
     # ------------------------------------------------------------ pods
 
     def on_pod_add(self, pod: core_pb2.Pod) -> None:
+        """A bound pod to the cache (its arrival a cluster event); an unbound pod of one of this
+        scheduler's profiles to the queue."""
         s = self.sched
         if pod.spec.node_name:
             s.cache.add_pod(pod)
@@ -126,6 +127,11 @@ class EventHandlers:
             s.queue.add(pod)
 
     def on_pod_update(self, old: core_pb2.Pod, new: core_pb2.Pod) -> None:
+        """A bound pod's update (labels, a KEP-1287 scale-down) is a cluster event. An unbound pod of
+        one of this scheduler's profiles is updated in the queue; one that gets bound (by us or
+        anyone) leaves the queue for the cache. A nominated pod holds room on its node for pods of
+        lower or equal priority: when its nomination moves, that room is freed as if a bound pod had
+        gone (an AssignedPod delete for them)."""
         s = self.sched
         if old.metadata.resource_version == new.metadata.resource_version:
             return  # a relist repeating what we have
@@ -157,6 +163,9 @@ class EventHandlers:
             s.queue.move_all_to_active_or_backoff(EVENT_ASSIGNED_POD_DELETE, old, None, _not_above(new))
 
     def on_pod_delete(self, pod: core_pb2.Pod) -> None:
+        """A bound pod leaves the cache (a cluster event); an unbound one leaves the queue, and the
+        room a nominated one held on its node for pods of lower or equal priority is freed as if a
+        bound pod had gone (an AssignedPod delete for them)."""
         s = self.sched
         if pod.spec.node_name:
             s.cache.remove_pod(pod)
@@ -198,6 +207,8 @@ class EventHandlers:
                 self._sync_deferred(None, pod)
 
     def on_node_update(self, old: core_pb2.Node, new: core_pb2.Node) -> None:
+        """For a kubelet too old to set the deferred pods' condition, a change of its Node's
+        podPreemptionPolicy re-decides its deferred pods (KEP-5836)."""
         s = self.sched
         s.cache.update_node(old, new)
         if s.resize_preemption and (

@@ -4,30 +4,9 @@ Scheduling Cycle", "Failure Handler Adjustments for Deferred Pods").
 A pod already running on a node whose resize the kubelet Deferred comes out of the queue like any
 other, and goes through a restricted cycle instead of ``schedule_one``'s:
 
-1. **Fit, on its own node only.** The framework's PreFilter restricts the nodes (NodeName's
-   PreFilterResult: the pod's ``spec.nodeName``) and every plugin but NodeName and NodeResourcesFit
-   answers Skip; NodeResourcesFit counts the pod once (cache and queue copies).
-2. **It fits**: the room is there and the kubelet has not actuated the resize yet. The pod is
-   *parked* — UnschedulableAndUnresolvable, "pod resize fits, waiting for Kubelet actuation",
-   recorded against NodeResourcesFit so that its hints (another pod on the node scaling up takes
-   the room; the pod's own request changing) bring it back. No preemption. (Upstream's alpha parks
-   it at Permit, in a plugin of its own; here the cycle does, so no plugin needs to tell the main
-   cycle from preemption's dry runs.)
-3. **It does not fit**: DefaultPreemption's PostFilter, which finds candidates only where the
-   filters said Unschedulable — the pod's node — and dry-runs the filters that did run: resource
-   fit only. Victims are lower-priority pods on that node; they are evicted (asynchronously, with
-   SchedulerAsyncPreemption) as for a new pod.
-4. **Failure handler**: the pod goes back to the unschedulable pool (backoff as usual) — the
-   usual "already bound: abort" check does not apply to it — unless, in the meantime, its resize
-   stopped being Deferred (actuated, reverted) or preemption for it was disabled, or it was
-   deleted. Its ``PodScheduled`` condition is left alone and it is never nominated (it runs on its
-   node already). A ``FailedScheduling`` event tells why (as the KEP's beta revision has it) — not
-   for a parked pod, which is waiting for its kubelet rather than failing.
-
-Metrics: ``scheduler_resize_preemption_attempts_total{result}`` (preempted, parked, unschedulable,
-error), ``scheduler_resize_scheduling_algorithm_duration_seconds``; the victims
-(``scheduler_resize_preemption_victims``) are counted by the evaluator. None of it counts in the
-metrics of pending pods' scheduling.
+- ``schedule_deferred_resize``: the cycle, fit on the pod's own node only, and its metrics;
+- ``_preempt``: DefaultPreemption on the pod's node when the resize does not fit;
+- ``handle_deferred_failure``: back to the unschedulable pool.
 """
 
 from __future__ import annotations
@@ -62,6 +41,25 @@ def _key(p: QueuedPodInfo) -> str:
 
 
 async def schedule_deferred_resize(sched: CycleContext, fw: Framework, p: QueuedPodInfo) -> None:
+    """The restricted cycle of a pod whose resize its kubelet Deferred:
+
+    1. **Fit, on its own node only.** The framework's PreFilter restricts the nodes (NodeName's
+       PreFilterResult: the pod's ``spec.nodeName``) and every plugin but NodeName and NodeResourcesFit
+       answers Skip; NodeResourcesFit counts the pod once (cache and queue copies).
+    2. **It fits**: the room is there and the kubelet has not actuated the resize yet. The pod is
+       *parked* — UnschedulableAndUnresolvable, "pod resize fits, waiting for Kubelet actuation",
+       recorded against NodeResourcesFit so that its hints (another pod on the node scaling up takes
+       the room; the pod's own request changing) bring it back. No preemption. (Upstream's alpha parks
+       it at Permit, in a plugin of its own; here the cycle does, so no plugin needs to tell the main
+       cycle from preemption's dry runs.)
+    3. **It does not fit**: DefaultPreemption's PostFilter (``_preempt``).
+    4. **Failure handler** (``handle_deferred_failure``).
+
+    Metrics: ``scheduler_resize_preemption_attempts_total{result}`` (preempted, parked, unschedulable,
+    error), ``scheduler_resize_scheduling_algorithm_duration_seconds``; the victims
+    (``scheduler_resize_preemption_victims``) are counted by the evaluator. None of it counts in the
+    metrics of pending pods' scheduling.
+    """
     pod = p.pod
     start = time.perf_counter()
     state = CycleState()
@@ -88,7 +86,12 @@ async def schedule_deferred_resize(sched: CycleContext, fw: Framework, p: Queued
 
 async def _preempt(sched: CycleContext, fw: Framework, state: CycleState, p: QueuedPodInfo,
                    exc: FitError) -> tuple[str, Status]:
-    """DefaultPreemption on the pod's node; (outcome, the status the failure handler reports)."""
+    """DefaultPreemption on the pod's node; (outcome, the status the failure handler reports).
+
+    DefaultPreemption's PostFilter finds candidates only where the filters said Unschedulable — the
+    pod's node — and dry-runs the filters that did run: resource fit only. Victims are lower-priority
+    pods on that node; they are evicted (asynchronously, with SchedulerAsyncPreemption) as for a new
+    pod."""
     diagnosis = exc.diagnosis
     p.unschedulable_plugins = set(diagnosis.unschedulable_plugins)
     p.pending_plugins = set(diagnosis.pending_plugins)
@@ -116,7 +119,14 @@ async def _preempt(sched: CycleContext, fw: Framework, state: CycleState, p: Que
 
 def handle_deferred_failure(sched: CycleContext, p: QueuedPodInfo, status: Status, outcome: str) -> None:
     """Back to the unschedulable pool while the resize is still Deferred and may preempt; no
-    PodScheduled change, no nomination; a FailedScheduling event."""
+    PodScheduled change, no nomination; a FailedScheduling event.
+
+    The pod goes back to the unschedulable pool (backoff as usual) — the usual "already bound:
+    abort" check does not apply to it — unless, in the meantime, its resize stopped being Deferred
+    (actuated, reverted) or preemption for it was disabled, or it was deleted. Its ``PodScheduled``
+    condition is left alone and it is never nominated (it runs on its node already). A
+    ``FailedScheduling`` event tells why (as the KEP's beta revision has it) — not for a parked pod,
+    which is waiting for its kubelet rather than failing."""
     pod = p.pod
     cached = sched.get_pod(pod.metadata.namespace, pod.metadata.name)
     if cached is None or cached.metadata.uid != pod.metadata.uid or not sched.handlers.wants_queue(cached):

@@ -2,30 +2,10 @@
 
 On the create of any object quota counts (``machinery.quota``: pods by their resources, every other
 namespaced kind but Events by number) and on a pod's ``resize`` subresource, each ResourceQuota of
-the namespace that matches the object (``quota.matches``: it limits something the object's
-evaluator accounts, going by ``status.hard``, and its scopes select the object) is checked
-(``check_request``, Kubernetes' CheckRequest):
+the namespace that matches the object is checked and charged.
 
-- a pod must name the requests/limits the quota tracks (``failed quota: q: must specify
-  requests.cpu for: c1``), and every tracked resource must have a ``status.used``
-  (``status unknown for quota: q, resources: requests.cpu``);
-- the object's usage — on a resize, its increase over what the pod already counts (KEP-1287
-  "Resource Quota": each container at the largest of desired, allocated and actual), floored at
-  zero per resource — added to ``status.used`` must stay within ``status.hard``, else
-  ``exceeded quota: q, requested: requests.cpu=500m, used: requests.cpu=1500m, limited:
-  requests.cpu=2``, resources sorted and comma-joined, only those exceeded.
-
-An admitted request charges each quota it changes at once: ``status.used`` is written with the
-quota's resourceVersion as precondition, so two apiserver requests can never both spend the last
-of a quota; on a conflict the quotas that failed are read again from etcd and checked again (three
-retries, as Kubernetes), then the conflict is the answer. Requests of one namespace are checked
-one at a time (Kubernetes' evaluator also works a namespace's requests in one worker), so within
-this apiserver they do not even conflict. A dry run is checked and charges nothing.
-
-**A quota never observed by the controller** (empty ``status.hard``, as every quota is when
-created) matches nothing, so it refuses nothing until the resourcequota controller has written its
-status — what Kubernetes does; the controller corrects ``status.used`` later in any case (an
-object that was charged but then not stored, a pod that finished).
+- ``check_request`` (Kubernetes' CheckRequest): which quotas match, and the check against them;
+- ``ResourceQuotaAdmission.charge``: the charge, written at once, and its retries on a conflict.
 """
 
 from __future__ import annotations
@@ -56,7 +36,25 @@ def check_request(quotas: Sequence[core_pb2.ResourceQuota], evaluator: quota.Eva
                   old: Message | None, now: datetime) -> list[core_pb2.ResourceQuota]:
     """Kubernetes' CheckRequest: the quotas ``obj`` changes, with their new ``status.used`` (an
     empty list if it changes none); raises Forbidden when ``obj`` may not be admitted. ``old`` is
-    the stored object of an update (a resize), None for a create."""
+    the stored object of an update (a resize), None for a create.
+
+    Each ResourceQuota of the namespace that matches the object (``quota.matches``: it limits
+    something the object's evaluator accounts, going by ``status.hard``, and its scopes select the
+    object) is checked:
+
+    - a pod must name the requests/limits the quota tracks (``failed quota: q: must specify
+      requests.cpu for: c1``), and every tracked resource must have a ``status.used``
+      (``status unknown for quota: q, resources: requests.cpu``);
+    - the object's usage — on a resize, its increase over what the pod already counts (KEP-1287
+      "Resource Quota": each container at the largest of desired, allocated and actual), floored at
+      zero per resource — added to ``status.used`` must stay within ``status.hard``, else
+      ``exceeded quota: q, requested: requests.cpu=500m, used: requests.cpu=1500m, limited:
+      requests.cpu=2``, resources sorted and comma-joined, only those exceeded.
+
+    **A quota never observed by the controller** (empty ``status.hard``, as every quota is when
+    created) matches nothing, so it refuses nothing until the resourcequota controller has written
+    its status — what Kubernetes does; the controller corrects ``status.used`` later in any case (an
+    object that was charged but then not stored, a pod that finished)."""
     name = object_meta(obj).name
     interesting = []
     for q in quotas:
@@ -126,7 +124,15 @@ class ResourceQuotaAdmission:
     async def charge(self, kind: Kind[Message, Message], obj: Message, old: Message | None = None, *,
                      dry_run: bool = False) -> None:
         """Check ``obj`` (created, or a resize of ``old``) against its namespace's quotas and
-        charge them; raise Forbidden (or Conflict after the retries) if it may not be admitted."""
+        charge them; raise Forbidden (or Conflict after the retries) if it may not be admitted.
+
+        An admitted request charges each quota it changes at once: ``status.used`` is written with
+        the quota's resourceVersion as precondition, so two apiserver requests can never both spend
+        the last of a quota; on a conflict the quotas that failed are read again from etcd and
+        checked again (three retries, as Kubernetes), then the conflict is the answer. Requests of
+        one namespace are checked one at a time (Kubernetes' evaluator also works a namespace's
+        requests in one worker), so within this apiserver they do not even conflict. A dry run is
+        checked and charges nothing."""
         evaluator = quota.evaluator_for(kind)
         if evaluator is None:
             return

@@ -1,37 +1,15 @@
 """The OpenAPI documents of kplane's Kubernetes REST API: /openapi/v2 and /openapi/v3.
 
-kubectl reads them: ``kubectl explain`` walks the v3 schema of a kind, ``kubectl apply`` and
-``create`` look for the ``fieldValidation`` query parameter on a kind's PATCH operation in the v3
-document to decide whether the server validates fields (else kubectl validates against the v2
-schema itself), and kubectl's client-side apply reads the ``x-kubernetes-patch-*`` extensions to
-build strategic merge patches.
+kubectl reads them (``openapi_v3`` and ``_field_schema`` say what for), and server-side apply
+(``apiserver.fieldmanager``) reads its schema from them, as Kubernetes' does. Everything is
+generated from the proto descriptors (``machinery/api``) and the kinds table
+(``machinery.kinds.KINDS``), so a field added to a proto appears here with its type.
 
-Everything is generated from the proto descriptors (``machinery/api``) and the kinds table
-(``machinery.kinds.KINDS``), so a field added to a proto appears here with its type:
-
-* a message is the definition Kubernetes names for its Go type: ``_PACKAGE_OF_FILE`` gives the
-  Kubernetes package of each proto file (core.proto holds core/v1's types, meta.proto meta/v1's,
-  ...) and ``_RENAMED`` the few messages that sit or are named otherwise;
-* properties carry Kubernetes' JSON names (the protos' json names) and types: int64 is
-  ``integer``/``int64``, repeated is ``array``, a map is ``object`` with ``additionalProperties``,
-  ``(kplane.v1.quantity)`` fields are ``Quantity``, ``(kplane.v1.int_or_string)`` ones
-  ``IntOrString``, times (``_TIMES``) ``Time`` or ``MicroTime``, the passive
-  ``google.protobuf.Struct`` fields objects whose content is kept as given;
-* descriptions are the protos' comments (``machinery/api/comments.py``, which ``make proto``
-  writes from protoc's source info), else the short ones of ``_KIND_DESCRIPTIONS`` and
-  ``_standard_field_description`` for the kinds and their TypeMeta/ObjectMeta/spec/status fields;
-* ``x-kubernetes-patch-merge-key``/``-strategy``, ``required``, ``x-kubernetes-list-type``,
-  ``-list-map-keys``, ``-map-type`` and ``default`` (of list-map keys only) are Kubernetes'
-  markers of the Go types, read from the options on the proto fields by ``machinery.schema``,
-  the one source strategic merge patch reads too. Server-side apply
-  (``apiserver.fieldmanager``) reads its schema from these documents, as Kubernetes' does.
-
-The contract the REST server calls: :func:`openapi_v2`, :func:`openapi_v3_paths`,
-:func:`openapi_v3`. Each document is built once and is the same on every build (the server may
-cache its encoding); callers must not mutate what they get. Every object's keys are sorted, as
-Kubernetes prints them. The v3 index's ``hash`` is Kubernetes' ETag of a document: the upper-case
-hex SHA-512 of its compact JSON, ``json.dumps(doc, separators=(",", ":"))`` (the same bytes with
-``sort_keys=True``), which is what the server sends.
+- ``openapi_v2``, ``openapi_v3_paths``, ``openapi_v3``: the contract the REST server calls. Each
+  document is built once and is the same on every build (the server may cache its encoding);
+  callers must not mutate what they get.
+- ``_definitions``: the definitions, one per message (``_definition_name``, ``_field_schema``).
+- ``_paths``: each kind's endpoints, as neutral operations rendered into v2 or v3.
 """
 
 from __future__ import annotations
@@ -64,7 +42,9 @@ __all__ = ["openapi_v2", "openapi_v3", "openapi_v3_paths"]
 Schema: TypeAlias = dict[str, Any]
 
 # ---------------------------------------------------------------------------------------------
-# Kubernetes' names of kplane's messages.
+# Kubernetes' names of kplane's messages. A message is the definition Kubernetes names for its Go
+# type: _PACKAGE_OF_FILE gives the Kubernetes package of each proto file (core.proto holds core/v1's
+# types, meta.proto meta/v1's, ...) and _RENAMED the few messages that sit or are named otherwise.
 # ---------------------------------------------------------------------------------------------
 
 _META = "io.k8s.apimachinery.pkg.apis.meta.v1"
@@ -133,7 +113,10 @@ _TIMES = {
 }
 
 # ---------------------------------------------------------------------------------------------
-# Descriptions the protos do not carry.
+# Descriptions the protos do not carry. Descriptions are the protos' comments
+# (machinery/api/comments.py, which `make proto` writes from protoc's source info), else the short
+# ones of _KIND_DESCRIPTIONS and _standard_field_description for the kinds and their
+# TypeMeta/ObjectMeta/spec/status fields.
 # ---------------------------------------------------------------------------------------------
 
 _KIND_DESCRIPTIONS = {
@@ -394,7 +377,20 @@ def _value_schema(fd: AnyFieldDescriptor, value: AnyFieldDescriptor) -> Schema:
 
 def _field_schema(fd: AnyFieldDescriptor, kind: str | None) -> Schema:
     """The schema of field ``fd``; ``kind`` is the kind of the message holding it if that is a
-    top-level one."""
+    top-level one.
+
+    Properties carry Kubernetes' JSON names (the protos' json names) and types: int64 is
+    ``integer``/``int64``, repeated is ``array``, a map is ``object`` with ``additionalProperties``,
+    ``(kplane.v1.quantity)`` fields are ``Quantity``, ``(kplane.v1.int_or_string)`` ones
+    ``IntOrString``, times (``_TIMES``) ``Time`` or ``MicroTime``, the passive
+    ``google.protobuf.Struct`` fields objects whose content is kept as given.
+
+    ``x-kubernetes-patch-merge-key``/``-strategy``, ``required``, ``x-kubernetes-list-type``,
+    ``-list-map-keys``, ``-map-type`` and ``default`` (of list-map keys only) are Kubernetes'
+    markers of the Go types, read from the options on the proto fields by ``machinery.schema``, the
+    one source strategic merge patch reads too (``required`` and a message's ``-map-type`` are set
+    by ``_message_schema``). kubectl's client-side apply reads the ``x-kubernetes-patch-*``
+    extensions to build strategic merge patches."""
     markers = field_schema(fd)
     entry = _map_entry(fd)
     if entry is not None:
@@ -805,7 +801,9 @@ def _sorted_keys(value: Any) -> Any:
 
 @lru_cache(maxsize=1)
 def openapi_v2() -> dict[str, Any]:
-    """The Swagger 2.0 document Kubernetes serves at /openapi/v2: every definition and every path."""
+    """The Swagger 2.0 document Kubernetes serves at /openapi/v2: every definition and every path.
+    kubectl validates fields against its schema itself when the v3 document does not show that the
+    server validates them (``openapi_v3``)."""
     paths: Schema = {}
     for path in _paths():
         entry: Schema = {op.method: _v2_operation(op) for op in path.operations}
@@ -938,7 +936,9 @@ def _v3_document(group: str, version: str) -> dict[str, Any]:
 
 
 def _etag(document: dict[str, Any]) -> str:
-    """Kubernetes' ETag of a document: the SHA-512 of its JSON, upper-case hex."""
+    """Kubernetes' ETag of a document, the v3 index's ``hash``: the upper-case hex SHA-512 of its
+    compact JSON, ``json.dumps(doc, separators=(",", ":"))`` (the same bytes with ``sort_keys=True``:
+    every object's keys are sorted, ``_sorted_keys``), which is what the server sends."""
     encoded = json.dumps(document, sort_keys=True, separators=(",", ":")).encode()
     return hashlib.sha512(encoded).hexdigest().upper()
 
@@ -961,6 +961,10 @@ def openapi_v3_paths() -> dict[str, Any]:
 
 def openapi_v3(group_version_path: str) -> dict[str, Any] | None:
     """The OpenAPI 3.0 document of one group/version (``api/v1``, ``apis/apps/v1``); None for a
-    group/version kplane does not serve."""
+    group/version kplane does not serve.
+
+    ``kubectl explain`` walks the v3 schema of a kind; ``kubectl apply`` and ``create`` look for the
+    ``fieldValidation`` query parameter on a kind's PATCH operation in the v3 document to decide
+    whether the server validates fields (else kubectl validates against the v2 schema itself)."""
     found = _v3_documents().get(group_version_path.strip("/"))
     return found[0] if found is not None else None

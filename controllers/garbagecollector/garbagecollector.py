@@ -58,7 +58,25 @@ def kind_of(api_version: str, kind: str) -> Kind[Message, Message]:
 
 
 class GarbageCollector(Controller[Node]):
-    """kube-controller-manager's garbagecollector: ``queue`` is attempt_to_delete."""
+    """kube-controller-manager's garbagecollector: ``queue`` is attempt_to_delete.
+
+    The propagation policy of an owner's deletion, carried out:
+
+    - **Background**: the apiserver removes the owner at once; the collector sees it go and deletes
+      the dependents after it.
+    - **Foreground**: the apiserver keeps the owner, marked for deletion with the
+      ``foregroundDeletion`` finalizer; the collector deletes every dependent and, once none of those
+      with ``blockOwnerDeletion`` is left, takes the finalizer off, and the owner goes.
+    - **Orphan**: the owner is kept with the ``orphan`` finalizer; the collector removes the
+      ownerReferences to it from its dependents, then the finalizer, and the owner goes while its
+      dependents stay.
+
+    The workers of the ``garbage_collector_attempt_to_delete`` and
+    ``garbage_collector_attempt_to_orphan`` queues (``--concurrent-gc-syncs`` each) read the live
+    object and its owners from the API before they delete or patch anything: the graph says what may
+    be garbage, the API decides. Owners found absent are remembered (``absent owner cache``, 500
+    entries; ``uid_cache.py``) so the dependents of one deleted owner cost one lookup.
+    """
 
     name = "garbagecollector"
     queue_name = ATTEMPT_TO_DELETE

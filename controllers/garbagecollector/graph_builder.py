@@ -121,7 +121,15 @@ def alternate_owner_identity(dependents: Iterable[Node], absent: ObjectReference
 
 class GraphBuilder:
     """Kubernetes' GraphBuilder: the graph of owners and dependents, changed only by ``process``
-    (the graph_changes worker), which puts what may be garbage on the attempt queues."""
+    (the graph_changes worker), which puts what may be garbage on the attempt queues.
+
+    It follows every kind kplane serves but Events (Kubernetes' ignored resources) through the
+    shared informers, whose handlers only put changes on the ``garbage_collector_graph_changes``
+    queue; one worker takes them in order and keeps the graph of owners and dependents by uid
+    (``graph.py``). An owner referred to but not seen yet is a *virtual* node, checked against the
+    API. The graph's changes decide what to look at: an object whose owner went, an owner waiting for
+    its dependents, a dependent that stopped blocking. Those go on the
+    ``garbage_collector_attempt_to_delete`` and ``garbage_collector_attempt_to_orphan`` queues."""
 
     def __init__(self, attempt_to_delete: RateLimitingQueue[Node], attempt_to_orphan: RateLimitingQueue[Node],
                  graph_changes: RateLimitingQueue[GraphEvent], absent_owners: AbsentOwnerCache,

@@ -1,27 +1,12 @@
 """The allocation manager: admission of pods and of resizes, and the pending-resize queue.
 
-Kubernetes' pkg/kubelet/allocation, as KEP-1287 describes it:
+Kubernetes' pkg/kubelet/allocation, as KEP-1287 describes it. The manager only decides and
+records; the kubelet's pod workers actuate. Its state — the checkpoints, the resize conditions,
+the pending queue — is private: everyone asks its methods (``AllocationManager``).
 
-- ``add_pod``: a new pod is admitted against the node's allocatable and the other admitted pods
-  (``OutOfcpu`` / ``OutOfmemory`` / ``OutOfpods`` otherwise — what resolves scheduler races). After
-  a kubelet restart a pod is re-admitted at its checkpointed allocation, not its spec, so a resize
-  that was not yet admitted does not sneak in ("Kubelet Restart Tolerance"). It is two steps,
-  ``can_admit_pod`` (decide) and ``set_allocated`` (checkpoint), which the kubelet takes itself
-  to put its restart failpoints around the checkpoint and critical-pod preemption in between.
-- ``handle_resize``: desired != allocated. Infeasible when the node's policies forbid it
-  (``kubelet.allocation.feasibility``: static CPU or Memory manager, swap) or the pod's requests exceed what the node
-  has at all ("Node didn't have enough capacity: cpu, requested: 5000, capacity: 4000"); Deferred
-  when they do not fit next to the other pods now ("Node didn't have enough resource: ..."); else
-  the allocation is checkpointed and PodResizeInProgress set with the pod's generation. Other pods
-  count for max(allocated, actuated), so another pod's downsize frees room once actuated.
-- pending resizes are retried in the KEP's order — resizes that do not increase requests first,
-  then higher priority, then Guaranteed before Burstable, then longest pending — on pod removal,
-  another pod's update or resize, and periodically.
-- KEP-5836: a Deferred resize on a node whose ``spec.podPreemptionPolicy.disableResizePreemption``
-  is non-empty also gets PodResizePreemptionDisabled (reason PreemptionDisabledByNodePolicy).
-
-The manager only decides and records; the kubelet's pod workers actuate. Its state — the
-checkpoints, the resize conditions, the pending queue — is private: everyone asks its methods.
+- ``AllocationManager.add_pod``: a new pod admitted, or refused;
+- ``AllocationManager.handle_resize``: a resize allocated, Deferred or Infeasible;
+- ``AllocationManager.retry_pending``: the pending resizes retried, in the KEP's order.
 """
 
 from __future__ import annotations
@@ -300,6 +285,11 @@ class AllocationManager:
     def add_pod(self, pod: core_pb2.Pod, active_pods: Iterable[core_pb2.Pod]) -> Admission:
         """Admit a pod; on success its allocation is checkpointed (Kubernetes: AddPod).
 
+        A new pod is admitted against the node's allocatable and the other admitted pods
+        (``OutOfcpu`` / ``OutOfmemory`` / ``OutOfpods`` otherwise — what resolves scheduler races).
+        After a kubelet restart a pod is re-admitted at its checkpointed allocation, not its spec, so
+        a resize that was not yet admitted does not sneak in ("Kubelet Restart Tolerance").
+
         ``can_admit_pod``, then ``set_allocated`` if the pod fits: the two steps the kubelet's
         admission takes, with its failpoints around the checkpoint write and, for a critical pod
         that does not fit, preemption and a new fit check in between.
@@ -315,7 +305,16 @@ class AllocationManager:
     def handle_resize(self, pod: core_pb2.Pod, active_pods: Iterable[core_pb2.Pod]) -> bool:
         """Try to allocate a pod's desired resources; True if the allocation changed now.
 
-        Kubernetes' handlePodResourcesResize.
+        Kubernetes' handlePodResourcesResize, for desired != allocated. Infeasible when the node's
+        policies forbid it (``kubelet.allocation.feasibility``: static CPU or Memory manager, swap) or
+        the pod's requests exceed what the node has at all ("Node didn't have enough capacity: cpu,
+        requested: 5000, capacity: 4000"); Deferred when they do not fit next to the other pods now
+        ("Node didn't have enough resource: ..."), as ``resize_verdict`` decides; else the allocation
+        is checkpointed and PodResizeInProgress set with the pod's generation. Other pods count for
+        max(allocated, actuated), so another pod's downsize frees room once actuated.
+
+        KEP-5836: a Deferred resize on a node whose ``spec.podPreemptionPolicy.disableResizePreemption``
+        is non-empty also gets PodResizePreemptionDisabled (reason PreemptionDisabledByNodePolicy).
         """
         uid = pod.metadata.uid
         _, differs = self.with_allocation(pod)
@@ -436,7 +435,10 @@ class AllocationManager:
                       active_pods: Callable[[], list[core_pb2.Pod]]) -> list[str]:
         """Retry every pending resize in priority order; the uids whose status changed.
 
-        Kubernetes' RetryPendingResizes.
+        Kubernetes' RetryPendingResizes. Pending resizes are retried in the KEP's order
+        (``_sort_key``) — resizes that do not increase requests first, then higher priority, then
+        Guaranteed before Burstable, then longest pending — on pod removal, another pod's update or
+        resize, and periodically (``trigger``).
         """
         self._sort_pending(pods_by_uid)
         still: list[str] = []

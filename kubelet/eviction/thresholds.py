@@ -3,26 +3,9 @@
     cfg = parse_config(hard="memory.available<200Mi", soft="memory.available<10%",
                        soft_grace_period="memory.available=1m30s", minimum_reclaim="memory.available=50Mi")
 
-Syntax (Kubernetes' ``ParseThresholdConfig`` and its flag types):
-
-- ``--eviction-hard`` / ``--eviction-soft``: comma-separated ``<signal><<quantity>`` statements,
-  the quantity a Kubernetes quantity (``100Mi``) or a percentage of the signal's capacity
-  (``10%``; ``0%`` and ``100%`` are ignored). Quantities must be positive, percentages in 0–100.
-- ``--eviction-soft-grace-period``: ``<signal>=<duration>`` (Go durations: ``90s``, ``1m30s``);
-  every soft threshold needs one — a startup error otherwise.
-- ``--eviction-minimum-reclaim``: ``<signal>=<quantity or percentage>``, applied to the hard and
-  soft thresholds of that signal.
-- ``--eviction-max-pod-grace-period``: seconds (>= 0), the cap on a pod's grace period when a
-  soft threshold evicts it; 0 kills at once.
-- ``--eviction-pressure-transition-period``: a Go duration (> 0, default ``5m``).
-
-When ``--eviction-hard`` is not given the default is ``memory.available<100Mi`` (Kubernetes'
-Linux default; its filesystem defaults are left out, as kplane does not simulate filesystems);
-given — even empty — it replaces the defaults entirely, as in Kubernetes.
-
-Signals: all of Kubernetes' are recognised; kplane simulates only ``memory.available``.
-Thresholds on the others are accepted and ignored, each with a warning in
-``EvictionConfig.ignored`` (a real kubelet's flags work unchanged); unknown signals are errors.
+- ``parse_config``: the flags' syntax (Kubernetes' ``ParseThresholdConfig``) and the default;
+- ``EvictionConfig``, ``Threshold``, ``ThresholdValue``: what they parse into;
+- ``SIMULATED_SIGNALS``: the signals kplane simulates, and what becomes of the others.
 """
 
 from __future__ import annotations
@@ -56,9 +39,14 @@ SIGNAL_RESOURCES: dict[str, str] = {
     CONTAINERFS_INODES_FREE: "inodes",
     PID_AVAILABLE: "pids",
 }
+# Signals: all of Kubernetes' are recognised; kplane simulates only memory.available. Thresholds on
+# the others are accepted and ignored, each with a warning in EvictionConfig.ignored (a real
+# kubelet's flags work unchanged); unknown signals are errors.
 SIMULATED_SIGNALS = frozenset({MEMORY_AVAILABLE})
 
 OP_LESS_THAN = "LessThan"
+# The --eviction-hard default: Kubernetes' Linux default; its filesystem defaults are left out, as
+# kplane does not simulate filesystems.
 DEFAULT_HARD = f"{MEMORY_AVAILABLE}<100Mi"
 DEFAULT_PRESSURE_TRANSITION_PERIOD = 300.0
 DEFAULT_MONITORING_INTERVAL = 10.0
@@ -137,7 +125,24 @@ class EvictionConfig:
 def parse_config(hard: str | None = None, soft: str = "", soft_grace_period: str = "", minimum_reclaim: str = "",
                  max_pod_grace_period: int = 0, pressure_transition_period: str = "5m",
                  monitoring_interval: float = DEFAULT_MONITORING_INTERVAL) -> EvictionConfig:
-    """The eviction configuration from the flags' texts; ThresholdError on bad input."""
+    """The eviction configuration from the flags' texts; ThresholdError on bad input.
+
+    Syntax (Kubernetes' ``ParseThresholdConfig`` and its flag types):
+
+    - ``--eviction-hard`` / ``--eviction-soft``: comma-separated ``<signal><<quantity>`` statements,
+      the quantity a Kubernetes quantity (``100Mi``) or a percentage of the signal's capacity
+      (``10%``; ``0%`` and ``100%`` are ignored). Quantities must be positive, percentages in 0–100.
+    - ``--eviction-soft-grace-period``: ``<signal>=<duration>`` (Go durations: ``90s``, ``1m30s``);
+      every soft threshold needs one — a startup error otherwise.
+    - ``--eviction-minimum-reclaim``: ``<signal>=<quantity or percentage>``, applied to the hard and
+      soft thresholds of that signal.
+    - ``--eviction-max-pod-grace-period``: seconds (>= 0), the cap on a pod's grace period when a
+      soft threshold evicts it; 0 kills at once.
+    - ``--eviction-pressure-transition-period``: a Go duration (> 0, default ``5m``).
+
+    When ``--eviction-hard`` is not given (``hard`` None) the default is ``memory.available<100Mi``
+    (``DEFAULT_HARD``); given — even empty — it replaces the defaults entirely, as in Kubernetes.
+    """
     ignored: list[str] = []
     hard_list, _ = _parse_statements(DEFAULT_HARD if hard is None else hard, "--eviction-hard", ignored)
     soft_list, soft_signals = _parse_statements(soft, "--eviction-soft", ignored)

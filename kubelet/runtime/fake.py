@@ -5,29 +5,11 @@ through ``client.InProcessRuntime``). Every RPC of ``protos/kplane/cri/v1/cri.pr
 method of the same name in snake_case, taking and returning the ``cri_pb2`` messages, and failing
 with ``errors.RuntimeCallError`` (gRPC status code included).
 
-What it simulates, as containerd does for the kubelet (KEP-1287 "CRI Changes", "Actuating
-Resizes", "Memory Limit Decreases"):
-
-- **Lifecycle.** Sandboxes READY -> NOTREADY -> removed; containers CREATED -> RUNNING -> EXITED ->
-  removed, with unix-nanosecond times, exit codes and reasons (``Completed``, ``Error``,
-  ``OOMKilled``). ``(name, attempt)`` is reserved per sandbox as containerd reserves names.
-- **Idempotency.** Stopping what is stopped and removing what is gone succeed; the same
-  ``UpdateContainerResources`` twice changes nothing the second time.
-- **Graceful stop.** ``StopContainer(timeout)`` "sends SIGTERM" and returns once the container has
-  exited: after its shutdown time (annotation ``kplane.dev/shutdown-seconds``, default 0) with exit
-  code 0 if that is within the timeout, else at the timeout, killed: 137, reason ``Error``.
-- **Applied resources.** ``ContainerStatus.resources`` is what the "kernel" applied: cpu shares at
-  least 2, cpu quota at least 1000us (period 100000us when unset), optionally rounded up to a
-  multiple of ``cpu_quota_rounding_us`` (systemd rounds to 10ms) — so actual can differ from asked.
-- **Usage model.** Memory bytes and cpu millicores per container, from the annotations
-  ``kplane.dev/memory-usage`` / ``kplane.dev/cpu-usage`` (quantities) and ``SetContainerUsage``.
-  A running container whose memory usage exceeds its memory limit is OOM-killed (cgroups v2), be
-  it at start, on a limit decrease or on usage growth.
-- **Failpoints** ``runtime/<rpc>`` (``runtime/update-container-resources``, ...) at the start of
-  every RuntimeService call: ``error`` fails it (gRPC UNKNOWN), ``sleep(ms)`` delays it.
-- **Persistence.** With a state file every change is on disk before the call returns, and the
-  state is loaded at start: running containers stay running across a runtime restart, as
-  containerd's shims keep them.
+It simulates what containerd does for the kubelet (KEP-1287 "CRI Changes", "Actuating Resizes",
+"Memory Limit Decreases"): the lifecycle and idempotency (``FakeRuntime``), graceful stop
+(``FakeRuntime.stop_container``), applied resources (``applied_resources``), a usage model with
+OOM kills (``MEMORY_USAGE_ANNOTATION``, ``FakeRuntime._check_oom``), failpoints (``_rpc``) and
+persistence (``FakeRuntime.start``).
 """
 
 from __future__ import annotations
@@ -59,6 +41,9 @@ RUNTIME_NAME = "kplane-fake"
 RUNTIME_VERSION = "0.1.0"
 RUNTIME_API_VERSION = "v1"
 
+# The usage model: memory bytes and cpu millicores per container, from the annotations
+# kplane.dev/memory-usage / kplane.dev/cpu-usage (quantities) and SetContainerUsage; a running
+# container whose memory usage exceeds its memory limit is OOM-killed (FakeRuntime._check_oom).
 MEMORY_USAGE_ANNOTATION = "kplane.dev/memory-usage"
 CPU_USAGE_ANNOTATION = "kplane.dev/cpu-usage"
 SHUTDOWN_SECONDS_ANNOTATION = "kplane.dev/shutdown-seconds"
@@ -218,7 +203,11 @@ def _copy(msg: _M) -> _M:
 
 def applied_resources(requested: cri_pb2.LinuxContainerResources,
                       cpu_quota_rounding_us: int = 0) -> cri_pb2.LinuxContainerResources:
-    """What a Linux cgroup ends up with when asked for ``requested`` (KEP-1287 "Actuating Resizes")."""
+    """What a Linux cgroup ends up with when asked for ``requested`` (KEP-1287 "Actuating Resizes").
+
+    ``ContainerStatus.resources`` is what the "kernel" applied: cpu shares at least 2, cpu quota at
+    least 1000us (period 100000us when unset), optionally rounded up to a multiple of
+    ``cpu_quota_rounding_us`` (systemd rounds to 10ms) — so actual can differ from asked."""
     actual = _copy(requested)
     if actual.cpu_shares > 0:
         actual.cpu_shares = min(max(actual.cpu_shares, MIN_CPU_SHARES), MAX_CPU_SHARES)
@@ -284,7 +273,10 @@ _M = TypeVar("_M", bound=Message)
 
 
 def _rpc(attr: str) -> Callable[[Callable[..., Awaitable[_T]]], Callable[..., Awaitable[_T]]]:
-    """Wrap a call: its failpoint, its metrics, and its errors as RuntimeCallError for its method."""
+    """Wrap a call: its failpoint, its metrics, and its errors as RuntimeCallError for its method.
+
+    Failpoints ``runtime/<rpc>`` (``runtime/update-container-resources``, ...) at the start of every
+    RuntimeService call: ``error`` fails it (gRPC UNKNOWN), ``sleep(ms)`` delays it."""
     method = METHODS[attr]
     # The method's series, looked up once (a hollow node makes hundreds of thousands of calls).
     ops, op_errors, op_duration = _OPS.labels(attr), _OP_ERRORS.labels(attr), _OP_DURATION.labels(attr)
@@ -321,7 +313,14 @@ def _rpc(attr: str) -> Callable[[Callable[..., Awaitable[_T]]], Callable[..., Aw
 
 
 class FakeRuntime:
-    """One node's runtime. ``await start()`` before use (loads the state file), ``await close()`` after."""
+    """One node's runtime. ``await start()`` before use (loads the state file), ``await close()`` after.
+
+    Lifecycle: sandboxes READY -> NOTREADY -> removed; containers CREATED -> RUNNING -> EXITED ->
+    removed, with unix-nanosecond times, exit codes and reasons (``Completed``, ``Error``,
+    ``OOMKilled``). ``(name, attempt)`` is reserved per sandbox as containerd reserves names
+    (``_reserve``). Idempotency: stopping what is stopped and removing what is gone succeed; the same
+    ``UpdateContainerResources`` twice changes nothing the second time.
+    """
 
     def __init__(self, node_name: str, *, state_file: str | None = None, cpu_quota_rounding_us: int = 0):
         self.node_name = node_name
@@ -341,6 +340,9 @@ class FakeRuntime:
     # ---- lifecycle of the object ------------------------------------------------------------
 
     async def start(self) -> None:
+        """Persistence: with a state file every change is on disk before the call returns (``_save``),
+        and the state is loaded here, at start: running containers stay running across a runtime
+        restart, as containerd's shims keep them."""
         if self._state_file is not None:
             self._restore(await self._state_file.load())
         self.started = True
@@ -476,6 +478,9 @@ class FakeRuntime:
 
     @_rpc("stop_container")
     async def stop_container(self, request: cri_pb2.StopContainerRequest) -> cri_pb2.StopContainerResponse:
+        """Graceful stop: ``StopContainer(timeout)`` "sends SIGTERM" and returns once the container has
+        exited: after its shutdown time (annotation ``kplane.dev/shutdown-seconds``, default 0) with
+        exit code 0 if that is within the timeout, else at the timeout, killed: 137, reason ``Error``."""
         c = self._container(request.container_id)
         if c.state != RUNNING:
             return cri_pb2.StopContainerResponse()  # idempotent: already stopped (or never started)
@@ -691,7 +696,8 @@ class FakeRuntime:
                        reason=reason)
 
     def _check_oom(self, c: _Container) -> None:
-        """cgroups v2: a running container above its memory limit is OOM-killed by the kernel."""
+        """cgroups v2: a running container above its memory limit is OOM-killed by the kernel, be it at
+        start, on a limit decrease or on usage growth."""
         limit = c.actual.memory_limit_in_bytes
         if c.state == RUNNING and limit > 0 and c.memory_usage > limit:
             self._log.warning("container_oom_killed", pod=c.pod, container=c.name, container_id=c.id,

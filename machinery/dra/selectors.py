@@ -4,26 +4,10 @@ A DeviceClass's ``spec.selectors`` and a request's ``exactly.selectors`` are CEL
 Kubernetes (Kubernetes docs: Dynamic Resource Allocation: "Devices get selected through CEL
 expressions which check those attributes and capacities"). kplane evaluates no CEL: it accepts the
 expressions that compare a device's driver or one of its attributes with a literal, joined by
-``&&``, which is what exact-value attribute matching needs::
+``&&``, which is what exact-value attribute matching needs.
 
-    device.driver == "dra.kplane.dev"
-    device.attributes["dra.kplane.dev"].model == "kplane-gpu"
-    device.attributes["dra.kplane.dev"]["index"] == 3 && device.attributes["dra.kplane.dev"].healthy == true
-    true
-
-- a comparison is ``==`` between a device reference and a literal (either side);
-- references: ``device.driver``; ``device.attributes["DOMAIN"].NAME`` or
-  ``device.attributes["DOMAIN"]["NAME"]`` — the attribute ``DOMAIN/NAME`` of the slice, or ``NAME``
-  unqualified when DOMAIN is the device's driver (Kubernetes' attribute naming);
-- literals: a double- or single-quoted string (matching a string or version attribute), an
-  integer (an int attribute), ``true`` / ``false`` (a bool attribute);
-- ``&&`` joins comparisons (all must hold), parentheses may group them, and ``true`` alone matches
-  every device.
-
-A device without the attribute, or with a value of another type, does not match (CEL would raise a
-runtime error). Anything else — ``||``, ``!=``, ``<``, functions such as ``compareTo`` or
-``matches``, capacities — is refused with ``SelectorError`` naming the expression, so a claim
-kplane cannot evaluate is never allocated by a guess.
+- ``compile_selector``: the subset accepted, and what is refused (``SelectorError``);
+- ``DeviceSelector.matches``: a compiled selector against one device.
 """
 
 from __future__ import annotations
@@ -69,6 +53,8 @@ class DeviceSelector:
     comparisons: tuple[Comparison, ...]
 
     def matches(self, driver: str, device: resource_pb2.Device) -> bool:
+        """Whether the device of ``driver`` passes every comparison. A device without the attribute,
+        or with a value of another type, does not match (CEL would raise a runtime error)."""
         for c in self.comparisons:
             if isinstance(c, DriverIs):
                 if driver != c.value:
@@ -234,7 +220,29 @@ class _AttributeRef:
 
 def compile_selector(expression: str) -> DeviceSelector:
     """The selector ``expression`` means; SelectorError when it is outside the subset (the
-    message names the expression and the syntax kplane accepts)."""
+    message names the expression and the syntax kplane accepts).
+
+    The subset: expressions that compare a device's driver or one of its attributes with a literal,
+    joined by ``&&``, which is what exact-value attribute matching needs::
+
+        device.driver == "dra.kplane.dev"
+        device.attributes["dra.kplane.dev"].model == "kplane-gpu"
+        device.attributes["dra.kplane.dev"]["index"] == 3 && device.attributes["dra.kplane.dev"].healthy == true
+        true
+
+    - a comparison is ``==`` between a device reference and a literal (either side);
+    - references: ``device.driver``; ``device.attributes["DOMAIN"].NAME`` or
+      ``device.attributes["DOMAIN"]["NAME"]`` — the attribute ``DOMAIN/NAME`` of the slice, or ``NAME``
+      unqualified when DOMAIN is the device's driver (Kubernetes' attribute naming);
+    - literals: a double- or single-quoted string (matching a string or version attribute), an
+      integer (an int attribute), ``true`` / ``false`` (a bool attribute);
+    - ``&&`` joins comparisons (all must hold), parentheses may group them, and ``true`` alone matches
+      every device.
+
+    Anything else — ``||``, ``!=``, ``<``, functions such as ``compareTo`` or ``matches``,
+    capacities — is refused with ``SelectorError`` naming the expression, so a claim kplane cannot
+    evaluate is never allocated by a guess.
+    """
     try:
         parser = _Parser(_tokens(expression))
         comparisons = parser.conjunction()

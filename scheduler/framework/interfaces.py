@@ -2,45 +2,15 @@
 
 A plugin is an object with a ``name`` that implements any of the Protocols below; the framework
 runs it at every extension point whose Protocol it implements (kube-scheduler's interface.go:
-one Go interface per extension point, here a ``runtime_checkable`` ``Protocol``):
+one Go interface per extension point, here a ``runtime_checkable`` ``Protocol``). Each Protocol's
+docstring says what its statuses mean; a returned None is Success. Filter and Score run for each
+node and are synchronous and cheap; anything that talks to the API (post_filter, pre_bind, bind)
+is a coroutine.
 
-==================  ===========================  ===============================================
-configuration name  Protocol                     methods
-==================  ===========================  ===============================================
-``preEnqueue``      ``PreEnqueuePlugin``         ``pre_enqueue``
-``queueSort``       ``QueueSortPlugin``          ``less``
-``preFilter``       ``PreFilterPlugin``          ``pre_filter`` (and ``PreFilterExtensions``:
-                                                 ``add_pod``, ``remove_pod``)
-``filter``          ``FilterPlugin``             ``filter``
-``postFilter``      ``PostFilterPlugin``         async ``post_filter``
-``preScore``        ``PreScorePlugin``           ``pre_score``
-``score``           ``ScorePlugin``              ``score`` (and ``ScoreExtensions``:
-                                                 ``normalize_score``)
-``reserve``         ``ReservePlugin``            ``reserve``, ``unreserve``
-``permit``          ``PermitPlugin``             ``permit``
-``preBind``         ``PreBindPlugin``            async ``pre_bind``
-``bind``            ``BindPlugin``               async ``bind``
-``postBind``        ``PostBindPlugin``           ``post_bind``
-(any plugin)        ``EnqueueExtensions``        ``events_to_register`` (each event with its
-                                                 QueueingHint and, optionally, its
-                                                 ``PreQueueingHintFn``: KEP-6132)
-(any plugin)        ``Closer``                   async ``close``
-==================  ===========================  ===============================================
-
-Each Protocol's docstring says what its statuses mean; a returned None is Success. Filter and
-Score run for each node and are synchronous and cheap; anything that talks to the API
-(post_filter, pre_bind, bind) is a coroutine. ``POINT_PROTOCOLS`` maps the configuration names
-to the Protocols: the framework selects a profile's plugins with ``isinstance`` against them.
-A plugin in ``multiPoint`` must not have a public method that none of its contracts names
-(``contracts_of``) and that is not one of its QueueingHints or PreQueueingHints: a misspelt ``filtr`` is an error
-when the framework is built, never an extension point skipped silently. A plugin that fulfils
-another component's contract too (DefaultPreemption: the preemption evaluator's
-``PreemptionPlugin``) says so by naming that Protocol as a base class (PEP 544's explicit
-implementation), which makes its methods known.
-
-Plugins are built by a factory ``factory(args, handle: Handle) -> plugin``, registered by name
-(``scheduler/plugins``): ``args`` is the plugin's typed ``<Plugin>Args`` that ``scheduler.config``
-decoded strictly (``scheduler/framework/plugin_args.py``), or None for a plugin that takes none.
+- ``POINT_PROTOCOLS``: each extension point's configuration name, its Protocol and their methods.
+- ``contracts_of``: the contracts a plugin fulfils, which bound the public methods it may have.
+- ``Handle`` and ``Services``: what plugins may use of the scheduler; ``PluginFactory``: how
+  plugins are built.
 """
 
 from __future__ import annotations
@@ -252,6 +222,31 @@ class Closer(Plugin, Protocol):
 
 
 # Extension point (its configuration name, in kube-scheduler's order) -> the Protocol of the plugins it runs.
+# The framework selects a profile's plugins with ``isinstance`` against them. Each, with its methods, and the
+# two contracts any plugin may implement:
+#
+# ==================  ===========================  ===============================================
+# configuration name  Protocol                     methods
+# ==================  ===========================  ===============================================
+# ``preEnqueue``      ``PreEnqueuePlugin``         ``pre_enqueue``
+# ``queueSort``       ``QueueSortPlugin``          ``less``
+# ``preFilter``       ``PreFilterPlugin``          ``pre_filter`` (and ``PreFilterExtensions``:
+#                                                  ``add_pod``, ``remove_pod``)
+# ``filter``          ``FilterPlugin``             ``filter``
+# ``postFilter``      ``PostFilterPlugin``         async ``post_filter``
+# ``preScore``        ``PreScorePlugin``           ``pre_score``
+# ``score``           ``ScorePlugin``              ``score`` (and ``ScoreExtensions``:
+#                                                  ``normalize_score``)
+# ``reserve``         ``ReservePlugin``            ``reserve``, ``unreserve``
+# ``permit``          ``PermitPlugin``             ``permit``
+# ``preBind``         ``PreBindPlugin``            async ``pre_bind``
+# ``bind``            ``BindPlugin``               async ``bind``
+# ``postBind``        ``PostBindPlugin``           ``post_bind``
+# (any plugin)        ``EnqueueExtensions``        ``events_to_register`` (each event with its
+#                                                  QueueingHint and, optionally, its
+#                                                  ``PreQueueingHintFn``: KEP-6132)
+# (any plugin)        ``Closer``                   async ``close``
+# ==================  ===========================  ===============================================
 POINT_PROTOCOLS: dict[str, type] = {
     "preEnqueue": PreEnqueuePlugin, "queueSort": QueueSortPlugin, "preFilter": PreFilterPlugin,
     "filter": FilterPlugin, "postFilter": PostFilterPlugin, "preScore": PreScorePlugin, "score": ScorePlugin,
@@ -265,7 +260,14 @@ _EXTENDS: dict[type, type] = {PreFilterExtensions: PreFilterPlugin, ScoreExtensi
 
 def contracts_of(plugin: object) -> list[type]:
     """Every contract ``plugin`` fulfils whole: the extension points it implements, their
-    extensions, EnqueueExtensions, Closer, and the Protocols its class names as bases."""
+    extensions, EnqueueExtensions, Closer, and the Protocols its class names as bases.
+
+    A plugin in ``multiPoint`` must not have a public method that none of its contracts names and
+    that is not one of its QueueingHints or PreQueueingHints: a misspelt ``filtr`` is an error when
+    the framework is built, never an extension point skipped silently. A plugin that fulfils another
+    component's contract too (DefaultPreemption: the preemption evaluator's ``PreemptionPlugin``) says
+    so by naming that Protocol as a base class (PEP 544's explicit implementation), which makes its
+    methods known."""
     out: list[type] = [c for c in (*POINT_PROTOCOLS.values(), EnqueueExtensions, Closer) if isinstance(plugin, c)]
     out += [ext for ext, point in _EXTENDS.items() if point in out and isinstance(plugin, ext)]
     out += [c for c in type(plugin).__mro__ if Protocol in c.__bases__ and c not in out]
@@ -447,4 +449,7 @@ class Handle(PluginsRunner, Protocol):
         ...
 
 
+# Plugins are built by a factory ``factory(args, handle: Handle) -> plugin``, registered by name
+# (``scheduler/plugins``): ``args`` is the plugin's typed ``<Plugin>Args`` that ``scheduler.config``
+# decoded strictly (``scheduler/framework/plugin_args.py``), or None for a plugin that takes none.
 PluginFactory = Callable[[Any, Handle], Plugin]

@@ -1,31 +1,13 @@
 """NodeAffinity: a pod's ``nodeSelector`` and node affinity, and the profile's ``addedAffinity``.
 
 kube-scheduler's nodeaffinity plugin (Kubernetes docs: Assigning Pods to Nodes, "nodeSelector",
-"Node affinity", "Node affinity weight", "Node affinity per scheduling profile"):
+"Node affinity", "Node affinity weight", "Node affinity per scheduling profile").
 
-- PreFilter compiles the pod's required placement once — ``spec.nodeSelector`` AND
-  ``requiredDuringSchedulingIgnoredDuringExecution`` — into the cycle state. When every required
-  term pins nodes by name (``matchFields`` ``metadata.name`` ``In``), it answers with those
-  names (the union over the ORed terms of each term's intersection), so only they are filtered;
-  if the names cancel out, the pod is UnschedulableAndUnresolvable ``pod affinity terms
-  conflict``. A pod with neither a nodeSelector nor required node affinity, in a profile without
-  a required ``addedAffinity``, Skips the plugin's Filter.
-- Filter: a node outside the profile's required ``addedAffinity`` is UnschedulableAndUnresolvable
-  ``node(s) didn't match scheduler-enforced node affinity``; a node the pod's own required
-  placement does not match is UnschedulableAndUnresolvable ``node(s) didn't match Pod's node
-  affinity/selector``.
-- Score: the sum of the weights of the preferred terms the node matches, the pod's and the
-  profile's ``addedAffinity`` preferred terms alike; PreScore Skips when there are none.
-  NormalizeScore scales the sums to 0..100 (DefaultNormalizeScore, not reversed).
-
-Args (``NodeAffinityArgs``, decoded strictly by ``decode_args``): ``addedAffinity``, a NodeAffinity
-(``requiredDuringSchedulingIgnoredDuringExecution`` and/or
-``preferredDuringSchedulingIgnoredDuringExecution``) applied to every pod of the profile on top
-of its own. A malformed one is refused with ``ArgsError`` naming the field.
-
-What makes a pod this plugin rejected schedulable (its QueueingHint): a node added, or a node's
-labels changed, such that the node now matches the profile's required ``addedAffinity`` and the
-pod's required placement, where it did not before.
+- ``NodeAffinity.pre_filter`` / ``filter``: the pod's required placement and the profile's.
+- ``NodeAffinity.pre_score`` / ``score`` / ``normalize_score``: the preferred terms the node matches.
+- ``NodeAffinity.is_schedulable_after_node_change``: what makes a pod this plugin rejected
+  schedulable.
+- ``decode_args``: ``NodeAffinityArgs``, decoded strictly.
 """
 
 from __future__ import annotations
@@ -116,13 +98,17 @@ def _check_term(term: core_pb2.NodeSelectorTerm, path: str) -> None:
 
 @dataclass(frozen=True)
 class NodeAffinityArgs:
-    """kube-scheduler's NodeAffinityArgs: the profile's ``addedAffinity`` (none by default)."""
+    """kube-scheduler's NodeAffinityArgs: the profile's ``addedAffinity`` (none by default), a
+    NodeAffinity (``requiredDuringSchedulingIgnoredDuringExecution`` and/or
+    ``preferredDuringSchedulingIgnoredDuringExecution``) applied to every pod of the profile on top
+    of its own."""
 
     added_affinity: core_pb2.NodeAffinity | None = None
 
 
 def decode_args(raw: Any, path: str = "") -> NodeAffinityArgs:
-    """NodeAffinityArgs from a pluginConfig entry's ``args``; ArgsError names the bad field."""
+    """NodeAffinityArgs from a pluginConfig entry's ``args``, decoded strictly; a malformed
+    ``addedAffinity`` is refused with ArgsError naming the bad field."""
     fields = pa.fields(raw, path, NAME, ("addedAffinity",))
     raw_added = fields.get("addedAffinity")
     if raw_added is None:
@@ -207,6 +193,13 @@ class NodeAffinity:
     # ------------------------------------------------------------ filter
 
     def pre_filter(self, state: CycleState, pod: core_pb2.Pod, nodes) -> tuple[PreFilterResult | None, Status | None]:
+        """Compile the pod's required placement once — ``spec.nodeSelector`` AND
+        ``requiredDuringSchedulingIgnoredDuringExecution`` — into the cycle state. When every required
+        term pins nodes by name (``matchFields`` ``metadata.name`` ``In``), answer with those names
+        (the union over the ORed terms of each term's intersection), so only they are filtered; if the
+        names cancel out, the pod is UnschedulableAndUnresolvable ``pod affinity terms conflict``. A
+        pod with neither a nodeSelector nor required node affinity, in a profile without a required
+        ``addedAffinity``, Skips the plugin's Filter."""
         if skipped_for_deferred_resize(self.deferred_resizes, pod):
             return None, Status(Code.SKIP)
         required = _required_node_selector(pod)
@@ -224,6 +217,10 @@ class NodeAffinity:
         return PreFilterResult(names), None
 
     def filter(self, state: CycleState, pod: core_pb2.Pod, ni: NodeInfo) -> Status | None:
+        """A node outside the profile's required ``addedAffinity`` is UnschedulableAndUnresolvable
+        ``node(s) didn't match scheduler-enforced node affinity``; a node the pod's own required
+        placement does not match is UnschedulableAndUnresolvable ``node(s) didn't match Pod's node
+        affinity/selector``."""
         node = ni.node
         if node is None:
             return Status(Code.ERROR, "node not found")
@@ -239,6 +236,7 @@ class NodeAffinity:
     # ------------------------------------------------------------ score
 
     def pre_score(self, state: CycleState, pod: core_pb2.Pod, nodes) -> Status | None:
+        """Skip when neither the pod nor the profile's ``addedAffinity`` has preferred terms."""
         preferred = _preferred_terms(pod)
         if preferred is None and self.added_preferred is None:
             return Status(Code.SKIP)  # no preferred term: every node would score 0
@@ -246,6 +244,8 @@ class NodeAffinity:
         return None
 
     def score(self, state: CycleState, pod: core_pb2.Pod, ni: NodeInfo) -> tuple[int, Status | None]:
+        """The sum of the weights of the preferred terms the node matches, the pod's and the
+        profile's ``addedAffinity`` preferred terms alike."""
         node = ni.node
         if node is None:
             return 0, Status(Code.ERROR, "node not found")
@@ -261,6 +261,7 @@ class NodeAffinity:
 
     def normalize_score(self, state: CycleState, pod: core_pb2.Pod, node_names: list[str],
                         scores: list[int]) -> Status | None:
+        """Scale the sums to 0..100 (DefaultNormalizeScore, not reversed)."""
         default_normalize_score(MAX_NODE_SCORE, False, scores)
         return None
 
@@ -274,6 +275,9 @@ class NodeAffinity:
         ]
 
     def is_schedulable_after_node_change(self, pod: core_pb2.Pod, old: Any, new: Any) -> QueueingHint:
+        """Queue for a node added, or a node's labels changed, such that the node now matches the
+        profile's required ``addedAffinity`` and the pod's required placement, where it did not
+        before."""
         if new is None:
             return QueueingHint.QUEUE_SKIP
         if self.added_node_selector is not None and not self.added_node_selector.matches(new):

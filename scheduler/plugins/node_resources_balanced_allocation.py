@@ -1,28 +1,11 @@
 """NodeResourcesBalancedAllocation: prefer the node whose resources would be used most evenly.
 
-kube-scheduler's noderesources BalancedAllocation score plugin. For each resource in
-``resources`` (default cpu and memory) it takes the fraction of the node's allocatable that
-would be requested with the pod there — (node's requested + pod's request) / allocatable,
-capped at 1 — and scores ``(1 - std) * 100``, truncated, where ``std`` is the standard
-deviation of those fractions: ``|f1 - f2| / 2`` for two resources, the population standard
-deviation for more, 0 for one. A resource the node has none of is left out, and so is an
-extended resource the pod does not request.
+kube-scheduler's noderesources BalancedAllocation score plugin: ``(1 - std) * 100`` of the
+fractions of the node's allocatable each resource would use with the pod there.
 
-Which amounts: like kube-scheduler (``useRequested: true`` in its NewBalancedAllocation), the
-node side is NodeInfo ``requested`` — what the node's pods actually request, not
-``non_zero_requested`` with the 100m / 200Mi defaults LeastAllocated uses — and the pod side
-is its plain requests (PodRequests: overhead and pod-level resources included, the KEP-1287
-rule for a pod that reports resources, no defaults for containers that request nothing).
-
-PreScore computes the pod's requests once and Skips the plugin for a pod that requests none of
-the resources (a best-effort pod: scoring it would pile such pods onto one node,
-kubernetes#129138). It has no Filter, so it rejects nothing and registers no events.
-
-Args (``NodeResourcesBalancedAllocationArgs``, decoded strictly by ``decode_args``):
-``resources``, a list of ``{name, weight}``, cpu and memory when left out or empty (kube-scheduler's
-v1 defaults, which also turn a weight left out or 0 into 1); names must be unique and, as
-kube-scheduler validates, every weight must be 1 (the score is unweighted). Bad args raise
-``ArgsError`` naming the field.
+- ``NodeResourcesBalancedAllocation.pre_score`` / ``score``: which amounts count, per resource;
+- ``balanced_score``: the score from those amounts;
+- ``decode_args``: ``NodeResourcesBalancedAllocationArgs``, decoded strictly.
 """
 
 from __future__ import annotations
@@ -47,14 +30,17 @@ DEFAULT_RESOURCES = pa.DEFAULT_RESOURCES
 
 @dataclass(frozen=True)
 class NodeResourcesBalancedAllocationArgs:
-    """kube-scheduler's NodeResourcesBalancedAllocationArgs, with its v1 defaults."""
+    """kube-scheduler's NodeResourcesBalancedAllocationArgs, with its v1 defaults: ``resources``, a
+    list of ``{name, weight}``, cpu and memory when left out or empty (the v1 defaults also turn a
+    weight left out or 0 into 1)."""
 
     resources: tuple[ResourceSpec, ...] = DEFAULT_RESOURCES
 
 
 def decode_args(raw: Any, path: str = "") -> NodeResourcesBalancedAllocationArgs:
-    """NodeResourcesBalancedAllocationArgs from a pluginConfig entry's ``args``; ArgsError names the
-    bad field."""
+    """NodeResourcesBalancedAllocationArgs from a pluginConfig entry's ``args``, decoded strictly;
+    ArgsError names the bad field. Names must be unique and, as kube-scheduler validates, every
+    weight must be 1 (the score is unweighted)."""
     fields = pa.fields(raw, path, NAME, ("resources",))
     where = pa.join(path, "resources")
     specs = pa.resource_specs(fields.get("resources"), where)
@@ -74,7 +60,11 @@ class _PodRequests(StateData):
 
 
 def balanced_score(requested: list[int], allocatable: list[int]) -> int:
-    """kube-scheduler's balancedResourceScorer: (1 - std of the used fractions) * 100, truncated."""
+    """kube-scheduler's balancedResourceScorer: (1 - std of the used fractions) * 100, truncated.
+
+    A fraction is of the node's allocatable that would be requested with the pod there, capped at
+    1; ``std`` is the standard deviation of those fractions: ``|f1 - f2| / 2`` for two resources, the
+    population standard deviation for more, 0 for one. A resource the node has none of is left out."""
     fractions: list[float] = []
     for req, alloc in zip(requested, allocatable, strict=True):
         if alloc == 0:
@@ -90,6 +80,8 @@ def balanced_score(requested: list[int], allocatable: list[int]) -> int:
 
 
 class NodeResourcesBalancedAllocation:
+    """The score plugin. It has no Filter, so it rejects nothing and registers no events."""
+
     name = NAME
 
     def __init__(self, args: NodeResourcesBalancedAllocationArgs, handle: Any = None):
@@ -101,6 +93,13 @@ class NodeResourcesBalancedAllocation:
         return _PodRequests(tuple(requests.get(name, 0) for name in self.resources))
 
     def pre_score(self, state: CycleState, pod: core_pb2.Pod, nodes) -> Status | None:
+        """Compute the pod's requests once, and Skip the plugin for a pod that requests none of the
+        resources (a best-effort pod: scoring it would pile such pods onto one node,
+        kubernetes#129138).
+
+        The pod side is its plain requests (PodRequests: overhead and pod-level resources included,
+        the KEP-1287 rule for a pod that reports resources, no defaults for containers that request
+        nothing)."""
         req = self._pod_requests(pod)
         if not any(req.amounts):
             return Status(Code.SKIP)  # best effort: every node would look perfectly balanced
@@ -108,6 +107,14 @@ class NodeResourcesBalancedAllocation:
         return None
 
     def score(self, state: CycleState, pod: core_pb2.Pod, ni: NodeInfo) -> tuple[int, Status | None]:
+        """For each resource in ``resources`` (default cpu and memory), the fraction of the node's
+        allocatable that would be requested with the pod there — (node's requested + pod's request) /
+        allocatable, capped at 1 — scored by ``balanced_score``. A resource the node has none of is
+        left out, and so is an extended resource the pod does not request.
+
+        Like kube-scheduler (``useRequested: true`` in its NewBalancedAllocation), the node side is
+        NodeInfo ``requested`` — what the node's pods actually request, not ``non_zero_requested``
+        with the 100m / 200Mi defaults LeastAllocated uses."""
         req = state.get(_SCORE_STATE_KEY)
         if req is None:  # PreScore did not run
             req = self._pod_requests(pod)

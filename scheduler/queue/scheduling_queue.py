@@ -1,33 +1,13 @@
 """The scheduling queue: activeQ, backoffQ and the unschedulable pool, driven by QueueingHints.
 
-kube-scheduler's PriorityQueue, on one asyncio loop (no locks needed):
+kube-scheduler's PriorityQueue, on one asyncio loop (no locks needed): ``SchedulingQueue``.
 
-- **activeQ**: a heap in the profile's QueueSort order (PrioritySort: priority, then time);
-  ``pop`` waits for its head. Pods enter it only if every PreEnqueue plugin agrees (scheduling
-  gates); otherwise they wait, gated, in the unschedulable pool.
-- **backoffQ**: pods that failed and may be retried after their backoff —
-  ``initial * 2^(failures-1)``, at most ``max`` (1 s and 10 s by default) — flushed to activeQ
-  every second.
-- **unschedulablePods**: pods the last attempt rejected. A cluster event moves a pod out only
-  if a QueueingHint of one of the plugins that rejected it (``unschedulable_plugins``) says
-  Queue; Pending plugins' Queue skips the backoff. Pods waiting longer than
-  ``max_in_unschedulable`` (5 min) are flushed every 30 s anyway (``UnschedulableTimeout``; a
-  limit under 30 s is checked that often).
-- **PreQueueingHints** (KEP-6132, gate SchedulerPreQueueingHints): a registration may carry a
-  PreQueueingHint, called once per matching event before the pool is walked; the plugin's
-  QueueingHint is then asked only about the pods it named — per plugin: a plugin registered for
-  the same event without one is still asked about every pod it rejected. When every registration
-  the event matches named its pods, only the union of those pods is looked at (O(named), not
-  O(pool)).
-- **in flight**: a popped pod is in flight until ``done``; events that arrive meanwhile are
-  recorded, and when the pod comes back unschedulable they are replayed through its rejectors'
-  hints, so an event during its attempt is never lost.
-
-Metrics: ``scheduler_pending_pods{queue}`` (active, backoff, unschedulable, gated),
-``scheduler_queue_incoming_pods_total{event,queue}``, ``scheduler_unschedulable_pods{plugin,profile}``,
-``scheduler_queueing_hint_execution_duration_seconds{plugin,event,hint}`` (its ``_count``: the
-QueueingHint calls), ``scheduler_event_handling_duration_seconds{event}`` (the queue's part of an
-event), ``scheduler_pre_queueing_hint_evaluations_total{plugin,result}``.
+- activeQ: ``pop``, and ``_move_to_active`` (PreEnqueue plugins: scheduling gates);
+- backoffQ: ``backoff_duration``, ``flush_backoff_completed``;
+- unschedulablePods: ``_worth_requeuing`` (the QueueingHints), ``flush_unschedulable_leftover``;
+- PreQueueingHints (KEP-6132): ``_pre_queueing_hints``;
+- pods in flight: ``_hint_for_in_flight_pod``;
+- the metrics: the comment over ``INCOMING_PODS``.
 """
 
 from __future__ import annotations
@@ -76,6 +56,11 @@ DEFAULT_MAX_IN_UNSCHEDULABLE = 300.0
 BACKOFF_FLUSH_PERIOD = 1.0
 UNSCHEDULABLE_FLUSH_PERIOD = 30.0
 
+# Metrics: scheduler_pending_pods{queue} (active, backoff, unschedulable, gated),
+# scheduler_queue_incoming_pods_total{event,queue}, scheduler_unschedulable_pods{plugin,profile},
+# scheduler_queueing_hint_execution_duration_seconds{plugin,event,hint} (its _count: the
+# QueueingHint calls), scheduler_event_handling_duration_seconds{event} (the queue's part of an
+# event), scheduler_pre_queueing_hint_evaluations_total{plugin,result}.
 INCOMING_PODS = Counter("scheduler_queue_incoming_pods_total", "Number of pods added to scheduling queues by event "
                         "and queue type.", ["event", "queue"])
 PRE_QUEUEING_HINT_EVALUATIONS = Counter(
@@ -121,6 +106,10 @@ class _Narrowed:
 
 
 class SchedulingQueue:
+    """kube-scheduler's PriorityQueue: **activeQ**, a heap in the profile's QueueSort order
+    (PrioritySort: priority, then time); **backoffQ**, pods that failed and may be retried after
+    their backoff; **unschedulablePods**, pods the last attempt rejected (and pods gated)."""
+
     def __init__(self, less: Callable[[QueuedPodInfo, QueuedPodInfo], bool], *,
                  events: dict[str, dict[str, list[ClusterEventWithHint]]] | None = None,
                  pre_enqueue: dict[str, Callable[[core_pb2.Pod], Any]] | None = None,
@@ -201,6 +190,7 @@ class SchedulingQueue:
     # ------------------------------------------------------------ backoff
 
     def backoff_duration(self, p: QueuedPodInfo) -> float:
+        """``initial * 2^(failures-1)``, at most ``max`` (1 s and 10 s by default)."""
         count = p.consecutive_errors_count or p.unschedulable_count
         if count <= 0:
             return 0.0
@@ -237,7 +227,8 @@ class SchedulingQueue:
         p.unschedulable_plugins.add(status.plugin)
 
     def _move_to_active(self, p: QueuedPodInfo, event: str) -> bool:
-        """To activeQ if PreEnqueue agrees; otherwise (gated) to the unschedulable pool."""
+        """To activeQ only if every PreEnqueue plugin agrees (scheduling gates); otherwise the pod
+        waits, gated, in the unschedulable pool."""
         self._run_pre_enqueue(p)
         key = p.key
         if p.gated:
@@ -285,7 +276,8 @@ class SchedulingQueue:
         self._move_to_active(self._new_info(pod), event)
 
     async def pop(self) -> QueuedPodInfo | None:
-        """The head of activeQ, waiting for one; None once the queue is closed."""
+        """The head of activeQ, waiting for one; None once the queue is closed. The pod is in flight
+        until ``done`` (``_hint_for_in_flight_pod``)."""
         while True:
             if self._closed:
                 return None
@@ -341,6 +333,9 @@ class SchedulingQueue:
             self.done(p.pod.metadata.uid)
 
     def _hint_for_in_flight_pod(self, p: QueuedPodInfo) -> Strategy:
+        """A popped pod is in flight until ``done``; events that arrive meanwhile are recorded, and
+        when the pod comes back unschedulable they are replayed through its rejectors' hints, so an
+        event during its attempt is never lost."""
         if not p.unschedulable_plugins and not p.pending_plugins:
             return Strategy.AFTER_BACKOFF
         since = self._in_flight.get(p.pod.metadata.uid)
@@ -442,7 +437,13 @@ class SchedulingQueue:
 
     def _pre_queueing_hints(self, event: ClusterEvent, old: Any, new: Any) -> _Narrowed | None:
         """Each PreQueueingHint registered for ``event``, called once (KEP-6132 "Design Details");
-        None when there is none, or for the queue's own wildcard events."""
+        None when there is none, or for the queue's own wildcard events.
+
+        With the gate SchedulerPreQueueingHints, a registration may carry a PreQueueingHint, called
+        once per matching event before the pool is walked; the plugin's QueueingHint is then asked
+        only about the pods it named — per plugin: a plugin registered for the same event without one
+        is still asked about every pod it rejected. When every registration the event matches named
+        its pods, only the union of those pods is looked at (O(named), not O(pool))."""
         if event.is_wildcard():
             return None
         entries = self._entries_matching(event)
@@ -495,7 +496,11 @@ class SchedulingQueue:
     def _worth_requeuing(self, p: QueuedPodInfo, event: ClusterEvent, old: Any, new: Any,
                          narrowed: dict[_HintEntry, frozenset[str]] | None = None) -> Strategy:
         """What the hints of the pod's rejectors say about ``event``; ``narrowed``: per registration,
-        the pods its PreQueueingHint named (a registration in it is not asked about other pods)."""
+        the pods its PreQueueingHint named (a registration in it is not asked about other pods).
+
+        A cluster event moves a pod out of unschedulablePods only if a QueueingHint of one of the
+        plugins that rejected it (``unschedulable_plugins``) says Queue; Pending plugins' Queue skips
+        the backoff."""
         rejectors = p.unschedulable_plugins | p.pending_plugins
         if not rejectors:
             return Strategy.AFTER_BACKOFF
@@ -536,6 +541,7 @@ class SchedulingQueue:
         return strategy
 
     def flush_backoff_completed(self) -> None:
+        """backoffQ's pods whose backoff is over, to activeQ (every second)."""
         now = self._clock()
         while True:
             head = self._backoff.peek()
@@ -545,6 +551,8 @@ class SchedulingQueue:
             self._move_to_active(head, BACKOFF_COMPLETE)
 
     def flush_unschedulable_leftover(self) -> None:
+        """Pods waiting longer than ``max_in_unschedulable`` (5 min) are flushed every 30 s anyway
+        (``UnschedulableTimeout``; a limit under 30 s is checked that often)."""
         now = self._clock()
         stale = [p for p in self._unschedulable.values() if now - p.timestamp > self.max_in_unschedulable]
         if stale:

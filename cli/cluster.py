@@ -60,8 +60,9 @@ class ClusterState:
 
     @property
     def server(self) -> str:
-        api = self.processes.get("apiserver")
-        return api.grpc if api else ""
+        """Every apiserver's gRPC address, the first's first: a client given it fails over along
+        them (machinery/client.py)."""
+        return topology.servers_from([p.grpc for p in self.processes.values() if p.role == "apiserver" and p.grpc])
 
     @property
     def rest(self) -> str:
@@ -364,10 +365,11 @@ def to_process(c: topology.Component, data_dir: Path) -> Process:
                    log=str(data_dir / "logs" / f"{c.log_name}.log"), env=c.env, rest=c.rest)
 
 
-def write_kubeconfig(data_dir: Path, rest: str) -> Path:
-    """``<data-dir>/kubeconfig`` for the REST API at ``rest`` (host:port), user admin."""
+def write_kubeconfig(data_dir: Path, rest: str, others: list[tuple[str, str]] | None = None) -> Path:
+    """``<data-dir>/kubeconfig`` for the REST API at ``rest`` (host:port), user admin; ``others``:
+    (name, host:port) of the other apiservers' REST APIs, each its own context."""
     return kubeconfig.write(data_dir, f"https://{rest}", pki.Pki(data_dir / pki.PKI_DIR).ca_cert,
-                            read_token(data_dir, "admin"))
+                            read_token(data_dir, "admin"), others=[(n, f"https://{r}") for n, r in others or []])
 
 
 def up(cfg: topology.ClusterConfig, timeout: float = 60.0, echo=print) -> ClusterState:
@@ -405,9 +407,9 @@ def up(cfg: topology.ClusterConfig, timeout: float = 60.0, echo=print) -> Cluste
     except (OSError, ValueError) as exc:
         raise ClusterError(f"cannot make the cluster's certificates in {data_dir / pki.PKI_DIR}: {exc}") from None
     comps = resolve(cfg)
-    api = next((c for c in comps if c.role == "apiserver"), None)
-    if api is not None and api.rest:
-        write_kubeconfig(data_dir, api.rest)
+    apis = [c for c in comps if c.role == "apiserver" and c.rest]
+    if apis:
+        write_kubeconfig(data_dir, apis[0].rest, [(c.name, c.rest) for c in apis[1:]])
     state = ClusterState(data_dir=str(data_dir), config=asdict(cfg))
     state.save()
     for c in comps:

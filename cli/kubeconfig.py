@@ -2,7 +2,9 @@
 
 One cluster (``kplane``: the apiserver's HTTPS address and the cluster CA, inline), one user
 (``admin``, with its bearer token from tokens.csv, group system:masters), one context
-(``kplane``, namespace default) made current. ``kplane up`` writes it (``export
+(``kplane``, namespace default) made current. With several apiservers, ``kplane`` is the first
+and each other one has its own cluster and context, ``kplane-apiserver-2`` ...: kubectl does
+not fail over, so ``kubectl --context kplane-apiserver-2`` picks one (docs/cli.md). ``kplane up`` writes it (``export
 KUBECONFIG=<path>`` then makes kubectl use it); it is rewritten when the address changes.
 """
 
@@ -10,6 +12,7 @@ from __future__ import annotations
 
 import base64
 import os
+from collections.abc import Sequence
 from pathlib import Path
 
 import yaml
@@ -19,14 +22,17 @@ CLUSTER = CONTEXT = "kplane"
 USER = "admin"
 
 
-def render(server: str, ca_pem: bytes, token: str, user: str = USER) -> str:
+def render(server: str, ca_pem: bytes, token: str, user: str = USER,
+           others: Sequence[tuple[str, str]] = ()) -> str:
+    """``others``: (apiserver name, server URL) of the apiservers after the first."""
+    ca = base64.b64encode(ca_pem).decode()
+    names = [(CLUSTER, server)] + [(f"{CLUSTER}-{name}", url) for name, url in others]
     doc = {
         "apiVersion": "v1",
         "kind": "Config",
-        "clusters": [{"name": CLUSTER, "cluster": {"server": server,
-                                                   "certificate-authority-data": base64.b64encode(ca_pem).decode()}}],
+        "clusters": [{"name": n, "cluster": {"server": url, "certificate-authority-data": ca}} for n, url in names],
         "users": [{"name": user, "user": {"token": token}}],
-        "contexts": [{"name": CONTEXT, "context": {"cluster": CLUSTER, "user": user, "namespace": "default"}}],
+        "contexts": [{"name": n, "context": {"cluster": n, "user": user, "namespace": "default"}} for n, _ in names],
         "current-context": CONTEXT,
         "preferences": {},
     }
@@ -34,11 +40,11 @@ def render(server: str, ca_pem: bytes, token: str, user: str = USER) -> str:
 
 
 def write(data_dir: Path | str, server: str, ca_cert: Path, token: str, user: str = USER,
-          name: str = KUBECONFIG_FILE) -> Path:
+          name: str = KUBECONFIG_FILE, others: Sequence[tuple[str, str]] = ()) -> Path:
     """Write the kubeconfig (mode 0600: it holds a token) and return its path."""
     path = Path(data_dir) / name
     tmp = path.with_suffix(".tmp")
-    tmp.write_text(render(server, ca_cert.read_bytes(), token, user))
+    tmp.write_text(render(server, ca_cert.read_bytes(), token, user, others))
     os.chmod(tmp, 0o600)
     os.replace(tmp, path)
     return path

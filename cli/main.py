@@ -84,6 +84,7 @@ def cmd_up(args: argparse.Namespace) -> int:
     cfg = topology.ClusterConfig(
         data_dir=str(data_dir_of(args)), nodes=args.nodes, node_cpu=args.node_cpu, node_memory=args.node_memory,
         node_pods=args.node_pods, hollow_nodes=args.hollow_nodes, etcd_members=args.etcd_members,
+        apiservers=args.apiservers,
         feature_gates=args.feature_gates or "", version=args.version or "",
         scheduler_config=args.scheduler_config or "", kube_reserved=args.kube_reserved or "",
         dra_devices=args.dra_devices, apiserver_args=list(args.apiserver_arg),
@@ -504,6 +505,10 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("--hollow-nodes", type=int, default=0,
                     help="also run this many hollow nodes (hollow-node-1..N) in one process, for scale")
     sp.add_argument("--etcd-members", type=int, default=1)
+    sp.add_argument("--apiservers", type=int, default=1,
+                    help="apiservers over the one etcd, each with its own watch cache (apiserver, apiserver-2, ...); "
+                    "the scheduler and controller-manager use the first, the kubelets take turns, and every "
+                    "client fails over to the next")
     sp.add_argument("--feature-gates", default="")
     sp.add_argument("--version", default="", metavar="V",
                     help="the Kubernetes release every component behaves as (--emulated-version), e.g. 1.36; "

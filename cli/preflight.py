@@ -73,6 +73,7 @@ def _check_numbers(cfg: topology.ClusterConfig, timeout: float) -> None:
     for flag, count, least in (("--nodes", cfg.nodes, 0), ("--hollow-nodes", cfg.hollow_nodes, 0),
                                ("--schedulers", cfg.schedulers, 0), ("--node-pods", cfg.node_pods, 1),
                                ("--controller-managers", cfg.controller_managers, 0),
+                               ("--apiservers", cfg.apiservers, 1),
                                ("--dra-devices", cfg.dra_devices, 0)):
         if count < least:
             raise PreflightError(f"invalid {flag} {count}: must be {least} or more")

@@ -62,6 +62,8 @@ class ClusterConfig:
     added_nodes: list[NodeSpec] = field(default_factory=list)
     removed_nodes: list[str] = field(default_factory=list)
     etcd_members: int = 1
+    # Apiservers over the one etcd, each with its own watch cache (``apiserver``, ``apiserver-2``, ...).
+    apiservers: int = 1
     feature_gates: str = ""
     # ``kplane up --version V``: every component's --emulated-version (empty: their own default).
     version: str = ""
@@ -149,7 +151,8 @@ def port_names(cfg: ClusterConfig) -> list[str]:
     names = []
     for m in etcd_member_names(cfg):
         names += [f"{m}.client", f"{m}.peer", f"{m}.metrics"]
-    names += ["apiserver.grpc", "apiserver.rest", "apiserver.admin"]
+    for api in apiserver_names(cfg):
+        names += [f"{api}.grpc", f"{api}.rest", f"{api}.admin"]
     names += [f"{n}.admin" for n in scheduler_names(cfg)]
     names += [f"{n}.admin" for n in controller_manager_names(cfg)]
     for n in node_specs(cfg):
@@ -166,6 +169,20 @@ def node_port_names(node: str) -> list[str]:
 def _replica_names(role: str, count: int) -> list[str]:
     """``role``, then ``role-2`` … for replicas competing for one leader Lease (none with 0)."""
     return [role] + [f"{role}-{i}" for i in range(2, count + 1)] if count >= 1 else []
+
+
+def apiserver_names(cfg: ClusterConfig) -> list[str]:
+    return _replica_names("apiserver", max(cfg.apiservers, 1))
+
+
+def servers_from(addresses: list[str], first: int = 0) -> str:
+    """The ``--server`` value for a client of these apiservers: all of them, starting at the
+    ``first``-th (its own), the others after in order — the client fails over along the list
+    (machinery/client.py, ``channel_target``)."""
+    if not addresses:
+        return ""
+    k = first % len(addresses)
+    return ",".join(addresses[k:] + addresses[:k])
 
 
 def scheduler_names(cfg: ClusterConfig) -> list[str]:
@@ -322,25 +339,29 @@ def build(cfg: ClusterConfig, mode: Mode = "local", python: str = "python") -> l
             grpc=f"{a.host(m)}:{client}", admin=f"{a.host(m)}:{metrics}", data_dirs=[a.data("etcd", m)],
             health_path="/health"))
     endpoints = ",".join(c.grpc for c in components if c.role == "etcd")
-    api_port = a.port("apiserver.grpc", APISERVER_PORT)
-    api_admin = a.port("apiserver.admin", APISERVER_ADMIN_PORT)
-    api_rest = a.port("apiserver.rest", APISERVER_REST_PORT)
-    api_argv = [python, "-m", "apiserver", "--etcd-endpoints", endpoints,
-                "--listen", f"{a.listen_host('apiserver')}:{api_port}",
-                "--admin-listen", f"{a.listen_host('apiserver')}:{api_admin}",
-                "--token-auth-file", a.creds("tokens.csv"),
-                "--rest-listen", f"{a.listen_host('apiserver')}:{api_rest}",
-                "--tls-cert-file", a.creds("pki", "apiserver.crt"),
-                "--tls-private-key-file", a.creds("pki", "apiserver.key")]
-    api_argv += _shared_flags(cfg) + cfg.apiserver_args
-    components.append(Component(name="apiserver", role="apiserver", argv=api_argv,
-                                grpc=f"{a.host('apiserver')}:{api_port}", rest=f"{a.host('apiserver')}:{api_rest}",
-                                admin=f"{a.host('apiserver')}:{api_admin}", depends_on=members))
-    server = f"{a.host('apiserver')}:{api_port}"
+    for name in apiserver_names(cfg):
+        api_port = a.port(f"{name}.grpc", APISERVER_PORT)
+        api_admin = a.port(f"{name}.admin", APISERVER_ADMIN_PORT)
+        api_rest = a.port(f"{name}.rest", APISERVER_REST_PORT)
+        api_argv = [python, "-m", "apiserver", "--etcd-endpoints", endpoints,
+                    "--listen", f"{a.listen_host(name)}:{api_port}",
+                    "--admin-listen", f"{a.listen_host(name)}:{api_admin}",
+                    "--token-auth-file", a.creds("tokens.csv"),
+                    "--rest-listen", f"{a.listen_host(name)}:{api_rest}",
+                    "--tls-cert-file", a.creds("pki", "apiserver.crt"),
+                    "--tls-private-key-file", a.creds("pki", "apiserver.key")]
+        api_argv += _shared_flags(cfg) + cfg.apiserver_args
+        components.append(Component(name=name, role="apiserver", argv=api_argv,
+                                    grpc=f"{a.host(name)}:{api_port}", rest=f"{a.host(name)}:{api_rest}",
+                                    admin=f"{a.host(name)}:{api_admin}", depends_on=members))
+    # The scheduler and controller-manager on the first apiserver, the kubelets round-robin;
+    # each client has the others to fail over to.
+    apis = [c.grpc for c in components if c.role == "apiserver"]
+    server = servers_from(apis)
     components += scheduler_components(cfg, a, server, python)
     components += controller_manager_components(cfg, a, server, python)
-    for spec in node_specs(cfg):
-        components += node_components(cfg, a, spec, server, python)
+    for i, spec in enumerate(node_specs(cfg)):
+        components += node_components(cfg, a, spec, servers_from(apis, i), python)
     if cfg.hollow_nodes:
         components.append(hollow_component(cfg, a, server, python))
     return components

@@ -5,6 +5,9 @@
     async for ev in client.pods.watch(resource_version=rv):
         ...
 
+The target may name several apiservers, ``"127.0.0.1:6443,127.0.0.1:6444"``: the channel connects to
+the first that answers and moves on along the list when it goes (``channel_target``).
+
 Every call carries the bearer token and a timeout; gRPC errors come back as
 ``machinery.errors`` exceptions (``NotFound``, ``Conflict``, ``Gone``, ...). Reads are retried
 while the apiserver is unavailable (up to the call's timeout); writes are not, because a write
@@ -14,6 +17,7 @@ that timed out may have happened — the caller decides.
 from __future__ import annotations
 
 import asyncio
+import ipaddress
 import json
 import os
 import time
@@ -319,6 +323,35 @@ class NamespaceClient(ResourceClient[core_pb2.Namespace, core_pb2.NamespaceList]
         return await self._client.call(self._finalize, ns, dry_run=dry_run, timeout=timeout)
 
 
+def channel_target(server: str) -> str:
+    """The gRPC target for ``--server``: one ``host:port`` as given; several, comma-separated, as
+    one ``ipv4:`` (or ``ipv6:``) address list, which gRPC's pick_first policy walks in order — the
+    first apiserver that accepts the connection serves every call and watch, and when it goes,
+    the next call reconnects to the next one that answers (a watch broken on the way is
+    re-established by its informer, as client-go's reflector does). Several apiservers need
+    literal addresses (gRPC resolves no list of names); ValueError otherwise."""
+    addresses = [a.strip() for a in server.split(",") if a.strip()]
+    if len(addresses) <= 1:
+        return addresses[0] if addresses else server
+    families = set()
+    out = []
+    for address in addresses:
+        host, _, port = address.rpartition(":")
+        host = host.strip("[]")
+        if host == "localhost":
+            host = "127.0.0.1"
+        try:
+            family = ipaddress.ip_address(host).version
+        except ValueError:
+            raise ValueError(f"invalid server list {server!r}: several apiservers need IP addresses, "
+                             f"not {host!r}") from None
+        families.add(family)
+        out.append(f"[{host}]:{port}" if family == 6 else f"{host}:{port}")
+    if len(families) > 1:
+        raise ValueError(f"invalid server list {server!r}: IPv4 and IPv6 addresses mixed")
+    return f"ipv{families.pop()}:" + ",".join(out)
+
+
 class Client:
     def __init__(self, target: str, token: str | None = None, *, namespace: str = "default",
                  timeout: float = DEFAULT_TIMEOUT, channel: grpc.aio.Channel | None = None, field_manager: str = ""):
@@ -331,7 +364,8 @@ class Client:
         self.timeout = timeout
         self.field_manager = field_manager
         self._owns_channel = channel is None
-        self.channel = channel if channel is not None else grpc.aio.insecure_channel(target, options=CHANNEL_OPTIONS)
+        self.channel = channel if channel is not None else grpc.aio.insecure_channel(channel_target(target),
+                                                                                     options=CHANNEL_OPTIONS)
         self._metadata: Metadata = (("authorization", f"Bearer {self.token}"),)
         if field_manager:
             self._metadata += ((FIELD_MANAGER_HEADER, field_manager),)

@@ -6,9 +6,10 @@ from __future__ import annotations
 import pytest
 import yaml
 
-from cli import apply, check, printers, topology
+from cli import apply, check, kubeconfig, printers, topology
 from cli.main import build_parser, main
 from machinery.api import core_pb2
+from machinery.client import channel_target
 from tests.harness.builders import MakePod
 from tests.harness.cluster import ROOT
 
@@ -53,6 +54,40 @@ def test_three_member_etcd_topology():
     assert cluster_flag.count("=http://127.0.0.1:") == 3
     api = next(c for c in comps if c.role == "apiserver")
     assert api.argv[api.argv.index("--etcd-endpoints") + 1].count(",") == 2
+
+
+def test_apiserver_replicas_each_have_their_ports_and_clients_take_turns_with_failover():
+    cfg = topology.ClusterConfig(apiservers=3, nodes=4)
+    names = topology.port_names(cfg)
+    for api in ("apiserver", "apiserver-2", "apiserver-3"):
+        assert {f"{api}.grpc", f"{api}.rest", f"{api}.admin"} <= set(names)
+    cfg.ports = {n: 10000 + i for i, n in enumerate(names)}
+    comps = topology.build(cfg, "local")
+    apis = [c.grpc for c in comps if c.role == "apiserver"]
+    assert [c.name for c in comps if c.role == "apiserver"] == ["apiserver", "apiserver-2", "apiserver-3"]
+    assert len(set(apis)) == 3
+    server = {c.name: c.argv[c.argv.index("--server") + 1] for c in comps if "--server" in c.argv}
+    a, b, c = apis
+    assert server["scheduler"] == server["controller-manager"] == f"{a},{b},{c}"
+    assert [server[f"kubelet/node-{i}"] for i in range(1, 5)] == [f"{a},{b},{c}", f"{b},{c},{a}", f"{c},{a},{b}",
+                                                                  f"{a},{b},{c}"]
+
+
+def test_a_client_of_several_apiservers_dials_an_address_list():
+    assert channel_target("127.0.0.1:6443") == "127.0.0.1:6443"
+    assert channel_target("127.0.0.1:1, localhost:2") == "ipv4:127.0.0.1:1,127.0.0.1:2"
+    assert channel_target("[::1]:1,[::1]:2") == "ipv6:[::1]:1,[::1]:2"
+    with pytest.raises(ValueError, match="several apiservers need IP addresses, not 'apiserver-2'"):
+        channel_target("10.0.0.1:1,apiserver-2:1")
+
+
+def test_the_kubeconfig_has_a_context_per_apiserver_the_first_current():
+    doc = yaml.safe_load(kubeconfig.render("https://127.0.0.1:1", b"CA", "t",
+                                           others=[("apiserver-2", "https://127.0.0.1:2")]))
+    assert [(c["name"], c["cluster"]["server"]) for c in doc["clusters"]] == [
+        ("kplane", "https://127.0.0.1:1"), ("kplane-apiserver-2", "https://127.0.0.1:2")]
+    assert [c["name"] for c in doc["contexts"]] == ["kplane", "kplane-apiserver-2"]
+    assert doc["current-context"] == "kplane"
 
 
 def test_nodes_added_and_removed_shape_the_topology_and_survive_cluster_json():

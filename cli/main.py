@@ -97,7 +97,7 @@ def cmd_up(args: argparse.Namespace) -> int:
         _not_compose(existing, "`kplane up` runs local processes; give it another --data-dir")
     # Every value is checked, by the components' own parsers, before anything starts or is written.
     try:
-        preflight.check_up(cfg, args.timeout)
+        preflight.check_up(cfg, args.timeout, ignore_version_skew=args.ignore_version_skew)
     except preflight.PreflightError as exc:
         raise UsageError(str(exc)) from None
     try:
@@ -533,6 +533,9 @@ def build_parser() -> argparse.ArgumentParser:
                     "--controller-manager-arg=--node-monitor-grace-period=10s (repeatable)")
     sp.add_argument("--kubelet-arg", action="append", default=[], metavar="FLAG",
                     help="extra flag for every kubelet, e.g. --kubelet-arg=--sync-frequency=1 (repeatable)")
+    sp.add_argument("--ignore-version-skew", action="store_true",
+                    help="start components whose releases (--version, --emulated-version) the version skew "
+                    "policy does not allow together")
     sp.add_argument("--detach", action="store_true", help="return once the cluster is up")
     sp.add_argument("--timeout", type=float, default=60.0, help="seconds to wait for each component")
 
@@ -553,6 +556,8 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("--kubelet-arg", action="append", default=[], metavar="FLAG",
                     help="extra flag for this node's kubelet, after the cluster's, e.g. "
                          "--kubelet-arg=--cpu-manager-policy=static (repeatable)")
+    sp.add_argument("--ignore-version-skew", action="store_true",
+                    help="add a kubelet whose release the version skew policy does not allow beside the apiservers")
     sp.add_argument("--timeout", type=float, default=60.0, help="seconds to wait for the node to be Ready")
 
     sp = add("apply", cmd_apply, "create or update objects from Kubernetes-style YAML/JSON (multi-document)",
@@ -645,7 +650,8 @@ def cmd_node(args: argparse.Namespace) -> int:
     if args.action == "remove":
         given = [f for f, v in (("--cpu", args.cpu), ("--memory", args.memory), ("--pods", args.pods),
                                 ("--label", args.label), ("--taint", args.taint),
-                                ("--kubelet-arg", args.kubelet_arg)) if v]
+                                ("--kubelet-arg", args.kubelet_arg),
+                                ("--ignore-version-skew", args.ignore_version_skew)) if v]
         if given:
             raise UsageError(f"kplane node remove takes no {', '.join(given)}")
         left = nodes.remove(state, args.node_name)
@@ -656,7 +662,7 @@ def cmd_node(args: argparse.Namespace) -> int:
                             args.pods if args.pods is not None else cfg.node_pods, args.label, args.taint)
     spec.kubelet_args = list(args.kubelet_arg)
     try:
-        preflight.check_node(cfg, spec)
+        preflight.check_node(cfg, spec, ignore_version_skew=args.ignore_version_skew)
     except preflight.PreflightError as exc:
         raise UsageError(str(exc)) from None
     procs = nodes.add(state, spec, timeout=args.timeout)

@@ -109,7 +109,10 @@ def add(state: cluster.ClusterState, spec: topology.NodeSpec, timeout: float = 6
     for name, port in zip(names, cluster.free_ports(len(names)), strict=True):
         cfg.ports[name] = port
     a = topology._Addresses(cfg, "local")
-    comps = topology.node_components(cfg, a, spec, state.server, sys.executable)
+    # The apiservers in turn, as kplane up gives its kubelets theirs (the next after the last node's).
+    apis = [p.grpc for p in state.processes.values() if p.role == "apiserver" and p.grpc]
+    kubelets = sum(1 for p in state.processes.values() if p.role == "kubelet")
+    comps = topology.node_components(cfg, a, spec, topology.servers_from(apis, kubelets), sys.executable)
     procs = [cluster.to_process(c, data_dir) for c in comps]
     for p in procs:
         state.processes[p.name] = p

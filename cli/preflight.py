@@ -31,8 +31,10 @@ class PreflightError(ValueError):
     """A value ``kplane up`` was given that a component would refuse; the message names the flag."""
 
 
-def check_up(cfg: topology.ClusterConfig, timeout: float) -> None:
-    """Raise PreflightError for the first bad value in ``cfg`` (and ``--timeout``)."""
+def check_up(cfg: topology.ClusterConfig, timeout: float, ignore_version_skew: bool = False) -> None:
+    """Raise PreflightError for the first bad value in ``cfg`` (and ``--timeout``), and for
+    components whose releases the version skew policy does not allow together (unless
+    ``ignore_version_skew``)."""
     _check_numbers(cfg, timeout)
     try:
         release = version.emulated(cfg.version) if cfg.version else version.BINARY
@@ -50,18 +52,61 @@ def check_up(cfg: topology.ClusterConfig, timeout: float) -> None:
                                 controller_manager_args=[])
     _check_components(plain, extra=False)
     _check_components(cfg, extra=True)
+    if not ignore_version_skew:
+        fake = dataclasses.replace(cfg, ports={n: 1 for n in topology.port_names(cfg)})
+        _check_skew(topology.build(fake, "local"))
 
 
-def check_node(cfg: topology.ClusterConfig, spec: topology.NodeSpec) -> None:
+_SKEW_NAMES = {"kubelet": "kubelet", "hollow": "kubelet", "scheduler": "kube-scheduler",
+               "controller-manager": "kube-controller-manager"}
+
+
+def _check_skew(comps: list[topology.Component]) -> None:
+    """Kubernetes' version skew policy over the releases these components emulate, as kubeadm's
+    preflight checks a kubelet against the control plane: each component against the oldest
+    apiserver (the one it may land on). PreflightError names the component and the way out."""
+    apis = [emulated_version(c.argv) for c in comps if c.role == "apiserver"]
+    if not apis:
+        return
+    oldest = min(apis)
+    for c in comps:
+        component = _SKEW_NAMES.get(c.role)
+        if component is None:
+            continue
+        problem = version.skew_violation(component, emulated_version(c.argv), oldest)
+        if problem is not None:
+            raise PreflightError(f"{c.name}: {problem} (--ignore-version-skew runs it anyway)")
+
+
+def emulated_version(argv: list[str]) -> version.Version:
+    """The release a component's command line makes it emulate: its last ``--emulated-version``,
+    else kplane's own (a malformed value is the component's own check's to report)."""
+    found = str(version.BINARY)
+    for i, arg in enumerate(argv):
+        if arg == "--emulated-version" and i + 1 < len(argv):
+            found = argv[i + 1]
+        elif arg.startswith("--emulated-version="):
+            found = arg.partition("=")[2]
+    try:
+        return version.Version.parse(found)
+    except version.VersionError:
+        return version.BINARY
+
+
+def check_node(cfg: topology.ClusterConfig, spec: topology.NodeSpec, ignore_version_skew: bool = False) -> None:
     """``kplane node add``: the node's kubelet command line, its own ``--kubelet-arg`` flags
-    included, checked as its kubelet checks it; PreflightError with one line."""
+    included, checked as its kubelet checks it, and its release against the cluster's apiservers
+    (the version skew policy, unless ``ignore_version_skew``); PreflightError with one line."""
     ports = {n: 1 for n in (*topology.port_names(cfg), *topology.node_port_names(spec.name))}
     fake = dataclasses.replace(cfg, ports=ports)
-    for comp in topology.node_components(fake, topology._Addresses(fake, "local"), spec, "127.0.0.1:1", "python"):
+    node = topology.node_components(fake, topology._Addresses(fake, "local"), spec, "127.0.0.1:1", "python")
+    for comp in node:
         checker = _CHECKERS.get(comp.argv[2]) if comp.role == "kubelet" else None
         message = _run(functools.partial(checker, comp.argv[3:])) if checker is not None else None
         if message is not None:
             raise PreflightError(f"invalid --kubelet-arg: {message}" if spec.kubelet_args else message)
+    if not ignore_version_skew:
+        _check_skew([c for c in topology.build(fake, "local") if c.role == "apiserver"] + node)
 
 
 def _check_numbers(cfg: topology.ClusterConfig, timeout: float) -> None:

@@ -58,3 +58,22 @@ def emulated(text: str) -> Version:
     if v < FLOOR or v > BINARY:
         raise VersionError(f"emulation version {v} is not between [{FLOOR}, {BINARY}]")
     return v
+
+
+# Kubernetes' version skew policy: how many minors older than the apiserver each component may be
+# (none may be newer). kubeadm refuses a kubelet newer than the control plane in its preflight.
+MAX_MINORS_OLDER = {"kubelet": 3, "kube-scheduler": 1, "kube-controller-manager": 1}
+
+
+def skew_violation(component: str, version: Version, apiserver: Version) -> str | None:
+    """Why ``component`` at ``version`` beside an apiserver at ``apiserver`` is outside the version
+    skew policy, or None. ``component``: kubelet, kube-scheduler, kube-controller-manager."""
+    allowed = MAX_MINORS_OLDER[component]
+    if version > apiserver:
+        return (f"the {component} version {version} is newer than the apiserver's {apiserver}: the version skew "
+                f"policy never allows a {component} newer than the apiserver")
+    if apiserver.major != version.major or apiserver.minor - version.minor > allowed:
+        return (f"the {component} version {version} is more than {allowed} minor "
+                f"version{'s' if allowed > 1 else ''} older than the apiserver's {apiserver}: outside the version "
+                f"skew policy")
+    return None

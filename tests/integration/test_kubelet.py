@@ -301,8 +301,9 @@ async def test_killing_the_kubelet_or_the_runtime_never_loses_a_running_pod(api,
 
 async def test_an_old_kubelet_reports_no_status_resources_and_its_pods_cannot_be_resized():
     """KEP-1287 Version Skew Strategy, end to end: a kubelet emulating 1.32, where in-place resize
-    is alpha and off by default (its InPlacePodVerticalScaling gate at that release)."""
-    tc = start_cluster(nodes=1, kubelet_args=FAST + ["--emulated-version=1.32"])
+    is alpha and off by default (its InPlacePodVerticalScaling gate at that release), beside a
+    1.35 control plane (three minors: the oldest kubelet the version skew policy allows)."""
+    tc = start_cluster(nodes=1, version="1.35", kubelet_args=FAST + ["--emulated-version=1.32"])
     api = tc.client()
     try:
         node = await api.nodes.get("node-1")

@@ -47,6 +47,43 @@ def test_a_version_reaches_every_component_and_their_own_args_override_it():
                     "kubelet": ["--emulated-version", "1.35", "--emulated-version=1.33"]}
 
 
+@pytest.mark.parametrize("overrides,message", [
+    ({"kubelet_args": ["--emulated-version=1.33"]},
+     "kubelet/node-1: the kubelet version 1.33 is more than 3 minor versions older than the apiserver's 1.37"),
+    ({"version": "1.35", "kubelet_args": ["--emulated-version=1.36"]},
+     "kubelet/node-1: the kubelet version 1.36 is newer than the apiserver's 1.35"),
+    ({"apiserver_args": ["--emulated-version=1.36"]},
+     "scheduler: the kube-scheduler version 1.37 is newer than the apiserver's 1.36"),
+    ({"controller_manager_args": ["--emulated-version=1.35"], "schedulers": 0},
+     "controller-manager: the kube-controller-manager version 1.35 is more than 1 minor version older than the "
+     "apiserver's 1.37"),
+])
+def test_releases_outside_the_version_skew_policy_are_refused_unless_told(overrides, message):
+    cfg = topology.ClusterConfig(nodes=1, **overrides)
+    assert refused(cfg).startswith(message) and refused(cfg).endswith("(--ignore-version-skew runs it anyway)")
+    preflight.check_up(cfg, 60.0, ignore_version_skew=True)
+
+
+@pytest.mark.parametrize("overrides", [
+    {"version": "1.35", "kubelet_args": ["--emulated-version=1.32"]},  # three minors older: allowed
+    {"version": "1.36", "scheduler_args": ["--emulated-version=1.35"]},  # one minor older: allowed
+    {"kubelet_args": ["--emulated-version=1.34"]},
+])
+def test_releases_the_version_skew_policy_allows_pass(overrides):
+    preflight.check_up(topology.ClusterConfig(nodes=1, **overrides), 60.0)
+
+
+def test_a_node_added_beside_the_apiservers_is_held_to_the_policy_too():
+    cfg = topology.ClusterConfig(version="1.36", nodes=1)
+    old = topology.NodeSpec("old", "4", "8Gi", 110, kubelet_args=["--emulated-version=1.33"])
+    preflight.check_node(cfg, old)
+    new = topology.NodeSpec("new", "4", "8Gi", 110, kubelet_args=["--emulated-version=1.37"])
+    with pytest.raises(preflight.PreflightError, match="^kubelet/new: the kubelet version 1.37 is newer than the "
+                                                       "apiserver's 1.36"):
+        preflight.check_node(cfg, new)
+    preflight.check_node(cfg, new, ignore_version_skew=True)
+
+
 def test_unknown_feature_gate():
     assert refused(topology.ClusterConfig(feature_gates="NoSuchGate=true")) == \
         "invalid --feature-gates 'NoSuchGate=true': unrecognized feature gate: NoSuchGate"

@@ -215,8 +215,31 @@ def cmd_start(args: argparse.Namespace) -> int:
 
 def cmd_restart(args: argparse.Namespace) -> int:
     state = _state(args)
-    for p in cluster.select(state, args.component):
+    procs = cluster.select(state, args.component)
+    changes = [(flag, value) for flag, value in (("--emulated-version", args.emulated_version),
+                                                 ("--feature-gates", args.feature_gates)) if value is not None]
+    new_argv = {}
+    for p in procs if changes else []:
+        # An upgrade or a downgrade in place: the component's command line changed for good
+        # (cluster.json), checked first as kplane up checks it.
+        if p.container:
+            raise UsageError(f"{p.name} is a container: kplane restart {' '.join(f for f, _ in changes)} "
+                             "changes local processes only")
+        if p.role not in ("apiserver", "scheduler", "controller-manager", "kubelet", "hollow"):
+            raise UsageError(f"{p.name} takes no {' or '.join(f for f, _ in changes)}")
+        argv = p.argv
+        for flag, value in changes:
+            argv = preflight.with_flag(argv, flag, value)
+        try:
+            preflight.check_restart(list(state.processes.values()), p.name, argv,
+                                    ignore_version_skew=args.ignore_version_skew)
+        except preflight.PreflightError as exc:
+            raise UsageError(str(exc)) from None
+        new_argv[p.name] = argv
+    for p in procs:
         cluster.kill(p)
+        if p.name in new_argv:
+            p.argv = new_argv[p.name]
         state.save()
     return cmd_start(args)
 
@@ -618,6 +641,14 @@ def build_parser() -> argparse.ArgumentParser:
         if name != "kill":
             sp.add_argument("--wait", type=float, default=30.0, help="seconds to wait for it to be healthy")
             sp.add_argument("--no-wait", action="store_true")
+        if name == "restart":
+            sp.add_argument("--emulated-version", metavar="V",
+                            help="restart it as release V for good (an upgrade or a downgrade in place; the "
+                            "version skew policy decides the order)")
+            sp.add_argument("--feature-gates", metavar="A=true,B=false",
+                            help="restart it with these feature gates for good (\"\" for none)")
+            sp.add_argument("--ignore-version-skew", action="store_true",
+                            help="restart it even where the version skew policy forbids the result")
 
     sp = add("failpoint", cmd_failpoint, "arm a failpoint at run time (panic, sleep(ms), error, pause, off)")
     sp.add_argument("component", metavar="COMPONENT")

@@ -19,8 +19,9 @@ import contextlib
 import dataclasses
 import functools
 import io
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Protocol
 
 from cli import topology
 from machinery import quantity, version
@@ -61,7 +62,22 @@ _SKEW_NAMES = {"kubelet": "kubelet", "hollow": "kubelet", "scheduler": "kube-sch
                "controller-manager": "kube-controller-manager"}
 
 
-def _check_skew(comps: list[topology.Component]) -> None:
+class _Launched(Protocol):
+    """A component's command line, planned (topology.Component) or running (cluster.Process)."""
+
+    name: str
+    role: str
+    argv: list[str]
+
+
+@dataclasses.dataclass
+class _Command:
+    name: str
+    role: str
+    argv: list[str]
+
+
+def _check_skew(comps: Sequence[_Launched]) -> None:
     """Kubernetes' version skew policy over the releases these components emulate, as kubeadm's
     preflight checks a kubelet against the control plane: each component against the oldest
     apiserver (the one it may land on). PreflightError names the component and the way out."""
@@ -76,6 +92,36 @@ def _check_skew(comps: list[topology.Component]) -> None:
         problem = version.skew_violation(component, emulated_version(c.argv), oldest)
         if problem is not None:
             raise PreflightError(f"{c.name}: {problem} (--ignore-version-skew runs it anyway)")
+
+
+def with_flag(argv: list[str], flag: str, value: str) -> list[str]:
+    """``argv`` with every ``flag V`` and ``flag=V`` taken out and ``flag value`` put at the end
+    (where it wins over the cluster's and the --*-arg flags)."""
+    out: list[str] = []
+    skip = False
+    for arg in argv:
+        if skip:
+            skip = False
+        elif arg == flag:
+            skip = True
+        elif not arg.startswith(flag + "="):
+            out.append(arg)
+    return out + [flag, value]
+
+
+def check_restart(running: Sequence[_Launched], name: str, argv: list[str],
+                  ignore_version_skew: bool = False) -> None:
+    """``kplane restart NAME --emulated-version V``: the new command line, checked as the component
+    checks it, and the cluster's releases with it against the version skew policy (so an upgrade
+    goes apiservers first and a downgrade apiservers last, as Kubernetes' upgrade order says);
+    PreflightError with one line."""
+    checker = _CHECKERS.get(argv[2]) if argv[1:2] == ["-m"] and len(argv) > 2 else None
+    if checker is not None:
+        message = _run(functools.partial(checker, argv[3:]))
+        if message is not None:
+            raise PreflightError(f"{name}: {message}")
+    if not ignore_version_skew:
+        _check_skew([_Command(c.name, c.role, argv if c.name == name else c.argv) for c in running])
 
 
 def emulated_version(argv: list[str]) -> version.Version:

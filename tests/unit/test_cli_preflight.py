@@ -9,6 +9,7 @@ import pytest
 
 from cli import preflight, topology
 from cli.cluster import last_error_line
+from machinery.version import Version
 
 BAD_ARGS = ("apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\nprofiles:\n"
             "- pluginConfig:\n  - name: NodeResourcesFit\n    args: {scoringStrategyy: {type: MostAllocated}}\n")
@@ -166,3 +167,10 @@ def test_last_error_line_is_the_components_own_message(tmp_path):
     assert last_error_line(_log(tmp_path, start, failed, stopped)) == "start_failed: OSError: address already in use"
     # Nothing since this start.
     assert last_error_line(_log(tmp_path, "old failure", start)) == "no output"
+
+
+def test_a_restart_flag_replaces_every_earlier_spelling_of_it():
+    argv = ["python", "-m", "scheduler", "--emulated-version", "1.37", "--x", "--emulated-version=1.36", "--y"]
+    assert preflight.with_flag(argv, "--emulated-version", "1.35") == [
+        "python", "-m", "scheduler", "--x", "--y", "--emulated-version", "1.35"]
+    assert preflight.emulated_version(preflight.with_flag(argv, "--emulated-version", "1.35")) == Version(1, 35)

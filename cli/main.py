@@ -281,12 +281,15 @@ def cmd_tokens(args: argparse.Namespace) -> int:
     nodes = [f"node-{i}" for i in range(1, args.nodes + 1)]
     cluster.write_tokens(d, nodes + (topology.hollow_shard_names() if args.hollow_shards else []))
     print(f"tokens in {d / cluster.TOKENS_FILE}")
-    # compose.yaml's apiserver serves its REST API with these; the kubeconfig is for the published port.
+    # compose.yaml's apiservers serve their REST API with these; the kubeconfig is for the published
+    # ports (a context per apiserver).
     made = pki.ensure(d)
-    path = cluster.write_kubeconfig(d, f"127.0.0.1:{topology.APISERVER_REST_PORT}")
+    cfg = topology.ClusterConfig(nodes=args.nodes, apiservers=args.apiservers)
+    rest = [(v.name, v.rest) for v in topology.compose_host_view(cfg) if v.role == "apiserver"]
+    path = cluster.write_kubeconfig(d, rest[0][1], rest[1:])
     print(f"certificates in {made.dir}, kubeconfig {path}")
     if args.compose_project:
-        state = cluster.compose_state(d, topology.ClusterConfig(nodes=args.nodes), args.compose_project)
+        state = cluster.compose_state(d, cfg, args.compose_project)
         state.save()
         print(f"cluster state in {state.path(d)} (compose project {args.compose_project})")
     return 0
@@ -668,6 +671,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     sp = add("tokens", cmd_tokens, "write the cluster's token file, certificates and kubeconfig (used by compose.yaml)")
     sp.add_argument("--nodes", type=int, default=3)
+    sp.add_argument("--apiservers", type=int, default=1, help="the compose cluster's apiservers (a context each)")
     sp.add_argument("--hollow-shards", action="store_true",
                     help="also the tokens of compose.yaml's hollow-nodes slots (hollow-<slot>-<i>)")
     sp.add_argument("--compose-project", metavar="PROJECT",

@@ -22,7 +22,10 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 PKI_DIR = "pki"
-SERVING_NAMES = ("localhost", "apiserver", "kubernetes", "kubernetes.default", "kubernetes.default.svc")
+# The apiservers by their compose names and their one DNS name (cli/topology.py), and as Kubernetes
+# names its service.
+SERVING_NAMES = ("localhost", "apiserver", *(f"apiserver-{i}" for i in range(2, 6)), "apiservers", "kubernetes",
+                 "kubernetes.default", "kubernetes.default.svc")
 SERVING_IPS = ("127.0.0.1",)
 _VALID_DAYS = 3650
 

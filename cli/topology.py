@@ -23,6 +23,13 @@ APISERVER_PORT = 6443
 # The Kubernetes REST API (HTTPS): 6444, beside the gRPC API on Kubernetes' own 6443.
 APISERVER_REST_PORT = 6444
 APISERVER_ADMIN_PORT = 8080
+# compose.yaml runs several apiservers, as Kubernetes does: each its own service, all of them also
+# found under one DNS name (a network alias), which compose's and a swarm's DNS answer with every
+# replica's address; the clients dial that name and gRPC walks the addresses it gets.
+COMPOSE_APISERVERS = 2
+APISERVERS_ALIAS = "apiservers"
+# Host ports of apiserver-i's gRPC and REST APIs on 127.0.0.1: 6443/6444, then 10 up per replica.
+COMPOSE_APISERVER_HOST_STEP = 10
 
 # compose.yaml: the state of every component in one named volume; the tokens, certificates,
 # kubeconfig and cluster.json in a directory bind-mounted from the host (the `kplane --data-dir`
@@ -308,7 +315,8 @@ def hollow_shard_names() -> list[str]:
 def hollow_shard_component(cfg: ClusterConfig) -> Component:
     """compose.yaml's hollow-nodes service: one shard of hollow nodes per replica (``--slots``)."""
     a = _Addresses(cfg, "compose")
-    c = hollow_component(cfg, a, f"{a.host('apiserver')}:{APISERVER_PORT}", "python")
+    host = APISERVERS_ALIAS if cfg.apiservers > 1 else a.host("apiserver")
+    c = hollow_component(cfg, a, f"{host}:{APISERVER_PORT}", "python")
     argv = c.argv
     # ${KPLANE_HOLLOW_NODES_PER_SHARD}: fewer per shard (tokens exist for COMPOSE_HOLLOW_PER_SHARD).
     argv[argv.index("--nodes") + 1] = f"${{KPLANE_HOLLOW_NODES_PER_SHARD:-{COMPOSE_HOLLOW_PER_SHARD}}}"
@@ -355,8 +363,11 @@ def build(cfg: ClusterConfig, mode: Mode = "local", python: str = "python") -> l
                                     grpc=f"{a.host(name)}:{api_port}", rest=f"{a.host(name)}:{api_rest}",
                                     admin=f"{a.host(name)}:{api_admin}", depends_on=members))
     # The scheduler and controller-manager on the first apiserver, the kubelets round-robin;
-    # each client has the others to fail over to.
+    # each client has the others to fail over to. In compose, every client dials the apiservers'
+    # one DNS name instead (names are no address list for gRPC); the DNS order spreads them.
     apis = [c.grpc for c in components if c.role == "apiserver"]
+    if mode == "compose" and len(apis) > 1:
+        apis = [f"{APISERVERS_ALIAS}:{APISERVER_PORT}"]
     server = servers_from(apis)
     components += scheduler_components(cfg, a, server, python)
     components += controller_manager_components(cfg, a, server, python)
@@ -376,8 +387,9 @@ def compose_host_ports(cfg: ClusterConfig) -> dict[str, dict[int, int]]:
     for c in build(cfg, "compose"):
         ports: dict[int, int] = {}
         if c.role == "apiserver":
-            ports[APISERVER_PORT] = APISERVER_PORT
-            ports[APISERVER_REST_PORT] = APISERVER_REST_PORT
+            step = COMPOSE_APISERVER_HOST_STEP * apiserver_names(cfg).index(c.name)
+            ports[APISERVER_PORT] = APISERVER_PORT + step
+            ports[APISERVER_REST_PORT] = APISERVER_REST_PORT + step
         if c.admin:
             ports[int(c.admin.rpartition(":")[2])] = next_admin
             next_admin += 1
@@ -402,9 +414,14 @@ def compose_host_view(cfg: ClusterConfig) -> list[Component]:
     return out
 
 
+def compose_config(nodes: int = 3) -> ClusterConfig:
+    """The topology compose.yaml runs: ``nodes`` nodes and ``COMPOSE_APISERVERS`` apiservers."""
+    return ClusterConfig(nodes=nodes, apiservers=COMPOSE_APISERVERS)
+
+
 def render_compose(cfg: ClusterConfig | None = None) -> str:
     """compose.yaml for the default topology (``kplane compose`` prints it; a test keeps it current)."""
-    cfg = cfg or ClusterConfig()
+    cfg = cfg or compose_config()
     host_dir = f"./{COMPOSE_HOST_DIR}:{COMPOSE_CREDS}"
     services: dict[str, dict] = {}
     for c in build(cfg, "compose"):
@@ -425,6 +442,8 @@ def render_compose(cfg: ClusterConfig | None = None) -> str:
         # On a swarm (`docker stack deploy`): on the manager, with the volume that holds etcd's data
         # and the sockets between each kubelet and its runtime; only hollow nodes spread out.
         svc["deploy"] = {"placement": {"constraints": [_ON_MANAGER]}, **_DNSRR}
+        if c.role == "apiserver" and cfg.apiservers > 1:
+            svc["networks"] = {"default": {"aliases": [APISERVERS_ALIAS]}}
         services[c.log_name] = svc
     # Hollow nodes on demand: none by default, `--scale hollow-nodes=K` for K shards of
     # COMPOSE_HOLLOW_PER_SHARD each (no admin port published: replicas would share it).
@@ -440,12 +459,14 @@ def render_compose(cfg: ClusterConfig | None = None) -> str:
         # REST API needs (cli/pki.py), a kubeconfig and cluster.json for the host:
         # `kplane --data-dir .kplane/compose ...`.
         "command": ["python", "-m", "cli", "--data-dir", COMPOSE_CREDS, "tokens", "--nodes", str(cfg.nodes),
-                    "--hollow-shards", "--compose-project", "${COMPOSE_PROJECT_NAME:-kplane}"],
+                    "--apiservers", str(cfg.apiservers), "--hollow-shards",
+                    "--compose-project", "${COMPOSE_PROJECT_NAME:-kplane}"],
         "volumes": [host_dir],
         "deploy": {"restart_policy": {"condition": "on-failure"}, "placement": {"constraints": [_ON_MANAGER]},
                    **_DNSRR},
     }
-    services["apiserver"].setdefault("depends_on", []).append("tokens")
+    for name in apiserver_names(cfg):
+        services[name].setdefault("depends_on", []).append("tokens")
     # No top-level ``name``: Debian's docker-compose (1.29) refuses it; the project is named by
     # .env's COMPOSE_PROJECT_NAME, which every Compose implementation reads.
     doc = {"services": services, "volumes": {_DATA_VOLUME: {}}}
@@ -457,7 +478,7 @@ def render_compose_override(cfg: ClusterConfig | None = None) -> str:
     up` reads it beside compose.yaml by itself; `docker stack deploy -c compose.yaml` does not (a
     swarm's ingress would publish on every interface, and needs IPVS, which not every kernel has:
     see docs/deploy.md)."""
-    cfg = cfg or ClusterConfig()
+    cfg = cfg or compose_config()
     services = {name.replace("/", "-"): {"ports": [f"127.0.0.1:{h}:{p}" for p, h in ports.items()]}
                 for name, ports in compose_host_ports(cfg).items() if ports}
     return _HEADER + yaml.safe_dump({"services": services}, sort_keys=False, default_flow_style=False)

@@ -106,6 +106,7 @@ async def test_the_cluster_comes_up_and_kubectl_and_kplane_drive_it_from_the_hos
     assert all(r["healthy"] for r in rows.values()), rows
     assert all(r["admin"].startswith("127.0.0.1:") for r in rows.values()), rows
     assert rows["apiserver"]["grpc"] == "127.0.0.1:6443" and rows["apiserver"]["rest"] == "127.0.0.1:6444"
+    assert rows["apiserver-2"]["grpc"] == "127.0.0.1:6453" and rows["apiserver-2"]["rest"] == "127.0.0.1:6454"
 
     _kubectl(compose, "apply", "-f", str(ROOT / "examples" / "pod.yaml"))
     await wait_running(api, "web", timeout=40)
@@ -121,6 +122,28 @@ async def test_the_cluster_comes_up_and_kubectl_and_kplane_drive_it_from_the_hos
     await eventually(actuated, timeout=30, what="web's resize to 500m actuated")
     assert tc.kplane("get", "pods", "-o", "name").stdout.split() == ["pod/web"]
     await api.pods.delete("web", grace_period_seconds=0)
+
+
+async def test_with_one_apiserver_container_killed_the_cluster_works_through_the_other(compose, api):
+    """Every component dials the apiservers' one DNS name; kplane on the host has both published
+    addresses: with ``apiserver`` killed, a pod is still created, scheduled and started, and each
+    kubectl context answers for its own apiserver."""
+    tc = compose.tc
+    killed = tc.kplane("kill", "apiserver")
+    assert killed.returncode == 0, killed.stderr
+    try:
+        await api.pods.create(MakePod().name("failover").req(cpu="100m", memory="64Mi").grace(0).obj())
+        await wait_running(api, "failover", timeout=60)
+        second = kubectl.run(tc.kubeconfig, compose.dir / "kubectl-cache", "--context", "kplane-apiserver-2",
+                             "get", "pod", "failover", "-o", "name")
+        assert second.returncode == 0 and second.stdout.split() == ["pod/failover"], second.stderr
+        first = kubectl.run(tc.kubeconfig, compose.dir / "kubectl-cache", "get", "pods", "--request-timeout=3s")
+        assert first.returncode != 0, "the killed apiserver's context still answered"
+    finally:
+        started = tc.kplane("start", "apiserver")
+        assert started.returncode == 0, started.stderr
+    assert _kubectl(compose, "get", "pod", "failover", "-o", "name").split() == ["pod/failover"]
+    await api.pods.delete("failover", grace_period_seconds=0)
 
 
 async def test_the_scheduler_container_killed_mid_preemption_and_started_again_converges(compose, api):

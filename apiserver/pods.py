@@ -29,7 +29,7 @@ from apiserver.fieldmanager import Manager
 from apiserver.registry import Registry, check_patch_options, is_apply, parse_patch, patched
 from machinery import disruption, errors, timeutil
 from machinery.api import core_pb2, meta_pb2, policy_pb2
-from machinery.featuregates import FeatureGates
+from machinery.featuregates import FeatureGates, Stage
 from machinery.kinds import POD, POD_DISRUPTION_BUDGET, list_accessor
 
 DEFAULT_GRACE_PERIOD = 30
@@ -77,6 +77,13 @@ class PodSubresources:
 
     # ------------------------------------------------------------ resize
 
+    def _check_served(self) -> None:
+        """The resize subresource came with in-place resize's beta (Kubernetes 1.33); an apiserver
+        emulating a release where the InPlacePodVerticalScaling gate is still alpha (or absent)
+        does not serve it: 404, as for any path it does not have."""
+        if self.gates.stage("InPlacePodVerticalScaling") in (Stage.PRE_ALPHA, Stage.ALPHA):
+            raise errors.NotFound("the server could not find the requested resource")
+
     def _prepare_resize(self, new: core_pb2.Pod, old: core_pb2.Pod) -> core_pb2.Pod:
         return _POD.prepare_for_resize(new, old, in_place_enabled=self.gates.enabled("InPlacePodVerticalScaling"))
 
@@ -84,6 +91,7 @@ class PodSubresources:
                      field_manager: str | None = None) -> core_pb2.Pod:
         """Update through the resize subresource (the request is the whole pod), recorded under
         ``field_manager``."""
+        self._check_served()
         namespace = pod.metadata.namespace or "default"
         return await self.registry.guaranteed_update(
             POD, namespace, pod.metadata.name, lambda old: _POD.resize_request(pod, old),
@@ -96,6 +104,7 @@ class PodSubresources:
         """Patch through the resize subresource (strategic merge merges containers by name);
         ``unknown`` and the field manager as ``Registry.patch``'s. Server-side apply is served on
         the pod and its status, not here."""
+        self._check_served()
         check_patch_options(req)
         if is_apply(req):
             raise errors.BadRequest("server-side apply is not served on pods/resize by kplane: apply to the pod, "

@@ -11,8 +11,10 @@ from __future__ import annotations
 import pytest
 
 from cli import cluster
+from machinery import errors
 from machinery.api import core_pb2
-from tests.harness.builders import MakeNode
+from tests.harness.api import resize
+from tests.harness.builders import MakeNode, MakePod
 from tests.harness.cluster import start_cluster, stop_cluster
 from tests.harness.metrics import series
 
@@ -85,6 +87,30 @@ async def test_a_downgrade_keeps_what_the_newer_release_wrote_and_an_upgrade_ser
             await c.nodes.patch("new", {"spec": {"podPreemptionPolicy": {"disableResizePreemption": [OWNER]}}})
             assert _policy(await c.nodes.get("new")) == [OWNER]
             assert _policy(await c.nodes.get("in-use")) == [OWNER]
+        finally:
+            await c.close()
+    finally:
+        stop_cluster(tc)
+
+
+async def test_an_apiserver_of_a_release_before_the_resize_subresource_does_not_serve_it():
+    """The resize subresource came with in-place resize's beta, 1.33: a 1.32 apiserver answers
+    404 as for any path it does not have; upgraded in place to 1.33 it serves it."""
+    tc = start_cluster(version="1.32")
+    try:
+        c = tc.client()
+        try:
+            await c.pods.create(MakePod().name("p").req(cpu="100m", memory="64Mi").node("nowhere").obj())
+            with pytest.raises(errors.NotFound, match="the server could not find the requested resource"):
+                await resize(c, "p", cpu="200m")
+        finally:
+            await c.close()
+        done = _restart(tc, "apiserver", "1.33", "")
+        assert done.returncode == 0, done.stderr
+        c = tc.client()
+        try:
+            resized = await resize(c, "p", cpu="200m")  # served now
+            assert resized.spec.containers[0].resources.requests["cpu"] == "200m"
         finally:
             await c.close()
     finally:

@@ -1,24 +1,10 @@
 """The watch cache: the apiserver's in-memory copy of every object, and the fan-out of changes.
 
-One etcd watch over ``/registry/`` feeds a cache per kind (Kubernetes runs one per resource; one
-shared watch lets every cache know the global revision, so BOOKMARKs advance idle watchers of
-rarely written kinds too). Each cache holds the current objects and a ring of recent events, and
-serves:
-
-- lists (at the cache's revision, after waiting for it to reach a requested one);
-- watches from a resourceVersion: events after it are replayed from the ring, then live; a
-  version older than the ring fails with ``Gone`` ("too old resource version") and the client
-  relists, as with Kubernetes.
-
-On start the cache replays up to ``window`` revisions of etcd history into its rings, so clients
-resuming across an apiserver restart continue from where they were without a relist.
-
-Events are encoded once per (event, type, encoding) and shared by every watcher they go to; a
-watcher's stream message is the concatenation of its pending frames. Two encodings are built in:
-``PROTOBUF`` (the gRPC API's ``XWatchResponse.events`` elements) and ``JSON`` (the REST API's
-newline-delimited ``{"type": ..., "object": ...}`` lines); the REST API adds its Table encodings
-(``apiserver/rest/tables.py``). Watchers are grouped by filter and encoding, so an event is matched
-and encoded once per group.
+- ``WatchCache``: one etcd watch over ``/registry/`` feeding a cache per kind;
+- ``KindCache``: one kind's current objects and ring of recent events, serving lists and watches;
+- ``Watcher`` / ``WatcherGroup``: one client's watch, and the watchers an event is matched and
+  encoded once for;
+- ``CacheEvent`` / ``FrameEncoding``: events encoded once, shared by every watcher they go to.
 """
 
 from __future__ import annotations
@@ -102,6 +88,9 @@ class FrameEncoding:
         self.name, self.encode = name, encode
 
 
+# Two encodings are built in: ``PROTOBUF`` (the gRPC API's ``XWatchResponse.events`` elements) and
+# ``JSON`` (the REST API's newline-delimited ``{"type": ..., "object": ...}`` lines); the REST API
+# adds its Table encodings (``apiserver/rest/tables.py``).
 PROTOBUF = FrameEncoding("protobuf", lambda type_, obj: encode_frame(type_, obj.SerializeToString()))
 JSON = FrameEncoding("json", json_frame)
 
@@ -130,6 +119,8 @@ class CacheEvent(Generic[M]):
         self._left: dict[str, bytes] | None = None
 
     def frame(self, type_: str, encoding: FrameEncoding = PROTOBUF) -> bytes:
+        """The event as a frame of ``type_`` in ``encoding``: events are encoded once per (event,
+        type, encoding) and shared by every watcher they go to."""
         key: str | tuple[str, str] = type_ if encoding is PROTOBUF else (type_, encoding.name)
         f = self._frames.get(key)
         if f is None:
@@ -185,7 +176,8 @@ class WatcherGroup:
 
 
 class Watcher:
-    """One client's watch: its filter (shared with its group) and a queue of encoded frames."""
+    """One client's watch: its filter (shared with its group) and a queue of encoded frames; a
+    watcher's stream message is the concatenation of its pending frames (``next_batch``)."""
 
     def __init__(self, cache: "KindCache[Any]", flt: WatchFilter, min_rev: int, bookmarks: bool, max_pending: int,
                  min_interval: float = 0.0):
@@ -252,7 +244,11 @@ class Watcher:
 
 
 class KindCache(Generic[M]):
-    """The current objects of one kind, the ring of its recent events, and its watchers."""
+    """The current objects of one kind, the ring of its recent events, and its watchers.
+
+    It serves lists (``select``, at the cache's revision, after waiting for it to reach a requested
+    one: ``WatchCache.wait_for``) and watches from a resourceVersion (``watch``).
+    """
 
     def __init__(self, owner: "WatchCache", kind: Kind[M, Message], capacity: int):
         self.owner = owner
@@ -364,7 +360,12 @@ class KindCache(Generic[M]):
     def watch(self, namespace: str, labels: LabelSelector, fields: FieldSelector, resource_version: str,
               bookmarks: bool, initial_events_end: bool, max_pending: int,
               encoding: FrameEncoding = PROTOBUF) -> Watcher:
-        """Register a watcher; synchronous, so no event can slip between replay and live."""
+        """Register a watcher; synchronous, so no event can slip between replay and live.
+
+        From a resourceVersion, events after it are replayed from the ring, then live; a version
+        older than the ring fails with ``Gone`` ("too old resource version") and the client relists,
+        as with Kubernetes.
+        """
         interval = self.owner.watch_batch_interval
         current = self.owner.rev
         flt = WatchFilter(namespace, labels, fields)
@@ -439,7 +440,11 @@ class KindCache(Generic[M]):
 
 
 class WatchCache:
-    """All kinds' caches, fed by one etcd watch over ``/registry/``."""
+    """All kinds' caches, fed by one etcd watch over ``/registry/``.
+
+    Kubernetes runs one per resource; one shared watch lets every cache know the global revision,
+    so BOOKMARKs advance idle watchers of rarely written kinds too.
+    """
 
     def __init__(self, etcd: EtcdClient, capacity: int = 20_000, window: int = 20_000,
                  bookmark_interval: float = 1.0, watch_batch_interval: float = 0.025):
@@ -460,7 +465,10 @@ class WatchCache:
     # ------------------------------------------------------------ lifecycle
 
     async def start(self) -> None:
-        """Load the state ``window`` revisions back, replay history from there, start following."""
+        """Load the state ``window`` revisions back, replay history from there, start following.
+
+        Replaying up to ``window`` revisions of etcd history into the rings lets clients resuming
+        across an apiserver restart continue from where they were without a relist."""
         current = await self.etcd.current_revision()
         start = max(1, current - self.window)
         try:

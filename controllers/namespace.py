@@ -2,25 +2,11 @@
 
 A deleted namespace is kept by the apiserver, ``Terminating``, until its ``kubernetes`` finalizer
 is gone from ``spec.finalizers`` (docs/api.md "Namespaces"). This controller removes it once the
-namespace is empty, as Kubernetes' namespacedResourcesDeleter does:
+namespace is empty, as Kubernetes' namespacedResourcesDeleter does.
 
-1. every namespaced kind the apiserver serves is listed in the namespace and each object deleted
-   (propagation Background, so the garbage collector puts no orphan finalizer in the way; pods
-   gracefully, with their own grace period), then listed again;
-2. while objects remain, the namespace waits: for pods, the longest ``terminationGracePeriodSeconds``
-   of its running pods counted from the namespace's deletion; for objects held by finalizers,
-   15 s; it is looked at again after half that plus a second (and, kplane's addition, as soon as
-   an informer shows an object of a Terminating namespace deleted);
-3. each pass writes the namespace's conditions, as Kubernetes' namespaceConditionUpdater:
-   ``NamespaceDeletionDiscoveryFailure``, ``NamespaceDeletionGroupVersionParsingFailure``,
-   ``NamespaceDeletionContentFailure``, ``NamespaceContentRemaining`` and
-   ``NamespaceFinalizersRemaining``, each False with its "all is well" reason or True with what
-   went wrong or what remains ("Some resources are remaining: pods. has 2 resource instances");
-4. once nothing remains, the ``kubernetes`` finalizer is taken out of ``spec.finalizers`` through
-   the namespace's ``finalize`` subresource, and the apiserver removes the namespace.
-
-A namespace's events are looked at 5 s after they arrive (Kubernetes' namespaceDeletionGracePeriod:
-time for every apiserver to refuse new content in it before the controller lists it).
+- ``NamespaceController.delete``: one pass, the namespace's content deleted, then the finalizer;
+- ``NamespaceController.sync``: when a namespace is looked at (again);
+- ``ConditionUpdater``: the namespace's conditions, written on each pass.
 """
 
 from __future__ import annotations
@@ -43,7 +29,10 @@ from machinery.retry import Backoff, retry_update
 log = get_logger()
 
 FINALIZER_KUBERNETES = "kubernetes"  # the token this controller removes (v1.FinalizerKubernetes)
+# A namespace's events are looked at 5 s after they arrive (Kubernetes' namespaceDeletionGracePeriod:
+# time for every apiserver to refuse new content in it before the controller lists it).
 DELETION_GRACE_PERIOD = 5.0  # Kubernetes' namespaceDeletionGracePeriod
+# How long a namespace waits for objects held by finalizers.
 FINALIZER_ESTIMATE_SECONDS = 15  # Kubernetes' finalizerEstimateSeconds
 # retryOnConflictError tries again at once and without end; ten tries, then the workqueue's backoff.
 RETRY_ON_CONFLICT = Backoff(steps=10, duration=0.0)
@@ -108,7 +97,14 @@ def gvr_string(kind: Kind[Message, Message]) -> str:
 
 
 class ConditionUpdater:
-    """Kubernetes' namespaceConditionUpdater: the pass's failures and remains as conditions."""
+    """Kubernetes' namespaceConditionUpdater: the pass's failures and remains as conditions.
+
+    Each pass writes the namespace's conditions ``NamespaceDeletionDiscoveryFailure``,
+    ``NamespaceDeletionGroupVersionParsingFailure``, ``NamespaceDeletionContentFailure``,
+    ``NamespaceContentRemaining`` and ``NamespaceFinalizersRemaining``, each False with its "all is
+    well" reason or True with what went wrong or what remains ("Some resources are remaining: pods.
+    has 2 resource instances").
+    """
 
     def __init__(self) -> None:
         self.new: dict[str, core_pb2.NamespaceCondition] = {}
@@ -190,7 +186,9 @@ class NamespaceController(ObjectController):
 
     async def sync(self, key: str) -> None:
         """Kubernetes' syncNamespaceFromKey and worker: content remaining is looked at again after
-        half its estimate plus a second; any other failure is retried rate-limited."""
+        half its estimate plus a second (and, kplane's addition, as soon as an informer shows an
+        object of a Terminating namespace deleted: ``_content_deleted``); any other failure is
+        retried rate-limited."""
         if self._namespaces.get(key) is None:
             return  # gone
         try:
@@ -204,7 +202,15 @@ class NamespaceController(ObjectController):
 
     async def delete(self, name: str) -> None:
         """Delete the namespace's content, then remove this controller's finalizer; raises
-        ResourcesRemaining while content is still going."""
+        ResourcesRemaining while content is still going.
+
+        As Kubernetes' namespacedResourcesDeleter: every namespaced kind the apiserver serves is
+        listed in the namespace, each object deleted and the kind listed again
+        (``_delete_content_of``); each pass writes the namespace's conditions (``ConditionUpdater``);
+        while objects remain, the namespace waits; once nothing remains, the ``kubernetes`` finalizer
+        is taken out of ``spec.finalizers`` through the namespace's ``finalize`` subresource
+        (``_finalize``), and the apiserver removes the namespace.
+        """
         try:
             ns = await self._client.namespaces.get(name)
         except errors.NotFound:
@@ -306,7 +312,14 @@ class NamespaceController(ObjectController):
 
     async def _delete_content_of(self, kind: Kind[Message, Message], namespace: str, since: float) -> KindRemaining:
         """Kubernetes' deleteAllContentForGroupVersionResource: each object deleted (kplane has no
-        DeleteCollection: Kubernetes' deleteEachItem), then what is left counted."""
+        DeleteCollection: Kubernetes' deleteEachItem), then what is left counted.
+
+        Objects are deleted with propagation Background, so the garbage collector puts no orphan
+        finalizer in the way; pods gracefully, with their own grace period. While objects remain,
+        the namespace waits: for pods, the longest ``terminationGracePeriodSeconds`` of its running
+        pods (``_estimate_for_pods``) counted from the namespace's deletion (``since``); for objects
+        held by finalizers, 15 s (``FINALIZER_ESTIMATE_SECONDS``).
+        """
         estimate = 0
         rc = self._client.resource(kind)
         if kind is POD:

@@ -1,25 +1,10 @@
 """Which pods a controller deletes first: Kubernetes' ActivePodsWithRanks (pkg/controller).
 
-``pods_to_delete(pods, related, count, now)`` is the ReplicaSet controller's getPodsToDelete: each
-pod is ranked by how many active pods *related* to it (the pods of every ReplicaSet with the same
-owner, the pod's own included) run on its node, then the pods are ordered so that those best
-deleted come first, rule by rule, the first rule that tells two pods apart deciding:
-
-1. unassigned before assigned (no ``spec.nodeName``);
-2. Pending before Unknown before Running;
-3. not Ready before Ready;
-4. the lower ``controller.kubernetes.io/pod-deletion-cost`` annotation first (PodDeletionCost, GA);
-5. the higher rank first (doubled-up pods go first, spreading what is left);
-6. both Ready: the one Ready for less time first;
-7. the one with more container restarts first;
-8. the newer first (creation time).
-
-Times in 6 and 8 are compared on a logarithmic scale from ``now`` (LogarithmicScaleDown, on by
-default since Kubernetes 1.22): ``floor(log2(nanoseconds ago))``, so pods of about the same age
-tie and are ordered by uid, a pseudo-random spread instead of always the very newest. A time that
-is unset comes first. Pods no rule tells apart keep their order.
-
-Also here: the pod predicates every controller shares (active, terminating, ready, available).
+- ``pods_to_delete``: the ReplicaSet controller's getPodsToDelete, the pods to delete first;
+- ``rank_by_related_pods_on_node``: each pod's rank, the related pods on its node;
+- ``sort_for_deletion`` / ``_less`` / ``_compare_times``: the rules that order the pods;
+- ``is_pod_active``, ``is_pod_terminating``, ``is_pod_ready``, ``is_pod_available``: also here,
+  the pod predicates every controller shares.
 """
 
 from __future__ import annotations
@@ -102,7 +87,13 @@ class _Ranked:
 
 def _compare_times(a: int | None, b: int | None, now: int | None, uid_a: str, uid_b: str) -> int:
     """-1 when the pod of time ``a`` goes first: newer first, an unset time before any, on a log
-    scale when ``now`` is known (ties by uid). Only called when ``a != b``."""
+    scale when ``now`` is known (ties by uid). Only called when ``a != b``.
+
+    The times of rules 6 and 8 of ``_less`` are compared on a logarithmic scale from ``now``
+    (LogarithmicScaleDown, on by default since Kubernetes 1.22): ``floor(log2(nanoseconds ago))``,
+    so pods of about the same age tie and are ordered by uid, a pseudo-random spread instead of
+    always the very newest. A time that is unset comes first.
+    """
     if a is None or b is None or now is None or a == 0 or b == 0:
         if a is None or a == 0:
             return -1
@@ -116,7 +107,21 @@ def _compare_times(a: int | None, b: int | None, now: int | None, uid_a: str, ui
 
 
 def _less(x: _Ranked, y: _Ranked, now: int | None) -> bool:
-    """ActivePodsWithRanks.Less: True when ``x`` should be deleted before ``y``."""
+    """ActivePodsWithRanks.Less: True when ``x`` should be deleted before ``y``.
+
+    Rule by rule, the first rule that tells two pods apart deciding:
+
+    1. unassigned before assigned (no ``spec.nodeName``);
+    2. Pending before Unknown before Running;
+    3. not Ready before Ready;
+    4. the lower ``controller.kubernetes.io/pod-deletion-cost`` annotation first (PodDeletionCost, GA);
+    5. the higher rank first (doubled-up pods go first, spreading what is left);
+    6. both Ready: the one Ready for less time first;
+    7. the one with more container restarts first;
+    8. the newer first (creation time).
+
+    Times in 6 and 8 are compared by ``_compare_times``.
+    """
     a, b = x.pod, y.pod
     if a.spec.node_name != b.spec.node_name and (not a.spec.node_name or not b.spec.node_name):
         return not a.spec.node_name
@@ -157,8 +162,9 @@ def rank_by_related_pods_on_node(pods: Sequence[core_pb2.Pod], related: Iterable
 
 def sort_for_deletion(pods: Sequence[core_pb2.Pod], ranks: Sequence[int],
                       now: datetime | None = None) -> list[core_pb2.Pod]:
-    """The pods, those to delete first first (ActivePodsWithRanks with LogarithmicScaleDown).
-    Without ``now`` times are compared as they are, not on the logarithmic scale."""
+    """The pods, those to delete first first (ActivePodsWithRanks with LogarithmicScaleDown), by
+    the rules of ``_less``. Pods no rule tells apart keep their order. Without ``now`` times are
+    compared as they are, not on the logarithmic scale."""
     now_ns = _nanos(now)
 
     def cmp(x: _Ranked, y: _Ranked) -> int:
@@ -175,7 +181,12 @@ def sort_for_deletion(pods: Sequence[core_pb2.Pod], ranks: Sequence[int],
 def pods_to_delete(pods: Sequence[core_pb2.Pod], related: Iterable[core_pb2.Pod], count: int,
                    now: datetime) -> list[core_pb2.Pod]:
     """The ReplicaSet controller's getPodsToDelete: the first ``count`` of ``pods`` in deletion
-    order, ranked by ``related`` pods on the same node; no ordering when every pod goes."""
+    order, ranked by ``related`` pods on the same node; no ordering when every pod goes.
+
+    Each pod is ranked by how many active pods *related* to it (the pods of every ReplicaSet with
+    the same owner, the pod's own included) run on its node (``rank_by_related_pods_on_node``), then
+    the pods are ordered so that those best deleted come first (``sort_for_deletion``).
+    """
     if count >= len(pods):
         return list(pods)
     return sort_for_deletion(pods, rank_by_related_pods_on_node(pods, related), now)[:count]

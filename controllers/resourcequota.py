@@ -1,23 +1,10 @@
 """The resource quota controller (Kubernetes' pkg/controller/resourcequota): each ResourceQuota's
 ``status.hard`` (its ``spec.hard``, as last observed) and ``status.used`` (what its namespace uses).
 
-Usage is computed as ``machinery.quota`` says — pods by their resources, KEP-1287's largest of
-desired, allocated and actual for a container that reports status resources, terminal pods and
-pods past their deletion grace not counted; the other namespaced kinds by number
-(``count/replicasets.apps``) — over the shared informers' caches, so the controller reads nothing
-but its caches and writes only quota status (``UpdateStatus``, with the quota's resourceVersion:
-a conflict with the apiserver's ResourceQuota admission, which charges quotas as it admits, is
-retried from the cache).
-
-As Kubernetes, two workqueues: ``resourcequota_priority`` for quotas whose ``spec.hard`` is not yet
-in ``status.hard``, or that track a resource with no usage yet (a new quota is usable only once
-this controller has written its status, so it goes first), and ``resourcequota_primary`` for the
-rest; ``--concurrent-resource-quota-syncs`` workers on each. A quota is recomputed when its
-``spec.hard`` changes, when an object of a kind it tracks is created or deleted in its namespace,
-when a pod's reported resources change (KEP-1287 "Resource Quota": "to properly handle
-scale-down, resource quota controller now needs to evaluate pod updates where .status...resources
-changed"), when a pod becomes terminal or its Terminating scope changes — and every quota, fully,
-each ``--resource-quota-sync-period`` (5m).
+- ``ResourceQuotaController``: its two workqueues, and when a quota is recomputed;
+- ``ResourceQuotaController.sync``: one quota's status, its usage computed as ``machinery.quota``
+  says over the shared informers' caches;
+- ``pod_update_matters``: which pod updates change what a quota counts.
 """
 
 from __future__ import annotations
@@ -74,6 +61,21 @@ def pod_update_matters(old: core_pb2.Pod, new: core_pb2.Pod) -> bool:
 
 
 class ResourceQuotaController(ObjectController):
+    """Keeps every ResourceQuota's status.
+
+    As Kubernetes, two workqueues: ``resourcequota_priority`` for quotas whose ``spec.hard`` is not
+    yet in ``status.hard``, or that track a resource with no usage yet (a new quota is usable only
+    once this controller has written its status, so it goes first: ``_add_quota``), and
+    ``resourcequota_primary`` for the rest; ``--concurrent-resource-quota-syncs`` workers on each.
+
+    A quota is recomputed when its ``spec.hard`` changes, when an object of a kind it tracks is
+    created or deleted in its namespace, when a pod's reported resources change (KEP-1287 "Resource
+    Quota": "to properly handle scale-down, resource quota controller now needs to evaluate pod
+    updates where .status...resources changed"), when a pod becomes terminal or its Terminating
+    scope changes (``pod_update_matters``) — and every quota, fully, each
+    ``--resource-quota-sync-period`` (5m; ``_resync_loop``).
+    """
+
     name = "resourcequota"
     queue_name = "resourcequota_primary"
 
@@ -149,6 +151,13 @@ class ResourceQuotaController(ObjectController):
                 self.queue.add(key_of(q))
 
     async def sync(self, key: str) -> None:
+        """Recompute one quota's status. Usage is computed as ``machinery.quota`` says — pods by
+        their resources, KEP-1287's largest of desired, allocated and actual for a container that
+        reports status resources, terminal pods and pods past their deletion grace not counted; the
+        other namespaced kinds by number (``count/replicasets.apps``) — over the shared informers'
+        caches, so the controller reads nothing but its caches and writes only quota status
+        (``UpdateStatus``, with the quota's resourceVersion: a conflict with the apiserver's
+        ResourceQuota admission, which charges quotas as it admits, is retried from the cache)."""
         namespace, _, name = key.partition("/")
         q = self._quotas.get(name, namespace)
         if q is None:

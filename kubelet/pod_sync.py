@@ -1,23 +1,9 @@
 """The per-pod sync: what a pod worker does with a pod, from the current state (Kubernetes' SyncPod).
 
-``sync_pod`` reconciles one pod from the API's pod, the runtime's containers and the allocation
-checkpoints, in the kubelet's order:
-
-1. a pod being deleted is stopped with its grace period, its final status written, and deleted;
-2. a pod being evicted or preempted is killed by its own worker;
-3. a pod that ended stays stopped;
-4. a pod not yet admitted is admitted or refused (``kubelet.admission``);
-5. its ResourceClaims are prepared (``kubelet.dra``): until each is allocated to this node and
-   reserved for the pod, no container starts — the containers wait with reason
-   ``FailedPrepareDynamicResources`` and the message, a Warning event of that reason says why, and
-   the pod is synced again after a back-off (1 s doubling, at most the sync frequency);
-6. a changed spec is a resize request: it goes through the allocation manager's pending queue
-   (allocated, Deferred or Infeasible) and PodResizeInProgress follows the runtime;
-7. the runtime is reconciled (``kubelet.pod_runtime``) and the status written if it changed.
-
-``sync_cleanup`` removes what the runtime still holds of a pod the API no longer has. A pod that
-freed resources, and a resize that completed, retry the pending resizes (KEP-1287's triggers).
-Each sync is timed in ``kubelet_pod_worker_duration_seconds{operation_type}``.
+- ``PodSync.sync_pod``: one pod reconciled, in the kubelet's order (``PodSync._sync``);
+- ``PodSync.sync_cleanup``: what the runtime still holds of a pod the API no longer has, removed;
+- ``PodSync._prepare_claims``, ``_handle_resize`` and ``_track_in_progress``: the pod's
+  ResourceClaims, its resize request and its PodResizeInProgress condition.
 """
 
 from __future__ import annotations
@@ -53,6 +39,7 @@ from machinery.logging import get_logger
 
 log = get_logger()
 
+# Each sync is timed in ``kubelet_pod_worker_duration_seconds{operation_type}`` (``operation_type``).
 POD_WORKER_DURATION = Histogram(
     "kubelet_pod_worker_duration_seconds", "Duration in seconds to sync a single pod. Broken down by operation type: "
     "create, update, or sync", ["operation_type"],
@@ -92,6 +79,8 @@ class PodSync:
         self._claim_waits: dict[str, tuple[str, float]] = {}  # pod uid -> (why its claims are not ready, next delay)
 
     async def sync_cleanup(self, uid: str) -> None:
+        """Remove what the runtime still holds of a pod the API no longer has; a pod that freed
+        resources retries the pending resizes (KEP-1287's triggers)."""
         self._claim_waits.pop(uid, None)
         if await self._terminator.cleanup(uid):
             await self._retries.retry(TRIGGER_PODS_REMOVED)
@@ -108,6 +97,23 @@ class PodSync:
             POD_WORKER_DURATION.labels(operation).observe(time.perf_counter() - start)
 
     async def _sync(self, pod: core_pb2.Pod) -> None:
+        """Reconcile one pod from the API's pod, the runtime's containers and the allocation
+        checkpoints, in the kubelet's order:
+
+        1. a pod being deleted is stopped with its grace period, its final status written, and deleted;
+        2. a pod being evicted or preempted is killed by its own worker;
+        3. a pod that ended stays stopped;
+        4. a pod not yet admitted is admitted or refused (``kubelet.admission``);
+        5. its ResourceClaims are prepared (``kubelet.dra``, ``_prepare_claims``): until each is
+           allocated to this node and reserved for the pod, no container starts;
+        6. a changed spec is a resize request: it goes through the allocation manager's pending queue
+           (allocated, Deferred or Infeasible: ``_handle_resize``) and PodResizeInProgress follows the
+           runtime (``_track_in_progress``);
+        7. the runtime is reconciled (``kubelet.pod_runtime``) and the status written if it changed.
+
+        A pod that freed resources, and a resize that completed, retry the pending resizes
+        (KEP-1287's triggers).
+        """
         uid = pod.metadata.uid
         observed = await self._ops.observe(uid)
         if pod.metadata.deletion_timestamp:
@@ -156,8 +162,9 @@ class PodSync:
 
     async def _prepare_claims(self, pod: core_pb2.Pod, observed: Observed) -> bool:
         """Prepare the pod's ResourceClaims (Kubernetes' PrepareDynamicResources in SyncPod). False
-        when they are not ready: the containers wait with the reason, an event says why (once per
-        reason), and the pod comes back after a back-off."""
+        when they are not ready: the containers wait with the reason (``FailedPrepareDynamicResources``)
+        and the message, a Warning event of that reason says why (once per reason), and the pod comes
+        back after a back-off (1 s doubling, at most the sync frequency)."""
         uid = pod.metadata.uid
         try:
             await self._dra.prepare_resources(pod)

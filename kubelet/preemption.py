@@ -1,23 +1,13 @@
 """Kubelet-side preemption for critical pods, as Kubernetes' pkg/kubelet/preemption.
 
-A critical pod (priority >= 2000000000: system-cluster-critical, system-node-critical) is not
-refused for lack of resources. When it does not fit — a new pod at admission, or (KEP-1287
-"Priority of Resize Requests") a resize of a running one — the kubelet evicts pods it may preempt
-to free what is missing, chosen to do the least harm:
+A critical pod (``is_critical``) is not refused for lack of resources. When it does not fit — a
+new pod at admission, or (KEP-1287 "Priority of Resize Requests") a resize of a running one — the
+kubelet evicts pods it may preempt to free what is missing. KEP-5836: a node whose
+``spec.podPreemptionPolicy.disableResizePreemption`` is non-empty does not preempt for resizes
+(the resize is Deferred with PodResizePreemptionDisabled); new critical pods are still admitted
+by preemption.
 
-- only pods the critical pod may preempt: non-critical ones, or ones of lower priority;
-- by QoS class: as few Guaranteed pods as possible, then as few Burstable, then BestEffort
-  (the Guaranteed pods it would need if every Burstable and BestEffort pod went, the Burstable
-  ones it would need if every BestEffort one went, then the BestEffort ones still needed);
-- within a class, repeatedly the pod closest to covering what is still missing (each missing
-  resource weighs the same: the squared fraction it leaves uncovered), the smaller pod on ties.
-
-KEP-5836: a node whose ``spec.podPreemptionPolicy.disableResizePreemption`` is non-empty does not
-preempt for resizes (the resize is Deferred with PodResizePreemptionDisabled); new critical pods
-are still admitted by preemption.
-
-The choice is pure (``pods_to_preempt``); the kubelet kills the victims, each through its own pod
-worker with its grace period, as it kills an evicted pod.
+- ``pods_to_preempt``: the victims, chosen to do the least harm.
 """
 
 from __future__ import annotations
@@ -29,6 +19,7 @@ from prometheus_client import Counter
 from machinery import resources
 from machinery.api import core_pb2
 
+# A critical pod: priority >= 2000000000 (system-cluster-critical, system-node-critical).
 SYSTEM_CRITICAL_PRIORITY = 2_000_000_000
 PREEMPTED_REASON = "Preempted"
 PREEMPTED_MESSAGE = "Preempted in order to admit critical pod"
@@ -55,6 +46,8 @@ def is_critical(pod: core_pb2.Pod) -> bool:
 
 
 def preemptable(preemptor: core_pb2.Pod, preemptee: core_pb2.Pod) -> bool:
+    """Whether ``preemptor`` (the critical pod) may preempt ``preemptee``: a non-critical one, or
+    one of lower priority."""
     if is_critical(preemptor) and not is_critical(preemptee):
         return True
     a, b = priority(preemptor), priority(preemptee)
@@ -92,6 +85,8 @@ def _smaller(a: core_pb2.Pod, b: core_pb2.Pod, requests: Requests) -> bool:
 
 
 def _by_distance(pods: list[core_pb2.Pod], missing: dict[str, int], requests: Requests) -> list[core_pb2.Pod]:
+    """Within a class, repeatedly the pod closest to covering what is still missing (each missing
+    resource weighs the same: the squared fraction it leaves uncovered), the smaller pod on ties."""
     pods = list(pods)
     chosen: list[core_pb2.Pod] = []
     while missing:
@@ -114,6 +109,18 @@ def pods_to_preempt(preemptor: core_pb2.Pod, pods: Sequence[core_pb2.Pod], missi
     """The pods to evict so that ``missing`` (resource -> amount) is freed; NoVictims if none do.
 
     ``requests`` gives what a pod holds on the node (the kubelet's allocation view, incl. ``pods``: 1).
+
+    The victims are chosen to do the least harm:
+
+    - only pods the critical pod may preempt (``preemptable``): non-critical ones, or ones of lower
+      priority;
+    - by QoS class: as few Guaranteed pods as possible, then as few Burstable, then BestEffort
+      (the Guaranteed pods it would need if every Burstable and BestEffort pod went, the Burstable
+      ones it would need if every BestEffort one went, then the BestEffort ones still needed);
+    - within a class, repeatedly the pod closest to covering what is still missing (``_by_distance``).
+
+    The choice is pure; the kubelet kills the victims, each through its own pod worker with its
+    grace period, as it kills an evicted pod.
     """
     classes: dict[str, list[core_pb2.Pod]] = {"BestEffort": [], "Burstable": [], "Guaranteed": []}
     for p in pods:

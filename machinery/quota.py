@@ -3,21 +3,11 @@ ResourceQuota admission and the controller-manager's resourcequota controller, a
 shares k8s.io/apiserver/pkg/quota/v1 (resource lists, CalculateUsage, the generic object-count
 evaluator) and pkg/quota/v1/evaluator/core (the pod evaluator) between the two.
 
-- Amounts are exact quantities, summed as Go's ``quota.Add`` sums them (the left term's format
-  wins unless it is zero), so ``status.used`` and the admission's messages print as Kubernetes
-  prints them: ``1536Mi``, ``1500m``, ``1G``.
-- A pod (``PodEvaluator``, Kubernetes' PodUsageFunc) always counts ``count/pods``; while it is not
-  terminal and not past its deletion grace (``counts_compute``, Kubernetes' QuotaV1Pod) it also
-  counts ``pods`` and its compute resources. With in-place resize these follow KEP-1287 "Resource
-  Quota": a container that reports status resources counts for the largest of its desired (spec —
-  ignored while the pod's resize is Infeasible), allocated (``allocatedResources``) and actual
-  (``status.containerStatuses[].resources``) requests and limits, so a pending resize up counts at
-  once and a resize down frees quota only once the kubelet has actuated it. Sidecars and init
-  containers count as KEP-753 says, pod-level resources replace what they name, overhead is added.
-- Every other namespaced kind is counted by number (``ObjectCountEvaluator``):
-  ``count/<plural>.<group>`` (``count/replicasets.apps``), ``count/<plural>`` for the core group,
-  and ResourceQuotas also under the legacy name ``resourcequotas``. Events are not counted
-  (Kubernetes ignores them).
+- ``ResourceList``, ``add`` and the helpers after it: amounts, as exact quantities;
+- ``PodEvaluator``: what a pod counts (``pod_amounts``: its requests and limits);
+- ``ObjectCountEvaluator``: what every other namespaced kind counts, by number;
+- ``calculate_usage`` / ``matches``: what a quota's namespace uses, and whether a quota limits an
+  object.
 """
 
 from __future__ import annotations
@@ -35,6 +25,9 @@ from machinery.api import core_pb2
 from machinery.kinds import EVENT, KINDS, POD, RESOURCE_QUOTA, Kind
 from machinery.quantity import Quantity, parse_quantity
 
+# Amounts are exact quantities, summed as Go's ``quota.Add`` sums them (the left term's format wins
+# unless it is zero), so ``status.used`` and the admission's messages print as Kubernetes prints
+# them: ``1536Mi``, ``1500m``, ``1G``.
 ResourceList = dict[str, Quantity]
 
 PODS: Final = "pods"
@@ -151,6 +144,14 @@ def pod_amounts(pod: core_pb2.Pod, *, use_status_resources: bool = True,
 
     ``use_status_resources`` counts reported container status as KEP-1287 says (the quota's view);
     without it only the spec counts (LimitRanger's view, which also leaves ``overhead`` out).
+
+    With in-place resize the quota's view follows KEP-1287 "Resource Quota": a container that
+    reports status resources counts for the largest of its desired (spec — ignored while the pod's
+    resize is Infeasible), allocated (``allocatedResources``) and actual
+    (``status.containerStatuses[].resources``) requests and limits (``_container_amounts``), so a
+    pending resize up counts at once and a resize down frees quota only once the kubelet has
+    actuated it. Sidecars and init containers count as KEP-753 says, pod-level resources replace
+    what they name, overhead is added.
     """
     spec = pod.spec
     statuses = {cs.name: cs for cs in pod.status.container_statuses} if use_status_resources else {}
@@ -258,7 +259,12 @@ class Evaluator(Protocol):
 
 @dataclass(frozen=True)
 class ObjectCountEvaluator:
-    """Kubernetes' generic object-count evaluator: one per kind, one unit per object."""
+    """Kubernetes' generic object-count evaluator: one per kind, one unit per object.
+
+    Every namespaced kind other than pods and Events is counted by number:
+    ``count/<plural>.<group>`` (``count/replicasets.apps``), ``count/<plural>`` for the core group,
+    and ResourceQuotas also under the legacy name ``resourcequotas``.
+    """
 
     kind: Kind[Message, Message]
 
@@ -359,7 +365,9 @@ class PodEvaluator:
         return False
 
     def usage(self, obj: Message, now: datetime) -> ResourceList:
-        """Kubernetes' PodUsageFunc."""
+        """Kubernetes' PodUsageFunc: a pod always counts ``count/pods``; while it is not terminal and
+        not past its deletion grace (``counts_compute``, Kubernetes' QuotaV1Pod) it also counts
+        ``pods`` and its compute resources (``pod_amounts``)."""
         assert isinstance(obj, core_pb2.Pod)
         out: ResourceList = {POD_COUNT: _ONE}
         if not counts_compute(obj, now):
@@ -386,7 +394,7 @@ class PodEvaluator:
 
 
 POD_EVALUATOR: Final = PodEvaluator()
-# Kinds whose objects quota counts: every namespaced kind but Events.
+# Kinds whose objects quota counts: every namespaced kind but Events (Kubernetes ignores them).
 _EVALUATORS: Final[dict[str, Evaluator]] = {
     k.plural: POD_EVALUATOR if k is POD else ObjectCountEvaluator(k)
     for k in KINDS if k.namespaced and k is not EVENT

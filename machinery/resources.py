@@ -2,25 +2,12 @@
 
 This is the Python counterpart of Kubernetes' ``k8s.io/component-helpers/resource`` helpers
 (``PodRequests``/``PodLimits``) and of ``pkg/apis/core/v1/helper/qos`` (``GetPodQOS``/
-``ComputePodQOS``), written from their documented behaviour:
+``ComputePodQOS``), written from their documented behaviour. Amounts are ``ResourceList``s.
 
-- regular containers run together, so their requests/limits are summed;
-- restartable init containers (sidecars, KEP-753) keep running, so they are added to that sum,
-  and every init container also needs the sidecars started before it: the init phase needs
-  ``max_i(init_i + sum(sidecars before i))`` and the pod needs the larger of the init phase and
-  the steady state;
-- pod overhead is added (to limits only where a non-zero limit exists);
-- pod-level resources (``spec.resources``, PodLevelResources) replace the aggregated value of
-  the resources they name (cpu, memory, hugepages-*);
-- with in-place resize (KEP-1287) a running container counts for
-  ``max(desired spec, status.allocatedResources, status.resources)``, the spec being ignored
-  while the resize is ``Infeasible``.
-
-Amounts are plain ``dict[str, int]`` ("ResourceList" in integer units): ``cpu`` in millicores,
-every other resource (memory, ephemeral-storage, hugepages-*, extended resources) as its integer
-value, rounded up as Go's ``Quantity.MilliValue()``/``Value()`` do. Quantity strings are parsed
-through :mod:`machinery.quantity` and memoised here, so the per-pod, per-cycle hot paths
-(``pod_requests``, ``pod_limits``, ``compute_qos``) only walk the protobuf maps.
+- ``pod_requests`` / ``pod_limits``: what a pod needs, its containers, sidecars, init containers,
+  overhead and pod-level resources together (``_aggregate`` sums the containers);
+- ``qos_class`` / ``compute_qos``: the pod's QoS class;
+- ``to_resource_list`` / ``format_resource_list``: quantity strings to integer units and back.
 """
 
 from __future__ import annotations
@@ -67,6 +54,9 @@ __all__ = [
     "to_resource_list",
 ]
 
+# Amounts are plain ``dict[str, int]`` ("ResourceList" in integer units): ``cpu`` in millicores,
+# every other resource (memory, ephemeral-storage, hugepages-*, extended resources) as its integer
+# value, rounded up as Go's ``Quantity.MilliValue()``/``Value()`` do.
 ResourceList = dict[str, int]
 
 CPU: Final = "cpu"
@@ -94,6 +84,10 @@ _QOS_RESOURCES: Final = (CPU, MEMORY)
 
 
 # ---------------------------------------------------------------- conversions
+
+# Quantity strings are parsed through :mod:`machinery.quantity` and memoised here, so the per-pod,
+# per-cycle hot paths (``pod_requests``, ``pod_limits``, ``compute_qos``) only walk the protobuf
+# maps.
 
 
 @lru_cache(maxsize=16384)
@@ -376,7 +370,14 @@ def _effective_limits(c: core_pb2.Container, statuses: dict[str, core_pb2.Contai
 
 def _aggregate(pod: core_pb2.Pod, use_status_resources: bool, limits: bool,
                non_missing: Mapping[str, int] | None, ignore_desired: bool = False) -> ResourceList:
-    """Sum of regular containers and sidecars, maxed with the init phase (KEP-753)."""
+    """Sum of regular containers and sidecars, maxed with the init phase (KEP-753).
+
+    Regular containers run together, so their requests/limits are summed. Restartable init
+    containers (sidecars, KEP-753) keep running, so they are added to that sum, and every init
+    container also needs the sidecars started before it: the init phase needs
+    ``max_i(init_i + sum(sidecars before i))`` and the pod needs the larger of the init phase and
+    the steady state.
+    """
     spec = pod.spec
     statuses = _status_index(pod) if use_status_resources else None
     infeasible = statuses is not None and (ignore_desired or is_pod_resize_infeasible(pod))
@@ -423,8 +424,8 @@ def pod_requests(pod: core_pb2.Pod, *, use_status_resources: bool = True, exclud
                  ignore_desired: bool = False) -> ResourceList:
     """Kubernetes' PodRequests: the resources a pod needs, in integer units.
 
-    ``use_status_resources`` (InPlacePodVerticalScaling) makes regular containers and sidecars
-    with a reported ``status.containerStatuses[].resources`` count for
+    ``use_status_resources`` (InPlacePodVerticalScaling, KEP-1287) makes regular containers and
+    sidecars with a reported ``status.containerStatuses[].resources`` (running containers) count for
     max(spec — unless the pod's resize is Infeasible —, allocatedResources, resources.requests).
     ``non_missing`` fills in resources a container does not name at all (the scheduler passes
     :data:`NON_ZERO_DEFAULTS` for scoring). Pod-level ``spec.resources.requests`` replace the

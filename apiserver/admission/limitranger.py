@@ -1,25 +1,11 @@
 """LimitRanger admission (Kubernetes' plugin/pkg/admission/limitranger), for pods.
 
-On a pod's create, and on its ``resize`` subresource (KEP-1287 "Affected Components": "for
-LimitRanger we check that a resize request does not violate the min and max limits specified in
-LimitRange for the Pod's namespace"), every LimitRange of the namespace, in name order:
+On a pod's create, and on its ``resize`` subresource, every LimitRange of the namespace, in name
+order, mutates and validates the pod:
 
-- **mutates** (``default_pod``): a container (init containers too) that names no request or no
-  limit for a resource gets the ``defaultRequest`` / ``default`` of the Container items, and the pod
-  is annotated ``kubernetes.io/limit-ranger: LimitRanger plugin set: cpu, memory request for
-  container c1; cpu limit for container c1`` (on a resize only the resources stay, as Kubernetes'
-  resize strategy keeps only them);
-- **validates** (``violations``): Container items' ``min``, ``max`` and ``maxLimitRequestRatio``
-  against each container's requests and limits, Pod items' against the pod's (its containers
-  summed, sidecars and init containers as KEP-753, pod-level resources replacing what they name),
-  with Kubernetes' messages — ``minimum cpu usage per Container is 100m, but request is 50m``,
-  ``maximum memory usage per Pod is 1Gi, but limit is 2Gi``, ``cpu max limit to request ratio per
-  Container is 2, but provided ratio is 4.000000`` — the first LimitRange with violations refusing
-  the pod with all of them: ``pods "x" is forbidden: [minimum ..., maximum ...]``.
-
-A pod being deleted is let through, as Kubernetes does. Requests, limits and bounds compare as Go
-compares them: in milli-units (whole units beyond what an int64 of milli-units holds). Map
-entries are checked in resource-name order (Go's map order is random).
+- ``LimitRanger``: the plugin, and the writes it looks at (``LimitRanger._ranges_for``);
+- ``default_pod``: the requests and limits containers do not name, filled in from the ranges;
+- ``violations`` / ``validate_pod``: the ranges' bounds checked, the pod refused with what it breaks.
 """
 
 from __future__ import annotations
@@ -72,6 +58,8 @@ def _defaults(ranges: Iterable[core_pb2.LimitRange]) -> list[tuple[dict[str, str
 
 
 def _fill(target: MutableMapping[str, str], defaults: Mapping[str, str]) -> list[str]:
+    """Set what ``defaults`` names and ``target`` does not; the names set, in resource-name order
+    (Go's map order is random)."""
     added = sorted(k for k in defaults if k not in target)
     for k in added:
         target[k] = defaults[k]
@@ -81,7 +69,14 @@ def _fill(target: MutableMapping[str, str], defaults: Mapping[str, str]) -> list
 def default_pod(pod: core_pb2.Pod, ranges: Sequence[core_pb2.LimitRange], annotate: bool = True) -> str | None:
     """Kubernetes' PodMutateLimitFunc, range by range: fill in the requests and limits containers
     do not name. The annotation value of the last range that filled anything in (None if none did);
-    it is set on the pod if ``annotate`` (not on a resize, which changes resources only)."""
+    it is set on the pod if ``annotate`` (not on a resize, which changes resources only).
+
+    A container (init containers too) that names no request or no limit for a resource gets the
+    ``defaultRequest`` / ``default`` of the Container items, and the pod is annotated
+    ``kubernetes.io/limit-ranger: LimitRanger plugin set: cpu, memory request for container c1; cpu
+    limit for container c1`` (on a resize only the resources stay, as Kubernetes' resize strategy
+    keeps only them).
+    """
     annotation = None
     for requests, limits in _defaults(ranges):
         notes = []
@@ -104,7 +99,10 @@ def default_pod(pod: core_pb2.Pod, ranges: Sequence[core_pb2.LimitRange], annota
 
 
 def _values(request: Quantity, limit: Quantity, enforced: Quantity) -> tuple[int, int, int]:
-    """Go's requestLimitEnforcedValues: milli-values when all three fit, else whole values."""
+    """Go's requestLimitEnforcedValues: milli-values when all three fit, else whole values.
+
+    Requests, limits and bounds compare as Go compares them: in milli-units (whole units beyond
+    what an int64 of milli-units holds)."""
     whole = (request.value(), limit.value(), enforced.value())
     if all(v <= _MAX_MILLI_VALUE for v in whole):
         return request.milli_value(), limit.milli_value(), enforced.milli_value()
@@ -159,6 +157,8 @@ def _ratio(kind: str, name: str, enforced: Quantity, requests: Mapping[str, Quan
 
 def _check(item: core_pb2.LimitRangeItem, requests: Mapping[str, Quantity],
            limits: Mapping[str, Quantity]) -> list[str]:
+    """The messages for what breaks ``item``'s ``min``, ``max`` and ``maxLimitRequestRatio``; map
+    entries are checked in resource-name order (Go's map order is random)."""
     out = []
     for bounds, check in ((item.min, _min), (item.max, _max), (item.max_limit_request_ratio, _ratio)):
         enforced = quota.parse_list(bounds)
@@ -170,7 +170,15 @@ def _check(item: core_pb2.LimitRangeItem, requests: Mapping[str, Quantity],
 
 
 def violations(pod: core_pb2.Pod, lr: core_pb2.LimitRange) -> list[str]:
-    """Kubernetes' PodValidateLimitFunc: what in ``pod`` breaks ``lr``'s Container and Pod items."""
+    """Kubernetes' PodValidateLimitFunc: what in ``pod`` breaks ``lr``'s Container and Pod items.
+
+    Container items' ``min``, ``max`` and ``maxLimitRequestRatio`` are checked against each
+    container's requests and limits, Pod items' against the pod's (its containers summed, sidecars
+    and init containers as KEP-753, pod-level resources replacing what they name), with Kubernetes'
+    messages — ``minimum cpu usage per Container is 100m, but request is 50m``, ``maximum memory
+    usage per Pod is 1Gi, but limit is 2Gi``, ``cpu max limit to request ratio per Container is 2,
+    but provided ratio is 4.000000``.
+    """
     out = []
     for item in lr.spec.limits:
         if item.type == CONTAINER:
@@ -183,7 +191,9 @@ def violations(pod: core_pb2.Pod, lr: core_pb2.LimitRange) -> list[str]:
 
 
 def validate_pod(pod: core_pb2.Pod, ranges: Sequence[core_pb2.LimitRange]) -> None:
-    """Raise Forbidden with the violations of the first range ``pod`` breaks."""
+    """Raise Forbidden with the violations of the first range ``pod`` breaks: the first LimitRange
+    with violations refuses the pod with all of them, ``pods "x" is forbidden: [minimum ...,
+    maximum ...]``."""
     for lr in ranges:
         found = violations(pod, lr)
         if found:
@@ -192,7 +202,13 @@ def validate_pod(pod: core_pb2.Pod, ranges: Sequence[core_pb2.LimitRange]) -> No
 
 class LimitRanger:
     """The plugin: mutates and validates a pod's create and its resize against the namespace's
-    LimitRanges, read from the watch cache."""
+    LimitRanges, read from the watch cache.
+
+    On a pod's create, and on its ``resize`` subresource (KEP-1287 "Affected Components": "for
+    LimitRanger we check that a resize request does not violate the min and max limits specified in
+    LimitRange for the Pod's namespace"), every LimitRange of the namespace, in name order,
+    **mutates** (``admit``: ``default_pod``) and **validates** (``validate``: ``validate_pod``).
+    """
 
     name = "LimitRanger"
 
@@ -208,7 +224,8 @@ class LimitRanger:
 
     async def _ranges_for(self, a: Attributes) -> list[core_pb2.LimitRange] | None:
         """The ranges this write is held to (kept for its validate step); None if it is not one
-        LimitRanger looks at: a pod's create or resize. A pod being deleted is held to none."""
+        LimitRanger looks at: a pod's create or resize. A pod being deleted is held to none (let
+        through, as Kubernetes does)."""
         if a.kind is not kinds.POD or not isinstance(a.object, core_pb2.Pod):
             return None
         create = a.operation is Operation.CREATE and not a.subresource

@@ -1,25 +1,11 @@
 """metadata.managedFields for every write, and server-side apply: Kubernetes' field manager
 (k8s.io/apimachinery's managedfields and structured-merge-diff's merge.Updater).
 
-Every entry is a manager's identity — its name, the operation (``Apply`` or ``Update``), the API
-version for an Update, the subresource — with the fields it owns and the time it last changed the
-object. A write runs one of two operations:
-
-- **Update** (a create, an update, a patch, a write of a subresource, whichever transport): the
-  fields the write added or changed are the writer's, taken from whoever owned them; removed fields
-  are nobody's. Nothing changed: nothing moves and the time stays. A request that carries
-  managedFields of its own replaces them first (``[{}]`` clears them), else the stored ones count.
-- **Apply** (``PATCH`` with ``application/apply-patch+yaml``, gRPC ``Patch`` of type ``apply``):
-  the applied configuration is merged into the object by the schema (``typed.merge``); the fields
-  it sets are the applier's; fields the applier set last time and leaves out now are removed unless
-  another manager owns them; a field it changes that another manager owns is a conflict, refused
-  with 409 unless ``force``, which takes the field over. The applier owning exactly what it
-  applied, a field others set to the same value is shared.
-
-Fields no manager owns: the object's identity and system metadata (apiVersion, kind, name,
-namespace, uid, resourceVersion, generation, creationTimestamp, managedFields), and — for a kind
-with a status subresource — the status through the object, its spec through the status (the
-strategies reset them).
+- ``FieldManager``: a write runs one of two operations, ``FieldManager.update`` (with
+  ``created`` for a create) or ``FieldManager.apply``;
+- ``_Entry``: one manager's entry; ``decode`` / ``encode`` read and write metadata.managedFields;
+- ``_STRIPPED`` and ``FieldManager._ignored``: the fields no manager owns;
+- ``conflict_error``: an Apply's conflicts, as Kubernetes words them.
 """
 
 from __future__ import annotations
@@ -59,6 +45,8 @@ MAX_UPDATE_MANAGERS = 10  # Kubernetes' DefaultMaxUpdateManagers: older Update e
 ANCIENT_CHANGES = "ancient-changes"
 
 # Never anyone's (Kubernetes' stripMetaManager): exact paths, what is below them may be owned.
+# No manager owns the object's identity and system metadata (apiVersion, kind, name, namespace,
+# uid, resourceVersion, generation, creationTimestamp, managedFields).
 _STRIPPED = FieldSet.of(
     (field("apiVersion"),), (field("kind"),), (field("metadata"),),
     *((field("metadata"), field(name)) for name in (
@@ -100,6 +88,10 @@ class _Identity:
 
 @dataclass
 class _Entry:
+    """One managedFields entry, under its ``_Identity``: every entry is a manager's identity — its
+    name, the operation (``Apply`` or ``Update``), the API version for an Update, the subresource —
+    with the fields it owns and the time it last changed the object."""
+
     fields: FieldSet
     api_version: str
     time: str = ""
@@ -326,7 +318,10 @@ def _cap_updates(managed: Managed) -> None:
 
 
 class FieldManager:
-    """Records field ownership on the writes of every kind, and applies configurations."""
+    """Records field ownership on the writes of every kind, and applies configurations.
+
+    A write runs one of two operations: an Update (``update``, ``created``) or an Apply (``apply``).
+    """
 
     def __init__(self, now: Callable[[], str] = timeutil.rfc3339):
         self._now = now
@@ -390,7 +385,10 @@ class FieldManager:
 
     @staticmethod
     def _ignored(kind: Kind[M, L], subresource: str) -> FieldSet | None:
-        """The fields a write of ``subresource`` never owns: a kind's status through the object."""
+        """The fields a write of ``subresource`` never owns: a kind's status through the object.
+
+        For a kind with a status subresource no manager owns the status through the object, nor its
+        spec through the status (the strategies reset them)."""
         return _STATUS if not subresource and kind.has_status else None
 
     # ------------------------------------------------------------ Update
@@ -427,7 +425,14 @@ class FieldManager:
     def update(self, kind: Kind[M, L], old: M | None, new: M, manager: Manager) -> None:
         """Record in ``new`` that ``manager`` wrote it over ``old`` (None: created it). A value the
         schema cannot key (an item without its key field) leaves ``new`` without managedFields, as
-        Kubernetes' UpdateNoErrors does."""
+        Kubernetes' UpdateNoErrors does.
+
+        An Update is a create, an update, a patch, a write of a subresource, whichever transport: the
+        fields the write added or changed are the writer's, taken from whoever owned them; removed
+        fields are nobody's. Nothing changed: nothing moves and the time stays. A request that
+        carries managedFields of its own replaces them first (``[{}]`` clears them), else the stored
+        ones count.
+        """
         try:
             self._update(kind, old, new, manager)
         except TypeError_ as exc:
@@ -470,7 +475,16 @@ class FieldManager:
         """``config`` applied by ``manager`` to ``live`` (None: the object does not exist yet):
         merged, pruned of what the manager no longer applies, made an object, ``prepare``d (the
         kind's strategy: defaults, validation), checked for conflicts with the other managers;
-        the result carries the new managedFields."""
+        the result carries the new managedFields.
+
+        An Apply is a ``PATCH`` with ``application/apply-patch+yaml`` or a gRPC ``Patch`` of type
+        ``apply``: the applied configuration is merged into the object by the schema
+        (``typed.merge``); the fields it sets are the applier's; fields the applier set last time and
+        leaves out now are removed unless another manager owns them (``_prune``); a field it changes
+        that another manager owns is a conflict, refused with 409 unless ``force``, which takes the
+        field over. The applier owning exactly what it applied, a field others set to the same value
+        is shared.
+        """
         atom = schema.of_kind(kind)
         given = config.get("metadata")
         meta: dict[str, Any] = given if isinstance(given, dict) else {}

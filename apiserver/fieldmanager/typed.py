@@ -3,20 +3,8 @@ comparison of two values, the merge of an applied configuration into an object, 
 of items. Values are Kubernetes JSON (dicts, lists, scalars) and are never mutated: each
 operation returns new containers where it changes something and shares the rest.
 
-The rules, as structured-merge-diff's:
-
-- **field set** (``field_set``): every scalar, every atomic list or map, every key of a map that
-  is not a struct field, and every item of a list map or set is a member; a struct field is a
-  member only through what is below it.
-- **compare** (``compare``): a leaf present on one side only is added or removed, on both and
-  different modified; a struct, map, list or item that appears or disappears is itself added or
-  removed too (so an Update that adds a container owns the container, ``"."``). Empty and null
-  containers on both sides compare as leaves.
-- **merge** (``merge``): the applied value wins at every leaf and atomic value; maps merge key by
-  key; list maps and sets merge item by item, the applied items in the applied order with the
-  object's other items kept near where they were.
-- **remove** (``remove_items``): the members of a set are taken out of a value, a map or list
-  left empty becomes null.
+The rules, as structured-merge-diff's, are on their functions: ``field_set``, ``compare``,
+``merge`` and ``remove_items``.
 """
 
 from __future__ import annotations
@@ -81,7 +69,11 @@ def _items(t: ListType, items: list[Any], where: Path) -> tuple[list[PathElement
 
 def field_set(v: Any, atom: Atom, *, unique: bool = False) -> FieldSet:
     """The fields ``v`` sets. ``unique``: a list-map or set item given twice is an error (an applied
-    configuration; an object as stored may hold duplicates, counted once)."""
+    configuration; an object as stored may hold duplicates, counted once).
+
+    Every scalar, every atomic list or map, every key of a map that is not a struct field, and every
+    item of a list map or set is a member; a struct field is a member only through what is below it.
+    """
     out = FieldSet()
     _walk(v, atom, out, (), unique)
     return out
@@ -190,7 +182,13 @@ class Comparison:
 
 
 def compare(lhs: Any, rhs: Any, atom: Atom) -> Comparison:
-    """What changed from ``lhs`` to ``rhs``."""
+    """What changed from ``lhs`` to ``rhs``.
+
+    A leaf present on one side only is added or removed, on both and different modified; a struct,
+    map, list or item that appears or disappears is itself added or removed too (so an Update that
+    adds a container owns the container, ``"."``). Empty and null containers on both sides compare
+    as leaves.
+    """
     c = Comparison(FieldSet(), FieldSet(), FieldSet())
     _compare(lhs, rhs, atom, (), c)
     return c
@@ -281,7 +279,12 @@ def _compare(lhs: Any, rhs: Any, atom: Atom, where: Path, c: Comparison) -> None
 
 
 def merge(lhs: Any, rhs: Any, atom: Atom) -> Any:
-    """``rhs`` (an applied configuration) merged into ``lhs`` (the object)."""
+    """``rhs`` (an applied configuration) merged into ``lhs`` (the object).
+
+    The applied value wins at every leaf and atomic value; maps merge key by key; list maps and sets
+    merge item by item, the applied items in the applied order with the object's other items kept
+    near where they were.
+    """
     return _merge(lhs, rhs, atom, ())
 
 
@@ -365,7 +368,8 @@ def _merge_items(t: ListType, lhs: list[Any], rhs: list[Any], where: Path) -> li
 
 
 def remove_items(v: Any, fs: FieldSet, atom: Atom) -> Any:
-    """``v`` without the members of ``fs`` (and what is below them)."""
+    """``v`` without the members of ``fs`` (and what is below them); a map or list left empty
+    becomes null."""
     if fs.empty():
         return v
     t = deduce(atom, v)

@@ -1,24 +1,9 @@
 """Prepares a pod's ResourceClaims before its containers start (Kubernetes' pkg/kubelet/cm/dra).
 
-``prepare_resources(pod)`` runs in the pod's sync, after admission and before any container is
-created. For each entry of ``spec.resourceClaims`` it resolves the claim (a template's through
-``status.resourceClaimStatuses``, which the resourceclaim controller writes), reads it from the API,
-and requires, as Kubernetes' manager does, that:
-
-- it exists and, when generated from a template, was generated for this pod;
-- it is reserved for the pod (``status.reservedFor``; the scheduler's PreBind reserved it) —
-  ``pod web(uid) is not allowed to use resource claim c(uid)``;
-- its allocation is for this node (its ``nodeSelector`` matches the Node) — a pod bound by
-  ``spec.nodeName`` past the scheduler to another node than its claim's is refused here;
-- every driver it names runs on this node, and the driver accepts the devices.
-
-Then the driver prepares it. Anything missing is not an error of the pod: it waits, and the sync
-tries again (Kubernetes docs: Dynamic Resource Allocation, "Pre-scheduled Pods": "the kubelet will
-fail to run the Pod and re-check periodically"). ``unprepare_resources(uid)`` runs when the pod's
-containers have stopped for good: each claim no other pod of this node still uses is unprepared.
-
-Claims prepared are kept in memory (Kubernetes checkpoints them); after a restart a running pod's
-claims are prepared again at its first sync, which reads them from the API as the first time.
+- ``DRAManager.prepare_resources``: in the pod's sync, each claim checked and prepared, or the pod
+  waits (``NotReady``);
+- ``DRAManager._check_node``: the claim's allocation is for this node and its drivers run here;
+- ``DRAManager.unprepare_resources``: when the pod's containers have stopped for good.
 """
 
 from __future__ import annotations
@@ -54,7 +39,12 @@ class _ClaimInfo:
 
 
 class DRAManager:
-    """One node's claims: prepared for its pods, unprepared when the last of them ends."""
+    """One node's claims: prepared for its pods, unprepared when the last of them ends.
+
+    Claims prepared are kept in memory (Kubernetes checkpoints them); after a restart a running
+    pod's claims are prepared again at its first sync, which reads them from the API as the first
+    time.
+    """
 
     def __init__(self, node: str, client: Client, driver: FakeDriver | None,
                  node_object: Callable[[], core_pb2.Node | None]):
@@ -70,7 +60,23 @@ class DRAManager:
 
     async def prepare_resources(self, pod: core_pb2.Pod) -> None:
         """Prepare every claim of the pod, once; NotReady when one is not allocated to this node
-        and reserved for the pod (or cannot be read)."""
+        and reserved for the pod (or cannot be read).
+
+        Runs in the pod's sync, after admission and before any container is created. For each entry
+        of ``spec.resourceClaims`` it resolves the claim (a template's through
+        ``status.resourceClaimStatuses``, which the resourceclaim controller writes), reads it from
+        the API, and requires, as Kubernetes' manager does, that:
+
+        - it exists and, when generated from a template, was generated for this pod;
+        - it is reserved for the pod (``status.reservedFor``; the scheduler's PreBind reserved it) —
+          ``pod web(uid) is not allowed to use resource claim c(uid)``;
+        - its allocation is for this node and every driver it names runs on this node
+          (``_check_node``), and the driver accepts the devices.
+
+        Then the driver prepares it. Anything missing is not an error of the pod: it waits, and the
+        sync tries again (Kubernetes docs: Dynamic Resource Allocation, "Pre-scheduled Pods": "the
+        kubelet will fail to run the Pod and re-check periodically").
+        """
         uid = pod.metadata.uid
         if not pod.spec.resource_claims or uid in self._pods:
             return
@@ -108,6 +114,9 @@ class DRAManager:
         log.info("dra_pod_prepared", node=self._node, pod=key_of(pod), claims=[key_of(c) for c in claims])
 
     def _check_node(self, claim: resource_pb2.ResourceClaim) -> None:
+        """NotReady unless the claim's allocation is for this node (its ``nodeSelector`` matches the
+        Node) — a pod bound by ``spec.nodeName`` past the scheduler to another node than its claim's
+        is refused here — and every driver it names runs on this node."""
         allocation = claim.status.allocation
         if allocation.HasField("node_selector"):
             node = self._node_object()

@@ -1,25 +1,10 @@
 """The eviction manager: observe memory, report pressure, evict one pod at a time.
 
-    manager = EvictionManager(config, stats=..., active_pods=..., killer=kubelet, record_event=...,
-                              node_ref=..., on_conditions=...)
-    task = asyncio.create_task(manager.run())
-    manager.admit(pod)        # the admission check under pressure
-
-Each ``synchronize`` (every ``--eviction-monitoring-interval``, Kubernetes' housekeeping period):
-stats from the runtime → observations → :class:`~kubelet.eviction.evaluate.EvictionState` step
-(thresholds met, minimum reclaim, grace periods, node conditions with the transition period) →
-``on_conditions`` when the node conditions change → if a threshold may act: rank the active pods
-(:mod:`~kubelet.eviction.ranking`) and evict the first that is not critical. One pod per
-synchronize; after an eviction the manager waits (up to 30 s) for the pod's containers to stop
-and synchronizes again at once, as Kubernetes does, so reclaim goes on while the signal stays low.
-
-An eviction is the killer's ``kill_pod_abnormally`` (the kubelet: stop the containers with the
-grace period, then status Failed / ``Evicted`` / the message, plus condition DisruptionTarget
-with reason TerminationByKubelet). The grace period is 0 for a hard threshold and
-``min(pod's terminationGracePeriodSeconds, --eviction-max-pod-grace-period)`` for a soft one.
-A Warning event ``Evicted`` goes to the pod, one ``EvictionThresholdMet`` to the node when
-reclaim starts; ``kubelet_evictions{eviction_signal}`` counts evictions and
-``kubelet_eviction_stats_age_seconds{eviction_signal}`` observes how old the stats were.
+- ``EvictionManager.run``: the loop, a ``synchronize`` each monitoring interval or, after an
+  eviction, once the pod's containers stopped;
+- ``EvictionManager.synchronize``: one round, from the runtime's stats to at most one pod evicted;
+- ``EvictionManager._evict``: one eviction, through the killer's ``kill_pod_abnormally``;
+- ``EvictionManager.admit``: the admission check under pressure.
 """
 
 from __future__ import annotations
@@ -47,6 +32,8 @@ from machinery.logging import get_logger
 
 log = get_logger()
 
+# ``kubelet_evictions{eviction_signal}`` counts evictions (``_evict``) and
+# ``kubelet_eviction_stats_age_seconds{eviction_signal}`` observes how old the stats were (``synchronize``).
 EVICTIONS = Counter("kubelet_evictions", "Cumulative number of pod evictions by eviction signal",
                     ["eviction_signal"])
 STATS_AGE = Histogram("kubelet_eviction_stats_age_seconds", "Time between when stats are collected, and when pod "
@@ -90,6 +77,14 @@ class Clock:
 
 
 class EvictionManager:
+    """Observes memory, reports node pressure and evicts pods; the kubelet wires it::
+
+        manager = EvictionManager(config, stats=..., active_pods=..., killer=kubelet, record_event=...,
+                                  node_ref=..., on_conditions=...)
+        task = asyncio.create_task(manager.run())
+        manager.admit(pod)        # the admission check under pressure
+    """
+
     def __init__(self, config: EvictionConfig, *, stats: Callable[[], Awaitable[Summary]],
                  active_pods: Callable[[], list[core_pb2.Pod]], killer: PodKiller,
                  record_event: RecordEvent,
@@ -120,6 +115,10 @@ class EvictionManager:
     # ------------------------------------------------------------ loop
 
     async def run(self) -> None:
+        """``synchronize`` every ``--eviction-monitoring-interval`` (Kubernetes' housekeeping period).
+        After an eviction the manager waits (up to 30 s, ``POD_CLEANUP_TIMEOUT``) for the pod's
+        containers to stop and synchronizes again at once, as Kubernetes does, so reclaim goes on
+        while the signal stays low."""
         self._log_config()
         while True:
             evicted = None
@@ -144,7 +143,14 @@ class EvictionManager:
                  monitoring_interval=self.config.monitoring_interval)
 
     async def synchronize(self) -> core_pb2.Pod | None:
-        """One round; returns the pod evicted, if any."""
+        """One round; returns the pod evicted, if any.
+
+        Stats from the runtime → observations → :class:`~kubelet.eviction.evaluate.EvictionState` step
+        (thresholds met, minimum reclaim, grace periods, node conditions with the transition period)
+        → ``on_conditions`` when the node conditions change → if a threshold may act: rank the active
+        pods (:mod:`~kubelet.eviction.ranking`) and evict the first that is not critical. One pod per
+        synchronize. One Warning event ``EvictionThresholdMet`` goes to the node when reclaim starts.
+        """
         thresholds = self.config.thresholds
         if not thresholds:
             return None
@@ -210,6 +216,11 @@ class EvictionManager:
 
     async def _evict(self, pod: core_pb2.Pod, threshold: Threshold, stats: PodStats | None, available: int,
                      capacity: int) -> None:
+        """The killer's ``kill_pod_abnormally`` (the kubelet: stop the containers with the grace
+        period, then status Failed / ``Evicted`` / the message, plus condition DisruptionTarget with
+        reason TerminationByKubelet). The grace period is 0 for a hard threshold and
+        ``min(pod's terminationGracePeriodSeconds, --eviction-max-pod-grace-period)`` for a soft one
+        (``grace_period``). A Warning event ``Evicted`` goes to the pod."""
         quantity = threshold.value.quantity_of(capacity)
         msg = eviction_message(threshold.resource, pod, stats, quantity, available)
         grace = self.grace_period(pod, threshold)

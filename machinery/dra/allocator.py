@@ -5,21 +5,9 @@ Kubernetes docs: Dynamic Resource Allocation, "With structured parameters": the 
 those resources have already been allocated to existing ResourceClaims, and then select[s] from
 those resources that remain."
 
-``Allocator(claims, get_class, is_allocated)`` prepares the requests of claims not yet allocated
-once (their DeviceClass's selectors and their own, compiled by ``machinery.dra.selectors``), then
-``allocate(node, slices)`` answers for one node: one ``AllocationResult`` per claim, or None when
-the node's free devices cannot satisfy them all. A device is usable when its ResourceSlice is
-available on the node (``spec.nodeName`` is the node, ``spec.nodeSelector`` matches it, or
-``spec.allNodes``), its pool is complete (every slice of the pool's newest generation is there,
-``resourceSliceCount``), ``is_allocated`` says it is free, and every selector of the request's
-class and of the request matches. A request takes ``count`` devices (``ExactCount``) or every
-matching device, all of them free (``All``); no device goes to two requests. The search backtracks
-over the requests in order, so a request whose selectors only one device meets gets it even when an
-earlier, less particular request could have taken it.
-
-An ``AllocationError`` is about the claims themselves, whatever the node: a selector kplane cannot
-evaluate, a missing DeviceClass, or a feature kplane's allocator does not have (``firstAvailable``
-subrequests, ``constraints``, ``adminAccess``).
+- ``Allocator``: the claims' requests, prepared once; ``Allocator.allocate`` answers for one node;
+- ``_usable_devices``: the devices a node's ResourceSlices offer; ``Allocator._search`` picks them;
+- ``AllocationError``: what is wrong with the claims themselves, whatever the node.
 """
 
 from __future__ import annotations
@@ -57,8 +45,10 @@ def allocated_device_ids(claim: resource_pb2.ResourceClaim) -> list[DeviceID]:
 
 
 class AllocationError(Exception):
-    """The claims cannot be allocated on any node as they are (a bad selector, a missing class,
-    a request kplane's allocator does not support)."""
+    """The claims cannot be allocated on any node as they are: the error is about the claims
+    themselves, whatever the node — a selector kplane cannot evaluate, a missing DeviceClass, or a
+    feature kplane's allocator does not have (``firstAvailable`` subrequests, ``constraints``,
+    ``adminAccess``)."""
 
 
 @dataclass(frozen=True)
@@ -83,7 +73,13 @@ def _claim_key(claim: resource_pb2.ResourceClaim) -> str:
 
 
 class Allocator:
-    """Allocation of ``claims`` (none allocated yet), node by node."""
+    """Allocation of ``claims`` (none allocated yet), node by node.
+
+    ``Allocator(claims, get_class, is_allocated)`` prepares the requests of claims not yet allocated
+    once (their DeviceClass's selectors and their own, compiled by ``machinery.dra.selectors``), then
+    ``allocate(node, slices)`` answers for one node: one ``AllocationResult`` per claim, or None when
+    the node's free devices cannot satisfy them all.
+    """
 
     def __init__(self, claims: Sequence[resource_pb2.ResourceClaim],
                  get_class: Callable[[str], resource_pb2.DeviceClass | None],
@@ -150,7 +146,15 @@ class Allocator:
         return results
 
     def _search(self, devices: list[_Candidate]) -> list[list[_Candidate]] | None:
-        """Devices for every request, backtracking over the requests in order; None if none fit."""
+        """Devices for every request, backtracking over the requests in order; None if none fit.
+
+        A device on the node (``_usable_devices``) is usable for a request when ``is_allocated`` says
+        it is free and every selector of the request's class and of the request matches. A request
+        takes ``count`` devices (``ExactCount``) or every matching device, all of them free
+        (``All``); no device goes to two requests. The search backtracks over the requests in order,
+        so a request whose selectors only one device meets gets it even when an earlier, less
+        particular request could have taken it.
+        """
         candidates: list[list[_Candidate]] = []
         for request in self._requests:
             matching = [d for d in devices if all(s.matches(d.id.driver, d.device) for s in request.selectors)]
@@ -210,7 +214,12 @@ def _available_on(node: core_pb2.Node, spec: resource_pb2.ResourceSliceSpec) -> 
 
 
 def _usable_devices(node: core_pb2.Node, slices: Iterable[resource_pb2.ResourceSlice]) -> list[_Candidate]:
-    """The devices of the complete pools available on ``node``, in slice and device order."""
+    """The devices of the complete pools available on ``node``, in slice and device order.
+
+    A ResourceSlice is available on the node when ``spec.nodeName`` is the node, ``spec.nodeSelector``
+    matches it, or ``spec.allNodes``; its pool is complete when every slice of the pool's newest
+    generation is there (``resourceSliceCount``).
+    """
     pools: dict[tuple[str, str], list[resource_pb2.ResourceSlice]] = {}
     for s in slices:
         if _available_on(node, s.spec):

@@ -1,22 +1,11 @@
 """Deferred in-place resizes as the scheduler sees them (KEP-5836: Scheduler Preemption for In-Place
 Pod Resize).
 
-A *deferred resize pod* is a pod already bound to a node (``spec.nodeName``) whose kubelet
-reports ``PodResizePending=True`` with reason ``Deferred``: its new requests (KEP-1287's desired
-resources) do not fit the node now. With the SchedulerPreemptionForPodResize gate the scheduler
-queues such a pod, beside its copy in the cache, and runs it through a restricted cycle: its own
-node only, resource fit only, then DefaultPreemption ("Design Details").
-
-It is left alone (kept out of the queue) while preemption for its resize is disabled:
-
-- its kubelet says so with ``PodResizePreemptionDisabled=True`` (KEP-5836 "PodResizePreemptionDisabled
-  Pod Condition"; the kubelet sets it from its Node's ``spec.podPreemptionPolicy``);
-- or, for a kubelet too old to know that policy (before 1.37, where its gate came in; "Version
-  Skew Strategy"), the scheduler reads the Node's ``spec.podPreemptionPolicy.disableResizePreemption`` itself: a
-  non-empty list disables it.
-
-A resize *request* is the pod's uid and ``metadata.generation`` (the apiserver bumps the
-generation on every resize): events, metrics and ``kplane check`` speak of requests.
+- ``is_deferred_resize``: what a deferred resize pod is;
+- ``wants_resize_preemption``: whether the scheduler queues it, and what it then does with it;
+- ``resize_preemption_disabled``: when it is left alone;
+- ``resize_request``: one resize request, as events, metrics and ``kplane check`` speak of it;
+- ``skipped_for_deferred_resize``: the plugins that Skip such a pod.
 """
 
 from __future__ import annotations
@@ -38,7 +27,12 @@ def is_deferred_resize(pod: core_pb2.Pod) -> bool:
     """Bound, with ``PodResizePending=True`` reason ``Deferred`` (KEP-5836 "Identify Deferred Status")
     about the pod's current resize: a condition whose ``observedGeneration`` is older than the pod's
     generation speaks of a request since replaced (reverted, or resized again) that the kubelet has
-    not judged yet — no preemption for it (upstream's alpha ignores the generation)."""
+    not judged yet — no preemption for it (upstream's alpha ignores the generation).
+
+    A *deferred resize pod* is a pod already bound to a node (``spec.nodeName``) whose kubelet
+    reports ``PodResizePending=True`` with reason ``Deferred``: its new requests (KEP-1287's desired
+    resources) do not fit the node now.
+    """
     if not pod.spec.node_name:
         return False
     for c in pod.status.conditions:
@@ -75,16 +69,35 @@ def node_disables_resize_preemption(node: core_pb2.Node | None) -> bool:
 
 
 def resize_preemption_disabled(pod: core_pb2.Pod, node: core_pb2.Node | None) -> bool:
+    """A deferred resize pod is left alone (kept out of the queue) while preemption for its resize
+    is disabled:
+
+    - its kubelet says so with ``PodResizePreemptionDisabled=True`` (KEP-5836 "PodResizePreemptionDisabled
+      Pod Condition"; the kubelet sets it from its Node's ``spec.podPreemptionPolicy``):
+      ``preemption_disabled_by_condition``;
+    - or, for a kubelet too old to know that policy (before 1.37, where its gate came in; "Version
+      Skew Strategy"), the scheduler reads the Node's ``spec.podPreemptionPolicy.disableResizePreemption``
+      itself: a non-empty list disables it (``node_disables_resize_preemption``).
+    """
     return preemption_disabled_by_condition(pod) or node_disables_resize_preemption(node)
 
 
 def wants_resize_preemption(pod: core_pb2.Pod, node: core_pb2.Node | None) -> bool:
-    """A deferred resize pod the scheduler should hold in its queue: preemption is not disabled."""
+    """A deferred resize pod the scheduler should hold in its queue: preemption is not disabled.
+
+    With the SchedulerPreemptionForPodResize gate the scheduler queues such a pod, beside its copy in
+    the cache, and runs it through a restricted cycle: its own node only, resource fit only, then
+    DefaultPreemption ("Design Details").
+    """
     return is_deferred_resize(pod) and not resize_preemption_disabled(pod, node)
 
 
 def resize_request(pod: core_pb2.Pod) -> str:
-    """``<uid>/<generation>``: one resize request of one pod."""
+    """``<uid>/<generation>``: one resize request of one pod.
+
+    A resize *request* is the pod's uid and ``metadata.generation`` (the apiserver bumps the
+    generation on every resize): events, metrics and ``kplane check`` speak of requests.
+    """
     return f"{pod.metadata.uid}/{pod.metadata.generation}"
 
 

@@ -1,26 +1,11 @@
 """NodePorts: a pod's host ports must be free on the node.
 
-kube-scheduler's nodeports plugin. A pod's host ports are the ``hostPort`` > 0 entries of its
-containers' ``ports`` and of its restartable init containers (sidecars, which run as long as
-the pod); each is a (hostIP, protocol, hostPort) triple, an empty hostIP meaning ``0.0.0.0``
-and an empty protocol ``TCP`` (kube-scheduler's HostPortInfo). Two triples conflict when the
-protocol and port are equal and the IPs are equal or either is ``0.0.0.0`` (bind-all overlaps
-every address).
+kube-scheduler's nodeports plugin.
 
-- PreFilter collects the pod's host ports into the cycle state, and Skips the plugin's Filter
-  when there are none (most pods).
-- Filter: a node where one of them conflicts with a port its pods already use is Unschedulable
-  ``node(s) didn't have free ports for the requested pod ports`` — Unschedulable, not
-  Unresolvable: preempting the pod holding the port frees it.
-
-kube-scheduler keeps each node's used ports in its NodeInfo; kplane's NodeInfo does not, so
-this plugin derives them from the node's pods and keeps them per node until the NodeInfo's
-``generation`` changes (the ports change only when the node's pods do).
-
-What makes a pod this plugin rejected schedulable (its QueueingHints):
-- a pod deleted that was bound or nominated to a node and held a host port conflicting with
-  the pod's (a pod's ports cannot be updated, so only deletions free them);
-- a node added (no hint: always retried, as in kube-scheduler).
+- ``host_ports``: a pod's host ports, as (hostIP, protocol, hostPort) triples.
+- ``HostPortInfo``: the host ports in use on a node, and which triples conflict with them.
+- ``NodePorts.pre_filter`` / ``filter``: the pod's host ports against those the node's pods use.
+- ``NodePorts.events_to_register``: what makes a pod this plugin rejected schedulable.
 """
 
 from __future__ import annotations
@@ -57,7 +42,13 @@ HostPort = tuple[str, str, int]
 
 
 def host_ports(pod: core_pb2.Pod) -> tuple[HostPort, ...]:
-    """Kubernetes' GetHostPorts: the host ports of the pod's sidecars and containers."""
+    """Kubernetes' GetHostPorts: the host ports of the pod's sidecars and containers.
+
+    A pod's host ports are the ``hostPort`` > 0 entries of its containers' ``ports`` and of its
+    restartable init containers (sidecars, which run as long as the pod); each is a (hostIP,
+    protocol, hostPort) triple, an empty hostIP meaning ``0.0.0.0`` and an empty protocol ``TCP``
+    (kube-scheduler's HostPortInfo).
+    """
     out: list[HostPort] = []
     spec = pod.spec
     for c in spec.init_containers:
@@ -94,7 +85,7 @@ class HostPortInfo:
 
     def conflicts(self, port: HostPort) -> bool:
         """Whether ``port`` collides with one in use: same protocol and port, and the same IP or
-        0.0.0.0 on either side."""
+        0.0.0.0 on either side (bind-all overlaps every address)."""
         ip, protocol, number = port
         if number <= 0:
             return False
@@ -133,6 +124,10 @@ class NodePorts:
         self._used: dict[str, tuple[int, HostPortInfo]] = {}
 
     def _used_ports(self, ni: NodeInfo) -> HostPortInfo:
+        """The host ports the node's pods use. kube-scheduler keeps each node's used ports in its
+        NodeInfo; kplane's NodeInfo does not, so this plugin derives them from the node's pods and
+        keeps them per node until the NodeInfo's ``generation`` changes (the ports change only when
+        the node's pods do)."""
         name = ni.name
         cached = self._used.get(name)
         if cached is not None and cached[0] == ni.generation:
@@ -144,6 +139,8 @@ class NodePorts:
     # ------------------------------------------------------------ filter
 
     def pre_filter(self, state: CycleState, pod: core_pb2.Pod, nodes) -> tuple[PreFilterResult | None, Status | None]:
+        """Collect the pod's host ports into the cycle state, and Skip the plugin's Filter when there
+        are none (most pods)."""
         if skipped_for_deferred_resize(self.deferred_resizes, pod):
             return None, Status(Code.SKIP)
         wanted = host_ports(pod)
@@ -155,6 +152,9 @@ class NodePorts:
         return None, None
 
     def filter(self, state: CycleState, pod: core_pb2.Pod, ni: NodeInfo) -> Status | None:
+        """A node where one of the pod's host ports conflicts with a port its pods already use is
+        Unschedulable ``node(s) didn't have free ports for the requested pod ports`` — Unschedulable,
+        not Unresolvable: preempting the pod holding the port frees it."""
         wanted = state.get(_STATE_KEY)
         if wanted is None:  # PreFilter did not run
             wanted = host_ports(pod)
@@ -169,6 +169,10 @@ class NodePorts:
     # ------------------------------------------------------------ queueing hints
 
     def events_to_register(self) -> list[ClusterEventWithHint]:
+        """What makes a pod this plugin rejected schedulable (its QueueingHints): a pod deleted that
+        was bound or nominated to a node and held a host port conflicting with the pod's (a pod's
+        ports cannot be updated, so only deletions free them: ``is_schedulable_after_pod_deleted``);
+        a node added (no hint: always retried, as in kube-scheduler)."""
         return [
             # A deleted pod frees its host ports (ports are immutable, so updates never do). Pod, not
             # only AssignedPod: a pod nominated to a node holds its ports there too.

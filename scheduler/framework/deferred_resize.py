@@ -24,10 +24,14 @@ NODE_POLICY_KUBELET = introduced("SchedulerPreemptionForPodResize")
 
 
 def is_deferred_resize(pod: core_pb2.Pod) -> bool:
-    """Bound, with ``PodResizePending=True`` reason ``Deferred`` (KEP-5836 "Identify Deferred Status")
-    about the pod's current resize: a condition whose ``observedGeneration`` is older than the pod's
-    generation speaks of a request since replaced (reverted, or resized again) that the kubelet has
-    not judged yet — no preemption for it (upstream's alpha ignores the generation).
+    """Bound, with ``PodResizePending=True`` reason ``Deferred`` (KEP-5836 "Identify Deferred Status"),
+    as upstream's ``IsPodResizeDeferred`` reads it: the reason alone, whatever the condition's
+    ``observedGeneration``. A request changed since the kubelet deferred the last one (resized
+    again, or reverted) is still the pod's deferred resize, and NodeResourcesFit's hint for the
+    pod's own update brings it back at once ("Failures and Reconsideration"): the cycle judges the
+    new request without waiting for the kubelet to defer it again. That needs no generation check
+    to be right: a reverted request fits and is parked (nothing is preempted for it), and a larger
+    one would be deferred by the kubelet anyway.
 
     A *deferred resize pod* is a pod already bound to a node (``spec.nodeName``) whose kubelet
     reports ``PodResizePending=True`` with reason ``Deferred``: its new requests (KEP-1287's desired
@@ -37,8 +41,6 @@ def is_deferred_resize(pod: core_pb2.Pod) -> bool:
         return False
     for c in pod.status.conditions:
         if c.type == POD_RESIZE_PENDING:
-            if c.observed_generation and c.observed_generation < pod.metadata.generation:
-                return False
             return c.status == "True" and c.reason == DEFERRED
     return False
 

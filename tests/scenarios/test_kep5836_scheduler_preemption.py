@@ -31,7 +31,7 @@ import pytest
 from machinery import errors
 from tests.harness.api import resize
 from tests.harness.builders import make_pdb
-from tests.harness.cluster import FAST_KUBELET, cluster_fixture
+from tests.harness.cluster import FAST_KUBELET, cluster_fixture, kill, start
 from tests.harness.failpoints import failpoint, wait_paused
 from tests.harness.metrics import metric
 from tests.harness.resize_preemption import (
@@ -55,6 +55,7 @@ from tests.harness.wait import eventually, wait_running
 pytestmark = pytest.mark.scenario
 
 VICTIMS_CHOSEN = "scheduler/preemption-after-victims-chosen"
+KUBELET = f"kubelet/{NODE}"
 
 resize_cluster = cluster_fixture(nodes=1, schedulers=1, node_cpu="4", node_memory="8Gi", kubelet_args=FAST_KUBELET,
                                  feature_gates=GATE)
@@ -257,6 +258,42 @@ async def test_a_node_policy_that_appears_after_the_victims_are_chosen_stops_the
     assert not await c_asked_to_go(), "c must be spared: preemption for a was disabled before any eviction"
     assert '"resize_preemption_withdrawn"' in log.read_text()
     assert await running_names(api) == {"a", "b", "c"}
+
+
+async def test_failures_and_reconsideration_a_new_request_is_judged_before_the_kubelet_defers_it(api, resize_cluster):
+    """KEP-5836 "Failures and Reconsideration": a change of the Deferred pod's own request brings it
+    back through NodeResourcesFit's hint at once. ``ra`` asks for 4 CPUs, which no preemption can
+    make (``rc``, as high, holds 2): Deferred, nothing evicted. With the kubelet down, so that it
+    cannot judge the new request, ``ra`` asks for 2 instead: the scheduler preempts ``rb`` for it
+    without waiting for the kubelet to defer it again (its condition still speaks of generation 2,
+    which upstream's IsPodResizeDeferred does not look at). The kubelet, back, actuates 2."""
+    await run_pods(api,
+                   resizable_pod("ra", "1", "p-high").obj(),
+                   resizable_pod("rb", "1", "p-low").obj(),
+                   resizable_pod("rc", "2", "p-high").obj())
+    await resize(api, "ra", cpu="4")
+    deferred = await wait_resize_conditions(api, "ra", {"PodResizePending": "Deferred"}, "ra's 4 CPUs deferred")
+    assert deferred.metadata.generation == 2
+    assert await preempted_by(api, "rb") == "", "nothing can make 4 CPUs: no victim"
+    kill(resize_cluster, KUBELET)
+    try:
+        again = await resize(api, "ra", cpu="2")
+        assert again.metadata.generation == 3
+
+        async def b_evicted() -> bool:
+            b = await api.pods.get("rb")
+            return bool(b.metadata.deletion_timestamp)
+
+        await eventually(b_evicted, timeout=WAIT, what="rb preempted for ra's new request, the kubelet still down")
+        a = await api.pods.get("ra")
+        pending = next(c for c in a.status.conditions if c.type == "PodResizePending")
+        assert pending.observed_generation == 2, "the kubelet judged the new request: the test proves nothing"
+        assert await preempted_by(api, "rb") == "ra"
+    finally:
+        start(resize_cluster, KUBELET)
+    await gone(api, "rb")
+    await wait_actuated(api, "ra", "2")
+    assert await running_names(api) == {"ra", "rc"}
 
 
 async def test_resize_preemption_metrics_are_exposed_by_the_scheduler(api, resize_cluster):

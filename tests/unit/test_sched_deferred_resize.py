@@ -137,13 +137,14 @@ def test_a_deferred_resize_pod_is_bound_with_pod_resize_pending_true_deferred():
     assert not dr.is_deferred_resize(running("d"))
 
 
-def test_a_deferred_condition_about_an_older_generation_is_no_deferred_resize():
-    """Reverted or resized again (the generation moved on) and not judged by the kubelet yet: the
-    Deferred condition speaks of a request that no longer stands, nothing to preempt for."""
+def test_a_deferred_condition_about_an_older_generation_is_still_the_pods_deferred_resize():
+    """Resized again (the generation moved on) and not judged by the kubelet yet: still a deferred
+    resize, as upstream's IsPodResizeDeferred reads the reason alone; the cycle judges the new
+    request (KEP-5836 "Failures and Reconsideration", issue 25 item 10)."""
     pod = deferred(running("a", desired="3", allocated="1"))
     pod.metadata.generation = 3
     pod.status.conditions[-1].observed_generation = 2
-    assert not dr.is_deferred_resize(pod)
+    assert dr.is_deferred_resize(pod)
     pod.status.conditions[-1].observed_generation = 3
     assert dr.is_deferred_resize(pod)
     pod.status.conditions[-1].observed_generation = 0  # a kubelet that does not say: taken as current

@@ -62,7 +62,12 @@ class ClusterState:
     def server(self) -> str:
         """Every apiserver's gRPC address, the first's first: a client given it fails over along
         them (machinery/client.py)."""
-        return topology.servers_from([p.grpc for p in self.processes.values() if p.role == "apiserver" and p.grpc])
+        return topology.servers_from(self.apiserver_addresses)
+
+    @property
+    def apiserver_addresses(self) -> list[str]:
+        """Each apiserver's gRPC address, in the topology's order."""
+        return [p.grpc for p in self.processes.values() if p.role == "apiserver" and p.grpc]
 
     @property
     def rest(self) -> str:

@@ -697,7 +697,8 @@ def cmd_node(args: argparse.Namespace) -> int:
                             args.pods if args.pods is not None else cfg.node_pods, args.label, args.taint)
     spec.kubelet_args = list(args.kubelet_arg)
     try:
-        preflight.check_node(cfg, spec, ignore_version_skew=args.ignore_version_skew)
+        preflight.check_node(cfg, spec, ignore_version_skew=args.ignore_version_skew,
+                             running=list(state.processes.values()))
     except preflight.PreflightError as exc:
         raise UsageError(str(exc)) from None
     procs = nodes.add(state, spec, timeout=args.timeout)

@@ -110,7 +110,7 @@ def add(state: cluster.ClusterState, spec: topology.NodeSpec, timeout: float = 6
         cfg.ports[name] = port
     a = topology._Addresses(cfg, "local")
     # The apiservers in turn, as kplane up gives its kubelets theirs (the next after the last node's).
-    apis = [p.grpc for p in state.processes.values() if p.role == "apiserver" and p.grpc]
+    apis = state.apiserver_addresses
     kubelets = sum(1 for p in state.processes.values() if p.role == "kubelet")
     comps = topology.node_components(cfg, a, spec, topology.servers_from(apis, kubelets), sys.executable)
     procs = [cluster.to_process(c, data_dir) for c in comps]

@@ -79,12 +79,16 @@ class _Command:
 
 def _check_skew(comps: Sequence[_Launched]) -> None:
     """Kubernetes' version skew policy over the releases these components emulate, as kubeadm's
-    preflight checks a kubelet against the control plane: each component against the oldest
-    apiserver (the one it may land on). PreflightError names the component and the way out."""
+    preflight checks a kubelet against the control plane: the apiservers within one minor of each
+    other, each other component against the oldest apiserver (the one it may land on).
+    PreflightError names the component and the way out."""
     apis = [emulated_version(c.argv) for c in comps if c.role == "apiserver"]
     if not apis:
         return
     oldest = min(apis)
+    problem = version.apiserver_skew_violation(apis)
+    if problem is not None:
+        raise PreflightError(f"apiservers: {problem} (--ignore-version-skew runs it anyway)")
     for c in comps:
         component = _SKEW_NAMES.get(c.role)
         if component is None:
@@ -139,10 +143,13 @@ def emulated_version(argv: list[str]) -> version.Version:
         return version.BINARY
 
 
-def check_node(cfg: topology.ClusterConfig, spec: topology.NodeSpec, ignore_version_skew: bool = False) -> None:
+def check_node(cfg: topology.ClusterConfig, spec: topology.NodeSpec, ignore_version_skew: bool = False,
+               running: Sequence[_Launched] = ()) -> None:
     """``kplane node add``: the node's kubelet command line, its own ``--kubelet-arg`` flags
     included, checked as its kubelet checks it, and its release against the cluster's apiservers
-    (the version skew policy, unless ``ignore_version_skew``); PreflightError with one line."""
+    as they run (``running``; as ``cfg`` plans them when not given: an apiserver restarted with
+    another ``--emulated-version`` counts at that one), by the version skew policy unless
+    ``ignore_version_skew``; PreflightError with one line."""
     ports = {n: 1 for n in (*topology.port_names(cfg), *topology.node_port_names(spec.name))}
     fake = dataclasses.replace(cfg, ports=ports)
     node = topology.node_components(fake, topology._Addresses(fake, "local"), spec, "127.0.0.1:1", "python")
@@ -152,7 +159,8 @@ def check_node(cfg: topology.ClusterConfig, spec: topology.NodeSpec, ignore_vers
         if message is not None:
             raise PreflightError(f"invalid --kubelet-arg: {message}" if spec.kubelet_args else message)
     if not ignore_version_skew:
-        _check_skew([c for c in topology.build(fake, "local") if c.role == "apiserver"] + node)
+        apis = [c for c in (running or topology.build(fake, "local")) if c.role == "apiserver"]
+        _check_skew([*apis, *node])
 
 
 def _check_numbers(cfg: topology.ClusterConfig, timeout: float) -> None:

@@ -77,3 +77,12 @@ def skew_violation(component: str, version: Version, apiserver: Version) -> str 
                 f"version{'s' if allowed > 1 else ''} older than the apiserver's {apiserver}: outside the version "
                 f"skew policy")
     return None
+
+
+def apiserver_skew_violation(apiservers: list[Version]) -> str | None:
+    """The policy for several apiservers: the newest and the oldest within one minor version."""
+    newest, oldest = max(apiservers), min(apiservers)
+    if newest.major != oldest.major or newest.minor - oldest.minor > 1:
+        return (f"the apiserver versions {oldest} and {newest} are more than 1 minor version apart: the version "
+                f"skew policy keeps the newest and the oldest apiserver within one")
+    return None

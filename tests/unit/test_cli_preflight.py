@@ -3,6 +3,7 @@ a component fails to start anyway (cli/cluster.py ``last_error_line``)."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import pytest
@@ -174,3 +175,27 @@ def test_a_restart_flag_replaces_every_earlier_spelling_of_it():
     assert preflight.with_flag(argv, "--emulated-version", "1.35") == [
         "python", "-m", "scheduler", "--x", "--y", "--emulated-version", "1.35"]
     assert preflight.emulated_version(preflight.with_flag(argv, "--emulated-version", "1.35")) == Version(1, 35)
+
+
+def test_apiservers_more_than_one_minor_apart_are_refused():
+    cfg = topology.ClusterConfig(nodes=0, apiservers=2, version="1.36", schedulers=0, controller_managers=0)
+    running = [c for c in topology.build(dataclasses.replace(cfg, ports={n: 1 for n in topology.port_names(cfg)}))
+               if c.role == "apiserver"]
+    preflight.check_restart(running, "apiserver-2", preflight.with_flag(running[1].argv, "--emulated-version", "1.35"))
+    with pytest.raises(preflight.PreflightError, match="^apiservers: the apiserver versions 1.34 and 1.36 are more "
+                                                       "than 1 minor version apart"):
+        preflight.check_restart(running, "apiserver-2",
+                                preflight.with_flag(running[1].argv, "--emulated-version", "1.34"))
+
+
+def test_a_node_added_is_held_to_the_apiservers_as_they_run_not_as_planned():
+    """An apiserver downgraded in place (kplane restart --emulated-version) counts at its new release."""
+    cfg = topology.ClusterConfig(nodes=1)
+    planned = topology.build(dataclasses.replace(cfg, ports={n: 1 for n in topology.port_names(cfg)}))
+    running = [dataclasses.replace(c, argv=preflight.with_flag(c.argv, "--emulated-version", "1.36"))
+               if c.role == "apiserver" else c for c in planned]
+    new = topology.NodeSpec("new", "4", "8Gi", 110)  # a 1.37 kubelet
+    preflight.check_node(cfg, new)
+    with pytest.raises(preflight.PreflightError, match="^kubelet/new: the kubelet version 1.37 is newer than the "
+                                                       "apiserver's 1.36"):
+        preflight.check_node(cfg, new, running=running)

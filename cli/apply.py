@@ -84,6 +84,12 @@ def load_documents(filename: str) -> list[Document]:
         at = f" (line {where.line + 1}, column {where.column + 1})" if where else ""
         problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
         raise ApplyError(f"error parsing {filename}: {problem}{at}") from None
+    return documents(raw, filename)
+
+
+def documents(raw: list[Any], filename: str) -> list[Document]:
+    """The objects of manifests already read (``List`` documents expanded), each decoded and
+    checked; ``filename`` names where they came from in messages."""
     expanded: list[dict] = []
     for d in raw:
         if isinstance(d, dict) and d.get("kind") == "List" and isinstance(d.get("items"), list):

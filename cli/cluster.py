@@ -22,6 +22,7 @@ import urllib.error
 import urllib.request
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import Any
 
 from apiserver.auth import MASTERS_GROUP
 from cli import containers, kubeconfig, pki, topology
@@ -501,6 +502,32 @@ def compose_state(data_dir: Path, cfg: topology.ClusterConfig, project: str) -> 
                              health_path=c.health_path, container=f"{project}/{c.log_name}")
              for c in topology.compose_host_view(cfg)}
     return ClusterState(data_dir=str(data_dir), config=asdict(cfg), processes=procs, compose_project=project)
+
+
+def arm_failpoint(proc: Process, name: str, action: str) -> str:
+    """Arm failpoint ``name`` of ``proc`` at run time through its admin port; returns what it said."""
+    if not proc.admin or proc.role == "etcd":
+        raise ClusterError(f"{proc.name} has no failpoints")
+    req = urllib.request.Request(f"http://{proc.admin}/failpoints/{name}", data=action.encode(), method="PUT")
+    try:
+        with urllib.request.urlopen(req, timeout=5) as resp:
+            return str(resp.read().decode().strip())
+    except urllib.error.HTTPError as exc:
+        raise ClusterError(f"{proc.name}: {exc.read().decode().strip()}") from None
+    except (urllib.error.URLError, OSError) as exc:
+        raise ClusterError(f"{proc.name} is not answering on {proc.admin}: {getattr(exc, 'reason', exc)}") from None
+
+
+def failpoints_of(proc: Process) -> dict[str, Any]:
+    """``GET /failpoints`` of ``proc``: ``{"declared", "armed", "paused"}``."""
+    if not proc.admin or proc.role == "etcd":
+        raise ClusterError(f"{proc.name} has no failpoints")
+    try:
+        with urllib.request.urlopen(f"http://{proc.admin}/failpoints", timeout=5) as resp:
+            doc = json.loads(resp.read())
+    except (urllib.error.URLError, OSError, ValueError) as exc:
+        raise ClusterError(f"{proc.name} is not answering on {proc.admin}: {getattr(exc, 'reason', exc)}") from None
+    return doc if isinstance(doc, dict) else {}
 
 
 def select(state: ClusterState, component: str) -> list[Process]:

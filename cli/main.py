@@ -13,16 +13,16 @@ import json
 import os
 import signal
 import sys
-import urllib.error
-import urllib.request
 from pathlib import Path
-from typing import Awaitable, Callable, TypedDict
+from typing import Any, Awaitable, Callable, TypedDict
 
 from google.protobuf.message import Message
 
 from cli import apply as apply_cmd
 from cli import cluster, nodes, pki, preflight, printers, topology
 from cli import watch as watch_cmd
+from cli.chaos import commands as chaos_cmd
+from cli.chaos.schedule import ScheduleError
 from cli.check import runner as check_runner
 from cli.etcd_binary import EtcdNotFound, find_etcd
 from machinery import errors, jsonconv, quantity, version
@@ -248,18 +248,12 @@ def cmd_failpoint(args: argparse.Namespace) -> int:
     state = _state(args)
     procs = cluster.select(state, args.component)
     for p in procs:
-        if not p.admin or p.role == "etcd":
-            raise UsageError(f"{p.name} has no failpoints")
-        req = urllib.request.Request(f"http://{p.admin}/failpoints/{args.name}", data=args.action.encode(),
-                                     method="PUT")
-        try:
-            with urllib.request.urlopen(req, timeout=5) as resp:
-                print(f"{p.name}: {resp.read().decode().strip()}")
-        except urllib.error.HTTPError as exc:
-            raise UsageError(f"{p.name}: {exc.read().decode().strip()}") from None
-        except (urllib.error.URLError, OSError) as exc:
-            raise UsageError(f"{p.name} is not answering on {p.admin}: {getattr(exc, 'reason', exc)}") from None
+        print(f"{p.name}: {cluster.arm_failpoint(p, args.name, args.action)}")
     return 0
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    return chaos_cmd.cmd_run(args, data_dir_of(args))
 
 
 def cmd_compose(args: argparse.Namespace) -> int:
@@ -505,6 +499,69 @@ def cmd_check(args: argparse.Namespace) -> int:
 # ---------------------------------------------------------------- parser
 
 
+def cluster_flags(sp: argparse.ArgumentParser, defaults: bool = True) -> None:
+    """``kplane up``'s flags for the cluster it starts. Without ``defaults`` (``kplane run`` and
+    ``kplane chaos``, which start a cluster only when none is up) a flag not given is None, so a
+    schedule's ``cluster:`` settings hold where the command line is silent."""
+    added: list[argparse.Action] = []
+
+    def flag(*names: str, **kw: Any) -> None:
+        added.append(sp.add_argument(*names, **kw))
+
+    flag("--nodes", type=int, default=3)
+    flag("--node-cpu", default="4")
+    flag("--node-memory", default="8Gi")
+    flag("--node-pods", type=int, default=110)
+    flag("--hollow-nodes", type=int, default=0,
+         help="also run this many hollow nodes (hollow-node-1..N) in one process, for scale")
+    flag("--etcd-members", type=int, default=1)
+    flag("--apiservers", type=int, default=1,
+         help="apiservers over the one etcd, each with its own watch cache (apiserver, apiserver-2, ...); "
+         "the scheduler and controller-manager use the first, the kubelets take turns, and every "
+         "client fails over to the next")
+    flag("--feature-gates", default="")
+    flag("--version", default="", metavar="V",
+         help="the Kubernetes release every component behaves as (--emulated-version), e.g. 1.36; "
+         f"{version.FLOOR} to {version.BINARY}, default {version.BINARY}; --<component>-arg="
+         "--emulated-version=V sets one")
+    flag("--scheduler-config")
+    flag("--kube-reserved", default="")
+    flag("--dra-devices", type=int, default=0,
+         help="each node's kubelet publishes this many GPUs of the fake DRA driver dra.kplane.dev, "
+         "and the DeviceClass gpu.kplane.dev is created (0: no DRA driver)")
+    flag("--apiserver-arg", action="append", default=[], metavar="FLAG",
+         help="extra apiserver flag, e.g. --apiserver-arg=--watch-cache-size=100 (repeatable)")
+    flag("--schedulers", type=int, default=1,
+         help="schedulers competing for the leader lease (scheduler, scheduler-2, ...; 0: none)")
+    flag("--scheduler-arg", action="append", default=[], metavar="FLAG",
+         help="extra flag for every scheduler, e.g. --scheduler-arg=--leader-elect-lease-duration=4s")
+    flag("--controller-managers", type=int, default=1,
+         help="controller-managers competing for their lease (controller-manager, controller-manager-2, "
+         "...; 0: none)")
+    flag("--controller-manager-arg", action="append", default=[], metavar="FLAG",
+         help="extra flag for every controller-manager, e.g. "
+         "--controller-manager-arg=--node-monitor-grace-period=10s (repeatable)")
+    flag("--kubelet-arg", action="append", default=[], metavar="FLAG",
+         help="extra flag for every kubelet, e.g. --kubelet-arg=--sync-frequency=1 (repeatable)")
+    flag("--ignore-version-skew", action="store_true",
+         help="start components whose releases (--version, --emulated-version) the version skew "
+         "policy does not allow together")
+    if not defaults:
+        for action in added:
+            action.default = None
+
+
+def run_flags(sp: argparse.ArgumentParser) -> None:
+    """The flags of a schedule run (``kplane run``, ``kplane chaos``)."""
+    sp.add_argument("--out", metavar="DIR", help="the run's directory (default: <data-dir>/runs/<name>-<time>)")
+    sp.add_argument("--converge-timeout", type=float, default=120.0, metavar="S",
+                    help="seconds the cluster has to settle after the steps")
+    sp.add_argument("--wait-scale", type=float, default=1.0, metavar="X",
+                    help="multiply every wait's timeout (a loaded machine)")
+    sp.add_argument("--timeout", type=float, default=60.0, help="seconds to wait for each component started")
+    cluster_flags(sp, defaults=False)
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="kplane", description="Run and drive a kplane cluster (a Kubernetes "
                                 "control-plane emulator built from real processes).")
@@ -524,44 +581,7 @@ def build_parser() -> argparse.ArgumentParser:
         return sp
 
     sp = add("up", cmd_up, "start etcd, the apiserver and every other component as local processes")
-    sp.add_argument("--nodes", type=int, default=3)
-    sp.add_argument("--node-cpu", default="4")
-    sp.add_argument("--node-memory", default="8Gi")
-    sp.add_argument("--node-pods", type=int, default=110)
-    sp.add_argument("--hollow-nodes", type=int, default=0,
-                    help="also run this many hollow nodes (hollow-node-1..N) in one process, for scale")
-    sp.add_argument("--etcd-members", type=int, default=1)
-    sp.add_argument("--apiservers", type=int, default=1,
-                    help="apiservers over the one etcd, each with its own watch cache (apiserver, apiserver-2, ...); "
-                    "the scheduler and controller-manager use the first, the kubelets take turns, and every "
-                    "client fails over to the next")
-    sp.add_argument("--feature-gates", default="")
-    sp.add_argument("--version", default="", metavar="V",
-                    help="the Kubernetes release every component behaves as (--emulated-version), e.g. 1.36; "
-                    f"{version.FLOOR} to {version.BINARY}, default {version.BINARY}; --<component>-arg="
-                    "--emulated-version=V sets one")
-    sp.add_argument("--scheduler-config")
-    sp.add_argument("--kube-reserved", default="")
-    sp.add_argument("--dra-devices", type=int, default=0,
-                    help="each node's kubelet publishes this many GPUs of the fake DRA driver dra.kplane.dev, "
-                    "and the DeviceClass gpu.kplane.dev is created (0: no DRA driver)")
-    sp.add_argument("--apiserver-arg", action="append", default=[], metavar="FLAG",
-                    help="extra apiserver flag, e.g. --apiserver-arg=--watch-cache-size=100 (repeatable)")
-    sp.add_argument("--schedulers", type=int, default=1,
-                    help="schedulers competing for the leader lease (scheduler, scheduler-2, ...; 0: none)")
-    sp.add_argument("--scheduler-arg", action="append", default=[], metavar="FLAG",
-                    help="extra flag for every scheduler, e.g. --scheduler-arg=--leader-elect-lease-duration=4s")
-    sp.add_argument("--controller-managers", type=int, default=1,
-                    help="controller-managers competing for their lease (controller-manager, controller-manager-2, "
-                    "...; 0: none)")
-    sp.add_argument("--controller-manager-arg", action="append", default=[], metavar="FLAG",
-                    help="extra flag for every controller-manager, e.g. "
-                    "--controller-manager-arg=--node-monitor-grace-period=10s (repeatable)")
-    sp.add_argument("--kubelet-arg", action="append", default=[], metavar="FLAG",
-                    help="extra flag for every kubelet, e.g. --kubelet-arg=--sync-frequency=1 (repeatable)")
-    sp.add_argument("--ignore-version-skew", action="store_true",
-                    help="start components whose releases (--version, --emulated-version) the version skew "
-                    "policy does not allow together")
+    cluster_flags(sp)
     sp.add_argument("--detach", action="store_true", help="return once the cluster is up")
     sp.add_argument("--timeout", type=float, default=60.0, help="seconds to wait for each component")
 
@@ -653,7 +673,7 @@ def build_parser() -> argparse.ArgumentParser:
             sp.add_argument("--ignore-version-skew", action="store_true",
                             help="restart it even where the version skew policy forbids the result")
 
-    sp = add("failpoint", cmd_failpoint, "arm a failpoint at run time (panic, sleep(ms), error, pause, off)")
+    sp = add("failpoint", cmd_failpoint, "arm a failpoint at run time (panic, sleep(ms), error, pause, return, off)")
     sp.add_argument("component", metavar="COMPONENT")
     sp.add_argument("name", metavar="NAME")
     sp.add_argument("action", metavar="ACTION")
@@ -664,6 +684,11 @@ def build_parser() -> argparse.ArgumentParser:
 
     sp = add("check", cmd_check, "replay the event log and check the cluster's invariants")
     sp.add_argument("--since", type=int, default=0)
+
+    sp = add("run", cmd_run, "run a schedule file (timed operations, faults, waits), then heal, converge, "
+             "kplane check and its expectations; on the data dir's cluster, or one started for the run")
+    sp.add_argument("schedule", metavar="SCHEDULE")
+    run_flags(sp)
 
     sp = add("compose", cmd_compose, "print compose.yaml for the default topology (--write: and its override "
                                       "with the ports published on 127.0.0.1)")
@@ -719,7 +744,7 @@ def main(argv: list[str] | None = None) -> int:
         reason = _REASONS.get(type(exc), type(exc).__name__)
         print(f"Error from server ({reason}): {_one_line(exc.message)}", file=sys.stderr)
         return 1
-    except (UsageError, cluster.ClusterError, apply_cmd.ApplyError) as exc:
+    except (UsageError, cluster.ClusterError, apply_cmd.ApplyError, ScheduleError) as exc:
         text = str(exc)
         first, _, rest = text.partition("\n")
         print(f"error: {first}", file=sys.stderr)

@@ -8,8 +8,10 @@ A component declares its points once (``declare("scheduler/before-bind", "...")`
 Actions (gofail's terms): ``panic`` (the process dies at once, like SIGKILL), ``sleep(ms)``,
 ``error`` (raises FailpointError where the point sits), ``pause`` (the code reaching the point
 waits there until the point is re-armed or turned ``off``: a test holds a component between two
-steps, looks, then lets it go), ``off``. A term may be prefixed with a count ``N*`` (fire on the
-next N hits only) or a percentage ``P%`` (fire with that probability).
+steps, looks, then lets it go), ``return`` (gofail's term: the code at the point takes its
+alternative path; the points that turn a safety check off are read with ``returns``), ``off``.
+A term may be prefixed with a count ``N*`` (fire on the next N hits only) or a percentage ``P%``
+(fire with that probability).
 
 ``pause`` only holds at points in async code (``hit``); at a synchronous point (``hit_sync``) it
 would stop the event loop that serves the admin port, so there it does nothing but log.
@@ -31,7 +33,7 @@ from prometheus_client import Counter
 ENV_VAR = "KPLANE_FAILPOINTS"
 
 _HITS = Counter("kplane_failpoint_hits_total", "Times an armed failpoint fired.", ["name", "action"])
-_TERM = re.compile(r"^(?:(?P<pct>\d+(?:\.\d+)?)%)?(?:(?P<count>\d+)\*)?(?P<action>panic|sleep|error|pause|off)"
+_TERM = re.compile(r"^(?:(?P<pct>\d+(?:\.\d+)?)%)?(?:(?P<count>\d+)\*)?(?P<action>panic|sleep|error|pause|return|off)"
                    r"(?:\((?P<arg>[^)]*)\))?$")
 
 
@@ -89,7 +91,8 @@ def _parse(text: str) -> _Armed:
     m = _TERM.match(text.strip())
     if not m:
         raise BadFailpointActionError(
-            f"bad failpoint action {text!r}: want panic, sleep(ms), error, pause or off, optionally N* or P% first")
+            f"bad failpoint action {text!r}: want panic, sleep(ms), error, pause, return or off, "
+            "optionally N* or P% first")
     action, arg = m.group("action"), m.group("arg")
     value = 0.0
     if action == "sleep":
@@ -186,6 +189,20 @@ def hit_sync(name: str) -> None:
     elif a is not None and a.action == "pause":
         sys.stderr.write(f'{{"level": "warning", "event": "failpoint_pause_ignored", "failpoint": "{name}", '
                          f'"reason": "synchronous point"}}\n')
+
+
+def returns(name: str) -> bool:
+    """Whether the failpoint ``name`` fires now with ``return``: the caller then takes the point's
+    alternative path (a safety check skipped). Other actions act as at any point (``sleep``
+    blocks the thread, ``panic`` and ``error`` as always). One dict lookup when not armed."""
+    if name not in _armed:
+        return False
+    a = _fire(name)
+    if a is None:
+        return False
+    if a.action == "sleep":
+        time.sleep(a.arg / 1000.0)
+    return a.action == "return"
 
 
 def reset() -> None:

@@ -24,13 +24,18 @@ from typing import Any, Callable, Generic
 from google.protobuf.message import Message
 from prometheus_client import Counter, Gauge
 
-from machinery import errors
+from machinery import errors, failpoints
 from machinery.client import Client, ResourceClient
 from machinery.kinds import Kind, M, object_meta
 from machinery.logging import get_logger
 from machinery.process import cancel_and_wait, supervise
 
 log = get_logger()
+
+FP_WATCH_RECEIVE = failpoints.declare(
+    "informer/watch-receive", "each watch event this process's informers receive, before their handlers see it: "
+    "sleep(ms) delays this one component's view of the cluster (informer lag, where apiserver/watch-delivery "
+    "delays every watcher)")
 
 _RELISTS = Counter("kplane_informer_relists_total", "Times an informer listed its kind (first list included).",
                    ["kind"])
@@ -115,6 +120,7 @@ class Reflector(Generic[M]):
                     delivered = True
                     backoff, failures = _BACKOFF_START, 0
                     if ev.type != "BOOKMARK":
+                        await failpoints.hit(FP_WATCH_RECEIVE)
                         self._on_event(ev.type, ev.object)
                     rv = object_meta(ev.object).resource_version
                     if rv and _rv_str(rv) > _rv_str(self.resource_version):

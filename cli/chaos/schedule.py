@@ -79,7 +79,7 @@ CLUSTER_KEYS: Final = frozenset({"nodes", "node_cpu", "node_memory", "node_pods"
                                  "kubelet_args", "scheduler_args", "controller_manager_args",
                                  "apiserver_args", "dra_devices", "kube_reserved", "scheduler_config"})
 EXPECT_KEYS: Final = frozenset({"pod", "namespace", "phase", "node", "gone", "bound", "resize", "requests",
-                                "event", "count", "reason", "min", "max", "violation", "converged"})
+                                "event", "min", "max", "replicaset", "deployment", "ready"})
 
 
 @dataclass(frozen=True)

@@ -59,6 +59,11 @@ class BoundRequestsWithinAllocatable(Rule):
     resize is the kubelet's to allocate (``allocated-within-allocatable``); both still count towards
     the node. A pod counts with the kubelet's allocation once reported (a Deferred resize has not
     taken room yet), with its spec's requests before (``_committed``).
+
+    A binding the kubelet then refuses (the pod Failed with an ``OutOf<resource>`` reason, never
+    having run) is not one: the scheduler decides on the view it has, and a resize the kubelet
+    allocated in between is KEP-1287's race ("Scheduler and API Server Interaction"), which the
+    kubelet's admission settles. Such a binding's violation is withdrawn when the refusal shows.
     """
 
     name = "bound-requests-within-allocatable"
@@ -67,6 +72,10 @@ class BoundRequestsWithinAllocatable(Rule):
         self.used: dict[str, dict[str, int]] = {}  # node -> summed requests of its pods not finished
         self.counted: dict[tuple[str, str], tuple[str, dict[str, int]]] = {}  # pod -> (node, requests)
         self.unbound: set[tuple[str, str]] = set()  # pods last seen not finished and not bound
+        self.pending: dict[tuple[str, str], Violation] = {}  # over-committing bindings, unless refused
+
+    def finish(self, world: World) -> list[Violation]:
+        return list(self.pending.values())
 
     def observe(self, e: Entry, world: World) -> list[Violation]:
         pod = e.pod
@@ -78,6 +87,8 @@ class BoundRequestsWithinAllocatable(Rule):
             self.used[before[0]] = resources.sub(self.used.get(before[0], {}), before[1])
         was_unbound = key in self.unbound
         self.unbound.discard(key)
+        if key in self.pending and pod.status.phase == "Failed" and pod.status.reason.startswith("OutOf"):
+            del self.pending[key]  # the kubelet refused it: its admission settled the race
         if e.type == "DELETED" or pod.status.phase in ("Succeeded", "Failed"):
             return []
         node = pod.spec.node_name
@@ -98,5 +109,6 @@ class BoundRequestsWithinAllocatable(Rule):
         if not over:
             return []
         detail = ", ".join(f"{r} {used[r]} > {allocatable.get(r, 0)}" for r in over)
-        return [Violation(self.name, e.rev, f"pod {e.namespace}/{e.name} bound to node {node}: requests of its "
-                                            f"pods {detail}")]
+        self.pending[key] = Violation(self.name, e.rev, f"pod {e.namespace}/{e.name} bound to node {node}: requests "
+                                                        f"of its pods {detail}")
+        return []

@@ -1,0 +1,75 @@
+"""The schedule file format (cli/chaos/schedule.py): what parses, what round-trips, and the one
+line a bad file gets."""
+
+from __future__ import annotations
+
+import pytest
+
+from cli.chaos import schedule
+from cli.chaos.converge import pod_resize_state
+from tests.harness import builders
+
+
+def test_a_schedule_round_trips_through_its_yaml():
+    doc = {"name": "x", "cluster": {"nodes": 2, "node_cpu": "2"},
+           "steps": [{"apply": {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "a"}}},
+                     {"after": 0.5, "resize": {"pod": "a", "cpu": "1500m"}},
+                     {"kill": "scheduler"},
+                     {"failpoint": {"component": "scheduler", "name": "scheduler/before-bind", "action": "pause"}},
+                     {"wait": {"for": "running", "pods": ["a"], "timeout": 30}}],
+           "expect": [{"pod": "a", "phase": "Running"}]}
+    s = schedule.parse(doc)
+    assert [x.op for x in s.steps] == ["apply", "resize", "kill", "failpoint", "wait"]
+    assert s.steps[1].after == 0.5 and s.steps[2].arg("component") == "scheduler"
+    assert s.steps[1].kind == "user" and s.steps[2].kind == "fault" and s.steps[4].kind == "wait"
+    again = schedule.parse(__import__("yaml").safe_load(s.dump()))
+    assert again.to_dict() == s.to_dict()
+    assert s.steps[1].describe() == "resize pod=a cpu=1500m"
+
+
+@pytest.mark.parametrize("steps,message", [
+    ([{"kil": "x"}], "step 1: unknown operation 'kil'"),
+    ([{"kill": "x", "start": "x"}], "step 1: want exactly one operation"),
+    ([{"after": -1, "kill": "x"}], "step 1: after must be a number of seconds >= 0"),
+    ([{"resize": {"pod": "a"}}], "step 1 (resize): nothing to resize"),
+    ([{"resize": {"pod": "a", "cpu": "lots"}}], "step 1 (resize): invalid cpu 'lots'"),
+    ([{"scale": {"kind": "deployment", "name": "d", "replicas": -2}}], "step 1 (scale): replicas must be"),
+    ([{"wait": {"for": "godot"}}], "step 1 (wait): cannot wait for 'godot'"),
+    ([{"failpoint": {"component": "scheduler"}}], "step 1 (failpoint): missing action, name"),
+    ([{"evict": {"pod": "a", "grace": 3}}], "step 1 (evict): unknown argument grace"),
+    ([{"apply": {"kind": "Pod"}}], "step 1 (apply): want a manifest"),
+])
+def test_a_bad_step_is_refused_with_one_line_naming_it(steps, message):
+    with pytest.raises(schedule.ScheduleError) as exc:
+        schedule.parse({"steps": steps})
+    assert str(exc.value).startswith(message) and "\n" not in str(exc.value)
+
+
+def test_unknown_cluster_settings_and_expectations_are_refused():
+    with pytest.raises(schedule.ScheduleError, match="unknown cluster setting nodez"):
+        schedule.parse({"steps": [], "cluster": {"nodez": 2}})
+    with pytest.raises(schedule.ScheduleError, match="expect 1: unknown key colour"):
+        schedule.parse({"steps": [], "expect": [{"pod": "a", "colour": "red"}]})
+
+
+def test_load_names_the_file_and_line_of_bad_yaml(tmp_path):
+    p = tmp_path / "s.yaml"
+    p.write_text("steps: [\n")
+    with pytest.raises(schedule.ScheduleError, match="s.yaml: line"):
+        schedule.load(p)
+    with pytest.raises(schedule.ScheduleError, match="cannot read"):
+        schedule.load(tmp_path / "absent.yaml")
+
+
+def test_resize_state_reads_spec_allocated_actual_and_conditions():
+    pod = builders.MakePod().name("p").req(cpu="1").obj()
+    cs = pod.status.container_statuses.add(name=pod.spec.containers[0].name)
+    cs.allocated_resources["cpu"] = "1"
+    cs.resources.requests["cpu"] = "1"
+    assert pod_resize_state(pod) == "done"
+    pod.spec.containers[0].resources.requests["cpu"] = "2"
+    assert pod_resize_state(pod) == "undecided"
+    cs.allocated_resources["cpu"] = "2"
+    assert pod_resize_state(pod) == "InProgress"  # allocated, not actuated
+    pod.status.conditions.add(type="PodResizePending", status="True", reason="Deferred")
+    assert pod_resize_state(pod) == "Deferred"

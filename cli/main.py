@@ -22,6 +22,7 @@ from cli import apply as apply_cmd
 from cli import cluster, nodes, pki, preflight, printers, topology
 from cli import watch as watch_cmd
 from cli.chaos import commands as chaos_cmd
+from cli.chaos import generate as chaos_generate
 from cli.chaos.schedule import ScheduleError
 from cli.check import runner as check_runner
 from cli.etcd_binary import EtcdNotFound, find_etcd
@@ -254,6 +255,10 @@ def cmd_failpoint(args: argparse.Namespace) -> int:
 
 def cmd_run(args: argparse.Namespace) -> int:
     return chaos_cmd.cmd_run(args, data_dir_of(args))
+
+
+def cmd_chaos(args: argparse.Namespace) -> int:
+    return chaos_cmd.cmd_chaos(args, data_dir_of(args))
 
 
 def cmd_compose(args: argparse.Namespace) -> int:
@@ -688,6 +693,20 @@ def build_parser() -> argparse.ArgumentParser:
     sp = add("run", cmd_run, "run a schedule file (timed operations, faults, waits), then heal, converge, "
              "kplane check and its expectations; on the data dir's cluster, or one started for the run")
     sp.add_argument("schedule", metavar="SCHEDULE")
+    run_flags(sp)
+
+    sp = add("chaos", cmd_chaos, "run a seeded random schedule of operations, kills and failpoints, then converge "
+             "and kplane check (kplane chaos shrink FILE: shrink a failing schedule to a minimal one)")
+    sp.add_argument("action", nargs="?", choices=["shrink"], help="shrink FILE")
+    sp.add_argument("file", nargs="?", metavar="FILE", help="with shrink: the failing schedule")
+    sp.add_argument("--seed", type=int, help="the same seed and profile give the same schedule (default: random)")
+    sp.add_argument("--duration", default="60", help="seconds of steps (90, 90s, 2m)")
+    sp.add_argument("--profile", default="everything", choices=list(chaos_generate.PROFILES))
+    sp.add_argument("--each-profile", action="store_true",
+                    help="every profile in turn, the duration shared between them")
+    sp.add_argument("--failpoints", metavar="NAME=ACTION;...",
+                    help="failpoints armed in every process for the whole run, e.g. kubelet/skip-fit-check=return")
+    sp.add_argument("--tries", type=int, default=2, help="shrink: runs per candidate before it counts as passing")
     run_flags(sp)
 
     sp = add("compose", cmd_compose, "print compose.yaml for the default topology (--write: and its override "

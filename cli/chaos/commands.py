@@ -9,6 +9,10 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
+import os
+import random
+import shutil
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -16,8 +20,9 @@ from pathlib import Path
 from typing import Any
 
 from cli import cluster
-from cli.chaos import runner
-from cli.chaos.schedule import Schedule, load
+from cli.chaos import generate, runner, shrink
+from cli.chaos.schedule import Schedule, ScheduleError, load
+from machinery import failpoints
 
 # kplane up's flags (cli/main.py cluster_flags) -> ClusterConfig's fields.
 _FLAG_FIELDS = ("nodes", "node_cpu", "node_memory", "node_pods", "hollow_nodes", "etcd_members", "apiservers",
@@ -40,11 +45,13 @@ def _settings(sched: Schedule, args: argparse.Namespace) -> dict[str, Any]:
 
 @contextmanager
 def cluster_for(data_dir: Path, settings: dict[str, Any], run_dir: Path, timeout: float,
-                echo: Callable[[str], None]) -> Iterator[cluster.ClusterState]:
-    state = cluster.ClusterState.load(data_dir)
+                echo: Callable[[str], None], fresh: bool = False) -> Iterator[cluster.ClusterState]:
+    state = None if fresh else cluster.ClusterState.load(data_dir)
     if state is not None and any(cluster.running(p) for p in state.processes.values()):
         yield state
         return
+    if settings.get("failpoints"):  # every process starts with them (runner.py arms running ones)
+        os.environ[failpoints.ENV_VAR] = str(settings["failpoints"])
     cfg = runner.cluster_config(run_dir / "cluster", settings)
     echo(f"starting a cluster for the run in {cfg.data_dir}")
     state = runner.start_cluster(cfg, timeout, echo)
@@ -69,8 +76,8 @@ def summary(result: runner.RunResult) -> str:
 
 
 def execute(sched: Schedule, args: argparse.Namespace, data_dir: Path, out: Path,
-            echo: Callable[[str], None] = print) -> runner.RunResult:
-    with cluster_for(data_dir, _settings(sched, args), out, args.timeout, echo) as state:
+            echo: Callable[[str], None] = print, fresh: bool = False) -> runner.RunResult:
+    with cluster_for(data_dir, _settings(sched, args), out, args.timeout, echo, fresh) as state:
         return asyncio.run(runner.run(sched, state, out, converge_timeout=args.converge_timeout,
                                       wait_scale=args.wait_scale, echo=echo))
 
@@ -84,3 +91,98 @@ def cmd_run(args: argparse.Namespace, data_dir: Path) -> int:
         return 0
     print(f"FAILED: {result.reason}\n{summary(result)}")
     return 1
+
+
+def parse_duration(text: str) -> float:
+    """``90``, ``90s``, ``2m``, ``1h``: seconds."""
+    units = {"s": 1, "m": 60, "h": 3600}
+    t = text.strip()
+    factor = units.get(t[-1:], 0)
+    try:
+        value = float(t[:-1] if factor else t) * (factor or 1)
+    except ValueError:
+        raise ScheduleError(f"invalid duration {text!r}: want seconds, or a number with s, m or h") from None
+    if value <= 0:
+        raise ScheduleError(f"invalid duration {text!r}: must be more than 0")
+    return value
+
+
+def _chaos_schedule(seed: int, duration: float, profile: str, arm: str) -> Schedule:
+    sched = generate.generate(seed, duration, profile)
+    if arm:
+        sched.cluster["failpoints"] = arm
+        sched.description += f" --failpoints '{arm}'"
+    return sched
+
+
+def cmd_chaos(args: argparse.Namespace, data_dir: Path) -> int:
+    if args.action == "shrink":
+        return cmd_shrink(args, data_dir)
+    if args.file:
+        raise ScheduleError(f"unexpected argument {args.file!r} (kplane chaos shrink FILE shrinks one)")
+    duration = parse_duration(args.duration)
+    seed = args.seed if args.seed is not None else random.SystemRandom().randrange(1, 1_000_000)
+    profiles = list(generate.PROFILES) if args.each_profile else [args.profile]
+    each = duration / len(profiles)
+    failed: list[str] = []
+    totals = {"operations": 0, "faults": 0, "checks": 0, "revisions": 0}
+    for profile in profiles:
+        sched = _chaos_schedule(seed, each, profile, args.failpoints or "")
+        out = run_dir(data_dir, sched.name, args.out and str(Path(args.out) / profile) if len(profiles) > 1
+                      else args.out)
+        print(f"kplane chaos: seed {seed}, profile {profile}, {each:g} s: {len(sched.steps)} steps; "
+              f"schedule {out / 'schedule.yaml'}", flush=True)
+        result = execute(sched, args, data_dir, out, echo=lambda line: print(line, flush=True))
+        totals["operations"] += result.counts.get("user", 0)
+        totals["faults"] += result.counts.get("fault", 0)
+        totals["checks"] += 1
+        totals["revisions"] += result.counts.get("revisions", 0)
+        if result.ok:
+            print(f"ok: seed {seed}, profile {profile}: {summary(result)}", flush=True)
+        else:
+            failed.append(profile)
+            print(f"FAILED: seed {seed}, profile {profile}: {result.reason}\n{summary(result)}\n"
+                  f"rerun: kplane run {out / 'schedule.yaml'}\nshrink: kplane chaos shrink {out / 'schedule.yaml'}",
+                  flush=True)
+    print(f"chaos: seed {seed}, {len(profiles)} profile(s), {totals['operations']} operations, "
+          f"{totals['faults']} faults, {totals['revisions']} revisions through {totals['checks']} check(s): "
+          + (f"FAILED ({', '.join(failed)})" if failed else "0 violations"), flush=True)
+    return 1 if failed else 0
+
+
+def cmd_shrink(args: argparse.Namespace, data_dir: Path) -> int:
+    if not args.file:
+        raise ScheduleError("kplane chaos shrink needs the failing schedule: kplane chaos shrink FILE")
+    path = Path(args.file)
+    sched = load(path)
+    out = run_dir(data_dir, f"shrink-{sched.name or path.stem}", args.out)
+    out.mkdir(parents=True, exist_ok=True)
+
+    def run_once(candidate: Schedule, label: str) -> runner.RunResult:
+        where = out / label
+        result = execute(candidate, args, data_dir, where, echo=lambda line: None, fresh=True)
+        if result.ok:
+            shutil.rmtree(where / "cluster", ignore_errors=True)  # keep only failing runs' data
+        return result
+
+    target = ""
+    beside = path.with_name("result.json")
+    if beside.exists():
+        target = shrink.signature(runner.RunResult(**json.loads(beside.read_text())))
+    if not target:
+        for i in range(args.tries * 2):
+            target = shrink.signature(run_once(sched, f"first-{i + 1}"))
+            if target:
+                break
+    if not target:
+        raise ScheduleError(f"{path} did not fail in {args.tries * 2} runs: nothing to shrink")
+    s = shrink.Shrinker(run_once, target, tries=args.tries, echo=lambda line: print(line, flush=True))
+    small = s.shrink(sched)
+    held = shrink.confirm(run_once, small, target, runs=3)
+    small.description = (f"shrunk from {path} ({len(sched.steps)} steps) by kplane chaos shrink in {s.runs} runs; "
+                         f"fails with {target} in {held} of 3 runs")
+    dest = out / "minimal.yaml"
+    small.write(dest)
+    print(f"minimal schedule: {len(small.steps)} steps, fails with {target} in {held} of 3 runs: {dest}\n"
+          f"reproduce: kplane run {dest}")
+    return 0 if held else 1

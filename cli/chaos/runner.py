@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import signal
 import time
 from collections.abc import Callable
@@ -25,7 +26,7 @@ from cli.chaos.converge import converged
 from cli.chaos.schedule import FAULTS, Schedule, ScheduleError
 from cli.check.framework import Entry, Violation
 from cli.check.runner import check_entries, entries_of
-from machinery import errors, jsonconv
+from machinery import errors, failpoints, jsonconv
 from machinery.client import Client
 
 
@@ -58,7 +59,7 @@ def cluster_config(data_dir: Path, settings: dict[str, Any]) -> topology.Cluster
     """``kplane up``'s configuration from a schedule's ``cluster:`` (and the flags given over it)."""
     cfg = topology.ClusterConfig(data_dir=str(data_dir))
     for key, value in settings.items():
-        if value is not None:
+        if value is not None and key != "failpoints":
             setattr(cfg, key, list(value) if isinstance(value, (list, tuple)) else value)
     if cfg.scheduler_config:
         cfg.scheduler_config = str(Path(cfg.scheduler_config).resolve())
@@ -71,6 +72,21 @@ def start_cluster(cfg: topology.ClusterConfig, timeout: float, echo: Callable[[s
     except preflight.PreflightError as exc:
         raise ScheduleError(str(exc)) from None
     return cluster.up(cfg, timeout=timeout, echo=echo)
+
+
+async def _arm_everywhere(state: cluster.ClusterState, text: str, echo: Callable[[str], None]) -> None:
+    """A schedule's ``cluster.failpoints``: armed in every running process that has the point, and
+    in ``$KPLANE_FAILPOINTS`` for every process started from now on (a restart keeps them)."""
+    os.environ[failpoints.ENV_VAR] = text
+    for item in filter(None, (x.strip() for x in text.split(";"))):
+        name, _, action = item.partition("=")
+        for p in state.processes.values():
+            if p.role == "etcd" or not cluster.running(p):
+                continue
+            declared = (await asyncio.to_thread(cluster.failpoints_of, p)).get("declared", {})
+            if name in declared:
+                await asyncio.to_thread(cluster.arm_failpoint, p, name, action)
+                echo(f"{p.name}: {name}={action} for the whole run")
 
 
 async def _revision(client: Client) -> int:
@@ -131,7 +147,10 @@ async def run(sched: Schedule, state: cluster.ClusterState, out_dir: Path, *, co
     sched.write(out_dir / "schedule.yaml")
     client = Client(state.server, state.admin_token(), timeout=10.0 * wait_scale)
     started = time.monotonic()
+    env_before = os.environ.get(failpoints.ENV_VAR)
     try:
+        if sched.cluster.get("failpoints"):
+            await _arm_everywhere(state, str(sched.cluster["failpoints"]), echo)
         ctx = steps.Context(state, client, wait_scale=wait_scale)
         # The baseline: a run starts on a settled cluster, or what fails is not the run's doing.
         settled, why = await _settle(ctx, converge_timeout * wait_scale)
@@ -181,5 +200,9 @@ async def run(sched: Schedule, state: cluster.ClusterState, out_dir: Path, *, co
         (out_dir / "result.json").write_text(json.dumps(asdict(result), indent=2) + "\n")
         return result
     finally:
+        if env_before is None:
+            os.environ.pop(failpoints.ENV_VAR, None)
+        else:
+            os.environ[failpoints.ENV_VAR] = env_before
         await client.close()
 

@@ -6,7 +6,9 @@ It is YAML::
     name: resize-during-scheduling          # optional, for people and reports
     description: ...                         # optional
     seed: 7                                  # written by kplane chaos
-    cluster: {nodes: 2, node_cpu: "2"}       # kplane up's settings, used when no cluster is up
+    cluster: {nodes: 2, node_cpu: "2"}       # kplane up's settings, used when no cluster is up;
+                                             # failpoints: "a=return;b=sleep(9)" armed in every
+                                             # process for the whole run, restarts included
     steps:
       - apply: {apiVersion: v1, kind: Pod, ...}     # one manifest or a list of them
       - after: 0.5                                   # seconds to wait before this step (default 0)
@@ -77,7 +79,8 @@ WAIT_FOR: Final = ("converged", "running", "bound", "scheduled", "deleted", "res
 CLUSTER_KEYS: Final = frozenset({"nodes", "node_cpu", "node_memory", "node_pods", "feature_gates", "version",
                                  "etcd_members", "apiservers", "schedulers", "controller_managers",
                                  "kubelet_args", "scheduler_args", "controller_manager_args",
-                                 "apiserver_args", "dra_devices", "kube_reserved", "scheduler_config"})
+                                 "apiserver_args", "dra_devices", "kube_reserved", "scheduler_config",
+                                 "failpoints"})
 EXPECT_KEYS: Final = frozenset({"pod", "namespace", "phase", "node", "gone", "bound", "resize", "requests",
                                 "event", "min", "max", "replicaset", "deployment", "ready"})
 

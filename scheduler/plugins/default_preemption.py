@@ -17,7 +17,7 @@ import random
 from dataclasses import dataclass
 from typing import Any, Mapping
 
-from machinery import disruption
+from machinery import disruption, failpoints
 from machinery.api import core_pb2
 from scheduler.framework import plugin_args as pa
 from scheduler.framework.deferred_resize import is_deferred_resize
@@ -40,6 +40,11 @@ from scheduler.framework.types import (
 from scheduler.preemption.evaluator import PDB, Evaluator, PreemptionPlugin, pod_terminating_by_preemption
 
 NAME = "DefaultPreemption"
+# A safety check switched off, for chaos to find (docs/chaos.md, "Proof that it finds races").
+FP_SKIP_VICTIMS_GUARD = failpoints.declare(
+    "scheduler/skip-victims-in-flight-guard",
+    "return: a pod may preempt again while the victims of its last preemption are still going "
+    "(no-preemption-while-victims-going must catch it)")
 NO_VICTIMS = "No preemption victims found for incoming pod"
 
 NOMINATION_NONE = "None"  # KEP-5836 Option 1: accept double preemption (alpha)
@@ -208,7 +213,7 @@ class DefaultPreemption(PreemptionPlugin):
         node = self.handle.nominated_node(pod)
         if not node and self.spec_node_name_nomination and self.deferred_resizes and is_deferred_resize(pod):
             node = pod.spec.node_name  # Option 4: the node it runs on is its nomination
-        if node:
+        if node and not failpoints.returns(FP_SKIP_VICTIMS_GUARD):
             if nominated_status is not None and nominated_status.code == Code.UNSCHEDULABLE_AND_UNRESOLVABLE:
                 return True, ""
             snapshot = self.handle.snapshot

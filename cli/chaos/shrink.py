@@ -1,0 +1,115 @@
+"""Shrinking a failing schedule to a minimal one that still fails the same way.
+
+Real processes are not deterministic, so a candidate counts as failing when any of ``tries`` runs
+fails with the same *signature* — the rule that was broken, or "did not converge", or the step
+that timed out — and a different failure does not count (shrinking must not wander to another
+bug). Each run gets a fresh cluster of the schedule's ``cluster:`` settings.
+
+The passes, each until it changes nothing (QuickCheck's and Hypothesis' order: fewer steps first,
+then simpler ones):
+
+1. the shortest failing prefix, by bisection (a violation happens by some step; what follows it
+   only adds noise);
+2. delta debugging (Zeller's ddmin) over the steps: remove chunks of halves, quarters, ... down to
+   single steps;
+3. every ``after`` delay set to 0, then halved, where the failure holds.
+
+The result is confirmed with ``confirm`` runs and written with how many of them failed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from cli.chaos.runner import RunResult
+from cli.chaos.schedule import Schedule, Step
+
+# Runs a candidate once; ``label`` names its directory.
+RunOnce = Callable[[Schedule, str], RunResult]
+
+
+def signature(result: RunResult) -> str:
+    """What kind of failure a run had, for "fails the same way"."""
+    if result.ok:
+        return ""
+    if result.violations:
+        return f"violation {result.violations[0]['rule']}"
+    if result.reason.startswith("did not converge"):
+        return "did not converge"
+    if result.failed_step:
+        return "a wait timed out"
+    return "expectation unmet" if result.unmet else result.reason.split(":", 1)[0]
+
+
+@dataclass
+class Shrinker:
+    run_once: RunOnce
+    target: str  # the signature to keep
+    tries: int = 2
+    echo: Callable[[str], None] = print
+    runs: int = 0
+
+    def fails(self, sched: Schedule, what: str) -> bool:
+        for i in range(self.tries):
+            self.runs += 1
+            result = self.run_once(sched, f"shrink-{self.runs:03d}")
+            got = signature(result)
+            if got == self.target:
+                self.echo(f"  {what}: {len(sched.steps)} steps fail ({got}, try {i + 1})")
+                return True
+        self.echo(f"  {what}: {len(sched.steps)} steps pass")
+        return False
+
+    def shortest_prefix(self, sched: Schedule) -> Schedule:
+        lo, hi = 1, len(sched.steps)  # the whole schedule fails; find the least n whose prefix does
+        while lo < hi:
+            mid = (lo + hi) // 2
+            if self.fails(sched.replace_steps(sched.steps[:mid]), f"prefix of {mid}"):
+                hi = mid
+            else:
+                lo = mid + 1
+        return sched.replace_steps(sched.steps[:hi])
+
+    def ddmin(self, sched: Schedule) -> Schedule:
+        steps = list(sched.steps)
+        n = 2
+        while len(steps) >= 2:
+            chunk = max(1, len(steps) // n)
+            removed = False
+            for start in range(0, len(steps), chunk):
+                candidate = steps[:start] + steps[start + chunk:]
+                if candidate and self.fails(sched.replace_steps(candidate),
+                                            f"without steps {start + 1}-{min(start + chunk, len(steps))}"):
+                    steps, removed = candidate, True
+                    n = max(n - 1, 2)
+                    break
+            if not removed:
+                if chunk == 1:
+                    break
+                n = min(n * 2, len(steps))
+        return sched.replace_steps(steps)
+
+    def shorter_delays(self, sched: Schedule) -> Schedule:
+        steps = list(sched.steps)
+        for i, s in enumerate(steps):
+            for shorter in (0.0, round(s.after / 2, 2)):
+                if s.after and shorter < s.after:
+                    candidate = steps[:i] + [Step(s.op, s.args, shorter)] + steps[i + 1:]
+                    if self.fails(sched.replace_steps(candidate), f"step {i + 1} after {shorter:g} s"):
+                        steps = candidate
+                        break
+        return sched.replace_steps(steps)
+
+    def shrink(self, sched: Schedule) -> Schedule:
+        self.echo(f"shrinking {len(sched.steps)} steps, keeping: {self.target}")
+        sched = self.shortest_prefix(sched)
+        self.echo(f"shortest failing prefix: {len(sched.steps)} steps")
+        sched = self.ddmin(sched)
+        self.echo(f"after removing steps: {len(sched.steps)} steps")
+        return self.shorter_delays(sched)
+
+
+def confirm(run_once: RunOnce, sched: Schedule, target: str, runs: int = 3) -> int:
+    """How many of ``runs`` runs of ``sched`` fail with ``target``."""
+    return sum(signature(run_once(sched, f"confirm-{i + 1}")) == target for i in range(runs))

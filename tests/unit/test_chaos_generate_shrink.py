@@ -1,0 +1,76 @@
+"""Seeded schedules (cli/chaos/generate.py) and shrinking (cli/chaos/shrink.py), without a cluster:
+the shrinker is given a fake run that fails when certain steps are present."""
+
+from __future__ import annotations
+
+import pytest
+
+from cli.chaos import generate, schedule, shrink
+from cli.chaos.runner import RunResult
+from cli.chaos.schedule import Schedule, Step
+
+
+@pytest.mark.parametrize("profile", generate.PROFILES)
+def test_the_same_seed_gives_the_same_schedule_and_another_seed_another(profile):
+    a, b = generate.generate(7, 30, profile), generate.generate(7, 30, profile)
+    assert a.dump() == b.dump()
+    assert generate.generate(8, 30, profile).dump() != a.dump()
+    # every generated schedule is one kplane run accepts
+    again = schedule.parse(__import__("yaml").safe_load(a.dump()))
+    assert [s.op for s in again.steps] == [s.op for s in a.steps]
+    assert sum(s.after for s in a.steps) >= 30 and a.seed == 7 and a.profile == profile
+
+
+def test_every_fault_a_schedule_starts_it_also_ends():
+    for seed in range(20):
+        s = generate.generate(seed, 60, "everything")
+        down: dict[tuple[str, str], int] = {}
+        for st in s.steps:
+            if st.op in ("kill", "pause"):
+                down[(st.op, st.arg("component"))] = down.get((st.op, st.arg("component")), 0) + 1
+            elif st.op in ("start", "resume"):
+                key = ("kill" if st.op == "start" else "pause", st.arg("component"))
+                down[key] -= 1
+            elif st.op == "failpoint":
+                key = ("fp:" + st.arg("name"), st.arg("component"))
+                down[key] = down.get(key, 0) + (-1 if st.arg("action") == "off" else 1)
+        assert all(v == 0 for v in down.values()), (seed, down)
+
+
+def _sched(n: int) -> Schedule:
+    return Schedule([Step("kill", f"c{i}", after=1.0) for i in range(n)])
+
+
+def _fake(needed: set[str], flaky_every: int = 0):
+    """A run that fails (violation rule "r") when every component in ``needed`` is killed; with
+    ``flaky_every`` it misses every so many failing runs (real processes are not deterministic)."""
+    calls = {"n": 0}
+
+    def run_once(s: Schedule, label: str) -> RunResult:
+        calls["n"] += 1
+        killed = {st.arg("component") for st in s.steps}
+        fails = needed <= killed and not (flaky_every and calls["n"] % flaky_every == 0)
+        return RunResult(not fails, "r at rev 1: x" if fails else "", "/tmp",
+                         violations=[{"rule": "r", "rev": 1, "message": "x"}] if fails else [])
+    return run_once
+
+
+def test_shrinking_keeps_exactly_the_steps_the_failure_needs_and_drops_the_delays():
+    sched = _sched(20)
+    s = shrink.Shrinker(_fake({"c3", "c11", "c17"}), "violation r", tries=1, echo=lambda _: None)
+    small = s.shrink(sched)
+    assert [st.arg("component") for st in small.steps] == ["c3", "c11", "c17"]
+    assert all(st.after == 0 for st in small.steps)
+    assert shrink.confirm(_fake({"c3", "c11", "c17"}), small, "violation r") == 3
+
+
+def test_a_flaky_failure_still_shrinks_with_retries():
+    s = shrink.Shrinker(_fake({"c5", "c6"}, flaky_every=3), "violation r", tries=3, echo=lambda _: None)
+    assert [st.arg("component") for st in s.shrink(_sched(12)).steps] == ["c5", "c6"]
+
+
+def test_another_failure_does_not_count_as_the_one_being_shrunk():
+    def other(s: Schedule, label: str) -> RunResult:
+        return RunResult(False, "did not converge within 9 s: x", "/tmp")
+    assert not shrink.Shrinker(other, "violation r", tries=2, echo=lambda _: None).fails(_sched(3), "x")
+    assert shrink.signature(RunResult(False, "did not converge within 9 s: x", "/tmp")) == "did not converge"

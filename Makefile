@@ -8,12 +8,13 @@ STAMP  := $(VENV)/.installed
 
 install: $(STAMP)
 
-$(STAMP): pyproject.toml tools/install_etcd.sh tools/install_compose.sh tools/apt_install.sh
+$(STAMP): pyproject.toml tools/install_etcd.sh tools/install_compose.sh tools/install_chromium.sh tools/apt_install.sh
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
 	$(BIN)/pip install --quiet -e '.[dev]'
 	VENV=$(VENV) sh tools/install_etcd.sh
 	sh tools/install_compose.sh
+	sh tools/install_chromium.sh
 	touch $(STAMP)
 
 up: install

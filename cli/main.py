@@ -26,6 +26,7 @@ from cli.chaos import generate as chaos_generate
 from cli.chaos.schedule import ScheduleError
 from cli.check import runner as check_runner
 from cli.etcd_binary import EtcdNotFound, find_etcd
+from cli.timeline import command as timeline_cmd
 from machinery import errors, jsonconv, quantity, version
 from machinery.client import Client
 from machinery.kinds import Kind, UnknownKindError, list_accessor, lookup, object_meta
@@ -501,6 +502,20 @@ def cmd_check(args: argparse.Namespace) -> int:
     return run_api(args, lambda client: check_runner.run(client, since=args.since))
 
 
+def cmd_timeline(args: argparse.Namespace) -> int:
+    req = timeline_cmd.Request.parse(args.output, args.since, args.until, args.pods)
+    if args.history:
+        print(req.write(timeline_cmd.from_file(args.history)))
+        return 0
+
+    async def go(client: Client) -> int:
+        entries = await timeline_cmd.from_cluster(client)
+        print(req.write(entries))
+        return 0
+
+    return run_api(args, go)
+
+
 # ---------------------------------------------------------------- parser
 
 
@@ -709,6 +724,15 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("--tries", type=int, default=2, help="shrink: runs per candidate before it counts as passing")
     run_flags(sp)
 
+    sp = add("timeline", cmd_timeline, "draw the history: a lane per node, pods' lives, resizes, preemptions "
+             "and faults, as one HTML page or an SVG")
+    sp.add_argument("-o", "--output", required=True, metavar="FILE.html|FILE.svg")
+    sp.add_argument("--since", type=int, default=0, metavar="REV", help="draw from this revision on")
+    sp.add_argument("--until", type=int, default=None, metavar="REV", help="draw up to this revision")
+    sp.add_argument("--pods", metavar="NAME,...", help="only these pods (names or namespace/names)")
+    sp.add_argument("--history", metavar="FILE",
+                    help="draw this file of `kplane history` lines (- for stdin) instead of the cluster's history")
+
     sp = add("compose", cmd_compose, "print compose.yaml for the default topology (--write: and its override "
                                       "with the ports published on 127.0.0.1)")
     sp.add_argument("--write", metavar="FILE")
@@ -763,7 +787,8 @@ def main(argv: list[str] | None = None) -> int:
         reason = _REASONS.get(type(exc), type(exc).__name__)
         print(f"Error from server ({reason}): {_one_line(exc.message)}", file=sys.stderr)
         return 1
-    except (UsageError, cluster.ClusterError, apply_cmd.ApplyError, ScheduleError) as exc:
+    except (UsageError, cluster.ClusterError, apply_cmd.ApplyError, ScheduleError,
+            timeline_cmd.TimelineError) as exc:
         text = str(exc)
         first, _, rest = text.partition("\n")
         print(f"error: {first}", file=sys.stderr)

@@ -5,7 +5,8 @@ The shape is etcd's robustness tests and Jepsen's: run (operations and faults), 
 process resumed, every failpoint the run armed turned off, every killed component started),
 settle (converge.py), validate (the history through every ``kplane check`` rule, then ``expect:``).
 A run's directory holds ``schedule.yaml`` (what ran), ``steps.jsonl`` (each step: when, how long,
-its outcome), ``history.jsonl`` (``kplane history``'s lines) and ``result.json``.
+its outcome), ``history.jsonl`` (``kplane history``'s lines), ``result.json`` and, when the run
+failed, ``timeline.html`` (the run's revisions drawn: cli/timeline).
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from cli import cluster, preflight, topology
+from cli import cluster, preflight, timeline, topology
 from cli.chaos import expect, steps
 from cli.chaos.converge import converged
 from cli.chaos.schedule import FAULTS, Schedule, ScheduleError
@@ -197,6 +198,10 @@ async def run(sched: Schedule, state: cluster.ClusterState, out_dir: Path, *, co
                 result.reason = result.unmet[0]
         result.ok = not result.reason
         result.seconds = round(time.monotonic() - started, 1)
+        if not result.ok:
+            page = out_dir / "timeline.html"
+            page.write_text(timeline.render(entries, "html", since=since))
+            echo(f"timeline: {page}")
         (out_dir / "result.json").write_text(json.dumps(asdict(result), indent=2) + "\n")
         return result
     finally:

@@ -12,6 +12,7 @@ from cli.check.devices import DeviceAllocatedOnce
 from cli.check.framework import Entry, Rule, Violation, World
 from cli.check.preemption import NoPreemptionWhileVictimsGoing, PreemptionVictimsLowerPriority
 from cli.check.resize_preemption import OneVictimSetPerResize
+from machinery.api import api_pb2
 from machinery.client import Client
 from machinery.kinds import lookup
 
@@ -39,10 +40,14 @@ def check_entries(entries: Iterable[Entry], active: list[Rule] | None = None) ->
 async def entries_of(client: Client, since: int = 0) -> AsyncIterator[Entry]:
     async for resp in client.history(since):
         for h in resp.entries:
-            kind = lookup(h.kind)
-            obj = kind.message()
-            h.object.Unpack(obj)
-            yield Entry(h.rev, h.type, h.kind, h.namespace, h.name, obj)
+            yield entry(h)
+
+
+def entry(h: api_pb2.HistoryEntry) -> Entry:
+    """A history entry with its object decoded."""
+    obj = lookup(h.kind).message()
+    h.object.Unpack(obj)
+    return Entry(h.rev, h.type, h.kind, h.namespace, h.name, obj)
 
 
 async def run(client: Client, since: int = 0) -> int:

@@ -116,7 +116,7 @@ def test_nodes_added_and_removed_shape_the_topology_and_survive_cluster_json():
 def test_kplane_help_lists_every_command_of_the_design():
     text = build_parser().format_help()
     for cmd in ("up", "down", "status", "node", "apply", "get", "delete", "patch", "resize", "evict", "kill",
-                "start", "restart", "failpoint", "history", "check"):
+                "start", "restart", "failpoint", "history", "check", "timeline"):
         assert f" {cmd} " in text or f"{{{cmd}," in text or f",{cmd}," in text or f",{cmd}}}" in text, cmd
 
 
@@ -124,7 +124,8 @@ NAMESPACED = {"apply": ["-f", "x.yaml"], "get": ["pods"], "delete": ["pod", "a"]
               "resize": ["pod", "a", "--cpu", "1"], "evict": ["pod", "a"]}
 NOT_NAMESPACED = {"up": [], "down": [], "status": [], "node": ["add", "n"], "kill": ["scheduler"],
                   "start": ["scheduler"], "restart": ["scheduler"], "failpoint": ["scheduler", "p", "off"],
-                  "compose": [], "tokens": [], "history": [], "check": [], "run": ["s.yaml"], "chaos": ["shrink", "s.yaml"]}
+                  "compose": [], "tokens": [], "history": [], "check": [], "run": ["s.yaml"],
+                  "chaos": ["shrink", "s.yaml"], "timeline": ["-o", "x.html"]}
 
 
 @pytest.mark.parametrize("command", sorted(NAMESPACED))

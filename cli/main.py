@@ -18,12 +18,16 @@ import urllib.request
 from pathlib import Path
 from typing import Awaitable, Callable, TypedDict
 
+import yaml
 from google.protobuf.message import Message
 
 from cli import apply as apply_cmd
 from cli import cluster, nodes, pki, preflight, printers, topology
 from cli import watch as watch_cmd
+from cli.chaos import diff as diff_cmd
+from cli.chaos import historyfile, outcome, record, schedule
 from cli.check import runner as check_runner
+from cli.check.framework import Entry
 from cli.etcd_binary import EtcdNotFound, find_etcd
 from machinery import errors, jsonconv, quantity, version
 from machinery.client import Client
@@ -502,6 +506,72 @@ def cmd_check(args: argparse.Namespace) -> int:
     return run_api(args, lambda client: check_runner.run(client, since=args.since))
 
 
+def cmd_record(args: argparse.Namespace) -> int:
+    """The history's user operations and fault marks as a schedule (cli/chaos/record.py), from
+    the cluster's history or a saved one; the file is written whole or not at all."""
+    if args.since < 0 or (args.until is not None and args.until < args.since):
+        raise UsageError("--since must be >= 0 and --until >= --since")
+    out = Path(args.output)
+    if not out.parent.is_dir():
+        raise UsageError(f"cannot write {out}: no directory {out.parent}")
+    if args.history:
+        try:
+            entries = historyfile.read(args.history)
+        except historyfile.HistoryFileError as exc:
+            raise UsageError(str(exc)) from None
+        return _write_recorded(args, entries, args.history)
+
+    async def go(client: Client) -> int:
+        # From the start: what a user made before --since tells what later revisions change.
+        return _write_recorded(args, [e async for e in check_runner.entries_of(client, 0)], "the cluster's history")
+
+    return run_api(args, go)
+
+
+def _write_recorded(args: argparse.Namespace, entries: list[Entry], source: str) -> int:
+    try:
+        recorded = record.record(entries, since=args.since, until=args.until)
+    except record.NothingToRecord as exc:
+        raise UsageError(str(exc)) from None
+    last = max((e.rev for e in entries), default=0)
+    upto = args.until if args.until is not None else last
+    recorded.name = Path(args.output).stem
+    recorded.description = f"recorded by kplane record from {source}, revisions {args.since} to {upto}"
+    # What kplane run will read: the file must parse back to the same steps.
+    try:
+        again = schedule.parse(yaml.safe_load(recorded.dump()), str(args.output))
+    except schedule.ScheduleError as exc:
+        raise UsageError(f"the recorded schedule does not parse back (a kplane bug): {exc}") from None
+    if [s.to_dict() for s in again.steps] != [s.to_dict() for s in recorded.steps]:
+        raise UsageError("the recorded schedule does not parse back to the same steps (a kplane bug)")
+    recorded.write(args.output)
+    counts: dict[str, int] = {}
+    for step in recorded.steps:
+        counts[step.op] = counts.get(step.op, 0) + 1
+    print(f"recorded {len(recorded.steps)} steps ({', '.join(f'{n} {op}' for op, n in counts.items())}) "
+          f"to {args.output}")
+    return 0
+
+
+def cmd_diff(args: argparse.Namespace) -> int:
+    """Exit 0 when the two runs came to the same, 1 when they differ, 2 on bad input (diff(1))."""
+    try:
+        a = outcome.outcome(historyfile.read(args.history_a))
+        b = outcome.outcome(historyfile.read(args.history_b))
+    except historyfile.HistoryFileError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    names = (args.history_a, args.history_b)
+    diffs = diff_cmd.compare(a, b)
+    if args.output == "json":
+        print(diff_cmd.to_json(a, b, diffs, names))
+    else:
+        for d in diffs:
+            print(d.line())
+        print(diff_cmd.summary(a, b, diffs, names))
+    return 1 if diffs else 0
+
+
 # ---------------------------------------------------------------- parser
 
 
@@ -664,6 +734,19 @@ def build_parser() -> argparse.ArgumentParser:
 
     sp = add("check", cmd_check, "replay the event log and check the cluster's invariants")
     sp.add_argument("--since", type=int, default=0)
+
+    sp = add("record", cmd_record, "turn a history's user operations and fault marks into a schedule "
+             "(kplane run replays it)")
+    sp.add_argument("--since", type=int, default=0, help="first revision to record (as kplane history --since)")
+    sp.add_argument("--until", type=int, default=None, help="last revision to record (default: the last)")
+    sp.add_argument("--history", metavar="FILE", help="a saved `kplane history` (default: the cluster's)")
+    sp.add_argument("-o", "--output", required=True, metavar="FILE.yaml", help="the schedule file to write")
+
+    sp = add("diff", cmd_diff, "compare two runs' outcomes (placements, preemptions, endings, resizes) "
+             "from saved `kplane history` files; exit 1 when they differ")
+    sp.add_argument("history_a", metavar="HISTORY_A")
+    sp.add_argument("history_b", metavar="HISTORY_B")
+    sp.add_argument("-o", "--output", choices=["text", "json"], default="text")
 
     sp = add("compose", cmd_compose, "print compose.yaml for the default topology (--write: and its override "
                                       "with the ports published on 127.0.0.1)")

@@ -124,7 +124,8 @@ NAMESPACED = {"apply": ["-f", "x.yaml"], "get": ["pods"], "delete": ["pod", "a"]
               "resize": ["pod", "a", "--cpu", "1"], "evict": ["pod", "a"]}
 NOT_NAMESPACED = {"up": [], "down": [], "status": [], "node": ["add", "n"], "kill": ["scheduler"],
                   "start": ["scheduler"], "restart": ["scheduler"], "failpoint": ["scheduler", "p", "off"],
-                  "compose": [], "tokens": [], "history": [], "check": []}
+                  "compose": [], "tokens": [], "history": [], "check": [], "record": ["-o", "s.yaml"],
+                  "diff": ["a.jsonl", "b.jsonl"]}
 
 
 @pytest.mark.parametrize("command", sorted(NAMESPACED))

@@ -15,7 +15,9 @@
   ``disruptedPods`` in one status write, then the pod is deleted gracefully. A budget whose
   status no controller ever wrote gets one computed here from the watch cache's pods
   (``machinery.disruption.compute_status``), so a cluster without a controller-manager still
-  honours budgets; Kubernetes refuses such evictions until its controller has run.
+  honours budgets; Kubernetes refuses such evictions until its controller has run. Every
+  eviction that deletes marks the pod DisruptionTarget (reason EvictionByEvictionAPI) first, in a
+  revision of its own, as Kubernetes' addConditionAndDeletePod does.
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ from apiserver.admission.interfaces import Attributes, Operation
 from apiserver.auth import User
 from apiserver.fieldmanager import Manager
 from apiserver.registry import Registry, check_patch_options, is_apply, parse_patch, patched
-from machinery import disruption, errors, timeutil
+from machinery import disruption, errors, podconditions, timeutil
 from machinery.api import core_pb2, meta_pb2, policy_pb2
 from machinery.featuregates import FeatureGates, Stage
 from machinery.kinds import POD, POD_DISRUPTION_BUDGET, list_accessor
@@ -148,7 +150,7 @@ class PodSubresources:
             if _should_enforce_resource_version(pod) and not rv_given:
                 req = _with_resource_version(delete, pod.metadata.resource_version)
             try:
-                return await self.registry.delete(POD, req, user, dry_run, verb="eviction")
+                return await self._mark_and_delete(req, user, dry_run)
             except errors.Conflict:
                 if rv_given:
                     raise
@@ -163,7 +165,7 @@ class PodSubresources:
             raise errors.InternalError("This pod has more than one PodDisruptionBudget, which the eviction "
                                        "subresource does not support.")
         if not budgets:
-            return await self.registry.delete(POD, delete, user, dry_run, verb="eviction")
+            return await self._mark_and_delete(delete, user, dry_run)
         pdb = await self._as_evictions_see_it(strategy.copy(budgets[0]))
         if not disruption.is_pod_ready(pod) and (
                 pdb.spec.unhealthy_pod_eviction_policy == "AlwaysAllow"
@@ -171,9 +173,9 @@ class PodSubresources:
             # An unready pod does not count as healthy: its eviction takes nothing from the budget,
             # as long as the pod is still as read (not Ready since).
             try:
-                return await self.registry.delete(POD, _with_resource_version(
+                return await self._mark_and_delete(_with_resource_version(
                     delete, delete.preconditions.resource_version if rv_given else pod.metadata.resource_version),
-                    user, dry_run, verb="eviction")
+                    user, dry_run)
             except errors.Conflict:
                 if rv_given:
                     raise
@@ -195,7 +197,32 @@ class PodSubresources:
         else:
             raise errors.Timeout(f"Timeout: couldn't update PodDisruptionBudget \"{pdb.metadata.name}\" due to "
                                  "conflicts")
-        return await self.registry.delete(POD, delete, user, dry_run, verb="eviction")
+        return await self._mark_and_delete(delete, user, dry_run)
+
+    async def _mark_and_delete(self, req: meta_pb2.DeleteRequest, user: User, dry_run: bool) -> core_pb2.Pod:
+        """Kubernetes' addConditionAndDeletePod: the pod is marked DisruptionTarget (reason
+        EvictionByEvictionAPI) in a write of its own, then deleted — so the history tells an
+        eviction from a plain delete. The delete's preconditions are checked against the pod the
+        mark is written on, and a resourceVersion precondition then names the marked version."""
+        if not dry_run:
+            pre = req.preconditions
+
+            def mark(pod: core_pb2.Pod) -> core_pb2.Pod:
+                if pre.HasField("uid") and pre.uid != pod.metadata.uid:
+                    raise errors.conflict("pods", req.name, f"Precondition failed: UID in precondition: {pre.uid}, "
+                                                            f"UID in object meta: {pod.metadata.uid}")
+                if pre.HasField("resource_version") and pre.resource_version != pod.metadata.resource_version:
+                    raise errors.conflict("pods", req.name, "Precondition failed: ResourceVersion in precondition: "
+                                                            f"{pre.resource_version}, ResourceVersion in object meta: "
+                                                            f"{pod.metadata.resource_version}")
+                podconditions.update_condition(pod.status, podconditions.disruption_target(
+                    podconditions.EVICTION_BY_EVICTION_API, "Eviction API: evicting"))
+                return pod
+
+            marked = await self.registry.guaranteed_update(POD, req.namespace, req.name, mark)
+            if pre.HasField("resource_version"):
+                req = _with_resource_version(req, marked.metadata.resource_version)
+        return await self.registry.delete(POD, req, user, dry_run, verb="eviction")
 
     async def _consistent(self, kind, namespace: str) -> list:
         """The objects of ``kind`` in ``namespace`` as a list at resourceVersion "" gives them."""

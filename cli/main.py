@@ -262,6 +262,14 @@ def cmd_chaos(args: argparse.Namespace) -> int:
     return chaos_cmd.cmd_chaos(args, data_dir_of(args))
 
 
+def cmd_record(args: argparse.Namespace) -> int:
+    return chaos_cmd.cmd_record(args, lambda: connect(args))
+
+
+def cmd_diff(args: argparse.Namespace) -> int:
+    return chaos_cmd.cmd_diff(args)
+
+
 def cmd_compose(args: argparse.Namespace) -> int:
     text, override = topology.render_compose(), topology.render_compose_override()
     if args.write:
@@ -732,6 +740,19 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("--pods", metavar="NAME,...", help="only these pods (names or namespace/names)")
     sp.add_argument("--history", metavar="FILE",
                     help="draw this file of `kplane history` lines (- for stdin) instead of the cluster's history")
+
+    sp = add("record", cmd_record, "turn a history's user operations and fault marks into a schedule "
+             "(kplane run replays it)")
+    sp.add_argument("--since", type=int, default=0, help="first revision to record (as kplane history --since)")
+    sp.add_argument("--until", type=int, default=None, help="last revision to record (default: the last)")
+    sp.add_argument("--history", metavar="FILE", help="a saved `kplane history` (default: the cluster's)")
+    sp.add_argument("-o", "--output", required=True, metavar="FILE.yaml", help="the schedule file to write")
+
+    sp = add("diff", cmd_diff, "compare two runs' outcomes (placements, preemptions, endings, resizes) "
+             "from saved `kplane history` files; exit 1 when they differ")
+    sp.add_argument("history_a", metavar="HISTORY_A")
+    sp.add_argument("history_b", metavar="HISTORY_B")
+    sp.add_argument("-o", "--output", choices=["text", "json"], default="text")
 
     sp = add("compose", cmd_compose, "print compose.yaml for the default topology (--write: and its override "
                                       "with the ports published on 127.0.0.1)")

@@ -13,16 +13,22 @@ import json
 import os
 import random
 import shutil
+import sys
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+import yaml
+
 from cli import cluster
-from cli.chaos import generate, runner, shrink
-from cli.chaos.schedule import Schedule, ScheduleError, load
+from cli.chaos import diff, generate, historyfile, outcome, record, runner, shrink
+from cli.chaos.schedule import Schedule, ScheduleError, load, parse
+from cli.check.framework import Entry
+from cli.check.runner import entries_of
 from machinery import failpoints
+from machinery.client import Client
 
 # kplane up's flags (cli/main.py cluster_flags) -> ClusterConfig's fields.
 _FLAG_FIELDS = ("nodes", "node_cpu", "node_memory", "node_pods", "hollow_nodes", "etcd_members", "apiservers",
@@ -186,3 +192,73 @@ def cmd_shrink(args: argparse.Namespace, data_dir: Path) -> int:
     print(f"minimal schedule: {len(small.steps)} steps, fails with {target} in {held} of 3 runs: {dest}\n"
           f"reproduce: kplane run {dest}")
     return 0 if held else 1
+
+
+def cmd_record(args: argparse.Namespace, connect: Callable[[], Client]) -> int:
+    """The history's user operations and fault marks as a schedule (record.py), from the cluster's
+    history or a saved one; the file is written whole or not at all."""
+    if args.since < 0 or (args.until is not None and args.until < args.since):
+        raise ScheduleError("--since must be >= 0 and --until >= --since")
+    out = Path(args.output)
+    if not out.parent.is_dir():
+        raise ScheduleError(f"cannot write {out}: no directory {out.parent}")
+    if args.history:
+        try:
+            entries = historyfile.read(args.history)
+        except historyfile.HistoryFileError as exc:
+            raise ScheduleError(str(exc)) from None
+        return _write_recorded(args, entries, args.history)
+
+    async def go() -> list[Entry]:
+        client = connect()
+        try:
+            # From the start: what a user made before --since tells what later revisions change.
+            return [e async for e in entries_of(client, 0)]
+        finally:
+            await client.close()
+
+    return _write_recorded(args, asyncio.run(go()), "the cluster's history")
+
+
+def _write_recorded(args: argparse.Namespace, entries: list[Entry], source: str) -> int:
+    try:
+        recorded = record.record(entries, since=args.since, until=args.until)
+    except record.NothingToRecord as exc:
+        raise ScheduleError(str(exc)) from None
+    last = max((e.rev for e in entries), default=0)
+    upto = args.until if args.until is not None else last
+    recorded.name = Path(args.output).stem
+    recorded.description = f"recorded by kplane record from {source}, revisions {args.since} to {upto}"
+    # What kplane run will read: the file must parse back to the same steps.
+    try:
+        again = parse(yaml.safe_load(recorded.dump()), str(args.output))
+    except ScheduleError as exc:
+        raise ScheduleError(f"the recorded schedule does not parse back (a kplane bug): {exc}") from None
+    if [s.to_dict() for s in again.steps] != [s.to_dict() for s in recorded.steps]:
+        raise ScheduleError("the recorded schedule does not parse back to the same steps (a kplane bug)")
+    recorded.write(args.output)
+    counts: dict[str, int] = {}
+    for step in recorded.steps:
+        counts[step.op] = counts.get(step.op, 0) + 1
+    print(f"recorded {len(recorded.steps)} steps ({', '.join(f'{n} {op}' for op, n in counts.items())}) "
+          f"to {args.output}")
+    return 0
+
+
+def cmd_diff(args: argparse.Namespace) -> int:
+    """Exit 0 when the two runs came to the same, 1 when they differ, 2 on bad input (diff(1))."""
+    try:
+        a = outcome.outcome(historyfile.read(args.history_a))
+        b = outcome.outcome(historyfile.read(args.history_b))
+    except historyfile.HistoryFileError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    names = (args.history_a, args.history_b)
+    diffs = diff.compare(a, b)
+    if args.output == "json":
+        print(diff.to_json(a, b, diffs, names))
+    else:
+        for d in diffs:
+            print(d.line())
+        print(diff.summary(a, b, diffs, names))
+    return 1 if diffs else 0

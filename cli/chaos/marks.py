@@ -64,3 +64,47 @@ def fault_component(ev: core_pb2.Event) -> str:
     if ev.involved_object.kind == COMPONENT_KIND:
         return ev.involved_object.name
     return ev.message.split(" ", 1)[0]
+
+
+# The arguments a fault step's message carries after its component, in this order (``kplane
+# record`` reads them back into the step).
+_MESSAGE_ARGS: Final = {"failpoint": ("name", "action"), "delay-watch": ("ms",)}
+
+
+def fault_message(action: str, component: str, args: dict[str, object] | None = None) -> str:
+    """The message of the fault Event for schedule step ``action`` on ``component``: the component,
+    the action and the step's other arguments as ``key=value``, one word each —
+    ``scheduler kill``, ``kubelet/node-1 failpoint name=kubelet-before-admit action=sleep(200)``,
+    ``apiserver delay-watch ms=500``. ``parse_fault_message`` reads it back.
+    Raises ValueError for an unknown action, a missing argument or a value with whitespace."""
+    if action not in FAULT_REASONS:
+        raise ValueError(f"not a fault: {action!r} (faults: {', '.join(FAULT_REASONS)})")
+    words = [component, action]
+    for key in _MESSAGE_ARGS.get(action, ()):
+        value = (args or {}).get(key)
+        if value is None:
+            raise ValueError(f"fault {action} needs {key}")
+        words.append(f"{key}={value}")
+    if any(not w or any(ch.isspace() for ch in w) for w in words):
+        raise ValueError(f"fault message words may not be empty or hold whitespace: {words!r}")
+    return " ".join(words)
+
+
+def parse_fault_message(ev: core_pb2.Event) -> tuple[str, dict[str, str]] | None:
+    """The step a fault Event records, as ``(action, arguments)`` with ``component`` among the
+    arguments (``("failpoint", {"component": "scheduler", "name": "...", "action": "panic"})``);
+    None when it is no fault Event or its message is not ``fault_message``'s (a hand-written
+    Event, or one written by an older kplane)."""
+    action = fault_action(ev) if is_fault(ev) else ""
+    words = ev.message.split()
+    if not action or len(words) < 2 or words[1] != action:
+        return None
+    args = {"component": words[0]}
+    for word in words[2:]:
+        key, eq, value = word.partition("=")
+        if not eq or key not in _MESSAGE_ARGS.get(action, ()):
+            return None
+        args[key] = value
+    if set(args) != {"component", *_MESSAGE_ARGS.get(action, ())}:
+        return None
+    return action, args

@@ -42,7 +42,7 @@ class ScheduleError(ValueError):
 # argument (``kill: scheduler``) is the ``SCALAR`` key's value.
 SCALAR: Final = {"kill": "component", "start": "component", "restart": "component", "pause": "component",
                  "resume": "component", "node-remove": "name", "drain": "node", "sleep": "seconds",
-                 "wait": "for", "evict": "pod", "uncordon": "node"}
+                 "wait": "for", "evict": "pod", "cordon": "node", "uncordon": "node"}
 OPERATIONS: Final[dict[str, tuple[frozenset[str], frozenset[str]]]] = {
     # user operations
     "apply": (frozenset(), frozenset()),  # a manifest or a list of manifests: checked apart
@@ -54,6 +54,7 @@ OPERATIONS: Final[dict[str, tuple[frozenset[str], frozenset[str]]]] = {
     "node-add": (frozenset({"name"}), frozenset({"cpu", "memory", "pods", "labels", "taints", "kubelet_args"})),
     "node-remove": (frozenset({"name"}), frozenset()),
     "drain": (frozenset({"node"}), frozenset()),
+    "cordon": (frozenset({"node"}), frozenset()),
     "uncordon": (frozenset({"node"}), frozenset()),
     # faults
     "kill": (frozenset({"component"}), frozenset()),
@@ -69,7 +70,7 @@ OPERATIONS: Final[dict[str, tuple[frozenset[str], frozenset[str]]]] = {
                                             "component", "name", "timeout"})),
 }
 USER_OPERATIONS: Final = ("apply", "delete", "resize", "evict", "scale", "node-add", "node-remove", "drain",
-                          "uncordon")
+                          "cordon", "uncordon")
 FAULTS: Final = ("kill", "start", "restart", "pause", "resume", "failpoint", "delay-watch")
 WAITS: Final = ("sleep", "wait")
 # What ``wait: {for: ...}`` can wait for (steps.py says what each means).

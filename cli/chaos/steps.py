@@ -168,6 +168,11 @@ async def _drain(step: Step, ctx: Context) -> Outcome:
     return Outcome(True, f"cordoned, {evicted} evicted" + (f", kept {', '.join(refused)}" if refused else ""))
 
 
+async def _cordon_step(step: Step, ctx: Context) -> Outcome:
+    await _cordon(str(step.arg("node")), ctx, True)
+    return Outcome(True, "cordoned")
+
+
 async def _uncordon(step: Step, ctx: Context) -> Outcome:
     await _cordon(str(step.arg("node")), ctx, False)
     return Outcome(True, "uncordoned")
@@ -176,9 +181,11 @@ async def _uncordon(step: Step, ctx: Context) -> Outcome:
 # ---------------------------------------------------------------- faults
 
 
-async def _mark(ctx: Context, action: str, component: str, message: str) -> str:
-    """Write the fault's Event; its revision, or why it could not be written (a lone apiserver
-    down, say): the run goes on either way."""
+async def _mark(ctx: Context, action: str, component: str, args: dict[str, object] | None = None) -> str:
+    """Write the fault's Event (its message ``marks.fault_message``'s, which ``kplane record``
+    reads back); its revision, or why it could not be written (a lone apiserver down, say): the run
+    goes on either way."""
+    message = marks.fault_message(action, component, args)
     try:
         async with asyncio.timeout(3.0 * ctx.wait_scale):
             ev = await ctx.client.events.create(marks.fault_event(action, component, message))
@@ -190,7 +197,7 @@ async def _mark(ctx: Context, action: str, component: str, message: str) -> str:
 async def _kill(step: Step, ctx: Context) -> Outcome:
     component = str(step.arg("component"))
     procs = cluster.select(ctx.state, component)
-    said = await _mark(ctx, "kill", component, f"{component} killed (SIGKILL)")
+    said = await _mark(ctx, "kill", component)
     for p in procs:
         await asyncio.to_thread(cluster.kill, p)
         ctx.killed.add(p.name)
@@ -215,13 +222,13 @@ async def _start_procs(component: str, ctx: Context) -> tuple[bool, str]:
 async def _start(step: Step, ctx: Context) -> Outcome:
     component = str(step.arg("component"))
     ok, notes = await _start_procs(component, ctx)
-    said = await _mark(ctx, "start", component, f"{component} started")
+    said = await _mark(ctx, "start", component)
     return Outcome(ok, "; ".join(x for x in (notes, said) if x))
 
 
 async def _restart(step: Step, ctx: Context) -> Outcome:
     component = str(step.arg("component"))
-    said = await _mark(ctx, "restart", component, f"{component} restarted (SIGKILL, then started)")
+    said = await _mark(ctx, "restart", component)
     for p in cluster.select(ctx.state, component):
         await asyncio.to_thread(cluster.kill, p)
         ctx.paused.discard(p.name)
@@ -235,7 +242,7 @@ async def _pause(step: Step, ctx: Context) -> Outcome:
     procs = cluster.select(ctx.state, component)
     if any(p.container for p in procs):
         return Outcome(False, "pause needs local processes (this is a compose cluster)")
-    said = await _mark(ctx, "pause", component, f"{component} paused (SIGSTOP)")
+    said = await _mark(ctx, "pause", component)
     for p in procs:
         if cluster.signal_process(p, signal.SIGSTOP):
             ctx.paused.add(p.name)
@@ -247,7 +254,7 @@ async def _resume(step: Step, ctx: Context) -> Outcome:
     for p in cluster.select(ctx.state, component):
         cluster.signal_process(p, signal.SIGCONT)
         ctx.paused.discard(p.name)
-    return Outcome(True, await _mark(ctx, "resume", component, f"{component} resumed (SIGCONT)"))
+    return Outcome(True, await _mark(ctx, "resume", component))
 
 
 async def arm(ctx: Context, component: str, name: str, action: str) -> str:
@@ -264,14 +271,14 @@ async def arm(ctx: Context, component: str, name: str, action: str) -> str:
 
 async def _failpoint(step: Step, ctx: Context) -> Outcome:
     component, name, action = str(step.arg("component")), str(step.arg("name")), str(step.arg("action"))
-    said = await _mark(ctx, "failpoint", component, f"{component} failpoint {name}={action}")
+    said = await _mark(ctx, "failpoint", component, {"name": name, "action": action})
     return Outcome(True, f"{await arm(ctx, component, name, action)}; {said}")
 
 
 async def _delay_watch(step: Step, ctx: Context) -> Outcome:
     component, ms = str(step.arg("component")), step.arg("ms")
     action = f"sleep({ms})" if ms else "off"
-    said = await _mark(ctx, "delay-watch", component, f"{component} watch delivery delayed {ms} ms per event")
+    said = await _mark(ctx, "delay-watch", component, {"ms": ms})
     return Outcome(True, f"{await arm(ctx, component, DELAY_WATCH_POINT, action)}; {said}")
 
 
@@ -369,7 +376,8 @@ def _pod_is(what: str, p: core_pb2.Pod | None, step: Step) -> bool:
 
 _HANDLERS: dict[str, Handler] = {
     "apply": _apply, "delete": _delete, "resize": _resize, "evict": _evict, "scale": _scale,
-    "node-add": _node_add, "node-remove": _node_remove, "drain": _drain, "uncordon": _uncordon,
+    "node-add": _node_add, "node-remove": _node_remove, "drain": _drain, "cordon": _cordon_step,
+    "uncordon": _uncordon,
     "kill": _kill, "start": _start, "restart": _restart, "pause": _pause, "resume": _resume,
     "failpoint": _failpoint, "delay-watch": _delay_watch, "sleep": _sleep, "wait": _wait,
 }

@@ -125,7 +125,8 @@ NAMESPACED = {"apply": ["-f", "x.yaml"], "get": ["pods"], "delete": ["pod", "a"]
 NOT_NAMESPACED = {"up": [], "down": [], "status": [], "node": ["add", "n"], "kill": ["scheduler"],
                   "start": ["scheduler"], "restart": ["scheduler"], "failpoint": ["scheduler", "p", "off"],
                   "compose": [], "tokens": [], "history": [], "check": [], "run": ["s.yaml"],
-                  "chaos": ["shrink", "s.yaml"], "timeline": ["-o", "x.html"]}
+                  "chaos": ["shrink", "s.yaml"], "timeline": ["-o", "x.html"], "record": ["-o", "s.yaml"],
+                  "diff": ["a", "b"]}
 
 
 @pytest.mark.parametrize("command", sorted(NAMESPACED))

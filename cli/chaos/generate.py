@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 from cli.chaos.schedule import Schedule, Step
+from kubelet.runtime.fake import SHUTDOWN_SECONDS_ANNOTATION
 
 GAP: Final = 0.6  # mean seconds between steps
 FAST_KUBELET: Final = ["--sync-frequency=1", "--resize-retry-initial=1", "--resize-retry-interval=1",
@@ -49,15 +50,18 @@ class _Model:
         return f"{prefix}-{self.n}"
 
 
-def _pod(name: str, cpu: str, priority: str, *, claim: bool = False) -> dict[str, Any]:
+def _pod(name: str, cpu: str, priority: str, shutdown: str, *, claim: bool = False) -> dict[str, Any]:
+    """A pod whose container takes ``shutdown`` seconds to stop after SIGTERM (the fake runtime's
+    annotation): victims and deleted pods hold their room for a while, as real ones do."""
     container: dict[str, Any] = {"name": "c", "image": "app",
                                  "resources": {"requests": {"cpu": cpu, "memory": "64Mi"}}}
-    spec: dict[str, Any] = {"priorityClassName": priority, "terminationGracePeriodSeconds": 1,
+    spec: dict[str, Any] = {"priorityClassName": priority, "terminationGracePeriodSeconds": 3,
                             "containers": [container]}
     if claim:
         spec["resourceClaims"] = [{"name": "gpu", "resourceClaimTemplateName": "gpu"}]
         container["resources"]["claims"] = [{"name": "gpu"}]
-    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name}, "spec": spec}
+    return {"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": name, "annotations": {SHUTDOWN_SECONDS_ANNOTATION: shutdown}}, "spec": spec}
 
 
 def _deployment(name: str, replicas: int, cpu: str, version: int) -> dict[str, Any]:
@@ -93,8 +97,17 @@ def _create_pod(m: _Model, out: list[Step], claim: bool = False) -> None:
         return
     name = m.name("pod")
     m.pods.append(name)
-    out.append(Step("apply", _pod(name, m.rng.choice(_CPUS), m.rng.choice(("low", "low", "high")), claim=claim),
-                    _gap(m)))
+    pod = _pod(name, m.rng.choice(_CPUS), m.rng.choice(("low", "low", "high")), m.rng.choice(("0", "0.5", "2")),
+               claim=claim)
+    out.append(Step("apply", pod, _gap(m)))
+
+
+def _burst(m: _Model, out: list[Step]) -> None:
+    """Three pods at once: the scheduler decides on several before the kubelets answer."""
+    for i in range(3):
+        _create_pod(m, out)
+        if i:
+            out[-1] = Step(out[-1].op, out[-1].args, round(m.rng.uniform(0, 0.1), 2))
 
 
 def _claim_pod(m: _Model, out: list[Step]) -> None:
@@ -200,7 +213,7 @@ _CM_POINTS: Final = ("controller-manager/replicaset-after-create", "controller-m
                      "controller-manager/deployment-after-scale")
 
 _PROFILE_MAKERS: Final[dict[str, list[tuple[Maker, int]]]] = {
-    "resize-preemption": [(_create_pod, 8), (_resize, 8), (_delete_pod, 3), (_evict, 1),
+    "resize-preemption": [(_create_pod, 8), (_burst, 3), (_resize, 8), (_delete_pod, 3), (_evict, 1),
                           (_outage("scheduler", "kill"), 1), (_outage("kubelet/NODE", "kill"), 1),
                           (_outage("scheduler", "pause"), 1),
                           (_failpoint("scheduler", _SCHED_POINTS, ("1*panic", "sleep(300)", "1*error")), 2),

@@ -9,6 +9,9 @@ both modes, so running one tests the other.
 
 from __future__ import annotations
 
+import hashlib
+import os
+import tempfile
 from dataclasses import dataclass, field, replace
 from typing import Literal
 
@@ -244,10 +247,24 @@ def node_names(cfg: ClusterConfig) -> list[str]:
     return names + [f"{HOLLOW_PREFIX}{i}" for i in range(1, cfg.hollow_nodes + 1)]
 
 
+# A unix socket's path has room for 107 bytes (sun_path); past that, bind fails.
+_SOCKET_PATH_MAX = 100
+
+
+def runtime_socket(path: str) -> str:
+    """Where a node's runtime listens: ``path`` (in its data dir), or, when that is too long for a
+    unix socket (a deep data dir: a chaos run's cluster), a short path in the temp directory named
+    after it, the same for every start of the same node."""
+    if len(path.encode()) <= _SOCKET_PATH_MAX:
+        return path
+    digest = hashlib.sha256(path.encode()).hexdigest()[:16]
+    return os.path.join(tempfile.gettempdir(), f"kplane-{digest}.sock")
+
+
 def node_components(cfg: ClusterConfig, a: "_Addresses", spec: NodeSpec, server: str, python: str) -> list[Component]:
     """One node's runtime and kubelet (``kplane up`` and ``kplane node add`` use the same)."""
     node = spec.name
-    sock = a.data("nodes", node, "runtime.sock")
+    sock = runtime_socket(a.data("nodes", node, "runtime.sock"))
     runtime_admin = a.port(f"runtime/{node}.admin", 10250)
     kubelet_admin = a.port(f"kubelet/{node}.admin", 10248)
     runtime = Component(

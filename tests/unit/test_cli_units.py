@@ -287,3 +287,12 @@ def test_pod_table_columns():
     assert row[0] == "web" and row[2] == "Running" and row[6] == "node-1"
     p.metadata.deletion_timestamp = "2020-01-01T00:00:01Z"
     assert printers.pod_status(p) == "Terminating"
+
+
+def test_a_runtime_socket_too_deep_for_a_unix_socket_moves_to_a_short_stable_path():
+    from cli.topology import runtime_socket
+    short = "/tmp/d/nodes/node-1/runtime.sock"
+    assert runtime_socket(short) == short
+    deep = "/tmp/" + "x" * 120 + "/nodes/node-1/runtime.sock"
+    moved = runtime_socket(deep)
+    assert len(moved.encode()) < 108 and moved == runtime_socket(deep) != runtime_socket(deep.replace("1", "2"))

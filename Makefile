@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: install up down test test-unit lint typecheck bench proto proto-check compose image clean
+.PHONY: install up down test test-unit lint typecheck bench chaos proto proto-check compose image clean
 
 install: $(STAMP)
 
@@ -44,6 +44,12 @@ test-unit: install
 bench: install
 	$(BIN)/pip install --quiet -e '.[dev,bench]'
 	$(BIN)/python -m bench
+
+# Seeded chaos over every profile in turn, ten minutes in all, each on a cluster of its own
+# (docs/chaos.md): prints operations, faults, revisions checked and the seed; SEED=N repeats a run.
+CHAOS_SECONDS ?= 600
+chaos: install
+	$(BIN)/kplane --data-dir .kplane/chaos chaos --each-profile --duration $(CHAOS_SECONDS) $(if $(SEED),--seed $(SEED))
 
 proto: install
 	$(BIN)/python tools/gen_protos.py

@@ -55,7 +55,7 @@ def _pod(name: str, cpu: str, priority: str, shutdown: str, *, claim: bool = Fal
     annotation): victims and deleted pods hold their room for a while, as real ones do."""
     container: dict[str, Any] = {"name": "c", "image": "app",
                                  "resources": {"requests": {"cpu": cpu, "memory": "64Mi"}}}
-    spec: dict[str, Any] = {"priorityClassName": priority, "terminationGracePeriodSeconds": 3,
+    spec: dict[str, Any] = {"priorityClassName": priority, "terminationGracePeriodSeconds": 6,
                             "containers": [container]}
     if claim:
         spec["resourceClaims"] = [{"name": "gpu", "resourceClaimTemplateName": "gpu"}]
@@ -97,7 +97,7 @@ def _create_pod(m: _Model, out: list[Step], claim: bool = False) -> None:
         return
     name = m.name("pod")
     m.pods.append(name)
-    pod = _pod(name, m.rng.choice(_CPUS), m.rng.choice(("low", "low", "high")), m.rng.choice(("0", "0.5", "2")),
+    pod = _pod(name, m.rng.choice(_CPUS), m.rng.choice(("low", "low", "high")), m.rng.choice(("0", "1", "5")),
                claim=claim)
     out.append(Step("apply", pod, _gap(m)))
 

@@ -73,3 +73,34 @@ def test_resize_state_reads_spec_allocated_actual_and_conditions():
     assert pod_resize_state(pod) == "InProgress"  # allocated, not actuated
     pod.status.conditions.add(type="PodResizePending", status="True", reason="Deferred")
     assert pod_resize_state(pod) == "Deferred"
+
+
+def _ready(node):
+    node.status.conditions.add(type="Ready", status="True")
+    return node
+
+
+def _unschedulable(pod):
+    pod.status.conditions.add(type="PodScheduled", status="False", reason="Unschedulable")
+    return pod
+
+
+def test_a_pending_pod_beside_room_it_fits_is_a_lost_wake_up():
+    from cli.chaos.converge import _fits_somewhere, _pod_unsettled, _room
+    nodes = [_ready(builders.MakeNode().name("node-1").allocatable(cpu="2", memory="4Gi", pods="10").obj()),
+             _ready(builders.MakeNode().name("node-2").allocatable(cpu="2", memory="4Gi", pods="10").obj())]
+    on1 = builders.MakePod().name("a").req(cpu="1500m").obj()
+    on1.spec.node_name = "node-1"
+    nominated = builders.MakePod().name("n").req(cpu="1500m").obj()
+    nominated.status.nominated_node_name = "node-2"
+    waiting = _unschedulable(builders.MakePod().name("w").req(cpu="1").obj())
+    pods = [on1, nominated, waiting]
+    assert _pod_unsettled(waiting, {"node-1", "node-2"}) == ""  # the scheduler has said Unschedulable
+    assert _fits_somewhere(waiting, _room(nodes, pods)) == ""  # node-1 holds 1.5, node-2 is promised
+    nominated.status.nominated_node_name = ""
+    assert _fits_somewhere(waiting, _room(nodes, pods)) == "node-2"  # nothing promised there now
+    nodes[1].spec.unschedulable = True
+    nominated.status.nominated_node_name = "node-2"
+    assert _fits_somewhere(waiting, _room(nodes, pods)) == ""
+    no_verdict = builders.MakePod().name("x").req(cpu="1").obj()
+    assert _pod_unsettled(no_verdict, {"node-1"}) == "pod default/x is pending without the scheduler's verdict"

@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import bisect
 import enum
+import logging
 import time
 import weakref
 from collections import deque
@@ -347,36 +348,33 @@ class SchedulingQueue:
             # Back after an attempt: what moves it next, an event or the flush, is what counts
             # (scheduler_pod_scheduled_after_flush_total, KEP-6132's rollback signal).
             p.flushed = False
-            verdict, event = self._hint_for_in_flight_pod(p)
+            verdict, event, trigger = self._hint_for_in_flight_pod(p)
             to = self._requeue(p, verdict.strategy, SCHEDULE_ATTEMPT_FAILURE)
-            if event:
-                _log_requeue(p, event, verdict, IN_FLIGHT, to)
+            if event is not None:
+                _log_requeue(p, event.label, verdict, IN_FLIGHT, to, trigger)
         finally:
             self.done(p.pod.metadata.uid)
 
-    def _hint_for_in_flight_pod(self, p: QueuedPodInfo) -> tuple[_Verdict, str]:
+    def _hint_for_in_flight_pod(self, p: QueuedPodInfo) -> tuple[_Verdict, ClusterEvent | None, Any]:
         """A popped pod is in flight until ``done``; events that arrive meanwhile are recorded, and
         when the pod comes back unschedulable they are replayed through its rejectors' hints, so an
-        event during its attempt is never lost. The verdict, and the label of the event behind it
-        ("" when no event decided: an error's backoff, or none said Queue)."""
+        event during its attempt is never lost. The verdict, and the event behind it with its object
+        (None when no event decided: an error's backoff, or none said Queue)."""
         if not p.unschedulable_plugins and not p.pending_plugins:
-            return _AFTER_BACKOFF, ""
+            return _AFTER_BACKOFF, None, None
         since = self._in_flight.get(p.pod.metadata.uid)
         if since is None:
-            return _AFTER_BACKOFF, ""
-        found, found_event = _SKIP, ""
+            return _AFTER_BACKOFF, None, None
+        found: tuple[_Verdict, ClusterEvent | None, Any] = (_SKIP, None, None)
         for seq, event, old, new in self._in_flight_events:
             if seq <= since:
                 continue
             v = self._worth_requeuing(p, event, old, new)
-            if v.strategy == Strategy.IMMEDIATELY:
-                return v, event.label
-            if v.strategy == Strategy.AFTER_BACKOFF:
-                if not p.pending_plugins:
-                    return v, event.label
-                if found.strategy == Strategy.SKIP:
-                    found, found_event = v, event.label
-        return found, found_event
+            if v.strategy == Strategy.IMMEDIATELY or (v.strategy == Strategy.AFTER_BACKOFF and not p.pending_plugins):
+                return v, event, _object_of(old, new)
+            if v.strategy == Strategy.AFTER_BACKOFF and found[0].strategy == Strategy.SKIP:
+                found = (v, event, _object_of(old, new))
+        return found
 
     def activate(self, pods: Iterable[core_pb2.Pod]) -> None:
         """Move these pods to activeQ now (or, if in flight, requeue them when they come back)."""
@@ -388,7 +386,7 @@ class SchedulingQueue:
                 source = UNSCHEDULABLE_Q if self._unschedulable.pop(key, None) is not None else BACKOFF_Q
                 self._backoff.delete(key)
                 to = ACTIVE_Q if self._move_to_active(p, FORCE_ACTIVATE) else GATED if p.gated else UNSCHEDULABLE_Q
-                _log_requeue(p, FORCE_ACTIVATE, _AFTER_BACKOFF, source, to)
+                _log_requeue(p, FORCE_ACTIVATE, _AFTER_BACKOFF, source, to, pod)
             elif pod.metadata.uid in self._in_flight:
                 self._seq += 1
                 self._in_flight_events.append((self._seq, EVENT_FORCE_ACTIVATE, None, pod))
@@ -421,7 +419,7 @@ class SchedulingQueue:
                 if verdict.strategy != Strategy.SKIP:
                     del self._unschedulable[key]
                     source = GATED if p.gated else UNSCHEDULABLE_Q
-                    _log_requeue(p, ev.label, verdict, source, self._requeue(p, verdict.strategy, ev.label))
+                    _log_requeue(p, ev.label, verdict, source, self._requeue(p, verdict.strategy, ev.label), new)
                     return
             return
         self._move_to_active(self._new_info(new), EVENT_UNSCHEDULED_POD_UPDATE.label)
@@ -510,7 +508,8 @@ class SchedulingQueue:
             if event == EVENT_UNSCHEDULABLE_TIMEOUT:
                 p.flushed = True
             source = GATED if p.gated else UNSCHEDULABLE_Q
-            _log_requeue(p, event.label, verdict, source, self._requeue(p, verdict.strategy, event.label))
+            _log_requeue(p, event.label, verdict, source, self._requeue(p, verdict.strategy, event.label),
+                         _object_of(old, new))
         self._record_in_flight_event(event, old, new)
 
     def _is_event_of_interest(self, event: ClusterEvent) -> bool:
@@ -639,13 +638,25 @@ class SchedulingQueue:
         return len(self._in_flight_events)
 
 
-def _log_requeue(p: QueuedPodInfo, event: str, verdict: _Verdict, source: str, to: str) -> None:
+def _object_of(old: Any, new: Any) -> Any:
+    """The object a cluster event is about: its new version, or the old one of a deletion."""
+    return new if new is not None else old
+
+
+def _log_requeue(p: QueuedPodInfo, event: str, verdict: _Verdict, source: str, to: str, trigger: Any) -> None:
     """``pod_requeued``: a cluster event moved the pod on — one record per moved pod, never per
     event, at info (the level every process runs at), so ``kplane explain`` can say which event,
-    which plugin's QueueingHint (and PreQueueingHint) moved it, from which sub-queue to which. The
-    record's fields are values, never formatted; a disabled level costs one call."""
+    which plugin's QueueingHint (and PreQueueingHint) moved it, from which sub-queue to which.
+    ``trigger`` is the event's object: its ``namespace/name`` and resourceVersion (the revision of
+    the change that moved the pod; "" for the queue's own events) are logged. The record's fields
+    are values, never formatted; a disabled level costs one call."""
+    if not log.is_enabled_for(logging.INFO):
+        return
+    meta = getattr(trigger, "metadata", None)
     log.info("pod_requeued", pod=p.key, uid=p.pod.metadata.uid, cluster_event=event, plugin=verdict.plugin,
-             hint=verdict.hint, pre_queueing_hint=verdict.pre_queueing_hint, from_queue=source, to_queue=to)
+             hint=verdict.hint, pre_queueing_hint=verdict.pre_queueing_hint, from_queue=source, to_queue=to,
+             trigger=f"{meta.namespace}/{meta.name}" if meta is not None and meta.namespace else
+             getattr(meta, "name", ""), trigger_rv=getattr(meta, "resource_version", ""))
 
 
 # ------------------------------------------------------------------------------------------

@@ -48,11 +48,14 @@ async def test_a_moved_pod_is_logged_once_with_the_plugin_and_hint_that_said_que
         q.move_all_to_active_or_backoff(EVENT_NODE_ADD, None, MakeNode().name("small").allocatable(cpu="1").obj())
         assert _requeues(logs) == []
         # Queue for a 4-cpu node: both pods move (each still backing off), one record each.
-        q.move_all_to_active_or_backoff(EVENT_NODE_ADD, None, MakeNode().name("big").allocatable(cpu="4").obj())
+        q.move_all_to_active_or_backoff(EVENT_NODE_ADD, None,
+                                        MakeNode().name("big").resource_version("42").allocatable(cpu="4").obj())
     assert _requeues(logs) == [
         ("default/a", "NodeAdd", "Fit", "Queue", False, UNSCHEDULABLE_Q, BACKOFF_Q),
         ("default/b", "NodeAdd", "Fit", "Queue", False, UNSCHEDULABLE_Q, BACKOFF_Q)]
     assert {e["uid"] for e in logs} == {"uid-a", "uid-b"}
+    # The change that moved them: the node added, at its revision.
+    assert {(e["trigger"], e["trigger_rv"]) for e in logs} == {("big", "42")}
 
 
 async def test_a_pod_past_its_backoff_goes_straight_to_active():
@@ -65,6 +68,7 @@ async def test_a_pod_past_its_backoff_goes_straight_to_active():
     # Fit registered the pod deletion without a hint function: Queue, as kube-scheduler's default.
     assert _requeues(logs) == [("default/a", EVENT_ASSIGNED_POD_DELETE.label, "Fit", "Queue", False,
                                 UNSCHEDULABLE_Q, ACTIVE_Q)]
+    assert logs[0]["trigger"] == "default/gone"
 
 
 async def test_the_pre_queueing_hint_that_named_the_pod_is_recorded():

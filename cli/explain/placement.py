@@ -1,4 +1,6 @@
-"""Where a log record goes among the history's revisions — by wall clock.
+"""Where a log record goes among the history's revisions — by wall clock, unless it names its
+cause: a ``pod_requeued`` record carries the resourceVersion of the change that moved the pod
+(``trigger_rv``) and goes right after that revision (``story.build``).
 
 A log record has a wall time (its ``ts``, to the microsecond); a revision has none of its own,
 but the object versions carry times: ``creationTimestamp``, ``deletionTimestamp``, each field

@@ -84,6 +84,13 @@ def reason_plugins(records: Iterable[LogRecord]) -> dict[str, str]:
     return out
 
 
+def trigger_rev(r: LogRecord) -> int:
+    """The revision of the change a ``pod_requeued`` record names as what moved the pod (its
+    object's resourceVersion); 0 when it names none (the queue's own events)."""
+    rv = str(r.fields.get("trigger_rv") or "")
+    return int(rv) if rv.isdigit() else 0
+
+
 def step_of(rev: int, r: LogRecord) -> Step | None:
     """The step a record is, placed at revision ``rev``; None for the verdict records of a
     failure (they name the plugins of the FailedScheduling event's reasons, not a step of their
@@ -91,6 +98,9 @@ def step_of(rev: int, r: LogRecord) -> Step | None:
     f = r.fields
     if r.event == REQUEUED:
         what = f"requeued by {f.get('cluster_event')}"
+        trigger = f.get("trigger")
+        if trigger and trigger != f.get("pod"):
+            what += f" of {trigger}"
         plugin = f.get("plugin")
         if plugin:
             said = f"{plugin} QueueingHint: {f.get('hint') or 'Queue'}"

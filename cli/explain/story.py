@@ -66,7 +66,9 @@ def build(entries: Iterable[Entry], namespace: str, name: str, uid: str = "",
     steps, clock = _history_steps(entries, namespace, life, scheduler_log.reason_plugins(own))
     placed = []
     for r in own:
-        step = scheduler_log.step_of(max(clock.rev_at(r.time), life.first_rev), r)
+        # Right after the change that caused it when the record names one, else by wall clock.
+        rev = scheduler_log.trigger_rev(r) or clock.rev_at(r.time)
+        step = scheduler_log.step_of(max(rev, life.first_rev), r)
         if step is not None:
             placed.append(step)
     # A record goes after every history step of the revision it is placed at; stable otherwise.

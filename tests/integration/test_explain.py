@@ -103,7 +103,8 @@ async def test_a_preempted_pod_and_its_preemptor(explain_cluster, api):
         r"^scheduler  preempted pod default/low-1 on node-1",
         r"^scheduler  bound to node-1",
         r"^kubelet/node-1  admitted; running",
-    ], r"^scheduler  nominated to node-1", r"^scheduler  requeued by \w+ \(NodeResourcesFit QueueingHint: Queue\)",
+    ], r"^scheduler  nominated to node-1", r"^scheduler  requeued by AssignedPodDelete of default/low-1 "
+        r"\(NodeResourcesFit QueueingHint: Queue\)",
         r"^scheduler  preemption: victims chosen on node-1: default/low-1")
     await _tells(tc, "low-1", [
         r"^scheduler  bound to node-1",
@@ -140,7 +141,7 @@ async def test_a_resize_deferred_then_actuated(explain_cluster, api):
         r"^kubelet/node-2  allocated c1 cpu 1500m",
         r"^kubelet/node-2  actuated c1 cpu 1500m",
         r"^kubelet/node-2  ResizeCompleted",
-    ], r"^scheduler  requeued by AssignedPodDelete \(NodeResourcesFit QueueingHint: Queue\)")
+    ], r"^scheduler  requeued by AssignedPodDelete of default/keep \(NodeResourcesFit QueueingHint: Queue\)")
 
 
 async def test_a_pod_waiting_on_its_resource_claim(explain_cluster, api, tmp_path: Path):
@@ -161,7 +162,7 @@ async def test_a_pod_waiting_on_its_resource_claim(explain_cluster, api, tmp_pat
             r"^scheduler  ResourceClaim gpu-3-gpu-\w+ allocated: dra.kplane.dev/node-\d/gpu-0 on node-\d",
             r"^scheduler  bound to node-\d",
             r"^kubelet/node-\d  admitted; running",
-        ], r"^scheduler  requeued by ResourceClaim\w+ \(DynamicResources QueueingHint: Queue")
+        ], r"^scheduler  requeued by ResourceClaim\w+ of default/gpu-1-gpu-\w+ \(DynamicResources QueueingHint: Queue")
     finally:
         await delete_pods_claims_and_templates(api, WAIT)
     # The same story from a saved history and the scheduler's logs, with no cluster asked.

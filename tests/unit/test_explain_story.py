@@ -71,10 +71,13 @@ def record(when: str, event_: str, component: str = "scheduler", **fields) -> Lo
     return LogRecord(parsed, component, event_, {"ts": when, "event": event_, "pod": "default/p", **fields})
 
 
-def requeued(when: str, cluster_event: str, plugin: str, to: str, pre_queueing_hint: bool = False) -> LogRecord:
-    """A pod_requeued record: ``cluster_event`` moved the pod from the unschedulable pool to ``to``."""
+def requeued(when: str, cluster_event: str, plugin: str, to: str, pre_queueing_hint: bool = False,
+             trigger: str = "", trigger_rv: str = "") -> LogRecord:
+    """A pod_requeued record: ``cluster_event`` (a change of ``trigger`` at revision ``trigger_rv``)
+    moved the pod from the unschedulable pool to ``to``."""
     return record(when, "pod_requeued", uid="uid-p", cluster_event=cluster_event, plugin=plugin, hint="Queue",
-                  pre_queueing_hint=pre_queueing_hint, from_queue="unschedulable", to_queue=to)
+                  pre_queueing_hint=pre_queueing_hint, from_queue="unschedulable", to_queue=to, trigger=trigger,
+                  trigger_rv=trigger_rv)
 
 
 def lines(story) -> list[str]:
@@ -168,7 +171,10 @@ def test_a_deferred_resize_then_actuated():
                                when=at(5)), "ADDED"),
                entry(50, other_gone, "DELETED"), entry(51, in_progress), entry(52, done),
                entry(53, completed, "ADDED")]
-    records = [requeued(at(8, 300000), "AssignedPodDelete", "NodeResourcesFit", "active"),
+    # The record names the deletion that moved the pod (rev 50): it goes right after it, though
+    # its wall time (12:00:09.5) would place it after the kubelet's steps of that second.
+    records = [requeued(at(9, 500000), "AssignedPodDelete", "NodeResourcesFit", "active", trigger="default/filler",
+                        trigger_rv="50"),
                record(at(8, 400000), "resize_unschedulable", outcome="parked", plugins=["NodeResourcesFit"],
                       message="0/1 nodes are available: 1 pod resize fits, waiting for Kubelet actuation.")]
     assert lines(build(entries, "default", "p", records=records)) == [
@@ -176,7 +182,7 @@ def test_a_deferred_resize_then_actuated():
         "rev 40 kplane: bound to n1 by spec.nodeName (no scheduling)",
         "rev 41 kplane: resize requested: c1 cpu 500m -> 1500m (generation 2)",
         "rev 42 kubelet/n1: resize deferred: Node didn't have enough resource: cpu",
-        "rev 50 scheduler: requeued by AssignedPodDelete (NodeResourcesFit QueueingHint: Queue), "
+        "rev 50 scheduler: requeued by AssignedPodDelete of default/filler (NodeResourcesFit QueueingHint: Queue), "
         "unschedulable -> active",
         "rev 50 scheduler: the resize fits its node now: parked until the kubelet actuates it",
         "rev 51 kubelet/n1: resize no longer deferred",

@@ -14,7 +14,7 @@ import os
 import signal
 import sys
 from pathlib import Path
-from typing import Any, Awaitable, Callable, TypedDict
+from typing import Any, Awaitable, Callable, TypedDict, TypeVar
 
 from google.protobuf.message import Message
 
@@ -26,6 +26,7 @@ from cli.chaos import generate as chaos_generate
 from cli.chaos.schedule import ScheduleError
 from cli.check import runner as check_runner
 from cli.etcd_binary import EtcdNotFound, find_etcd
+from cli.explain import command as explain_cmd
 from cli.timeline import command as timeline_cmd
 from machinery import errors, jsonconv, quantity, version
 from machinery.client import Client
@@ -38,6 +39,9 @@ _REASONS = {
     errors.Unavailable: "ServiceUnavailable", errors.Timeout: "Timeout", errors.InternalError: "InternalError",
     errors.MethodNotAllowed: "MethodNotAllowed", errors.FailedPrecondition: "BadRequest",
 }
+
+
+_T = TypeVar("_T")
 
 
 class UsageError(Exception):
@@ -69,8 +73,8 @@ def connect(args: argparse.Namespace) -> Client:
                   field_manager="kplane")
 
 
-def run_api(args: argparse.Namespace, fn: Callable[[Client], Awaitable[int]]) -> int:
-    async def main() -> int:
+def run_api(args: argparse.Namespace, fn: Callable[[Client], Awaitable[_T]]) -> _T:
+    async def main() -> _T:
         client = connect(args)
         try:
             return await fn(client)
@@ -524,6 +528,31 @@ def cmd_timeline(args: argparse.Namespace) -> int:
     return run_api(args, go)
 
 
+def cmd_explain(args: argparse.Namespace) -> int:
+    """A pod's story: from a saved history (``--history``) or the cluster's, with the scheduler's
+    logs (``--logs``, else the cluster's ``<data-dir>/logs`` when it has them)."""
+    if args.kind.lower() not in explain_cmd.POD_KINDS:
+        raise UsageError(f'kplane explain explains pods, not "{args.kind}"')
+    namespace = args.namespace or "default"
+    logs = Path(args.logs) if args.logs else None
+    try:
+        if logs is not None and not logs.is_dir():
+            raise explain_cmd.ExplainError(f"--logs {logs}: no such directory")
+        if args.history:
+            entries = list(explain_cmd.read_history(Path(args.history)))
+        else:
+            async def read(client: Client) -> list[check_runner.Entry]:
+                return [e async for e in check_runner.entries_of(client)]
+            entries = run_api(args, read)
+            if logs is None and (data_dir_of(args) / "logs").is_dir():
+                logs = data_dir_of(args) / "logs"
+        story = explain_cmd.explain(entries, namespace, args.name, args.uid or "", logs)
+    except explain_cmd.ExplainError as exc:
+        raise UsageError(str(exc)) from None
+    explain_cmd.print_story(story, args.output, sys.stdout)
+    return 0
+
+
 # ---------------------------------------------------------------- parser
 
 
@@ -753,6 +782,17 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("history_a", metavar="HISTORY_A")
     sp.add_argument("history_b", metavar="HISTORY_B")
     sp.add_argument("-o", "--output", choices=["text", "json"], default="text")
+
+    sp = add("explain", cmd_explain, "a pod's whole story across the processes, in revision order (queue, plugin "
+             "verdicts, requeues, nomination, preemption, bind, kubelet admission, resizes, eviction)", namespaced=True)
+    sp.add_argument("kind", metavar="pod")
+    sp.add_argument("name", metavar="NAME")
+    sp.add_argument("--uid", help="the pod of this uid, when pods of that name were deleted and made again "
+                    "(default: the latest)")
+    sp.add_argument("-o", "--output", choices=["text", "json"], default="text")
+    sp.add_argument("--history", metavar="FILE", help="read a saved `kplane history` file instead of the cluster")
+    sp.add_argument("--logs", metavar="DIR", help="the directory of the scheduler's logs (scheduler*.log; "
+                    "default: the cluster's <data-dir>/logs)")
 
     sp = add("compose", cmd_compose, "print compose.yaml for the default topology (--write: and its override "
                                       "with the ports published on 127.0.0.1)")

@@ -114,7 +114,7 @@ async def _preempt(sched: CycleContext, fw: Framework, state: CycleState, p: Que
     node = p.pod.spec.node_name
     own = Diagnosis(node_to_status={node: st} if (st := diagnosis.status_of(node)) is not None else {},
                     pre_filter_msg=diagnosis.pre_filter_msg, post_filter_msg=diagnosis.post_filter_msg)
-    return outcome, Status(Code.UNSCHEDULABLE, fit_error_message(1, own))
+    return outcome, Status(Code.UNSCHEDULABLE, fit_error_message(1, own), error=FitError(p.pod, 1, own))
 
 
 def handle_deferred_failure(sched: CycleContext, p: QueuedPodInfo, status: Status, outcome: str) -> None:
@@ -137,7 +137,8 @@ def handle_deferred_failure(sched: CycleContext, p: QueuedPodInfo, status: Statu
     sched.queue.add_unschedulable_if_not_present(p)
     message = status.message()
     log.info("resize_unschedulable", pod=_key(p), outcome=outcome, message=message,
-             plugins=sorted(p.unschedulable_plugins))
+             plugins=sorted(p.unschedulable_plugins),
+             reasons=status.error.diagnosis.reason_plugins() if isinstance(status.error, FitError) else {})
     if sched.recorder is not None and outcome != metrics.PARKED:
         # A parked resize waits on its kubelet, nothing failed (as a pod waiting at Permit gets no
         # event): its metric and log line say so, and a write per resize is spared.

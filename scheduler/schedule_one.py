@@ -20,6 +20,7 @@ Failpoints: ``scheduler/before-nominate`` (preemption done, the nomination not w
 
 from __future__ import annotations
 
+import logging
 import time
 from typing import Any
 
@@ -161,7 +162,8 @@ async def handle_failure(sched: CycleContext, fw: Framework, p: QueuedPodInfo, s
     if status.code == Code.ERROR:
         log.warning("scheduling_error", pod=key_of(pod), error=message)
     else:
-        log.info("pod_unschedulable", pod=key_of(pod), message=message, plugins=sorted(p.unschedulable_plugins))
+        log.info("pod_unschedulable", pod=key_of(pod), message=message, plugins=sorted(p.unschedulable_plugins),
+                 reasons=_reason_plugins(status))
     cached = sched.get_pod(pod.metadata.namespace, pod.metadata.name)
     if cached is None or cached.metadata.uid != pod.metadata.uid:
         sched.queue.done(pod.metadata.uid)
@@ -184,6 +186,14 @@ async def handle_failure(sched: CycleContext, fw: Framework, p: QueuedPodInfo, s
                                    lambda: update_pod_status(sched, cached, reason, message, nominating))
     else:
         await update_pod_status(sched, cached, reason, message, nominating)
+
+
+def _reason_plugins(status: Status) -> dict[str, str]:
+    """The plugin behind each reason of a FitError's message ({} for another failure, or when the
+    record would not be written)."""
+    if not isinstance(status.error, FitError) or not log.is_enabled_for(logging.INFO):
+        return {}
+    return status.error.diagnosis.reason_plugins()
 
 
 def _truncate(message: str, limit: int = 1024) -> str:

@@ -425,6 +425,19 @@ class Diagnosis:
     def status_of(self, node: str) -> Status | None:
         return self.node_to_status.get(node, self.absent_nodes_status)
 
+    def reason_plugins(self) -> dict[str, str]:
+        """Each reason of the FitError message with the plugin that gave it (``{"Insufficient
+        cpu": "NodeResourcesFit"}``): what ``pod_unschedulable`` logs so ``kplane explain`` can
+        name the plugin behind each count of the message."""
+        out: dict[str, str] = {}
+        statuses = list(self.node_to_status.values())
+        if self.absent_nodes_status is not None:
+            statuses.append(self.absent_nodes_status)
+        for st in statuses:
+            for r in st.reasons:
+                out.setdefault(r, st.plugin)
+        return out
+
 
 class SchedulingError(Exception):
     """A scheduling cycle that could not run to a verdict: no nodes at all, or a plugin's Error

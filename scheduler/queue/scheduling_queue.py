@@ -7,6 +7,7 @@ kube-scheduler's PriorityQueue, on one asyncio loop (no locks needed): ``Schedul
 - unschedulablePods: ``_worth_requeuing`` (the QueueingHints), ``flush_unschedulable_leftover``;
 - PreQueueingHints (KEP-6132): ``_pre_queueing_hints``;
 - pods in flight: ``_hint_for_in_flight_pod``;
+- the ``pod_requeued`` log record (``_log_requeue``): which event, plugin and hint moved a pod;
 - the metrics: the comment over ``INCOMING_PODS``.
 """
 
@@ -15,11 +16,12 @@ from __future__ import annotations
 import asyncio
 import bisect
 import enum
+import logging
 import time
 import weakref
 from collections import deque
 from dataclasses import dataclass
-from typing import Any, Callable, Iterable, Iterator
+from typing import Any, Callable, Iterable, Iterator, NamedTuple
 
 from prometheus_client import REGISTRY, Counter, Histogram
 from prometheus_client.core import GaugeMetricFamily, HistogramMetricFamily
@@ -50,6 +52,7 @@ from scheduler.queue.nominator import Nominator
 log = get_logger()
 
 ACTIVE_Q, BACKOFF_Q, UNSCHEDULABLE_Q, GATED = "active", "backoff", "unschedulable", "gated"
+IN_FLIGHT = "in-flight"  # popped, its attempt not over (``where``; a pod_requeued record's from_queue)
 DEFAULT_INITIAL_BACKOFF = 1.0
 DEFAULT_MAX_BACKOFF = 10.0
 DEFAULT_MAX_IN_UNSCHEDULABLE = 300.0
@@ -84,6 +87,22 @@ class Strategy(enum.IntEnum):
 
 def _key(p: QueuedPodInfo) -> str:
     return p.pod_info.key
+
+
+class _Verdict(NamedTuple):
+    """What a pod's rejectors' hints said about one event: the strategy, and when it moves, the
+    plugin whose QueueingHint said so ("" for the queue's own events: no plugin was asked), that
+    hint's answer (``Queue``; ``Error``: a hint that failed counts as Queue) and whether that
+    plugin's PreQueueingHint had named the pod first (KEP-6132)."""
+
+    strategy: Strategy
+    plugin: str = ""
+    hint: str = ""
+    pre_queueing_hint: bool = False
+
+
+_SKIP = _Verdict(Strategy.SKIP)
+_AFTER_BACKOFF = _Verdict(Strategy.AFTER_BACKOFF)
 
 
 class _HintEntry:
@@ -266,7 +285,9 @@ class SchedulingQueue:
         if strategy == Strategy.AFTER_BACKOFF and self.is_backing_off(p):
             self._move_to_backoff(p, event)
             return BACKOFF_Q
-        return ACTIVE_Q if self._move_to_active(p, event) else UNSCHEDULABLE_Q
+        if self._move_to_active(p, event):
+            return ACTIVE_Q
+        return GATED if p.gated else UNSCHEDULABLE_Q
 
     # ------------------------------------------------------------ the queue's API
 
@@ -327,32 +348,33 @@ class SchedulingQueue:
             # Back after an attempt: what moves it next, an event or the flush, is what counts
             # (scheduler_pod_scheduled_after_flush_total, KEP-6132's rollback signal).
             p.flushed = False
-            strategy = self._hint_for_in_flight_pod(p)
-            self._requeue(p, strategy, SCHEDULE_ATTEMPT_FAILURE)
+            verdict, event, trigger = self._hint_for_in_flight_pod(p)
+            to = self._requeue(p, verdict.strategy, SCHEDULE_ATTEMPT_FAILURE)
+            if event is not None:
+                _log_requeue(p, event.label, verdict, IN_FLIGHT, to, trigger)
         finally:
             self.done(p.pod.metadata.uid)
 
-    def _hint_for_in_flight_pod(self, p: QueuedPodInfo) -> Strategy:
+    def _hint_for_in_flight_pod(self, p: QueuedPodInfo) -> tuple[_Verdict, ClusterEvent | None, Any]:
         """A popped pod is in flight until ``done``; events that arrive meanwhile are recorded, and
         when the pod comes back unschedulable they are replayed through its rejectors' hints, so an
-        event during its attempt is never lost."""
+        event during its attempt is never lost. The verdict, and the event behind it with its object
+        (None when no event decided: an error's backoff, or none said Queue)."""
         if not p.unschedulable_plugins and not p.pending_plugins:
-            return Strategy.AFTER_BACKOFF
+            return _AFTER_BACKOFF, None, None
         since = self._in_flight.get(p.pod.metadata.uid)
         if since is None:
-            return Strategy.AFTER_BACKOFF
-        strategy = Strategy.SKIP
+            return _AFTER_BACKOFF, None, None
+        found: tuple[_Verdict, ClusterEvent | None, Any] = (_SKIP, None, None)
         for seq, event, old, new in self._in_flight_events:
             if seq <= since:
                 continue
-            s = self._worth_requeuing(p, event, old, new)
-            if s == Strategy.IMMEDIATELY:
-                return s
-            if s == Strategy.AFTER_BACKOFF:
-                strategy = s
-                if not p.pending_plugins:
-                    return s
-        return strategy
+            v = self._worth_requeuing(p, event, old, new)
+            if v.strategy == Strategy.IMMEDIATELY or (v.strategy == Strategy.AFTER_BACKOFF and not p.pending_plugins):
+                return v, event, _object_of(old, new)
+            if v.strategy == Strategy.AFTER_BACKOFF and found[0].strategy == Strategy.SKIP:
+                found = (v, event, _object_of(old, new))
+        return found
 
     def activate(self, pods: Iterable[core_pb2.Pod]) -> None:
         """Move these pods to activeQ now (or, if in flight, requeue them when they come back)."""
@@ -361,9 +383,10 @@ class SchedulingQueue:
             p = self._unschedulable.get(key) or self._backoff.get(key)
             if p is not None:
                 # Out of where it waits first: a pod that is gated now must go (back) to the pool.
-                self._unschedulable.pop(key, None)
+                source = UNSCHEDULABLE_Q if self._unschedulable.pop(key, None) is not None else BACKOFF_Q
                 self._backoff.delete(key)
-                self._move_to_active(p, FORCE_ACTIVATE)
+                to = ACTIVE_Q if self._move_to_active(p, FORCE_ACTIVATE) else GATED if p.gated else UNSCHEDULABLE_Q
+                _log_requeue(p, FORCE_ACTIVATE, _AFTER_BACKOFF, source, to, pod)
             elif pod.metadata.uid in self._in_flight:
                 self._seq += 1
                 self._in_flight_events.append((self._seq, EVENT_FORCE_ACTIVATE, None, pod))
@@ -392,10 +415,11 @@ class SchedulingQueue:
             p.pod_info.update(new)
             self.nominator.update(old_pod, p.pod_info)
             for ev in events:
-                strategy = self._worth_requeuing(p, ev, old, new)
-                if strategy != Strategy.SKIP:
+                verdict = self._worth_requeuing(p, ev, old, new)
+                if verdict.strategy != Strategy.SKIP:
                     del self._unschedulable[key]
-                    self._requeue(p, strategy, ev.label)
+                    source = GATED if p.gated else UNSCHEDULABLE_Q
+                    _log_requeue(p, ev.label, verdict, source, self._requeue(p, verdict.strategy, ev.label), new)
                     return
             return
         self._move_to_active(self._new_info(new), EVENT_UNSCHEDULED_POD_UPDATE.label)
@@ -477,13 +501,15 @@ class SchedulingQueue:
         for p in pods:
             if p.gated and not any(e.matches(event) for e in self._plugin_events.get(p.gating_plugin, ())):
                 continue
-            strategy = self._worth_requeuing(p, event, old, new, narrowed)
-            if strategy == Strategy.SKIP:
+            verdict = self._worth_requeuing(p, event, old, new, narrowed)
+            if verdict.strategy == Strategy.SKIP:
                 continue
             self._unschedulable.pop(p.key, None)
             if event == EVENT_UNSCHEDULABLE_TIMEOUT:
                 p.flushed = True
-            self._requeue(p, strategy, event.label)
+            source = GATED if p.gated else UNSCHEDULABLE_Q
+            _log_requeue(p, event.label, verdict, source, self._requeue(p, verdict.strategy, event.label),
+                         _object_of(old, new))
         self._record_in_flight_event(event, old, new)
 
     def _is_event_of_interest(self, event: ClusterEvent) -> bool:
@@ -494,33 +520,35 @@ class SchedulingQueue:
         return interesting
 
     def _worth_requeuing(self, p: QueuedPodInfo, event: ClusterEvent, old: Any, new: Any,
-                         narrowed: dict[_HintEntry, frozenset[str]] | None = None) -> Strategy:
+                         narrowed: dict[_HintEntry, frozenset[str]] | None = None) -> _Verdict:
         """What the hints of the pod's rejectors say about ``event``; ``narrowed``: per registration,
         the pods its PreQueueingHint named (a registration in it is not asked about other pods).
+        The verdict names the first plugin whose hint said Queue.
 
         A cluster event moves a pod out of unschedulablePods only if a QueueingHint of one of the
         plugins that rejected it (``unschedulable_plugins``) says Queue; Pending plugins' Queue skips
         the backoff."""
         rejectors = p.unschedulable_plugins | p.pending_plugins
         if not rejectors:
-            return Strategy.AFTER_BACKOFF
+            return _AFTER_BACKOFF
         if event.is_wildcard():
             if isinstance(new, core_pb2.Pod) and new.metadata.uid != p.pod.metadata.uid:
-                return Strategy.SKIP  # a wildcard for another pod (ForceActivate)
-            return Strategy.AFTER_BACKOFF
+                return _SKIP  # a wildcard for another pod (ForceActivate)
+            return _AFTER_BACKOFF
         entries = self._hints.get(p.pod.spec.scheduler_name)
         if entries is None:
-            return Strategy.AFTER_BACKOFF
-        strategy = Strategy.SKIP
+            return _AFTER_BACKOFF
+        verdict = _SKIP
         for e in entries:
             if e.plugin not in rejectors or not e.event.matches(event):
                 continue
+            named = None
             if narrowed is not None:
                 named = narrowed.get(e)
                 if named is not None and p.key not in named:
                     continue  # its PreQueueingHint did not name this pod: this hint is not asked
             if e.hint is None:
-                hint = QueueingHint.QUEUE
+                hint, label = QueueingHint.QUEUE, _HINT_LABELS[QueueingHint.QUEUE]
             else:
                 start = time.perf_counter()
                 try:
@@ -534,11 +562,12 @@ class SchedulingQueue:
             if hint == QueueingHint.QUEUE_SKIP:
                 continue
             if e.plugin in p.pending_plugins:
-                return Strategy.IMMEDIATELY
+                return _Verdict(Strategy.IMMEDIATELY, e.plugin, label, named is not None)
             if not p.pending_plugins:
-                return Strategy.AFTER_BACKOFF
-            strategy = Strategy.AFTER_BACKOFF
-        return strategy
+                return _Verdict(Strategy.AFTER_BACKOFF, e.plugin, label, named is not None)
+            if verdict.strategy == Strategy.SKIP:
+                verdict = _Verdict(Strategy.AFTER_BACKOFF, e.plugin, label, named is not None)
+        return verdict
 
     def flush_backoff_completed(self) -> None:
         """backoffQ's pods whose backoff is over, to activeQ (every second)."""
@@ -584,7 +613,7 @@ class SchedulingQueue:
         p = self._unschedulable.get(key)
         if p is not None:
             return GATED if p.gated else UNSCHEDULABLE_Q
-        return "in-flight" if pod.metadata.uid in self._in_flight else ""
+        return IN_FLIGHT if pod.metadata.uid in self._in_flight else ""
 
     def counts(self) -> dict[str, int]:
         """Pending pods per sub-queue (deferred resizes of bound pods not included: ``resize_counts``)."""
@@ -607,6 +636,27 @@ class SchedulingQueue:
 
     def in_flight_events_count(self) -> int:
         return len(self._in_flight_events)
+
+
+def _object_of(old: Any, new: Any) -> Any:
+    """The object a cluster event is about: its new version, or the old one of a deletion."""
+    return new if new is not None else old
+
+
+def _log_requeue(p: QueuedPodInfo, event: str, verdict: _Verdict, source: str, to: str, trigger: Any) -> None:
+    """``pod_requeued``: a cluster event moved the pod on — one record per moved pod, never per
+    event, at info (the level every process runs at), so ``kplane explain`` can say which event,
+    which plugin's QueueingHint (and PreQueueingHint) moved it, from which sub-queue to which.
+    ``trigger`` is the event's object: its ``namespace/name`` and resourceVersion (the revision of
+    the change that moved the pod; "" for the queue's own events) are logged. The record's fields
+    are values, never formatted; a disabled level costs one call."""
+    if not log.is_enabled_for(logging.INFO):
+        return
+    meta = getattr(trigger, "metadata", None)
+    log.info("pod_requeued", pod=p.key, uid=p.pod.metadata.uid, cluster_event=event, plugin=verdict.plugin,
+             hint=verdict.hint, pre_queueing_hint=verdict.pre_queueing_hint, from_queue=source, to_queue=to,
+             trigger=f"{meta.namespace}/{meta.name}" if meta is not None and meta.namespace else
+             getattr(meta, "name", ""), trigger_rv=getattr(meta, "resource_version", ""))
 
 
 # ------------------------------------------------------------------------------------------

@@ -116,12 +116,13 @@ def test_nodes_added_and_removed_shape_the_topology_and_survive_cluster_json():
 def test_kplane_help_lists_every_command_of_the_design():
     text = build_parser().format_help()
     for cmd in ("up", "down", "status", "node", "apply", "get", "delete", "patch", "resize", "evict", "kill",
-                "start", "restart", "failpoint", "history", "check", "timeline"):
+                "start", "restart", "failpoint", "history", "check", "timeline", "explain", "run", "chaos",
+                "record", "diff"):
         assert f" {cmd} " in text or f"{{{cmd}," in text or f",{cmd}," in text or f",{cmd}}}" in text, cmd
 
 
 NAMESPACED = {"apply": ["-f", "x.yaml"], "get": ["pods"], "delete": ["pod", "a"], "patch": ["pod", "a", "-p", "{}"],
-              "resize": ["pod", "a", "--cpu", "1"], "evict": ["pod", "a"]}
+              "resize": ["pod", "a", "--cpu", "1"], "evict": ["pod", "a"], "explain": ["pod", "a"]}
 NOT_NAMESPACED = {"up": [], "down": [], "status": [], "node": ["add", "n"], "kill": ["scheduler"],
                   "start": ["scheduler"], "restart": ["scheduler"], "failpoint": ["scheduler", "p", "off"],
                   "compose": [], "tokens": [], "history": [], "check": [], "run": ["s.yaml"],

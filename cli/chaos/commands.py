@@ -168,7 +168,10 @@ def cmd_shrink(args: argparse.Namespace, data_dir: Path) -> int:
         where = out / label
         result = execute(candidate, args, data_dir, where, echo=lambda line: None, fresh=True)
         if result.ok:
-            shutil.rmtree(where / "cluster", ignore_errors=True)  # keep only failing runs' data
+            shutil.rmtree(where / "cluster", ignore_errors=True)  # a passing candidate: nothing to read
+        else:  # a failing one: its logs and history stay, etcd's preallocated files go
+            for d in (where / "cluster").glob("etcd*"):
+                shutil.rmtree(d, ignore_errors=True)
         return result
 
     target = ""

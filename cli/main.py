@@ -758,7 +758,8 @@ def build_parser() -> argparse.ArgumentParser:
                     help="every profile in turn, the duration shared between them")
     sp.add_argument("--failpoints", metavar="NAME=ACTION;...",
                     help="failpoints armed in every process for the whole run, e.g. kubelet/skip-fit-check=return")
-    sp.add_argument("--tries", type=int, default=2, help="shrink: runs per candidate before it counts as passing")
+    sp.add_argument("--tries", type=int, default=2, help="shrink: runs per candidate, every one of which must fail "
+                    "for the candidate to count as failing")
     run_flags(sp)
 
     sp = add("timeline", cmd_timeline, "draw the history: a lane per node, pods' lives, resizes, preemptions "

@@ -1,9 +1,10 @@
 """Shrinking a failing schedule to a minimal one that still fails the same way.
 
-Real processes are not deterministic, so a candidate counts as failing when any of ``tries`` runs
-fails with the same *signature* — the rule that was broken, or "did not converge", or the step
-that timed out — and a different failure does not count (shrinking must not wander to another
-bug). Each run gets a fresh cluster of the schedule's ``cluster:`` settings.
+Real processes are not deterministic, so a candidate counts as failing only when every one of
+its ``tries`` runs fails with the same *signature* — the rule that was broken, or "did not
+converge", or the step that timed out; a different failure, or a pass, does not count (shrinking
+must not wander to another bug, nor to a schedule that fails now and then: the minimal schedule is
+one that fails every time). Each run gets a fresh cluster of the schedule's ``cluster:`` settings.
 
 The passes, each until it changes nothing (QuickCheck's and Hypothesis' order: fewer steps first,
 then simpler ones):
@@ -57,11 +58,12 @@ class Shrinker:
             self.runs += 1
             result = self.run_once(sched, f"shrink-{self.runs:03d}")
             got = signature(result)
-            if got == self.target:
-                self.echo(f"  {what}: {len(sched.steps)} steps fail ({got}, try {i + 1})")
-                return True
-        self.echo(f"  {what}: {len(sched.steps)} steps pass")
-        return False
+            if got != self.target:
+                self.echo(f"  {what}: {len(sched.steps)} steps: try {i + 1} " + (f"failed otherwise ({got})" if got
+                                                                                  else "passed"))
+                return False
+        self.echo(f"  {what}: {len(sched.steps)} steps fail ({self.target}, {self.tries} of {self.tries})")
+        return True
 
     def shortest_prefix(self, sched: Schedule) -> Schedule:
         lo, hi = 1, len(sched.steps)  # the whole schedule fails; find the least n whose prefix does

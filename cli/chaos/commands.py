@@ -13,6 +13,7 @@ import json
 import os
 import random
 import shutil
+import signal
 import sys
 import time
 from collections.abc import Callable, Iterator
@@ -81,8 +82,17 @@ def summary(result: runner.RunResult) -> str:
             f"{len(result.violations)} violations, {result.seconds:.0f} s; files in {result.out_dir}")
 
 
+def _stop_on_sigterm() -> None:
+    """SIGTERM ends a run as Ctrl-C does: through the ``finally`` that stops the cluster it started
+    (without it the run's processes outlive it)."""
+    def stop(signum: int, frame: object) -> None:
+        raise SystemExit(128 + signum)
+    signal.signal(signal.SIGTERM, stop)
+
+
 def execute(sched: Schedule, args: argparse.Namespace, data_dir: Path, out: Path,
             echo: Callable[[str], None] = print, fresh: bool = False) -> runner.RunResult:
+    _stop_on_sigterm()
     with cluster_for(data_dir, _settings(sched, args), out, args.timeout, echo, fresh) as state:
         return asyncio.run(runner.run(sched, state, out, converge_timeout=args.converge_timeout,
                                       wait_scale=args.wait_scale, echo=echo))

@@ -184,10 +184,11 @@ def cmd_shrink(args: argparse.Namespace, data_dir: Path) -> int:
                 shutil.rmtree(d, ignore_errors=True)
         return result
 
-    target = ""
+    target, pods = "", frozenset[str]()
     beside = path.with_name("result.json")
     if beside.exists():
-        target = shrink.signature(runner.RunResult(**json.loads(beside.read_text())))
+        first = runner.RunResult(**json.loads(beside.read_text()))
+        target, pods = shrink.signature(first), shrink.named_pods(first)
     if not target:
         for i in range(args.tries * 2):
             target = shrink.signature(run_once(sched, f"first-{i + 1}"))
@@ -195,7 +196,7 @@ def cmd_shrink(args: argparse.Namespace, data_dir: Path) -> int:
                 break
     if not target:
         raise ScheduleError(f"{path} did not fail in {args.tries * 2} runs: nothing to shrink")
-    s = shrink.Shrinker(run_once, target, tries=args.tries, echo=lambda line: print(line, flush=True))
+    s = shrink.Shrinker(run_once, target, tries=args.tries, echo=lambda line: print(line, flush=True), pods=pods)
     small = s.shrink(sched)
     held = shrink.confirm(run_once, small, target, runs=3)
     small.description = (f"shrunk from {path} ({len(sched.steps)} steps) by kplane chaos shrink in {s.runs} runs; "

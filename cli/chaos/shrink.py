@@ -11,8 +11,8 @@ then simpler ones):
 
 1. the shortest failing prefix, by bisection (a violation happens by some step; what follows it
    only adds noise);
-2. every ``after`` delay set to 0 at once, when the failure holds so (every later run is then
-   quick);
+2. every ``after`` delay set to 0 at once, else halved, when the failure holds so (every later
+   run is then quick); then, once, every step on a pod the failure's messages do not name left out;
 3. delta debugging (Zeller's ddmin) over the steps: remove chunks of halves, quarters, ... down to
    single steps;
 4. each delay left set to 0, then halved, where the failure holds.
@@ -22,6 +22,7 @@ The result is confirmed with ``confirm`` runs and written with how many of them 
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -30,6 +31,24 @@ from cli.chaos.schedule import Schedule, Step
 
 # Runs a candidate once; ``label`` names its directory.
 RunOnce = Callable[[Schedule, str], RunResult]
+
+
+def _pod_of(step: Step) -> str | None:
+    """The pod a step acts on, None for a step on no single pod."""
+    if step.op == "apply" and isinstance(step.args, dict) and step.args.get("kind") == "Pod":
+        return str(step.args.get("metadata", {}).get("name", ""))
+    if step.op == "delete" and str(step.arg("kind", "")).lower() in ("pod", "pods", "po"):
+        return str(step.arg("name"))
+    if step.op in ("resize", "evict"):
+        return str(step.arg("pod"))
+    return None
+
+
+def named_pods(result: RunResult) -> frozenset[str]:
+    """The pods a failure's violation messages name (``default/pod-3`` -> ``pod-3``)."""
+    return frozenset(m.split("/", 1)[1] for v in result.violations
+                     for m in re.findall(r"[a-z0-9-]+/[a-z0-9][a-z0-9.-]*", str(v.get("message", "")))
+                     if not m.startswith(("kubelet/", "runtime/")))
 
 
 def signature(result: RunResult) -> str:
@@ -52,6 +71,7 @@ class Shrinker:
     tries: int = 2
     echo: Callable[[str], None] = print
     runs: int = 0
+    pods: frozenset[str] = frozenset()  # the pods the failure names (namespace dropped)
 
     def fails(self, sched: Schedule, what: str) -> bool:
         for i in range(self.tries):
@@ -64,6 +84,14 @@ class Shrinker:
                 return False
         self.echo(f"  {what}: {len(sched.steps)} steps fail ({self.target}, {self.tries} of {self.tries})")
         return True
+
+    def only_named_pods(self, sched: Schedule) -> Schedule:
+        """One candidate: without the steps on pods the failure does not name (``pods``, from its
+        violation messages); the faults and the steps on other kinds stay."""
+        kept = [s for s in sched.steps if (_pod_of(s) or "") in self.pods or _pod_of(s) is None]
+        if len(kept) < len(sched.steps) and self.fails(sched.replace_steps(kept), "only the pods the failure names"):
+            return sched.replace_steps(kept)
+        return sched
 
     def shortest_prefix(self, sched: Schedule) -> Schedule:
         lo, hi = 1, len(sched.steps)  # the whole schedule fails; find the least n whose prefix does
@@ -109,9 +137,13 @@ class Shrinker:
         self.echo(f"shrinking {len(sched.steps)} steps, keeping: {self.target}")
         sched = self.shortest_prefix(sched)
         self.echo(f"shortest failing prefix: {len(sched.steps)} steps")
-        hurried = sched.replace_steps([Step(s.op, s.args, 0.0) for s in sched.steps])
-        if any(s.after for s in sched.steps) and self.fails(hurried, "every delay 0"):
-            sched = hurried
+        for factor in (0.0, 0.5):
+            hurried = sched.replace_steps([Step(s.op, s.args, round(s.after * factor, 2)) for s in sched.steps])
+            if any(s.after for s in sched.steps) and self.fails(hurried, f"every delay x{factor:g}"):
+                sched = hurried
+                break
+        if self.pods:
+            sched = self.only_named_pods(sched)
         sched = self.ddmin(sched)
         self.echo(f"after removing steps: {len(sched.steps)} steps")
         return self.shorter_delays(sched)

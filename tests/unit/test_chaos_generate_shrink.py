@@ -78,3 +78,23 @@ def test_another_failure_does_not_count_as_the_one_being_shrunk():
         return RunResult(False, "did not converge within 9 s: x", "/tmp")
     assert not shrink.Shrinker(other, "violation r", tries=2, echo=lambda _: None).fails(_sched(3), "x")
     assert shrink.signature(RunResult(False, "did not converge within 9 s: x", "/tmp")) == "did not converge"
+
+
+def test_the_steps_on_pods_the_failure_does_not_name_go_in_one_candidate():
+    pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"}}
+    steps = [Step("apply", {**pod, "metadata": {"name": n}}) for n in ("a", "b", "c")]
+    steps += [Step("resize", {"pod": "b", "cpu": "1"}), Step("kill", "scheduler"), Step("evict", {"pod": "c"})]
+    needed = {"a", "b"}
+
+    def run_once(s: Schedule, label: str) -> RunResult:
+        names = {st.args["metadata"]["name"] for st in s.steps if st.op == "apply"}
+        fails = needed <= names and any(st.op == "kill" for st in s.steps)
+        return RunResult(not fails, "", "/tmp", violations=[{"rule": "r", "rev": 1, "message": "x"}] if fails else [])
+
+    first = RunResult(False, "", "/tmp", violations=[{"rule": "r", "rev": 9, "message":
+                                                       "pod default/a preempted default/b while kubelet/node-1 ..."}])
+    s = shrink.Shrinker(run_once, "violation r", tries=1, echo=lambda _: None, pods=shrink.named_pods(first))
+    assert s.pods == {"a", "b"}
+    small = s.only_named_pods(Schedule(steps))
+    assert [st.describe() for st in small.steps] == ["apply pod/a", "apply pod/b", "resize pod=b cpu=1", "kill scheduler"]
+    assert s.runs == 1

@@ -77,11 +77,13 @@ class PodSync:
         self._dra = dra
         self._max_claim_retry = max_claim_retry
         self._claim_waits: dict[str, tuple[str, float]] = {}  # pod uid -> (why its claims are not ready, next delay)
+        self._ended: set[str] = set()  # uids of terminal pods whose end retried the pending resizes
 
     async def sync_cleanup(self, uid: str) -> None:
         """Remove what the runtime still holds of a pod the API no longer has; a pod that freed
         resources retries the pending resizes (KEP-1287's triggers)."""
         self._claim_waits.pop(uid, None)
+        self._ended.discard(uid)
         if await self._terminator.cleanup(uid):
             await self._retries.retry(TRIGGER_PODS_REMOVED)
 
@@ -127,6 +129,11 @@ class PodSync:
             await self._runtime.stop_all(observed, 0)
             self._dra.unprepare_resources(uid)
             self._claim_waits.pop(uid, None)
+            if uid not in self._ended:
+                # A pod that ended no longer counts (active_pods): what it held is free for the
+                # pending resizes (KEP-1287 "Retry of deferred resizes"), as if it were removed.
+                self._ended.add(uid)
+                await self._retries.retry(TRIGGER_PODS_REMOVED)
             return
         if not self._alloc.is_allocated(pod):
             if not await self._admitter.admit(pod, observed):

@@ -17,6 +17,7 @@ PodStatus, following Kubernetes' generateAPIPodStatus:
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from kubelet.allocation.checkpoint import Resources
@@ -78,11 +79,16 @@ def to_linux(r: Resources) -> LinuxResources:
                           cpu_period=CPU_PERIOD, memory_limit_in_bytes=lim.get("memory", 0))
 
 
-def actual_requirements(allocated: Resources, applied: LinuxResources) -> Resources:
-    """The ResourceRequirements reported in status for what the runtime applied."""
+def actual_requirements(allocated: Resources, applied: LinuxResources, actuated: Resources | None = None) -> Resources:
+    """The ResourceRequirements reported in status for what the runtime applied. The runtime
+    reports no memory request: that is the actuated one (what the runtime was last given), which
+    the kubelet counts the pod at; it differs from the allocated one while a resize is not applied
+    (KEP-1287 "Memory Limit Decreases": a limit below the usage is never sent)."""
     alloc_req = resources.to_resource_list(allocated.requests)
     alloc_lim = resources.to_resource_list(allocated.limits)
     requests = dict(allocated.requests)
+    if actuated is not None and "memory" in actuated.requests:
+        requests["memory"] = actuated.requests["memory"]
     limits = dict(allocated.limits)
     if "cpu" in alloc_req or applied.cpu_shares > MIN_SHARES:
         if milli_to_shares(alloc_req.get("cpu", 0)) != applied.cpu_shares:
@@ -158,7 +164,7 @@ def _state(view: ContainerView | None, waiting_reason: str, waiting_message: str
 
 def container_status(c: core_pb2.Container, pod_view: PodView, allocated: Resources | None,
                      report_resources: bool, waiting_reason: str = "ContainerCreating",
-                     waiting_message: str = "") -> core_pb2.ContainerStatus:
+                     waiting_message: str = "", actuated: Resources | None = None) -> core_pb2.ContainerStatus:
     view = pod_view.containers.get(c.name)
     cs = core_pb2.ContainerStatus(name=c.name, image=c.image, restart_count=pod_view.restarts.get(c.name, 0))
     cs.state.CopyFrom(_state(view, waiting_reason, waiting_message))
@@ -176,7 +182,7 @@ def container_status(c: core_pb2.Container, pod_view: PodView, allocated: Resour
         alloc = allocated if allocated is not None else Resources.of(c.resources)
         cs.allocated_resources.update(alloc.requests)
         if view is not None and view.state == "running" and view.applied is not None:
-            actual = actual_requirements(alloc, view.applied)
+            actual = actual_requirements(alloc, view.applied, actuated)
         else:
             actual = alloc
         cs.resources.SetInParent()  # present even when empty: "{}" says this kubelet supports resize
@@ -233,8 +239,10 @@ def phase(pod: core_pb2.Pod, view: PodView) -> str:
 
 def compute_status(pod: core_pb2.Pod, view: PodView, allocation: dict[str, Resources] | None,
                    resize_conditions: dict[str, ResizeCondition], report_resources: bool = True,
-                   host_ip: str = "", blocked: tuple[str, str] | None = None) -> core_pb2.PodStatus:
-    """The PodStatus to report for ``pod`` given what the runtime says. ``blocked`` is the
+                   host_ip: str = "", blocked: tuple[str, str] | None = None,
+                   actuated: Mapping[str, Resources] | None = None) -> core_pb2.PodStatus:
+    """The PodStatus to report for ``pod`` given what the runtime says (``actuated``: the actuated
+    resources by container, from the kubelet's checkpoint). ``blocked`` is the
     (reason, message) the containers not started yet wait with when something keeps the pod from
     starting them (its ResourceClaims not prepared: ``kubelet.dra``)."""
     now = timeutil.rfc3339()
@@ -256,7 +264,8 @@ def compute_status(pod: core_pb2.Pod, view: PodView, allocation: dict[str, Resou
     blocked_reason, blocked_message = blocked if blocked is not None else ("", "")
     for c in pod.spec.init_containers:
         st.init_container_statuses.append(container_status(c, view, allocation.get(c.name), report_resources,
-                                                           blocked_reason or "PodInitializing", blocked_message))
+                                                           blocked_reason or "PodInitializing", blocked_message,
+                                                           (actuated or {}).get(c.name)))
     initialized = all(
         (v := view.containers.get(c.name)) is not None and (
             v.state == "running" if resources.is_restartable_init_container(c) else
@@ -265,7 +274,8 @@ def compute_status(pod: core_pb2.Pod, view: PodView, allocation: dict[str, Resou
     for c in pod.spec.containers:
         st.container_statuses.append(container_status(
             c, view, allocation.get(c.name), report_resources,
-            blocked_reason or ("ContainerCreating" if initialized else "PodInitializing"), blocked_message))
+            blocked_reason or ("ContainerCreating" if initialized else "PodInitializing"), blocked_message,
+            (actuated or {}).get(c.name)))
     all_ready = bool(pod.spec.containers) and all(cs.ready for cs in st.container_statuses)
     gen = pod.metadata.generation
     terminal = st.phase in ("Succeeded", "Failed")

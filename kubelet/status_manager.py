@@ -13,6 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from kubelet.allocation import conditions as cond
+from kubelet.allocation.checkpoint import Resources
 from kubelet.allocation.manager import AllocationManager
 from kubelet.eviction.manager import PodKill
 from kubelet.runtime_ops import Observed
@@ -67,13 +68,23 @@ class StatusManager:
             return st
         await self.update(pod, build)
 
+    def _actuated(self, pod: core_pb2.Pod) -> dict[str, Resources]:
+        """What the runtime was last given, by container (the actuated checkpoint)."""
+        out = {}
+        for c in list(pod.spec.init_containers) + list(pod.spec.containers):
+            r = self._alloc.actuated_of(pod.metadata.uid, c.name)
+            if r is not None:
+                out[c.name] = r
+        return out
+
     async def write(self, pod: core_pb2.Pod, observed: Observed, terminated: bool = False,
                     blocked: tuple[str, str] | None = None) -> None:
         """The computed status; ``blocked``: the (reason, message) the containers not started wait with."""
         uid = pod.metadata.uid
         allocation = self._alloc.allocation_of(uid)
         computed = compute_status(pod, observed.view, allocation, self._alloc.conditions_of(uid),
-                                  report_resources=self._report_resources, host_ip=self._host_ip, blocked=blocked)
+                                  report_resources=self._report_resources, host_ip=self._host_ip, blocked=blocked,
+                                  actuated=self._actuated(pod))
         if terminated:
             # A deleted pod ends in a terminal phase (Kubernetes 1.27+): Failed unless all succeeded.
             views = [observed.view.containers.get(c.name) for c in pod.spec.containers]
@@ -100,7 +111,8 @@ class StatusManager:
         """Failed with the kill's reason and message, plus its condition (DisruptionTarget)."""
         uid = pod.metadata.uid
         computed = compute_status(pod, observed.view, self._alloc.allocation_of(uid), self._alloc.conditions_of(uid),
-                                  report_resources=self._report_resources, host_ip=self._host_ip)
+                                  report_resources=self._report_resources, host_ip=self._host_ip,
+                                  actuated=self._actuated(pod))
         computed.phase, computed.reason, computed.message = "Failed", kill.reason, kill.message
         now = timeutil.rfc3339()
 

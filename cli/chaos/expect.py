@@ -2,10 +2,13 @@
 state and the run's history.
 
 - ``{pod: NAME, namespace: NS, phase: Running, node: node-1, bound: true, gone: false,
-  resize: done|Deferred|Infeasible, requests: {cpu: 1500m}}``: the pod as it ends (``gone: true``:
-  deleted; ``requests``: the first container's allocated requests, as the kubelet reports them);
+  resize: done|Deferred|Infeasible, requests: {cpu: 1500m}, actual: {cpu: 1}, restarts: 0}``: the pod
+  as it ends (``gone: true``: deleted; ``requests``: the first container's allocated requests, as
+  the kubelet reports them; ``actual``: the requests its container runs with, as the runtime
+  reports them; ``restarts``: the first container's restart count);
 - ``{event: REASON, pod: NAME, min: 1, max: 3}``: how many times the run's history shows the Event
-  (its ``count`` summed over the Event objects; ``min`` defaults to 1);
+  (its ``count`` summed over the Event objects; ``min`` defaults to 1, or to 0 when ``max`` is given:
+  ``{event: OutOfcpu, max: 0}`` says it never happened);
 - ``{replicaset: NAME, ready: N}`` / ``{deployment: NAME, ready: N}``: its ready replicas at the end
   (pods a controller names at random cannot be named in a schedule).
 """
@@ -30,7 +33,8 @@ async def unmet(client: Client, expect: list[dict[str, Any]], entries: Iterable[
         where = f"expect {i}"
         if "event" in e:
             n = events.get((str(e["event"]), str(e.get("pod") or "")), 0)
-            lo, hi = int(e.get("min", 1)), e.get("max")
+            hi = e.get("max")
+            lo = int(e.get("min", 1 if hi is None else 0))
             if n < lo or (hi is not None and n > int(hi)):
                 bounds = f"at least {lo}" + (f" and at most {hi}" if hi is not None else "")
                 out.append(f"{where}: {n} {e['event']} event(s)" + (f" for pod {e['pod']}" if e.get("pod") else "")
@@ -81,13 +85,19 @@ async def _pod(client: Client, e: dict[str, Any]) -> list[str]:
                    f"want {'bound' if e['bound'] else 'not bound'}")
     if "resize" in e and pod_resize_state(pod) != e["resize"]:
         out.append(f"pod {name}'s resize is {pod_resize_state(pod)}, want {e['resize']}")
-    if "requests" in e:
-        got = resources.to_resource_list(pod.status.container_statuses[0].allocated_resources) \
-            if pod.status.container_statuses else {}
-        want = resources.to_resource_list({k: str(v) for k, v in dict(e["requests"]).items()})
+    first = pod.status.container_statuses[0] if pod.status.container_statuses else None
+    for key, said in (("requests", "pod {} has {} allocated"), ("actual", "pod {} runs with {}")):
+        if key not in e:
+            continue
+        raw = {} if first is None else dict(first.allocated_resources if key == "requests"
+                                            else first.resources.requests)
+        got = resources.to_resource_list(raw)
+        want = resources.to_resource_list({k: str(v) for k, v in dict(e[key]).items()})
         if any(got.get(k) != v for k, v in want.items()):
-            out.append(f"pod {name} has {dict(pod.status.container_statuses[0].allocated_resources) if got else {}} "
-                       f"allocated, want {e['requests']}")
+            out.append(f"{said.format(name, raw)}, want {e[key]}")
+    if "restarts" in e and (first.restart_count if first is not None else 0) != int(e["restarts"]):
+        out.append(f"pod {name}'s container restarted {first.restart_count if first is not None else 0} time(s), "
+                   f"want {e['restarts']}")
     return out
 
 

@@ -51,7 +51,7 @@ def components_named(sched: Schedule, state: cluster.ClusterState) -> None:
     for i, s in enumerate(sched.steps, 1):
         if s.op == "node-add":
             known |= {f"kubelet/{s.arg('name')}", f"runtime/{s.arg('name')}"}
-        if s.op in FAULTS and s.arg("component") not in known:
+        if s.op in FAULTS and s.arg("component") is not None and s.arg("component") not in known:
             raise ScheduleError(f'step {i} ({s.op}): unknown component "{s.arg("component")}" (this cluster has: '
                                 f'{", ".join(sorted(state.processes))})')
 

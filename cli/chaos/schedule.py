@@ -17,6 +17,8 @@ It is YAML::
     expect:                                          # what must hold once the cluster settled
       - {pod: web, phase: Running, node: node-1}
 
+A relative ``cluster.scheduler_config`` is read beside the schedule file.
+
 Each step has one operation key and optionally ``after``. The operations and their arguments are
 ``OPERATIONS``' keys, each checked here so a bad file fails before anything is sent, with one line
 naming the step (``step 3 (resize): ...``). A step is a frozen dataclass; ``op`` names it and
@@ -42,7 +44,7 @@ class ScheduleError(ValueError):
 # argument (``kill: scheduler``) is the ``SCALAR`` key's value.
 SCALAR: Final = {"kill": "component", "start": "component", "restart": "component", "pause": "component",
                  "resume": "component", "node-remove": "name", "drain": "node", "sleep": "seconds",
-                 "wait": "for", "evict": "pod", "cordon": "node", "uncordon": "node"}
+                 "wait": "for", "evict": "pod", "cordon": "node", "uncordon": "node", "exit": "pod"}
 OPERATIONS: Final[dict[str, tuple[frozenset[str], frozenset[str]]]] = {
     # user operations
     "apply": (frozenset(), frozenset()),  # a manifest or a list of manifests: checked apart
@@ -64,18 +66,24 @@ OPERATIONS: Final[dict[str, tuple[frozenset[str], frozenset[str]]]] = {
     "resume": (frozenset({"component"}), frozenset()),
     "failpoint": (frozenset({"component", "name", "action"}), frozenset()),
     "delay-watch": (frozenset({"component", "ms"}), frozenset()),
+    # node-local faults, done beside the cluster's processes (steps.py)
+    "exit": (frozenset({"pod"}), frozenset({"namespace", "container", "code"})),
+    "corrupt-checkpoint": (frozenset({"node"}), frozenset({"file"})),
     # waits
     "sleep": (frozenset({"seconds"}), frozenset()),
     "wait": (frozenset({"for"}), frozenset({"pods", "pod", "namespace", "node", "status", "reason",
-                                            "component", "name", "timeout"})),
+                                            "component", "name", "count", "timeout"})),
 }
 USER_OPERATIONS: Final = ("apply", "delete", "resize", "evict", "scale", "node-add", "node-remove", "drain",
                           "cordon", "uncordon")
-FAULTS: Final = ("kill", "start", "restart", "pause", "resume", "failpoint", "delay-watch")
+FAULTS: Final = ("kill", "start", "restart", "pause", "resume", "failpoint", "delay-watch", "exit",
+                  "corrupt-checkpoint")
+# The kubelet checkpoint files ``corrupt-checkpoint`` can damage (kubelet/allocation/checkpoint.py).
+CHECKPOINT_FILES: Final = ("allocated", "actuated")
 WAITS: Final = ("sleep", "wait")
 # What ``wait: {for: ...}`` can wait for (steps.py says what each means).
 WAIT_FOR: Final = ("converged", "running", "bound", "scheduled", "deleted", "resize", "event", "ready",
-                   "failpoint-paused", "nodes-ready")
+                   "failpoint-paused", "nodes-ready", "exited", "nominated", "restarted")
 # The settings of ``cluster:`` (kplane up's flags, with underscores).
 CLUSTER_KEYS: Final = frozenset({"nodes", "node_cpu", "node_memory", "node_pods", "feature_gates", "version",
                                  "etcd_members", "apiservers", "schedulers", "controller_managers",
@@ -83,7 +91,7 @@ CLUSTER_KEYS: Final = frozenset({"nodes", "node_cpu", "node_memory", "node_pods"
                                  "apiserver_args", "dra_devices", "kube_reserved", "scheduler_config",
                                  "failpoints"})
 EXPECT_KEYS: Final = frozenset({"pod", "namespace", "phase", "node", "gone", "bound", "resize", "requests",
-                                "event", "min", "max", "replicaset", "deployment", "ready"})
+                                "actual", "restarts", "event", "min", "max", "replicaset", "deployment", "ready"})
 
 
 @dataclass(frozen=True)
@@ -224,6 +232,7 @@ def _check_values(where: str, op: str, a: dict[str, Any]) -> None:
         number("ms")
     elif op == "wait":
         number("timeout")
+        number("count", integer=True)
         if a["for"] not in WAIT_FOR:
             raise ScheduleError(f"{where}: cannot wait for {a['for']!r} (can: {', '.join(WAIT_FOR)})")
     elif op == "resize":
@@ -237,6 +246,11 @@ def _check_values(where: str, op: str, a: dict[str, Any]) -> None:
                     raise ScheduleError(f"{where}: invalid {k} {a[k]!r}: {exc}") from None
     elif op == "delete":
         number("grace_period", integer=True)
+    elif op == "exit":
+        number("code", integer=True)
+    elif op == "corrupt-checkpoint":
+        if a.get("file", "allocated") not in CHECKPOINT_FILES:
+            raise ScheduleError(f"{where}: file must be one of {', '.join(CHECKPOINT_FILES)}, got {a['file']!r}")
 
 
 def parse(doc: Any, source: str = "schedule") -> Schedule:
@@ -280,4 +294,8 @@ def load(path: Path | str) -> Schedule:
         mark = getattr(exc, "problem_mark", None)
         where = f" line {mark.line + 1}" if mark is not None else ""
         raise ScheduleError(f"{path}:{where} not YAML: {getattr(exc, 'problem', None) or exc}") from None
-    return parse(doc, str(path))
+    sched = parse(doc, str(path))
+    config = sched.cluster.get("scheduler_config")
+    if config and not Path(str(config)).is_absolute():
+        sched.cluster["scheduler_config"] = str((path.parent / str(config)).resolve())
+    return sched

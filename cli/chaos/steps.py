@@ -5,6 +5,21 @@ refuses (NotFound, Conflict, a PodDisruptionBudget's TooManyRequests, an apiserv
 is an outcome, not a failure of the run: under faults, refusals are part of what happens. A fault
 is recorded as an Event in the history (marks.py) and in ``Context`` so the runner can heal it at
 the end. A ``wait`` that times out fails the step; the runner stops there.
+
+Two faults act on a node beside its processes, with no Event written for them: ``exit`` ends a
+pod's container as its process would (the fake runtime's ExitContainer, exit ``code``, default 0:
+under restartPolicy Always the kubelet restarts it, under Never the pod turns terminal), and
+``corrupt-checkpoint`` cuts a kubelet checkpoint file (``file: allocated`` or ``actuated``) short
+mid-write, as a crash during a non-atomic write would leave it (the kubelet reads it at its next
+start: kill it first).
+
+What ``wait: {for: ...}`` waits for: ``running``, ``ready``, ``bound``/``scheduled`` (to ``node``
+if given), ``deleted``, ``resize`` (``status``: done, Deferred, Infeasible, InProgress),
+``nominated`` (``status.nominatedNodeName`` set, to ``node`` if given), ``restarted`` (the first
+container restarted at least once and running again) for ``pod`` or ``pods``; ``event`` (``reason``,
+``pod``); ``failpoint-paused`` (``component``, ``name``); ``exited`` (every process of
+``component`` has exited, as at a ``panic`` failpoint: ``start`` brings it back); ``nodes-ready``;
+``converged``. ``failpoint-paused`` takes ``count``: at least that many callers held (default 1).
 """
 
 from __future__ import annotations
@@ -16,14 +31,18 @@ import signal
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from cli import apply as apply_cmd
 from cli import cluster, nodes, preflight, topology
 from cli.chaos import marks
 from cli.chaos.converge import converged, pod_resize_state
 from cli.chaos.schedule import Step
+from kubelet.allocation.checkpoint import ACTUATED_FILE, ALLOCATED_FILE
+from kubelet.runtime.client import RuntimeClient
+from kubelet.runtime.errors import RuntimeCallError
 from machinery import errors
-from machinery.api import core_pb2
+from machinery.api import core_pb2, cri_pb2
 from machinery.client import Client
 from machinery.kinds import UnknownKindError, lookup
 
@@ -60,7 +79,7 @@ async def perform(step: Step, ctx: Context) -> Outcome:
         return await _HANDLERS[step.op](step, ctx)
     except errors.ApiError as exc:
         return Outcome(False, f"{type(exc).__name__}: {_one_line(exc.message)}")
-    except (cluster.ClusterError, apply_cmd.ApplyError, preflight.PreflightError) as exc:
+    except (cluster.ClusterError, apply_cmd.ApplyError, preflight.PreflightError, OSError) as exc:
         return Outcome(False, _one_line(str(exc)))
 
 
@@ -282,6 +301,44 @@ async def _delay_watch(step: Step, ctx: Context) -> Outcome:
     return Outcome(True, f"{await arm(ctx, component, DELAY_WATCH_POINT, action)}; {said}")
 
 
+async def _exit(step: Step, ctx: Context) -> Outcome:
+    pod = await ctx.client.pods.get(str(step.arg("pod")), _ns(step, ctx))
+    name = step.arg("container") or (pod.spec.containers[0].name if pod.spec.containers else "")
+    cs = next((c for c in pod.status.container_statuses if c.name == name), None)
+    if cs is None or not cs.container_id:
+        return Outcome(False, f"container {name} of {pod.metadata.name} has not started")
+    proc = ctx.state.processes.get(f"runtime/{pod.spec.node_name}")
+    if proc is None or "--listen" not in proc.argv:
+        return Outcome(False, f"no runtime for node {pod.spec.node_name!r} (a compose cluster?)")
+    rt = RuntimeClient(proc.argv[proc.argv.index("--listen") + 1], timeout=5.0 * ctx.wait_scale)
+    code = int(step.arg("code") or 0)
+    try:
+        await rt.exit_container(cri_pb2.ExitContainerRequest(container_id=cs.container_id.split("://", 1)[-1],
+                                                             exit_code=code))
+    except RuntimeCallError as exc:
+        return Outcome(False, f"runtime/{pod.spec.node_name}: {_one_line(str(exc))}")
+    finally:
+        await rt.close()
+    return Outcome(True, f"container {name} exited with {code}")
+
+
+def checkpoint_path(state: cluster.ClusterState, node: str, which: str) -> Path:
+    """The kubelet checkpoint file ``which`` (allocated, actuated) of ``node`` (its --checkpoint-dir)."""
+    proc = state.processes.get(f"kubelet/{node}")
+    if proc is None or "--checkpoint-dir" not in proc.argv:
+        raise cluster.ClusterError(f"no kubelet for node {node!r} with a checkpoint dir")
+    return Path(proc.argv[proc.argv.index("--checkpoint-dir") + 1]) / (
+        ALLOCATED_FILE if which == "allocated" else ACTUATED_FILE)
+
+
+async def _corrupt_checkpoint(step: Step, ctx: Context) -> Outcome:
+    path = checkpoint_path(ctx.state, str(step.arg("node")), str(step.arg("file") or "allocated"))
+    raw = path.read_bytes() if path.exists() else b'{"version": 1, "pods": {}}'
+    cut = raw[:max(1, len(raw) // 2)]  # cut short mid-write: no longer JSON
+    await asyncio.to_thread(path.write_bytes, cut)
+    return Outcome(True, f"{path.name} cut to {len(cut)} of {len(raw)} bytes")
+
+
 # ---------------------------------------------------------------- waits
 
 
@@ -337,11 +394,16 @@ async def _wait(step: Step, ctx: Context) -> Outcome:
             not_ready = [n.metadata.name for n in lst.items
                          if not any(c.type == "Ready" and c.status == "True" for c in n.status.conditions)]
             return not not_ready, f"not Ready: {', '.join(not_ready)}" if not_ready else "every node Ready"
+        if what == "exited":
+            component = str(step.arg("component"))
+            up = [p.name for p in cluster.select(ctx.state, component) if cluster.running(p)]
+            return not up, f"still running: {', '.join(up)}" if up else f"{component} exited"
         if what == "failpoint-paused":
             component, name = str(step.arg("component")), str(step.arg("name"))
-            held = [cluster.failpoints_of(p).get("paused", {}).get(name, 0)
-                    for p in cluster.select(ctx.state, component)]
-            return any(held), f"{component} held at {name}" if any(held) else f"nothing held at {name} yet"
+            want = int(step.arg("count") or 1)
+            held = sum(cluster.failpoints_of(p).get("paused", {}).get(name, 0)
+                       for p in cluster.select(ctx.state, component))
+            return held >= want, f"{held} of {want} held at {name} in {component}"
         if what == "event":
             reason, pod = str(step.arg("reason") or ""), step.arg("pod")
             evs = await ctx.client.events.list("" if step.arg("namespace") is None and not pod else _ns(step, ctx))
@@ -371,6 +433,12 @@ def _pod_is(what: str, p: core_pb2.Pod | None, step: Step) -> bool:
     if what == "resize":
         want = str(step.arg("status") or "done")
         return pod_resize_state(p) == want
+    if what == "nominated":
+        nominated = p.status.nominated_node_name
+        return bool(nominated) and (not step.arg("node") or nominated == step.arg("node"))
+    if what == "restarted":
+        cs = p.status.container_statuses
+        return bool(cs) and cs[0].restart_count >= 1 and cs[0].HasField("state") and cs[0].state.HasField("running")
     return False
 
 
@@ -379,5 +447,6 @@ _HANDLERS: dict[str, Handler] = {
     "node-add": _node_add, "node-remove": _node_remove, "drain": _drain, "cordon": _cordon_step,
     "uncordon": _uncordon,
     "kill": _kill, "start": _start, "restart": _restart, "pause": _pause, "resume": _resume,
-    "failpoint": _failpoint, "delay-watch": _delay_watch, "sleep": _sleep, "wait": _wait,
+    "failpoint": _failpoint, "delay-watch": _delay_watch, "exit": _exit, "corrupt-checkpoint": _corrupt_checkpoint,
+    "sleep": _sleep, "wait": _wait,
 }

@@ -8,16 +8,13 @@ them and the kill mark, and its screenshot must be a picture, not a blank page.
 
 from __future__ import annotations
 
-import shutil
 import struct
-import subprocess
 import zlib
-from html.parser import HTMLParser
-from pathlib import Path
 
 import pytest
 
 from cli.chaos import marks
+from tests.harness.browser import Elements, browser
 from tests.harness.builders import MakePod, make_priority_class
 from tests.harness.cluster import FAST_KUBELET, cluster_fixture, kill, start
 from tests.harness.wait import eventually, wait_running
@@ -25,46 +22,6 @@ from tests.harness.wait import eventually, wait_running
 pytestmark = pytest.mark.integration
 
 timeline_cluster = cluster_fixture(nodes=2, schedulers=1, node_cpu="1", node_memory="2Gi", kubelet_args=FAST_KUBELET)
-
-
-def _chromium() -> str:
-    found = shutil.which("chromium")
-    if not found:
-        pytest.fail("chromium not found on PATH: install Debian's chromium package (`make install` does it, "
-                    "tools/install_chromium.sh)")
-    return found
-
-
-def _browser(*args: str, profile: Path) -> subprocess.CompletedProcess:
-    return subprocess.run([_chromium(), "--headless", "--no-sandbox", "--disable-gpu", f"--user-data-dir={profile}",
-                           *args], capture_output=True, text=True, timeout=60)
-
-
-class _Elements(HTMLParser):
-    """Every element of a page: (tag, attributes), with ``in-pod`` added: the ``data-pod`` of the
-    pod it is drawn in."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.found: list[tuple[str, dict[str, str]]] = []
-        self.open: list[tuple[str, str]] = []  # (tag, the pod it is in)
-
-    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
-        a = {k: v or "" for k, v in attrs}
-        a["in-pod"] = a.get("data-pod") or (self.open[-1][1] if self.open else "")
-        self.found.append((tag, a))
-        self.open.append((tag, a["in-pod"]))
-
-    def handle_endtag(self, tag: str) -> None:
-        while self.open and self.open.pop()[0] != tag:
-            pass
-
-    def having(self, cls: str, **data: str) -> list[dict[str, str]]:
-        """The elements whose class list has all of ``cls``'s classes and whose ``data-*``
-        attributes (``data_pod="x"`` for ``data-pod``; ``in_pod``) are as given."""
-        want = set(cls.split())
-        return [a for _, a in self.found if want <= set(a.get("class", "").split())
-                and all(a.get(k.replace("_", "-")) == v for k, v in data.items())]
 
 
 def _png_rows(png: bytes) -> list[bytes]:
@@ -123,9 +80,9 @@ async def test_timeline_of_a_preemption_and_a_scheduler_kill_in_chromium(timelin
     assert out.stdout.startswith(f"wrote {page}: revisions 0 to ") and "1 preemption, 2 faults" in out.stdout
 
     # The DOM Chromium built from the page.
-    dom = _browser("--dump-dom", page.as_uri(), profile=tmp_path / "profile")
+    dom = browser("--dump-dom", page.as_uri(), profile=tmp_path / "profile")
     assert dom.returncode == 0, dom.stderr[-2000:]
-    elements = _Elements()
+    elements = Elements()
     elements.feed(dom.stdout)
     (high,) = elements.having("pod", data_pod="default/high")
     assert high["data-node"] == high["data-lane"] in ("node-1", "node-2") and high["data-priority"] == "1000"
@@ -142,7 +99,7 @@ async def test_timeline_of_a_preemption_and_a_scheduler_kill_in_chromium(timelin
 
     # And the picture it paints.
     shot = tmp_path / "timeline.png"
-    painted = _browser(f"--screenshot={shot}", "--window-size=1280,720", page.as_uri(), profile=tmp_path / "profile")
+    painted = browser(f"--screenshot={shot}", "--window-size=1280,720", page.as_uri(), profile=tmp_path / "profile")
     assert painted.returncode == 0 and shot.exists(), painted.stderr[-2000:]
     rows = _png_rows(shot.read_bytes())
     assert len(set(rows)) > 50, f"the screenshot looks blank: {len(set(rows))} distinct scanlines of {len(rows)}"

@@ -96,5 +96,6 @@ def test_the_steps_on_pods_the_failure_does_not_name_go_in_one_candidate():
     s = shrink.Shrinker(run_once, "violation r", tries=1, echo=lambda _: None, pods=shrink.named_pods(first))
     assert s.pods == {"a", "b"}
     small = s.only_named_pods(Schedule(steps))
-    assert [st.describe() for st in small.steps] == ["apply pod/a", "apply pod/b", "resize pod=b cpu=1", "kill scheduler"]
+    assert [st.describe() for st in small.steps] == ["apply pod/a", "apply pod/b", "resize pod=b cpu=1",
+                                                     "kill scheduler"]
     assert s.runs == 1

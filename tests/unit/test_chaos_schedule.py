@@ -38,6 +38,10 @@ def test_a_schedule_round_trips_through_its_yaml():
     ([{"failpoint": {"component": "scheduler"}}], "step 1 (failpoint): missing action, name"),
     ([{"evict": {"pod": "a", "grace": 3}}], "step 1 (evict): unknown argument grace"),
     ([{"apply": {"kind": "Pod"}}], "step 1 (apply): want a manifest"),
+    ([{"corrupt-checkpoint": {"node": "node-1", "file": "both"}}], "step 1 (corrupt-checkpoint): file must be one of"),
+    ([{"corrupt-checkpoint": {"file": "allocated"}}], "step 1 (corrupt-checkpoint): missing node"),
+    ([{"exit": {"pod": "a", "code": -1}}], "step 1 (exit): code must be a whole number >= 0"),
+    ([{"wait": {"for": "failpoint-paused", "count": 1.5}}], "step 1 (wait): count must be a whole number"),
 ])
 def test_a_bad_step_is_refused_with_one_line_naming_it(steps, message):
     with pytest.raises(schedule.ScheduleError) as exc:
@@ -104,3 +108,59 @@ def test_a_pending_pod_beside_room_it_fits_is_a_lost_wake_up():
     assert _fits_somewhere(waiting, _room(nodes, pods)) == ""
     no_verdict = builders.MakePod().name("x").req(cpu="1").obj()
     assert _pod_unsettled(no_verdict, {"node-1"}) == "pod default/x is pending without the scheduler's verdict"
+
+
+def test_the_steps_the_race_catalogue_added_parse():
+    s = schedule.parse({"steps": [
+        {"exit": "job"},
+        {"exit": {"pod": "web", "container": "c", "code": 1}},
+        {"corrupt-checkpoint": {"node": "node-1"}},
+        {"corrupt-checkpoint": {"node": "node-1", "file": "actuated"}},
+        {"wait": {"for": "exited", "component": "kubelet/node-1"}},
+        {"wait": {"for": "nominated", "pod": "p", "node": "node-2"}},
+        {"wait": {"for": "restarted", "pods": ["a", "b"]}},
+        {"wait": {"for": "failpoint-paused", "component": "scheduler", "name": "x", "count": 2}}],
+        "expect": [{"pod": "a", "restarts": 0, "actual": {"cpu": "1"}}]})
+    assert [x.op for x in s.steps[:4]] == ["exit", "exit", "corrupt-checkpoint", "corrupt-checkpoint"]
+    assert s.steps[0].arg("pod") == "job" and all(x.kind == "fault" for x in s.steps[:4])
+    assert s.steps[3].describe() == "corrupt-checkpoint node=node-1 file=actuated"
+
+
+def test_a_relative_scheduler_config_is_read_beside_the_schedule(tmp_path):
+    (tmp_path / "conf").mkdir()
+    p = tmp_path / "s.yaml"
+    p.write_text("cluster: {scheduler_config: conf/sched.yaml}\nsteps: []\n")
+    assert schedule.load(p).cluster["scheduler_config"] == str(tmp_path / "conf" / "sched.yaml")
+    p.write_text("cluster: {scheduler_config: /etc/sched.yaml}\nsteps: []\n")
+    assert schedule.load(p).cluster["scheduler_config"] == "/etc/sched.yaml"
+
+
+class _Pods:
+    def __init__(self, *pods):
+        self._pods = {p.metadata.name: p for p in pods}
+
+    async def get(self, name, namespace):
+        from machinery import errors
+        if name not in self._pods:
+            raise errors.NotFound(f"pods {name} not found")
+        return self._pods[name]
+
+
+class _Client:
+    def __init__(self, *pods):
+        self.pods = _Pods(*pods)
+
+
+async def test_expect_reads_restarts_actual_requests_and_an_event_that_must_not_happen():
+    from cli.chaos import expect
+    pod = builders.MakePod().name("p").req(cpu="1").obj()
+    cs = pod.status.container_statuses.add(name=pod.spec.containers[0].name, restart_count=1)
+    cs.allocated_resources["cpu"] = "1"
+    cs.resources.requests["cpu"] = "2"
+    client = _Client(pod)
+    assert await expect.unmet(client, [{"pod": "p", "restarts": 1, "requests": {"cpu": "1"},
+                                        "actual": {"cpu": "2"}}], [], 0) == []
+    unmet = await expect.unmet(client, [{"pod": "p", "restarts": 0, "actual": {"cpu": "1"}},
+                                        {"event": "OutOfcpu", "max": 0}], [], 0)
+    assert unmet == ["expect 1: pod p runs with {'cpu': '2'}, want {'cpu': '1'}",
+                     "expect 1: pod p's container restarted 1 time(s), want 0"]

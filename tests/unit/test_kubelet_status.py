@@ -42,6 +42,16 @@ def test_actual_resources_show_what_the_runtime_really_applied():
     assert actual.limits == {"cpu": "1300m", "memory": "200Mi"}
 
 
+def test_the_actual_memory_request_is_the_actuated_one():
+    # KEP-1287 "Memory Limit Decreases": a downsize below the usage is allocated, never sent to
+    # the runtime; the pod still holds its old memory request, as the kubelet counts it.
+    alloc = Resources({"cpu": "100m", "memory": "300Mi"}, {"memory": "300Mi"})
+    actuated = Resources({"cpu": "100m", "memory": "1Gi"}, {"memory": "1Gi"})
+    actual = actual_requirements(alloc, to_linux(actuated), actuated)
+    assert actual.requests == {"cpu": "100m", "memory": "1Gi"} and actual.limits == {"memory": "1Gi"}
+    assert actual_requirements(alloc, to_linux(alloc), alloc) == alloc
+
+
 def _flow_pod(cpu: str):
     pod = MakePod().name("flow").req(cpu=cpu).obj()
     pod.metadata.generation = 3

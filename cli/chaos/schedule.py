@@ -36,6 +36,11 @@ import yaml
 from machinery import quantity
 
 
+class _PlainDumper(yaml.SafeDumper):
+    def ignore_aliases(self, data: Any) -> bool:
+        return True
+
+
 class ScheduleError(ValueError):
     """A schedule file that cannot be run; the message is one line naming the step."""
 
@@ -163,7 +168,8 @@ class Schedule:
         return out
 
     def dump(self) -> str:
-        return yaml.safe_dump(self.to_dict(), sort_keys=False, default_flow_style=None, width=120)
+        """The YAML text, written for people: no anchors or aliases where two steps share a value."""
+        return yaml.dump(self.to_dict(), Dumper=_PlainDumper, sort_keys=False, default_flow_style=None, width=120)
 
     def write(self, path: Path | str) -> None:
         """Write it whole or not at all (temp file, then rename)."""

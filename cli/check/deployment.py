@@ -85,7 +85,9 @@ class DeploymentSurgeAndUnavailability(Rule):
     - *surge*: a pod created (ADDED) for the Deployment never brings its counted pods over
       replicas + maxSurge. Only creations are checked: pods over the bound after a scale-down of
       the Deployment are fine until the ReplicaSet controller deletes them, and an orphan adopted
-      is not a pod the controllers made;
+      is not a pod the controllers made. Nor is a creation by a ReplicaSet scaled down since its
+      controller last observed it (``status.observedGeneration`` behind, a larger ``replicas`` at
+      a generation it may still be acting on): its controller creates toward the replicas it saw;
     - *unavailability*: from the start of a rollout that started fully available (the pod template
       changed while at least ``replicas`` pods were available) until it is done (every pod left of
       the new template, ``replicas`` of them available), no deletion of an available pod (a
@@ -109,6 +111,8 @@ class DeploymentSurgeAndUnavailability(Rule):
         self.deployments: dict[str, _Workload] = {}  # uid -> workload
         self.rs_owner: dict[str, str] = {}  # ReplicaSet uid -> its Deployment's uid
         self.rs_template: dict[str, bytes] = {}  # ReplicaSet uid -> its template, no pod-template-hash
+        # ReplicaSet uid -> spec.replicas by generation, from the one its controller observed on
+        self.rs_replicas: dict[str, dict[int, int]] = {}
         self.pods: dict[str, _OwnedPod] = {}  # pod uid -> pod
         self.clock = 0.0
 
@@ -125,9 +129,14 @@ class DeploymentSurgeAndUnavailability(Rule):
             if e.type == "DELETED":
                 self.rs_owner.pop(obj.metadata.uid, None)
                 self.rs_template.pop(obj.metadata.uid, None)
+                self.rs_replicas.pop(obj.metadata.uid, None)
             else:
                 self.rs_owner[obj.metadata.uid] = ref.uid if ref is not None and ref.kind == "Deployment" else ""
                 self.rs_template[obj.metadata.uid] = _template_bytes(obj.spec.template)
+                seen = self.rs_replicas.setdefault(obj.metadata.uid, {})
+                seen[obj.metadata.generation] = obj.spec.replicas if obj.spec.HasField("replicas") else 1
+                for gen in [g for g in seen if g < obj.status.observed_generation]:
+                    del seen[gen]
         elif isinstance(obj, core_pb2.Pod):
             return self._pod(e, obj)
         return []
@@ -189,7 +198,7 @@ class DeploymentSurgeAndUnavailability(Rule):
         if w is None or not w.rolling:
             return []
         out: list[Violation] = []
-        if e.type == "ADDED" and now.live:
+        if e.type == "ADDED" and now.live and not self._scaled_down_unseen(now.rs):
             count = sum(1 for p in self.pods.values() if p.live and self._owner(p) == owner)
             if count > w.replicas + w.surge:
                 out.append(Violation(self.name, e.rev, f"deployment {w.key}: pod {now.name} created with {count} "
@@ -206,6 +215,11 @@ class DeploymentSurgeAndUnavailability(Rule):
         if w.armed and self._rolled_out(owner, w):
             w.armed = False
         return out
+
+    def _scaled_down_unseen(self, rs_uid: str) -> bool:
+        """The ReplicaSet's replicas went down at a generation its controller has not observed yet."""
+        seen = self.rs_replicas.get(rs_uid, {})
+        return bool(seen) and max(seen.values()) > seen[max(seen)]
 
     def _rolled_out(self, deployment_uid: str, w: _Workload) -> bool:
         """Every pod left is of the Deployment's template, and ``replicas`` of them are available."""

@@ -178,3 +178,29 @@ def test_recreate_deployments_are_not_checked():
 
 def test_the_rule_is_one_of_kplane_checks_rules():
     assert NAME in [r.name for r in check.rules()]
+
+
+def _rs_at(generation: int, replicas: int, observed: int) -> apps_pb2.ReplicaSet:
+    rs = _rs("web-old", "v1")
+    rs.metadata.generation, rs.spec.replicas, rs.status.observed_generation = generation, replicas, observed
+    return rs
+
+
+def test_a_creation_toward_replicas_its_controller_saw_before_a_scale_down_is_no_violation():
+    """Scaled to 0 right after it was made: the ReplicaSet controller's batch still creates toward
+    the 3 it saw (its observedGeneration behind the generation that says 0)."""
+    entries = [_e(1, "ADDED", _deployment()), _e(2, "ADDED", _rs_at(1, 3, 0)),
+               _e(3, "ADDED", _pod("o1", "web-old")),
+               _e(4, "MODIFIED", _deployment(replicas=0)), _e(5, "MODIFIED", _rs_at(2, 0, 0)),
+               _e(6, "ADDED", _pod("o2", "web-old")), _e(7, "ADDED", _pod("o3", "web-old"))]
+    assert check.check_entries(entries, [RULE()]) == []
+    # Once its controller observed the 0, a creation is one too many.
+    late = entries + [_e(8, "MODIFIED", _rs_at(2, 0, 2)), _e(9, "ADDED", _pod("o4", "web-old"))]
+    assert [v.rev for v in check.check_entries(late, [RULE()])] == [9]
+
+
+def test_a_replicaset_creating_twice_toward_the_same_replicas_is_a_violation():
+    """The ReplicaSet controller without its expectations: 3 wanted, 5 created, nothing scaled."""
+    entries = [_e(1, "ADDED", _deployment()), _e(2, "ADDED", _rs_at(1, 3, 0))]
+    entries += [_e(2 + i, "ADDED", _pod(f"o{i}", "web-old")) for i in range(1, 6)]
+    assert [v.rev for v in check.check_entries(entries, [RULE()])] == [7]

@@ -422,3 +422,20 @@ def test_kep1287_atomic_resizes_across_containers_are_accepted_whole_or_not_at_a
     assert m.handle_resize(both, []) is True
     assert (m.allocation_of("uid-duo")["c1"].requests["cpu"], m.allocation_of("uid-duo")["c2"].requests["cpu"]) == \
         ("1500m", "1500m")
+
+
+def test_the_fit_check_switched_off_by_its_failpoint_admits_past_allocatable(tmp_path):
+    """kubelet/skip-fit-check=return (docs/chaos.md, "Proof that it finds races"): a pod the node has
+    no room for is admitted and checkpointed — what allocated-within-allocatable catches."""
+    from kubelet.allocation.manager import FP_SKIP_FIT_CHECK
+    from machinery import failpoints
+    m = _manager(tmp_path, cpu_millis=2000)
+    a = MakePod().name("a").uid("uid-a").generation(1).priority(0).req(cpu="1500m").obj()
+    b = MakePod().name("b").uid("uid-b").generation(1).priority(0).req(cpu="1").obj()
+    assert m.add_pod(a, []).ok and not m.add_pod(b, [a]).ok
+    failpoints.arm(FP_SKIP_FIT_CHECK, "return")
+    try:
+        assert m.add_pod(b, [a]).ok
+    finally:
+        failpoints.reset()
+    assert m.allocation_of(b.metadata.uid)["c1"].requests["cpu"] == "1"

@@ -252,3 +252,19 @@ def test_failpoints_are_declared():
     assert replicaset.FP_AFTER_CREATE == "controller-manager/replicaset-after-create"
     assert replicaset.FP_BEFORE_STATUS_UPDATE == "controller-manager/replicaset-before-status-update"
     assert {replicaset.FP_AFTER_CREATE, replicaset.FP_BEFORE_STATUS_UPDATE} <= set(failpoints.declared())
+
+
+async def test_expectations_switched_off_by_their_failpoint_create_twice(api):
+    """controller-manager/skip-replicaset-expectations=return (docs/chaos.md, "Proof that it finds
+    races"): the slow informer above, and every sync creates the 3 pods again."""
+    from controllers.replicaset import FP_SKIP_EXPECTATIONS
+    from machinery import failpoints
+    rsc = ReplicaSetController(api.context())
+    api.add(MakeReplicaSet().name("web").replicas(3).obj())
+    failpoints.arm(FP_SKIP_EXPECTATIONS, "return")
+    try:
+        await rsc.sync(KEY)
+        await rsc.sync(KEY)
+    finally:
+        failpoints.reset()
+    assert len(_pods(api)) == 6

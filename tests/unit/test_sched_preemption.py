@@ -361,3 +361,30 @@ async def test_lower_priority_nominations_on_the_chosen_node_are_cleared_written
     assert status is None and result.nominating_info.node_name == "n1"
     await env.handle.status_writer.flush(lower.metadata.uid)
     assert ("lower", {"status": {"nominatedNodeName": ""}}) in env.client.pods.patched
+
+
+async def test_the_victims_guard_switched_off_by_its_failpoint_lets_the_pod_preempt_again():
+    """scheduler/skip-victims-in-flight-guard=return (docs/chaos.md, "Proof that it finds races"):
+    the same cluster as above, and the pod preempts the other node's pod while its victim is still
+    terminating — what no-preemption-while-victims-going catches."""
+    from machinery import failpoints
+    from scheduler.plugins.default_preemption import FP_SKIP_VICTIMS_GUARD
+    victim = (MakePod().name("victim").uid("uid-victim").priority(0).scheduler_name("default-scheduler").req(cpu="1")
+              .node("n1").start_time(STARTED).phase("Running").condition("Ready").obj())
+    victim.metadata.deletion_timestamp = timeutil.rfc3339()
+    victim.status.conditions.add(type="DisruptionTarget", status="True", reason="PreemptionByScheduler")
+    env = Env([MakeNode().name("n1").allocatable(cpu="1", memory="100Gi", pods="110").obj(),
+               MakeNode().name("n2").allocatable(cpu="1", memory="100Gi", pods="110").obj()],
+              [victim, MakePod().name("other").uid("uid-other").priority(0).scheduler_name("default-scheduler")
+                       .req(cpu="1").node("n2").start_time(STARTED).phase("Running").condition("Ready").obj()])
+    preemptor = (MakePod().name("preemptor").uid("uid-preemptor").priority(10).scheduler_name("default-scheduler")
+                 .req(cpu="1").obj())
+    preemptor.status.nominated_node_name = "n1"
+    failpoints.arm(FP_SKIP_VICTIMS_GUARD, "return")
+    try:
+        result, status = await env.preempt(preemptor)
+    finally:
+        failpoints.reset()
+    assert "not eligible" not in (status.message() if status is not None else "")
+    assert result is not None and result.nominating_info is not None
+    assert result.nominating_info.node_name in ("n1", "n2")

@@ -173,7 +173,9 @@ async def test_preemption_policy_never_is_not_eligible():
     assert env.client.pods.deleted == []
 
 
-async def test_no_new_preemption_while_the_victims_on_the_nominated_node_terminate():
+def _victim_terminating_on_the_nomination() -> tuple[Env, core_pb2.Pod]:
+    """n1 holds a victim of the preemptor's earlier preemption, still terminating; n2 a pod of the
+    same low priority; the preemptor is nominated to n1."""
     victim = (MakePod().name("victim").uid("uid-victim").priority(0).scheduler_name("default-scheduler").req(cpu="1")
               .node("n1").start_time(STARTED).phase("Running").condition("Ready").obj())
     victim.metadata.deletion_timestamp = timeutil.rfc3339()
@@ -185,6 +187,11 @@ async def test_no_new_preemption_while_the_victims_on_the_nominated_node_termina
     preemptor = (MakePod().name("preemptor").uid("uid-preemptor").priority(10).scheduler_name("default-scheduler")
                  .req(cpu="1").obj())
     preemptor.status.nominated_node_name = "n1"
+    return env, preemptor
+
+
+async def test_no_new_preemption_while_the_victims_on_the_nominated_node_terminate():
+    env, preemptor = _victim_terminating_on_the_nomination()
     result, status = await env.preempt(preemptor)
     assert status.message() == "preemption: not eligible due to a terminating pod on the nominated node."
     assert env.client.pods.deleted == []
@@ -369,17 +376,7 @@ async def test_the_victims_guard_switched_off_by_its_failpoint_lets_the_pod_pree
     terminating — what no-preemption-while-victims-going catches."""
     from machinery import failpoints
     from scheduler.plugins.default_preemption import FP_SKIP_VICTIMS_GUARD
-    victim = (MakePod().name("victim").uid("uid-victim").priority(0).scheduler_name("default-scheduler").req(cpu="1")
-              .node("n1").start_time(STARTED).phase("Running").condition("Ready").obj())
-    victim.metadata.deletion_timestamp = timeutil.rfc3339()
-    victim.status.conditions.add(type="DisruptionTarget", status="True", reason="PreemptionByScheduler")
-    env = Env([MakeNode().name("n1").allocatable(cpu="1", memory="100Gi", pods="110").obj(),
-               MakeNode().name("n2").allocatable(cpu="1", memory="100Gi", pods="110").obj()],
-              [victim, MakePod().name("other").uid("uid-other").priority(0).scheduler_name("default-scheduler")
-                       .req(cpu="1").node("n2").start_time(STARTED).phase("Running").condition("Ready").obj()])
-    preemptor = (MakePod().name("preemptor").uid("uid-preemptor").priority(10).scheduler_name("default-scheduler")
-                 .req(cpu="1").obj())
-    preemptor.status.nominated_node_name = "n1"
+    env, preemptor = _victim_terminating_on_the_nomination()
     failpoints.arm(FP_SKIP_VICTIMS_GUARD, "return")
     try:
         result, status = await env.preempt(preemptor)

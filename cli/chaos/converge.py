@@ -15,7 +15,11 @@ convergence times out: that reason is usually the race's symptom). Settled means
   the scheduler counts them): a pod left pending beside room it fits is a lost wake-up, and a run
   that ends that way fails. Pods the resource count cannot judge (affinity, topology spread, host
   ports, resource claims, a node selector or taints) are taken at the scheduler's word;
-- every ReplicaSet and Deployment observed its generation and has as many pods as it wants.
+- every ReplicaSet and Deployment observed its generation and has as many pods as it wants, or,
+  for a Deployment, its rollout is blocked by a pod the scheduler cannot place: the new ReplicaSet
+  may not grow (maxSurge is used up) and no old one may shrink (maxUnavailable is used up), as the
+  deployment controller's rolling update counts them. Kubernetes leaves such a rollout there until
+  its progress deadline, and so does a run.
 
 A Deferred or Infeasible resize is a settled state: the kubelet decided and waits for room.
 """
@@ -25,6 +29,7 @@ from __future__ import annotations
 import asyncio
 
 from cli import cluster
+from controllers import deploymentutil
 from machinery import resources
 from machinery.api import apps_pb2, core_pb2
 from machinery.client import Client
@@ -121,6 +126,38 @@ def _fits_somewhere(pod: core_pb2.Pod, room: dict[str, dict[str, int]]) -> str:
     return ""
 
 
+def _owned_by(obj: apps_pb2.ReplicaSet | core_pb2.Pod, uid: str) -> bool:
+    return any(ref.controller and ref.uid == uid for ref in obj.metadata.owner_references)
+
+
+def rollout_blocked(d: apps_pb2.Deployment, rss: list[apps_pb2.ReplicaSet], pods: list[core_pb2.Pod]) -> bool:
+    """A rolling update that cannot move until a pending pod of its is placed: one of its pods is
+    unbound, the new ReplicaSet may not grow (NewRSNewReplicas gives its size) and the old ones may
+    not shrink (reconcileOldReplicaSets: all pods less minAvailable less the new ReplicaSet's
+    unavailable pods is not above 0, and no old ReplicaSet has an unhealthy pod to clean up)."""
+    if not deploymentutil.is_rolling_update(d):
+        return False
+    own = [rs for rs in rss if _owned_by(rs, d.metadata.uid)]
+    new = deploymentutil.find_new_replica_set(d, own)
+    if new is None:
+        return False
+    owners = {rs.metadata.uid for rs in own}
+    pending = any(not p.spec.node_name and not p.metadata.deletion_timestamp and not _terminal(p)
+                  and any(ref.controller and ref.uid in owners for ref in p.metadata.owner_references) for p in pods)
+    if not pending or deploymentutil.new_rs_new_replicas(d, own, new) != deploymentutil.replicas(new):
+        return False
+    old = [rs for rs in own if rs.metadata.uid != new.metadata.uid and deploymentutil.replicas(rs) > 0]
+    if not old:
+        return True
+    all_pods = deploymentutil.spec_total(own)
+    new_unavailable = deploymentutil.replicas(new) - new.status.available_replicas
+    if all_pods - deploymentutil.min_available(d) - new_unavailable <= 0:
+        return True
+    unhealthy = any(deploymentutil.replicas(rs) > rs.status.available_replicas for rs in old)
+    available = sum(rs.status.available_replicas for rs in own)
+    return not unhealthy and available - deploymentutil.min_available(d) <= 0
+
+
 async def converged(client: Client, state: cluster.ClusterState) -> tuple[bool, str]:
     for p in state.processes.values():
         ok, reason = await asyncio.to_thread(cluster.health, p)
@@ -145,14 +182,16 @@ async def converged(client: Client, state: cluster.ClusterState) -> tuple[bool, 
             if fits:
                 return False, (f"pod {pod.metadata.namespace}/{pod.metadata.name} is pending, unschedulable, "
                                f"but fits {fits} by resources")
-    for rs in (await client.replica_sets.list("")).items:
+    rss = list((await client.replica_sets.list("")).items)
+    for rs in rss:
         if rs.status.observed_generation < rs.metadata.generation or rs.status.replicas != _wanted(rs):
             return False, (f"replicaset {rs.metadata.namespace}/{rs.metadata.name} has {rs.status.replicas} of "
                            f"{_wanted(rs)} pods (observed generation {rs.status.observed_generation} of "
                            f"{rs.metadata.generation})")
     for d in (await client.deployments.list("")).items:
-        if (d.status.observed_generation < d.metadata.generation or d.status.updated_replicas != _wanted(d)
-                or d.status.replicas != _wanted(d)):
+        if d.status.observed_generation < d.metadata.generation or (
+                (d.status.updated_replicas != _wanted(d) or d.status.replicas != _wanted(d))
+                and not rollout_blocked(d, rss, pods)):
             return False, (f"deployment {d.metadata.namespace}/{d.metadata.name} has {d.status.updated_replicas} "
                            f"updated of {_wanted(d)} ({d.status.replicas} in all)")
     return True, "converged"

@@ -110,6 +110,44 @@ def test_a_pending_pod_beside_room_it_fits_is_a_lost_wake_up():
     assert _pod_unsettled(no_verdict, {"node-1"}) == "pod default/x is pending without the scheduler's verdict"
 
 
+def _rs_of(d, name, uid, template, replicas, available):
+    rs = builders.MakeReplicaSet().name(name).replicas(replicas).obj()
+    rs.metadata.uid = uid
+    rs.metadata.owner_references.add(kind="Deployment", name=d.metadata.name, uid=d.metadata.uid, controller=True)
+    rs.spec.template.CopyFrom(template)
+    rs.status.replicas = replicas
+    rs.status.available_replicas = available
+    return rs
+
+
+def test_a_rollout_held_by_a_pod_the_scheduler_cannot_place_is_settled():
+    """The chaos run that found this: web-18, replicas 3, maxSurge 25% (1) and maxUnavailable 25%
+    (0), "2 updated of 3 (4 in all)" — a new pod pending Unschedulable on a full cluster. The
+    controller may not add a fifth pod nor take an old one away, as Kubernetes' would not."""
+    from cli.chaos.converge import rollout_blocked
+    d = builders.MakeDeployment().name("web").replicas(3).rolling_update("25%", "25%").req(cpu="1").obj()
+    d.metadata.uid = "d1"
+    old_template = builders.MakeDeployment().name("web").req(cpu="2").obj().spec.template
+    new = _rs_of(d, "web-new", "rs-new", d.spec.template, 2, 1)
+    old = _rs_of(d, "web-old", "rs-old", old_template, 2, 2)
+    pending = _unschedulable(builders.MakePod().name("web-new-x").owner("ReplicaSet", "web-new", "rs-new").obj())
+    running = builders.MakePod().name("web-new-y").owner("ReplicaSet", "web-new", "rs-new").node("node-1").obj()
+    assert rollout_blocked(d, [new, old], [pending, running])
+    # placed, the rollout can move on: nothing holds it
+    assert not rollout_blocked(d, [new, old], [running])
+    # with room to surge the controller would add a pod: not settled
+    d.spec.strategy.rolling_update.max_surge = "2"
+    assert not rollout_blocked(d, [new, old], [pending, running])
+    d.spec.strategy.rolling_update.max_surge = "25%"
+    # an old ReplicaSet with more available than minAvailable needs would shrink: not settled
+    d.spec.strategy.rolling_update.max_unavailable = "2"
+    assert not rollout_blocked(d, [new, old], [pending, running])
+    # another Deployment's pending pod does not hold this one
+    d.spec.strategy.rolling_update.max_unavailable = "25%"
+    stranger = _unschedulable(builders.MakePod().name("z").owner("ReplicaSet", "other", "rs-other").obj())
+    assert not rollout_blocked(d, [new, old], [stranger, running])
+
+
 def test_the_steps_the_race_catalogue_added_parse():
     s = schedule.parse({"steps": [
         {"exit": "job"},

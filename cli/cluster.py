@@ -531,13 +531,13 @@ def failpoints_of(proc: Process) -> dict[str, Any]:
 
 
 def select(state: ClusterState, component: str) -> list[Process]:
-    """The processes a COMPONENT argument names (``etcd`` names every member)."""
+    """The processes a COMPONENT argument names: a process by its name, or every process of a role
+    that no process is named after (``etcd`` names every member, ``kubelet`` every kubelet)."""
     if component in state.processes:
         return [state.processes[component]]
-    if component == "etcd":
-        members = [p for p in state.processes.values() if p.role == "etcd"]
-        if members:
-            return members
+    members = [p for p in state.processes.values() if p.role == component]
+    if members:
+        return members
     known = ", ".join(state.processes) or "none"
     raise ClusterError(f'unknown component "{component}" (this cluster has: {known})')
 

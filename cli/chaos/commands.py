@@ -27,7 +27,7 @@ from cli import cluster
 from cli.chaos import diff, generate, historyfile, outcome, record, runner, shrink
 from cli.chaos.schedule import Schedule, ScheduleError, load, parse
 from cli.check.framework import Entry
-from cli.check.runner import entries_of
+from cli.check.runner import entries_of, rules
 from machinery import failpoints
 from machinery.client import Client
 
@@ -196,7 +196,10 @@ def cmd_shrink(args: argparse.Namespace, data_dir: Path) -> int:
                 break
     if not target:
         raise ScheduleError(f"{path} did not fail in {args.tries * 2} runs: nothing to shrink")
-    s = shrink.Shrinker(run_once, target, tries=args.tries, echo=lambda line: print(line, flush=True), pods=pods)
+    rule = target.removeprefix("violation ")
+    deciders = next((r.deciders for r in rules() if r.name == rule), ())
+    s = shrink.Shrinker(run_once, target, tries=args.tries, echo=lambda line: print(line, flush=True), pods=pods,
+                        deciders=deciders)
     small = s.shrink(sched)
     held = shrink.confirm(run_once, small, target, runs=3)
     small.description = (f"shrunk from {path} ({len(sched.steps)} steps) by kplane chaos shrink in {s.runs} runs; "

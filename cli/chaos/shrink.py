@@ -9,6 +9,9 @@ one that fails every time). Each run gets a fresh cluster of the schedule's ``cl
 The passes, each until it changes nothing (QuickCheck's and Hypothesis' order: fewer steps first,
 then simpler ones):
 
+0. the schedule as found must fail every try; when it does not, load supplied a lag by chance, and
+   the shrinker states it: the schedule led by a delay-watch on a component whose decisions the
+   broken rule judges (its ``deciders``), 200 then 500 ms an event, the first that fails every try;
 1. the shortest failing prefix, by bisection (a violation happens by some step; what follows it
    only adds noise);
 2. every ``after`` delay set to 0 at once, else halved, when the failure holds so (every later
@@ -28,6 +31,9 @@ from dataclasses import dataclass
 
 from cli.chaos.runner import RunResult
 from cli.chaos.schedule import Schedule, Step
+
+# How late a steadying delay-watch makes each watch event, tried in order (pass 0).
+LAGS_MS = (200, 500)
 
 # Runs a candidate once; ``label`` names its directory.
 RunOnce = Callable[[Schedule, str], RunResult]
@@ -72,6 +78,7 @@ class Shrinker:
     echo: Callable[[str], None] = print
     runs: int = 0
     pods: frozenset[str] = frozenset()  # the pods the failure names (namespace dropped)
+    deciders: tuple[str, ...] = ()  # the components the broken rule judges (check.Rule.deciders)
 
     def fails(self, sched: Schedule, what: str) -> bool:
         for i in range(self.tries):
@@ -84,6 +91,19 @@ class Shrinker:
                 return False
         self.echo(f"  {what}: {len(sched.steps)} steps fail ({self.target}, {self.tries} of {self.tries})")
         return True
+
+    def steadied(self, sched: Schedule) -> Schedule:
+        """The schedule as found when it fails every try; else the first lagged one that does (see
+        the module's pass 0); else as found (the passes after it will then keep nearly all of it)."""
+        if self.fails(sched, "as found"):
+            return sched
+        for component in self.deciders:
+            for ms in LAGS_MS:
+                lagged = sched.replace_steps([Step("delay-watch", {"component": component, "ms": ms}, 0.0),
+                                              *sched.steps])
+                if self.fails(lagged, f"with {component}'s watch {ms} ms late"):
+                    return lagged
+        return sched
 
     def only_named_pods(self, sched: Schedule) -> Schedule:
         """One candidate: without the steps on pods the failure does not name (``pods``, from its
@@ -135,6 +155,7 @@ class Shrinker:
 
     def shrink(self, sched: Schedule) -> Schedule:
         self.echo(f"shrinking {len(sched.steps)} steps, keeping: {self.target}")
+        sched = self.steadied(sched)
         sched = self.shortest_prefix(sched)
         self.echo(f"shortest failing prefix: {len(sched.steps)} steps")
         for factor in (0.0, 0.5):

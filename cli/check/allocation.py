@@ -20,6 +20,7 @@ class AllocatedWithinAllocatable(Rule):
     of a node's pods exceed its allocatable."""
 
     name = "allocated-within-allocatable"
+    deciders = ("kubelet",)
 
     def __init__(self) -> None:
         self.used: dict[str, dict[str, int]] = {}  # node -> summed allocated requests
@@ -61,6 +62,7 @@ class ActuatedWithinAllocated(Rule):
     not allocated (KEP-1287: desired -> allocated -> actuated)."""
 
     name = "actuated-within-allocated"
+    deciders = ("kubelet",)
 
     def __init__(self) -> None:
         self.seen: dict[tuple[str, str, str], set[int]] = {}

@@ -12,6 +12,7 @@ class BoundAtMostOnce(Rule):
     """A pod's spec.nodeName goes from empty to a node once and never changes."""
 
     name = "bound-at-most-once"
+    deciders = ("scheduler",)
 
     def __init__(self) -> None:
         self.bound: dict[str, tuple[str, int]] = {}
@@ -67,6 +68,7 @@ class BoundRequestsWithinAllocatable(Rule):
     """
 
     name = "bound-requests-within-allocatable"
+    deciders = ("scheduler", "kubelet")
 
     def __init__(self) -> None:
         self.used: dict[str, dict[str, int]] = {}  # node -> summed requests of its pods not finished

@@ -106,6 +106,7 @@ class DeploymentSurgeAndUnavailability(Rule):
     """
 
     name = "deployment-surge-and-unavailability"
+    deciders = ("controller-manager",)
 
     def __init__(self) -> None:
         self.deployments: dict[str, _Workload] = {}  # uid -> workload

@@ -15,6 +15,7 @@ class DeviceAllocatedOnce(Rule):
     been allocated to existing ResourceClaims")."""
 
     name = "device-allocated-once"
+    deciders = ("scheduler",)
 
     def __init__(self) -> None:
         self.holder: dict[tuple[str, str, str], tuple[str, str]] = {}  # device -> (claim uid, "ns/name")

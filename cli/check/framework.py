@@ -44,6 +44,9 @@ class Entry:
 
 class Rule:
     name = ""
+    # The components whose decisions the rule judges (roles, as ``kplane failpoint`` takes them): a
+    # lag in their view makes the rule's races likelier, and the shrinker adds one to steady a flaky one.
+    deciders: tuple[str, ...] = ()
 
     def observe(self, e: Entry, world: "World") -> list[Violation]:
         """The violations entry ``e`` shows; ``world`` is the state with ``e`` applied."""

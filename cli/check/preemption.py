@@ -13,6 +13,7 @@ class PreemptionVictimsLowerPriority(Rule):
     event's related object)."""
 
     name = "preemption-victims-lower-priority"
+    deciders = ("scheduler",)
 
     def observe(self, e: Entry, world: World) -> list[Violation]:
         ev = e.event
@@ -55,6 +56,7 @@ class NoPreemptionWhileVictimsGoing(Rule):
     """
 
     name = "no-preemption-while-victims-going"
+    deciders = ("scheduler",)
 
     def __init__(self) -> None:
         self.victims: dict[str, Victim] = {}  # pod uid -> its life as a victim

@@ -98,6 +98,7 @@ class OneVictimSetPerResize(Rule):
     """
 
     name = "one-victim-set-per-resize"
+    deciders = ("scheduler",)
 
     def __init__(self) -> None:
         self.victims: dict[str, Victim] = {}  # pod uid -> its life as a victim

@@ -99,3 +99,35 @@ def test_the_steps_on_pods_the_failure_does_not_name_go_in_one_candidate():
     assert [st.describe() for st in small.steps] == ["apply pod/a", "apply pod/b", "resize pod=b cpu=1",
                                                      "kill scheduler"]
     assert s.runs == 1
+
+
+def test_a_failure_that_needs_load_is_steadied_by_a_lag_in_the_view_of_the_rules_decider():
+    """Found under load, a race fails now and then; led by a delay-watch on the component whose
+    decisions the broken rule judges, it fails every try, and that lag is what the shrink keeps."""
+    calls = {"n": 0}
+
+    def run_once(s: Schedule, label: str) -> RunResult:
+        calls["n"] += 1
+        lag = next((int(st.arg("ms")) for st in s.steps if st.op == "delay-watch"
+                    and st.arg("component") == "controller-manager"), 0)
+        fails = any(st.arg("component") == "c2" for st in s.steps if st.op == "kill") and (
+            lag >= 500 or calls["n"] % 2 == 1)
+        return RunResult(not fails, "", "/tmp", violations=[{"rule": "r", "rev": 1, "message": "x"}] if fails else [])
+
+    s = shrink.Shrinker(run_once, "violation r", tries=3, echo=lambda _: None,
+                        deciders=("scheduler", "controller-manager"))
+    small = s.shrink(_sched(6))
+    assert [(st.op, st.arg("component")) for st in small.steps] == [("delay-watch", "controller-manager"),
+                                                                     ("kill", "c2")]
+    assert small.steps[0].arg("ms") == 500
+    assert shrink.confirm(run_once, small, "violation r") == 3
+    # a schedule that fails every try as found is left as it was
+    steady = shrink.Shrinker(_fake({"c1"}), "violation r", tries=2, echo=lambda _: None, deciders=("scheduler",))
+    assert steady.steadied(_sched(3)).steps == _sched(3).steps
+
+
+def test_every_rule_names_the_components_it_judges():
+    from cli.check.runner import rules
+    roles = {"scheduler", "kubelet", "controller-manager", "apiserver"}
+    for r in rules():
+        assert r.deciders and set(r.deciders) <= roles, r.name

@@ -297,3 +297,16 @@ def test_a_runtime_socket_too_deep_for_a_unix_socket_moves_to_a_short_stable_pat
     deep = "/tmp/" + "x" * 120 + "/nodes/node-1/runtime.sock"
     moved = runtime_socket(deep)
     assert len(moved.encode()) < 108 and moved == runtime_socket(deep) != runtime_socket(deep.replace("1", "2"))
+
+
+def test_a_component_argument_names_a_process_or_every_process_of_a_role():
+    from cli.cluster import ClusterError, ClusterState, Process, select
+    procs = [Process("etcd-1", "etcd", []), Process("etcd-2", "etcd", []), Process("scheduler", "scheduler", []),
+             Process("kubelet/node-1", "kubelet", []), Process("kubelet/node-2", "kubelet", [])]
+    state = ClusterState("/tmp", {}, {p.name: p for p in procs})
+    assert [p.name for p in select(state, "kubelet/node-2")] == ["kubelet/node-2"]
+    assert [p.name for p in select(state, "kubelet")] == ["kubelet/node-1", "kubelet/node-2"]
+    assert [p.name for p in select(state, "etcd")] == ["etcd-1", "etcd-2"]
+    assert [p.name for p in select(state, "scheduler")] == ["scheduler"]
+    with pytest.raises(ClusterError, match='unknown component "runtime"'):
+        select(state, "runtime")

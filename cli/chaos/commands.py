@@ -184,11 +184,14 @@ def cmd_shrink(args: argparse.Namespace, data_dir: Path) -> int:
                 shutil.rmtree(d, ignore_errors=True)
         return result
 
-    target, pods = "", frozenset[str]()
+    target, pods, near = "", frozenset[str](), frozenset[str]()
     beside = path.with_name("result.json")
     if beside.exists():
         first = runner.RunResult(**json.loads(beside.read_text()))
         target, pods = shrink.signature(first), shrink.named_pods(first)
+        history = path.with_name("history.jsonl")
+        if pods and history.exists():
+            near = shrink.neighbours(historyfile.read(history), pods)
     if not target:
         for i in range(args.tries * 2):
             target = shrink.signature(run_once(sched, f"first-{i + 1}"))
@@ -199,7 +202,7 @@ def cmd_shrink(args: argparse.Namespace, data_dir: Path) -> int:
     rule = target.removeprefix("violation ")
     deciders = next((r.deciders for r in rules() if r.name == rule), ())
     s = shrink.Shrinker(run_once, target, tries=args.tries, echo=lambda line: print(line, flush=True), pods=pods,
-                        deciders=deciders)
+                        neighbours=near, deciders=deciders)
     small = s.shrink(sched)
     held = shrink.confirm(run_once, small, target, runs=3)
     small.description = (f"shrunk from {path} ({len(sched.steps)} steps) by kplane chaos shrink in {s.runs} runs; "

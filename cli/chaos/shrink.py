@@ -15,7 +15,8 @@ then simpler ones):
 1. the shortest failing prefix, by bisection (a violation happens by some step; what follows it
    only adds noise);
 2. every ``after`` delay set to 0 at once, else halved, when the failure holds so (every later
-   run is then quick); then, once, every step on a pod the failure's messages do not name left out;
+   run is then quick); then, once, every step on a pod the failure's messages do not name left out,
+   else every step on a pod that never shared a node with those (the run's history says);
 3. delta debugging (Zeller's ddmin) over the steps: remove chunks of halves, quarters, ... down to
    single steps;
 4. each delay left set to 0, then halved, where the failure holds.
@@ -26,11 +27,12 @@ The result is confirmed with ``confirm`` runs and written with how many of them 
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from cli.chaos.runner import RunResult
 from cli.chaos.schedule import Schedule, Step
+from cli.check.framework import Entry
 
 # How late a steadying delay-watch makes each watch event, tried in order (pass 0).
 LAGS_MS = (200, 500)
@@ -57,6 +59,19 @@ def named_pods(result: RunResult) -> frozenset[str]:
                      if not m.startswith(("kubelet/", "runtime/")))
 
 
+def neighbours(entries: Iterable[Entry], pods: frozenset[str]) -> frozenset[str]:
+    """The pods of a run's history that were ever bound or nominated to a node one of ``pods`` was
+    bound or nominated to (``pods`` included): a race on a node needs the pods that filled it."""
+    places: dict[str, set[str]] = {}
+    for e in entries:
+        pod = e.pod
+        if pod is not None:
+            where = (pod.spec.node_name, pod.status.nominated_node_name)
+            places.setdefault(e.name, set()).update(n for n in where if n)
+    nodes = set().union(*(places.get(p, set()) for p in pods))
+    return pods | frozenset(name for name, on in places.items() if on & nodes)
+
+
 def signature(result: RunResult) -> str:
     """What kind of failure a run had, for "fails the same way"."""
     if result.ok:
@@ -78,6 +93,7 @@ class Shrinker:
     echo: Callable[[str], None] = print
     runs: int = 0
     pods: frozenset[str] = frozenset()  # the pods the failure names (namespace dropped)
+    neighbours: frozenset[str] = frozenset()  # those and the pods that shared a node with them
     deciders: tuple[str, ...] = ()  # the components the broken rule judges (check.Rule.deciders)
 
     def fails(self, sched: Schedule, what: str) -> bool:
@@ -106,11 +122,17 @@ class Shrinker:
         return sched
 
     def only_named_pods(self, sched: Schedule) -> Schedule:
-        """One candidate: without the steps on pods the failure does not name (``pods``, from its
-        violation messages); the faults and the steps on other kinds stay."""
-        kept = [s for s in sched.steps if (_pod_of(s) or "") in self.pods or _pod_of(s) is None]
-        if len(kept) < len(sched.steps) and self.fails(sched.replace_steps(kept), "only the pods the failure names"):
-            return sched.replace_steps(kept)
+        """At most two candidates: without the steps on pods the failure does not name (``pods``,
+        from its violation messages), else without those on pods that never shared a node with them
+        (``neighbours``); the faults and the steps on other kinds stay."""
+        tried: set[int] = set()
+        for pods, what in ((self.pods, "only the pods the failure names"),
+                           (self.pods | self.neighbours, "only those pods and their neighbours")):
+            kept = [s for s in sched.steps if (_pod_of(s) or "") in pods or _pod_of(s) is None]
+            if pods and len(kept) < len(sched.steps) and len(kept) not in tried:
+                tried.add(len(kept))
+                if self.fails(sched.replace_steps(kept), what):
+                    return sched.replace_steps(kept)
         return sched
 
     def shortest_prefix(self, sched: Schedule) -> Schedule:

@@ -131,3 +131,31 @@ def test_every_rule_names_the_components_it_judges():
     roles = {"scheduler", "kubelet", "controller-manager", "apiserver"}
     for r in rules():
         assert r.deciders and set(r.deciders) <= roles, r.name
+
+
+def test_a_race_that_needs_the_pods_filling_its_node_keeps_them_and_drops_the_rest():
+    from cli.check.framework import Entry
+    from tests.harness.builders import MakePod
+
+    def placed(name, node="", nominated=""):
+        pod = MakePod().name(name).obj()
+        pod.spec.node_name, pod.status.nominated_node_name = node, nominated
+        return Entry(1, "MODIFIED", "Pod", "default", name, pod)
+    history = [placed("victim", "node-1"), placed("filler", "node-1"), placed("preemptor", nominated="node-1"),
+               placed("elsewhere", "node-2"), placed("preemptor", "node-1")]
+    assert shrink.neighbours(history, frozenset({"preemptor"})) == {"preemptor", "victim", "filler"}
+
+    pod = {"apiVersion": "v1", "kind": "Pod"}
+    steps = [Step("apply", {**pod, "metadata": {"name": n}}) for n in ("filler", "elsewhere", "victim", "preemptor")]
+
+    def run_once(s: Schedule, label: str) -> RunResult:
+        names = {st.args["metadata"]["name"] for st in s.steps}
+        fails = {"filler", "victim", "preemptor"} <= names
+        return RunResult(not fails, "", "/tmp", violations=[{"rule": "r", "rev": 1, "message": "x"}] if fails else [])
+
+    s = shrink.Shrinker(run_once, "violation r", tries=1, echo=lambda _: None,
+                        pods=frozenset({"preemptor", "victim"}),
+                        neighbours=shrink.neighbours(history, frozenset({"preemptor", "victim"})))
+    small = s.only_named_pods(Schedule(steps))
+    assert [st.describe() for st in small.steps] == ["apply pod/filler", "apply pod/victim", "apply pod/preemptor"]
+    assert s.runs == 2  # the named pods alone passed; with their neighbours it failed

@@ -1,5 +1,6 @@
 """Well-known label and taint keys and node condition types (k8s.io/api core/v1
-well_known_labels.go, well_known_taints.go, NodeConditionType): one spelling for every component."""
+well_known_labels.go, well_known_taints.go, NodeConditionType), and kplane's own pod annotations
+that the fake runtime reads: one spelling for every component."""
 
 from __future__ import annotations
 
@@ -28,3 +29,9 @@ NODE_MEMORY_PRESSURE: Final = "MemoryPressure"
 NODE_DISK_PRESSURE: Final = "DiskPressure"
 NODE_PID_PRESSURE: Final = "PIDPressure"
 NODE_NETWORK_UNAVAILABLE: Final = "NetworkUnavailable"
+
+# kplane's pod annotations for the fake runtime's usage model (kubelet/runtime/fake.py): a
+# container's memory and cpu usage (quantities) and how long it takes to stop on SIGTERM (seconds).
+MEMORY_USAGE_ANNOTATION: Final = "kplane.dev/memory-usage"
+CPU_USAGE_ANNOTATION: Final = "kplane.dev/cpu-usage"
+SHUTDOWN_SECONDS_ANNOTATION: Final = "kplane.dev/shutdown-seconds"

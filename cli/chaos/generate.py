@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 from cli.chaos.schedule import Schedule, Step
-from kubelet.runtime.fake import SHUTDOWN_SECONDS_ANNOTATION
+from machinery.wellknown import SHUTDOWN_SECONDS_ANNOTATION
 
 GAP: Final = 0.6  # mean seconds between steps
 FAST_KUBELET: Final = ["--sync-frequency=1", "--resize-retry-initial=1", "--resize-retry-interval=1",

@@ -32,7 +32,7 @@ from prometheus_client.core import GaugeMetricFamily
 from kubelet.runtime import statefile
 from kubelet.runtime.errors import RuntimeCallError, call_error
 from kubelet.runtime.methods import METHODS
-from machinery import failpoints
+from machinery import failpoints, wellknown
 from machinery.api import cri_pb2
 from machinery.logging import get_logger
 from machinery.quantity import Quantity, QuantityError, parse_quantity
@@ -44,9 +44,9 @@ RUNTIME_API_VERSION = "v1"
 # The usage model: memory bytes and cpu millicores per container, from the annotations
 # kplane.dev/memory-usage / kplane.dev/cpu-usage (quantities) and SetContainerUsage; a running
 # container whose memory usage exceeds its memory limit is OOM-killed (FakeRuntime._check_oom).
-MEMORY_USAGE_ANNOTATION = "kplane.dev/memory-usage"
-CPU_USAGE_ANNOTATION = "kplane.dev/cpu-usage"
-SHUTDOWN_SECONDS_ANNOTATION = "kplane.dev/shutdown-seconds"
+MEMORY_USAGE_ANNOTATION = wellknown.MEMORY_USAGE_ANNOTATION
+CPU_USAGE_ANNOTATION = wellknown.CPU_USAGE_ANNOTATION
+SHUTDOWN_SECONDS_ANNOTATION = wellknown.SHUTDOWN_SECONDS_ANNOTATION
 
 EXIT_CODE_KILLED = 137  # 128 + SIGKILL, what containerd reports for a killed container
 REASON_COMPLETED = "Completed"

@@ -123,8 +123,22 @@ def parse_duration(text: str) -> float:
     return value
 
 
-def _chaos_schedule(seed: int, duration: float, profile: str, arm: str) -> Schedule:
-    sched = generate.generate(seed, duration, profile)
+def nodes_of_running_cluster(data_dir: Path) -> list[str]:
+    """The nodes of the data dir's cluster when one is up, those a chaos schedule's node faults can
+    reach (a kubelet process of their own); [] when none is up. A cluster that is up with no such
+    node (hollow nodes only) is refused: a schedule would have no node to fault."""
+    state = cluster.ClusterState.load(data_dir)
+    if state is None or not any(cluster.running(p) for p in state.processes.values()):
+        return []
+    nodes = sorted(p.name.split("/", 1)[1] for p in state.processes.values() if p.role == "kubelet")
+    if not nodes:
+        raise ScheduleError(f"the cluster in {data_dir} has no node with a kubelet of its own (hollow nodes only): "
+                            "kplane chaos needs one to fault; stop it (kplane down) and let chaos start its own")
+    return nodes
+
+
+def _chaos_schedule(seed: int, duration: float, profile: str, arm: str, nodes: list[str]) -> Schedule:
+    sched = generate.generate(seed, duration, profile, nodes)
     if arm:
         sched.cluster["failpoints"] = arm
         sched.description += f" --failpoints '{arm}'"
@@ -142,8 +156,9 @@ def cmd_chaos(args: argparse.Namespace, data_dir: Path) -> int:
     each = duration / len(profiles)
     failed: list[str] = []
     totals = {"operations": 0, "faults": 0, "checks": 0, "revisions": 0}
+    nodes = nodes_of_running_cluster(data_dir)
     for profile in profiles:
-        sched = _chaos_schedule(seed, each, profile, args.failpoints or "")
+        sched = _chaos_schedule(seed, each, profile, args.failpoints or "", nodes)
         out = run_dir(data_dir, sched.name, args.out and str(Path(args.out) / profile) if len(profiles) > 1
                       else args.out)
         print(f"kplane chaos: seed {seed}, profile {profile}, {each:g} s: {len(sched.steps)} steps; "

@@ -20,7 +20,7 @@ Profiles (``PROFILES``) weigh the kinds of step:
 from __future__ import annotations
 
 import random
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
 
@@ -250,15 +250,18 @@ def makers(profile: str) -> list[tuple[Maker, int]]:
     return _PROFILE_MAKERS[profile]
 
 
-def generate(seed: int, duration: float, profile: str = "everything") -> Schedule:
+def generate(seed: int, duration: float, profile: str = "everything", nodes: Sequence[str] = ()) -> Schedule:
     """A schedule of about ``duration`` seconds of steps (gaps summed), then a wait for the
-    cluster to settle, for ``profile``."""
+    cluster to settle, for ``profile``. ``nodes`` are the nodes of the cluster it will run on
+    (their kubelets and runtimes are the faults' targets); none: the profile's own cluster's."""
     if profile not in PROFILES:
         raise ValueError(f"unknown profile {profile!r} (known: {', '.join(PROFILES)})")
     rng = random.Random(f"{profile}:{seed}")
     cluster = dict(_CLUSTERS[profile])
     cluster["kubelet_args"] = list(FAST_KUBELET)
-    m = _Model(rng, [f"node-{i}" for i in range(1, int(cluster["nodes"]) + 1)])
+    if nodes:
+        cluster["nodes"] = len(nodes)
+    m = _Model(rng, list(nodes) or [f"node-{i}" for i in range(1, int(cluster["nodes"]) + 1)])
     steps: list[Step] = [Step("apply", list(_PREAMBLE))]
     if cluster.get("dra_devices"):
         steps.append(Step("apply", dict(_GPU_TEMPLATE)))

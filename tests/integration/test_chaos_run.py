@@ -113,3 +113,20 @@ def test_chaos_with_a_seed_runs_the_same_schedule_and_settles(run_cluster, tmp_p
         outs.append((out / "schedule.yaml").read_text())
     assert outs[0] == outs[1]
     assert yaml.safe_load(outs[0])["seed"] == 11
+
+
+def test_chaos_on_a_running_cluster_faults_that_clusters_nodes(run_cluster, tmp_path):
+    """The node-failure profile's own cluster has three nodes; this one has two, and the schedule
+    generated for it faults and drains only those (seed 10 drains node-3 and kills its runtime on
+    the profile's own cluster)."""
+    out = tmp_path / "nodes"
+    r = run_cluster.kplane("chaos", "--seed", "10", "--duration", "8", "--profile", "node-failure", "--out",
+                           str(out), timeout=300)
+    assert r.returncode == 0, r.stdout + r.stderr
+    doc = yaml.safe_load((out / "schedule.yaml").read_text())
+    assert doc["cluster"]["nodes"] == 2
+    named = {str(v) for s in doc["steps"] for k, v in s.items()
+             if k in ("kill", "start", "restart", "pause", "resume", "drain", "cordon", "uncordon")}
+    named |= {s["failpoint"]["component"] for s in doc["steps"] if "failpoint" in s}
+    node_targets = {n.split("/", 1)[-1] for n in named if n.startswith(("kubelet/", "runtime/", "node-"))}
+    assert node_targets and node_targets <= {"node-1", "node-2"}, named

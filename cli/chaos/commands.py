@@ -220,6 +220,11 @@ def cmd_shrink(args: argparse.Namespace, data_dir: Path) -> int:
                         neighbours=near, deciders=deciders)
     small = s.shrink(sched)
     held = shrink.confirm(run_once, small, target, runs=3)
+    if held < 3 and (steadier := s.lagged(small)) is not None:
+        print(f"  the minimal schedule failed {held} of 3 confirming runs; with a lag:", flush=True)
+        held_lagged = shrink.confirm(run_once, steadier, target, runs=3, label="confirm-lagged")
+        if held_lagged > held:
+            small, held = steadier, held_lagged
     small.description = (f"shrunk from {path} ({len(sched.steps)} steps) by kplane chaos shrink in {s.runs} runs; "
                          f"fails with {target} in {held} of 3 runs")
     dest = out / "minimal.yaml"

@@ -9,6 +9,8 @@ state and the run's history.
 - ``{event: REASON, pod: NAME, min: 1, max: 3}``: how many times the run's history shows the Event
   (its ``count`` summed over the Event objects; ``min`` defaults to 1, or to 0 when ``max`` is given:
   ``{event: OutOfcpu, max: 0}`` says it never happened);
+- ``{pods: [NAME, ...], gone: N, running: N}``: how many of these pods are deleted, and how many
+  Running, at the end (the victims of a preemption are some of a set, not named ones);
 - ``{replicaset: NAME, ready: N}`` / ``{deployment: NAME, ready: N}``: its ready replicas at the end
   (pods a controller names at random cannot be named in a schedule).
 """
@@ -43,10 +45,13 @@ async def unmet(client: Client, expect: list[dict[str, Any]], entries: Iterable[
         if "pod" in e:
             out.extend(f"{where}: {m}" for m in await _pod(client, e))
             continue
+        if "pods" in e:
+            out.extend(f"{where}: {m}" for m in await _pods(client, e))
+            continue
         if "replicaset" in e or "deployment" in e:
             out.extend(f"{where}: {m}" for m in await _workload(client, e))
             continue
-        out.append(f"{where}: says none of pod, event, replicaset, deployment")
+        out.append(f"{where}: says none of pod, pods, event, replicaset, deployment")
     return out
 
 
@@ -98,6 +103,19 @@ async def _pod(client: Client, e: dict[str, Any]) -> list[str]:
     if "restarts" in e and (first.restart_count if first is not None else 0) != int(e["restarts"]):
         out.append(f"pod {name}'s container restarted {first.restart_count if first is not None else 0} time(s), "
                    f"want {e['restarts']}")
+    return out
+
+
+async def _pods(client: Client, e: dict[str, Any]) -> list[str]:
+    names, ns = [str(n) for n in e["pods"]], str(e.get("namespace") or "default")
+    live = {p.metadata.name: p for p in (await client.pods.list(ns)).items}
+    gone = [n for n in names if n not in live]
+    running = [n for n in names if n in live and live[n].status.phase == "Running"]
+    out = []
+    if "gone" in e and len(gone) != int(e["gone"]):
+        out.append(f"{len(gone)} of {len(names)} pods gone ({', '.join(gone) or 'none'}), want {e['gone']}")
+    if "running" in e and len(running) != int(e["running"]):
+        out.append(f"{len(running)} of {len(names)} pods Running ({', '.join(running) or 'none'}), want {e['running']}")
     return out
 
 

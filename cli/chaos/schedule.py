@@ -88,7 +88,7 @@ CHECKPOINT_FILES: Final = ("allocated", "actuated")
 WAITS: Final = ("sleep", "wait")
 # What ``wait: {for: ...}`` can wait for (steps.py says what each means).
 WAIT_FOR: Final = ("converged", "running", "bound", "scheduled", "deleted", "resize", "event", "ready",
-                   "failpoint-paused", "nodes-ready", "exited", "nominated", "restarted")
+                   "failpoint-paused", "nodes-ready", "exited", "nominated", "unnominated", "restarted")
 # The settings of ``cluster:`` (kplane up's flags, with underscores).
 CLUSTER_KEYS: Final = frozenset({"nodes", "node_cpu", "node_memory", "node_pods", "feature_gates", "version",
                                  "etcd_members", "apiservers", "schedulers", "controller_managers",
@@ -96,7 +96,8 @@ CLUSTER_KEYS: Final = frozenset({"nodes", "node_cpu", "node_memory", "node_pods"
                                  "apiserver_args", "dra_devices", "kube_reserved", "scheduler_config",
                                  "failpoints"})
 EXPECT_KEYS: Final = frozenset({"pod", "namespace", "phase", "node", "gone", "bound", "resize", "requests",
-                                "actual", "restarts", "event", "min", "max", "replicaset", "deployment", "ready"})
+                                "actual", "restarts", "event", "min", "max", "replicaset", "deployment", "ready",
+                                "pods", "running"})
 
 
 @dataclass(frozen=True)

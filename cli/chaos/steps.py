@@ -436,6 +436,9 @@ def _pod_is(what: str, p: core_pb2.Pod | None, step: Step) -> bool:
     if what == "nominated":
         nominated = p.status.nominated_node_name
         return bool(nominated) and (not step.arg("node") or nominated == step.arg("node"))
+    if what == "unnominated":  # not (or no longer) nominated to ``node``; to any node without it
+        nominated = p.status.nominated_node_name
+        return not nominated or bool(step.arg("node")) and nominated != step.arg("node")
     if what == "restarted":
         cs = p.status.container_statuses
         return bool(cs) and cs[0].restart_count >= 1 and cs[0].HasField("state") and cs[0].state.HasField("running")

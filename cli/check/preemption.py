@@ -56,7 +56,8 @@ class NoPreemptionWhileVictimsGoing(Rule):
     """
 
     name = "no-preemption-while-victims-going"
-    deciders = ("scheduler",)
+    # the scheduler retries the preemptor; a kubelet that sees the deletion late keeps the victims going
+    deciders = ("scheduler", "kubelet")
 
     def __init__(self) -> None:
         self.victims: dict[str, Victim] = {}  # pod uid -> its life as a victim

@@ -159,3 +159,14 @@ def test_a_race_that_needs_the_pods_filling_its_node_keeps_them_and_drops_the_re
     small = s.only_named_pods(Schedule(steps))
     assert [st.describe() for st in small.steps] == ["apply pod/filler", "apply pod/victim", "apply pod/preemptor"]
     assert s.runs == 2  # the named pods alone passed; with their neighbours it failed
+
+
+def test_a_lag_is_added_once_and_not_to_a_schedule_that_has_one():
+    def run_once(s: Schedule, label: str) -> RunResult:
+        fails = any(st.op == "delay-watch" and st.arg("ms") == 200 for st in s.steps)
+        return RunResult(not fails, "", "/tmp", violations=[{"rule": "r", "rev": 1, "message": "x"}] if fails else [])
+    s = shrink.Shrinker(run_once, "violation r", tries=2, echo=lambda _: None, deciders=("kubelet",))
+    lagged = s.lagged(_sched(2))
+    assert lagged is not None and lagged.steps[0].describe().startswith("delay-watch")
+    assert s.lagged(lagged) is None
+    assert shrink.confirm(run_once, lagged, "violation r", label="confirm-lagged") == 3

@@ -183,6 +183,10 @@ class _Pods:
             raise errors.NotFound(f"pods {name} not found")
         return self._pods[name]
 
+    async def list(self, namespace):
+        from machinery.api import core_pb2
+        return core_pb2.PodList(items=list(self._pods.values()))
+
 
 class _Client:
     def __init__(self, *pods):
@@ -202,3 +206,31 @@ async def test_expect_reads_restarts_actual_requests_and_an_event_that_must_not_
                                         {"event": "OutOfcpu", "max": 0}], [], 0)
     assert unmet == ["expect 1: pod p runs with {'cpu': '2'}, want {'cpu': '1'}",
                      "expect 1: pod p's container restarted 1 time(s), want 0"]
+
+
+def test_unnominated_waits_for_a_nomination_to_go():
+    from cli.chaos.schedule import Step
+    from cli.chaos.steps import _pod_is
+    pod = builders.MakePod().name("p").obj()
+    pod.status.nominated_node_name = "node-2"
+    from_node_2 = Step("wait", {"for": "unnominated", "pod": "p", "node": "node-2"})
+    from_any = Step("wait", {"for": "unnominated", "pod": "p"})
+    assert not _pod_is("unnominated", pod, from_node_2) and not _pod_is("unnominated", pod, from_any)
+    pod.status.nominated_node_name = "node-1"
+    assert _pod_is("unnominated", pod, from_node_2) and not _pod_is("unnominated", pod, from_any)
+    pod.status.nominated_node_name = ""
+    assert _pod_is("unnominated", pod, from_node_2) and _pod_is("unnominated", pod, from_any)
+    schedule.parse({"steps": [{"wait": {"for": "unnominated", "pod": "p", "node": "node-2"}}]})
+
+
+async def test_expect_counts_the_pods_of_a_set_that_are_gone_and_running():
+    from cli.chaos import expect
+    running = builders.MakePod().name("low-1").obj()
+    running.status.phase = "Running"
+    pending = builders.MakePod().name("low-2").obj()
+    client = _Client(running, pending)
+    names = ["low-0", "low-1", "low-2", "low-3"]
+    assert await expect.unmet(client, [{"pods": names, "gone": 2, "running": 1}], [], 0) == []
+    assert await expect.unmet(client, [{"pods": names, "gone": 3, "running": 2}], [], 0) == [
+        "expect 1: 2 of 4 pods gone (low-0, low-3), want 3",
+        "expect 1: 1 of 4 pods Running (low-1), want 2"]

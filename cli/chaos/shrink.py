@@ -11,7 +11,7 @@ then simpler ones):
 
 0. the schedule as found must fail every try; when it does not, load supplied a lag by chance, and
    the shrinker states it: the schedule led by a delay-watch on a component whose decisions the
-   broken rule judges (its ``deciders``), 200 then 500 ms an event, the first that fails every try;
+   broken rule judges (its ``deciders``), 200, 500 or 1000 ms an event, the first that fails every try;
 1. the shortest failing prefix, by bisection (a violation happens by some step; what follows it
    only adds noise);
 2. every ``after`` delay set to 0 at once, else halved, when the failure holds so (every later
@@ -23,13 +23,14 @@ then simpler ones):
 
 The result is confirmed with ``confirm`` runs and written with how many of them failed. When not
 every confirming run failed (a candidate that failed every try can still fail only most times),
-the minimal schedule is led by a lag as in pass 0 and confirmed again; the steadier one is kept.
+the minimal schedule is led by each lag of pass 0 in turn that fails every try, each confirmed
+again, until one fails every confirming run; the steadiest is kept.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 
 from cli.chaos.runner import RunResult
@@ -37,7 +38,7 @@ from cli.chaos.schedule import Schedule, Step
 from cli.check.framework import Entry
 
 # How late a steadying delay-watch makes each watch event, tried in order (pass 0).
-LAGS_MS = (200, 500)
+LAGS_MS = (200, 500, 1000)
 
 # Runs a candidate once; ``label`` names its directory.
 RunOnce = Callable[[Schedule, str], RunResult]
@@ -118,17 +119,21 @@ class Shrinker:
         return self.lagged(sched) or sched
 
     def lagged(self, sched: Schedule) -> Schedule | None:
-        """The schedule led by the first lag in a decider's view (``LAGS_MS`` a watch event) with
-        which it fails every try; None when no lag does. A schedule that has a lag keeps it."""
+        """The schedule led by the first lag in a decider's view with which it fails every try;
+        None when no lag does."""
+        return next(self.lagged_all(sched), None)
+
+    def lagged_all(self, sched: Schedule) -> Iterator[Schedule]:
+        """Each lag in a decider's view (``LAGS_MS`` a watch event), shortest first, leading the
+        schedule, with which it fails every try. A schedule that has a lag gets none."""
         if any(s.op == "delay-watch" for s in sched.steps):
-            return None
+            return
         for component in self.deciders:
             for ms in LAGS_MS:
                 lagged = sched.replace_steps([Step("delay-watch", {"component": component, "ms": ms}, 0.0),
                                               *sched.steps])
                 if self.fails(lagged, f"with {component}'s watch {ms} ms late"):
-                    return lagged
-        return None
+                    yield lagged
 
     def only_named_pods(self, sched: Schedule) -> Schedule:
         """At most two candidates: without the steps on pods the failure does not name (``pods``,

@@ -170,3 +170,12 @@ def test_a_lag_is_added_once_and_not_to_a_schedule_that_has_one():
     assert lagged is not None and lagged.steps[0].describe().startswith("delay-watch")
     assert s.lagged(lagged) is None
     assert shrink.confirm(run_once, lagged, "violation r", label="confirm-lagged") == 3
+
+
+def test_a_chaos_schedules_own_delay_watch_faults_do_not_stop_the_lag():
+    def run_once(s: Schedule, label: str) -> RunResult:
+        fails = s.steps[0].op == "delay-watch" and s.steps[0].arg("component") == "scheduler"
+        return RunResult(not fails, "", "/tmp", violations=[{"rule": "r", "rev": 1, "message": "x"}] if fails else [])
+    sched = Schedule([Step("kill", "c0"), Step("delay-watch", {"component": "kubelet/node-1", "ms": 300}, 1.0)])
+    s = shrink.Shrinker(run_once, "violation r", tries=1, echo=lambda _: None, deciders=("scheduler",))
+    assert s.lagged(sched) is not None

@@ -18,7 +18,7 @@ then simpler ones):
    run is then quick); then, once, every step on a pod the failure's messages do not name left out,
    else every step on a pod that never shared a node with those (the run's history says);
 3. delta debugging (Zeller's ddmin) over the steps: remove chunks of halves, quarters, ... down to
-   single steps;
+   single steps, each cut keeping the other steps at their times (``kept_in_time``);
 4. each delay left set to 0, then halved, where the failure holds.
 
 The result is confirmed with ``confirm`` runs and written with how many of them failed. When not
@@ -60,6 +60,21 @@ def named_pods(result: RunResult) -> frozenset[str]:
     return frozenset(m.split("/", 1)[1] for v in result.violations
                      for m in re.findall(r"[a-z0-9-]+/[a-z0-9][a-z0-9.-]*", str(v.get("message", "")))
                      if not m.startswith(("kubelet/", "runtime/")))
+
+
+def kept_in_time(steps: list[Step], keep: set[int]) -> list[Step]:
+    """The steps at the indices ``keep``, each at the time it had: a left-out step's delay is
+    added to the next kept one, so what remains happens when it did (a race that needs its
+    timing survives a cut; what a cut removes is the steps, not the time between the others)."""
+    out: list[Step] = []
+    carried = 0.0
+    for i, s in enumerate(steps):
+        if i in keep:
+            out.append(Step(s.op, s.args, round(s.after + carried, 3)) if carried else s)
+            carried = 0.0
+        else:
+            carried += s.after
+    return out
 
 
 def neighbours(entries: Iterable[Entry], pods: frozenset[str]) -> frozenset[str]:
@@ -143,7 +158,8 @@ class Shrinker:
         tried: set[int] = set()
         for pods, what in ((self.pods, "only the pods the failure names"),
                            (self.pods | self.neighbours, "only those pods and their neighbours")):
-            kept = [s for s in sched.steps if (_pod_of(s) or "") in pods or _pod_of(s) is None]
+            kept = kept_in_time(sched.steps, {i for i, s in enumerate(sched.steps)
+                                              if (_pod_of(s) or "") in pods or _pod_of(s) is None})
             if pods and len(kept) < len(sched.steps) and len(kept) not in tried:
                 tried.add(len(kept))
                 if self.fails(sched.replace_steps(kept), what):
@@ -167,7 +183,7 @@ class Shrinker:
             chunk = max(1, len(steps) // n)
             removed = False
             for start in range(0, len(steps), chunk):
-                candidate = steps[:start] + steps[start + chunk:]
+                candidate = kept_in_time(steps, set(range(start)) | set(range(start + chunk, len(steps))))
                 if candidate and self.fails(sched.replace_steps(candidate),
                                             f"without steps {start + 1}-{min(start + chunk, len(steps))}"):
                     steps, removed = candidate, True

@@ -179,3 +179,19 @@ def test_a_chaos_schedules_own_delay_watch_faults_do_not_stop_the_lag():
     sched = Schedule([Step("kill", "c0"), Step("delay-watch", {"component": "kubelet/node-1", "ms": 300}, 1.0)])
     s = shrink.Shrinker(run_once, "violation r", tries=1, echo=lambda _: None, deciders=("scheduler",))
     assert s.lagged(sched) is not None
+
+
+def test_a_cut_keeps_the_other_steps_at_their_times():
+    steps = [Step("kill", f"c{i}", after=float(i)) for i in range(5)]  # at 0, 1, 3, 6, 10 s
+    kept = shrink.kept_in_time(steps, {0, 3, 4})
+    assert [(s.arg("component"), s.after) for s in kept] == [("c0", 0.0), ("c3", 6.0), ("c4", 4.0)]
+    # a race that needs c4 to come 10 s in survives ddmin's cuts of the steps before it
+    def run_once(s: Schedule, label: str) -> RunResult:
+        at, when = 0.0, {}
+        for st in s.steps:
+            at += st.after
+            when[st.arg("component")] = at
+        fails = when.get("c4") == 10.0
+        return RunResult(not fails, "", "/tmp", violations=[{"rule": "r", "rev": 1, "message": "x"}] if fails else [])
+    small = shrink.Shrinker(run_once, "violation r", tries=1, echo=lambda _: None).ddmin(Schedule(steps))
+    assert [(s.arg("component"), s.after) for s in small.steps] == [("c4", 10.0)]

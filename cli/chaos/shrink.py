@@ -11,7 +11,8 @@ then simpler ones):
 
 0. the schedule as found must fail every try; when it does not, load supplied a lag by chance, and
    the shrinker states it: the schedule led by a delay-watch on a component whose decisions the
-   broken rule judges (its ``deciders``), 200, 500 or 1000 ms an event, the first that fails every try;
+   broken rule judges (its ``deciders``), 200, 500 or 1000 ms an event, held 5 s past the last step
+   (a ``sleep``: the heal would end it with the steps), the first that fails every try;
 1. the shortest failing prefix, by bisection (a violation happens by some step; what follows it
    only adds noise);
 2. every ``after`` delay set to 0 at once, else halved, when the failure holds so (every later
@@ -37,8 +38,11 @@ from cli.chaos.runner import RunResult
 from cli.chaos.schedule import Schedule, Step
 from cli.check.framework import Entry
 
-# How late a steadying delay-watch makes each watch event, tried in order (pass 0).
+# How late a steadying delay-watch makes each watch event, tried in order (pass 0), and how long
+# it holds after the last step (the run heals every fault once its steps are done: a schedule whose
+# steps take no time would lose its lag before the race it steadies).
 LAGS_MS = (200, 500, 1000)
+LAG_HOLD_SECONDS = 5.0
 
 # Runs a candidate once; ``label`` names its directory.
 RunOnce = Callable[[Schedule, str], RunResult]
@@ -147,7 +151,7 @@ class Shrinker:
         for component in self.deciders:
             for ms in LAGS_MS:
                 lagged = sched.replace_steps([Step("delay-watch", {"component": component, "ms": ms}, 0.0),
-                                              *sched.steps])
+                                              *sched.steps, Step("sleep", LAG_HOLD_SECONDS)])
                 if self.fails(lagged, f"with {component}'s watch {ms} ms late"):
                     yield lagged
 

@@ -168,6 +168,7 @@ def test_a_lag_is_added_once_and_not_to_a_schedule_that_has_one():
     s = shrink.Shrinker(run_once, "violation r", tries=2, echo=lambda _: None, deciders=("kubelet",))
     lagged = s.lagged(_sched(2))
     assert lagged is not None and lagged.steps[0].describe().startswith("delay-watch")
+    assert lagged.steps[-1].op == "sleep"  # the lag holds past the last step
     assert s.lagged(lagged) is None
     assert shrink.confirm(run_once, lagged, "violation r", label="confirm-lagged") == 3
 

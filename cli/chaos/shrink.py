@@ -81,6 +81,21 @@ def kept_in_time(steps: list[Step], keep: set[int]) -> list[Step]:
     return out
 
 
+def _is_hold(steps: list[Step]) -> bool:
+    """``steps`` is one step, the sleep that holds a steadying lag (pass 0)."""
+    return len(steps) == 1 and steps[0].op == "sleep" and float(steps[0].arg("seconds")) == LAG_HOLD_SECONDS
+
+
+def _without_lag(steps: list[Step]) -> list[Step]:
+    """The steps without a steadying lag pass 0 put there: its leading delay-watch, its hold."""
+    out = list(steps)
+    if out and out[0].op == "delay-watch" and not out[0].after:
+        out = out[1:]
+        if _is_hold(out[-1:]):
+            out = out[:-1]
+    return out
+
+
 def neighbours(entries: Iterable[Entry], pods: frozenset[str]) -> frozenset[str]:
     """The pods of a run's history that were ever bound or nominated to a node one of ``pods`` was
     bound or nominated to (``pods`` included): a race on a node needs the pods that filled it."""
@@ -144,16 +159,17 @@ class Shrinker:
 
     def lagged_all(self, sched: Schedule) -> Iterator[Schedule]:
         """Each lag in a decider's view (``LAGS_MS`` a watch event), shortest first, leading the
-        schedule, with which it fails every try. A schedule led by a lag (this pass's) gets none;
-        the delay-watch faults a chaos schedule has further on do not count."""
-        if sched.steps and sched.steps[0].op == "delay-watch" and not sched.steps[0].after:
-            return
+        schedule and held past its last step, with which it fails every try. A lag this pass put
+        there before (and its hold) is taken off first; the delay-watch faults a chaos schedule has
+        further on do not count."""
+        bare = _without_lag(sched.steps)
         for component in self.deciders:
             for ms in LAGS_MS:
-                lagged = sched.replace_steps([Step("delay-watch", {"component": component, "ms": ms}, 0.0),
-                                              *sched.steps, Step("sleep", LAG_HOLD_SECONDS)])
-                if self.fails(lagged, f"with {component}'s watch {ms} ms late"):
-                    yield lagged
+                steps = [Step("delay-watch", {"component": component, "ms": ms}, 0.0), *bare,
+                         Step("sleep", LAG_HOLD_SECONDS)]
+                if steps != list(sched.steps) and self.fails(sched.replace_steps(steps),
+                                                             f"with {component}'s watch {ms} ms late"):
+                    yield sched.replace_steps(steps)
 
     def only_named_pods(self, sched: Schedule) -> Schedule:
         """At most two candidates: without the steps on pods the failure does not name (``pods``,
@@ -171,14 +187,17 @@ class Shrinker:
         return sched
 
     def shortest_prefix(self, sched: Schedule) -> Schedule:
-        lo, hi = 1, len(sched.steps)  # the whole schedule fails; find the least n whose prefix does
+        """The least prefix that fails; a lag's hold (pass 0's last step) ends every prefix."""
+        steps = list(sched.steps)
+        hold = [steps.pop()] if _is_hold(steps[-1:]) and len(steps) > 1 else []
+        lo, hi = 1, len(steps)  # the whole schedule fails; find the least n whose prefix does
         while lo < hi:
             mid = (lo + hi) // 2
-            if self.fails(sched.replace_steps(sched.steps[:mid]), f"prefix of {mid}"):
+            if self.fails(sched.replace_steps(steps[:mid] + hold), f"prefix of {mid}"):
                 hi = mid
             else:
                 lo = mid + 1
-        return sched.replace_steps(sched.steps[:hi])
+        return sched.replace_steps(steps[:hi] + hold)
 
     def ddmin(self, sched: Schedule) -> Schedule:
         steps = list(sched.steps)

@@ -161,16 +161,21 @@ def test_a_race_that_needs_the_pods_filling_its_node_keeps_them_and_drops_the_re
     assert s.runs == 2  # the named pods alone passed; with their neighbours it failed
 
 
-def test_a_lag_is_added_once_and_not_to_a_schedule_that_has_one():
+def test_a_lag_replaces_an_earlier_lag_and_holds_past_the_last_step():
     def run_once(s: Schedule, label: str) -> RunResult:
-        fails = any(st.op == "delay-watch" and st.arg("ms") == 200 for st in s.steps)
+        lags = [st for st in s.steps if st.op == "delay-watch"]
+        fails = len(lags) == 1 and s.steps[-1].op == "sleep"
         return RunResult(not fails, "", "/tmp", violations=[{"rule": "r", "rev": 1, "message": "x"}] if fails else [])
     s = shrink.Shrinker(run_once, "violation r", tries=2, echo=lambda _: None, deciders=("kubelet",))
     lagged = s.lagged(_sched(2))
     assert lagged is not None and lagged.steps[0].describe().startswith("delay-watch")
     assert lagged.steps[-1].op == "sleep"  # the lag holds past the last step
-    assert s.lagged(lagged) is None
+    again = s.lagged(lagged)  # the next lag, in place of the first, not beside it
+    assert again is not None and [st.op for st in again.steps] == ["delay-watch", "kill", "kill", "sleep"]
+    assert again.steps[0].arg("ms") == 500
     assert shrink.confirm(run_once, lagged, "violation r", label="confirm-lagged") == 3
+    # bisection keeps the hold at the end of every prefix
+    assert [st.op for st in s.shortest_prefix(lagged).steps] == ["delay-watch", "sleep"]
 
 
 def test_a_chaos_schedules_own_delay_watch_faults_do_not_stop_the_lag():

@@ -91,8 +91,8 @@ def _without_lag(steps: list[Step]) -> list[Step]:
     out = list(steps)
     if out and out[0].op == "delay-watch" and not out[0].after:
         out = out[1:]
-        if _is_hold(out[-1:]):
-            out = out[:-1]
+    if _is_hold(out[-1:]):
+        out = out[:-1]
     return out
 
 

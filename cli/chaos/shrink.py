@@ -18,9 +18,13 @@ then simpler ones):
 2. every ``after`` delay set to 0 at once, else halved, when the failure holds so (every later
    run is then quick); then, once, every step on a pod the failure's messages do not name left out,
    else every step on a pod that never shared a node with those (the run's history says);
-3. delta debugging (Zeller's ddmin) over the steps: remove chunks of halves, quarters, ... down to
-   single steps, each cut keeping the other steps at their times (``kept_in_time``);
-4. each delay left set to 0, then halved, where the failure holds.
+3. each run of consecutive ``apply`` steps made one step that applies their manifests in order, at
+   the time of the run's first step, else of its last (``merged_applies``): every run at once, else
+   one run at a time, from the last (a cluster filled by twenty creations is one ``apply -f``);
+4. delta debugging (Zeller's ddmin) over the steps: remove chunks of halves, quarters, ... down to
+   single steps, each cut keeping the other steps at their times (``kept_in_time``), then pass 3
+   again on the runs the cuts made;
+5. each delay left set to 0, then halved, where the failure holds.
 
 The result is confirmed with ``confirm`` runs and written with how many of them failed. When not
 every confirming run failed (a candidate that failed every try can still fail only most times),
@@ -78,6 +82,44 @@ def kept_in_time(steps: list[Step], keep: set[int]) -> list[Step]:
             carried = 0.0
         else:
             carried += s.after
+    return out
+
+
+def apply_runs(steps: list[Step]) -> list[range]:
+    """The maximal runs of two or more consecutive ``apply`` steps, as index ranges."""
+    runs: list[range] = []
+    start = 0
+    for i in range(len(steps) + 1):
+        if i == len(steps) or steps[i].op != "apply":
+            if i - start >= 2:
+                runs.append(range(start, i))
+            start = i + 1
+    return runs
+
+
+def merged_applies(steps: list[Step], runs: Iterable[range], at: str) -> list[Step]:
+    """``steps`` with each of ``runs`` (consecutive ``apply`` steps) made one ``apply`` of all
+    their manifests in order, at the time of the run's first step (``at="first"``) or its last
+    (``"last"``); the step after a run keeps its time either way."""
+    out: list[Step] = []
+    starts = {r.start: r for r in runs}
+    i = 0
+    while i < len(steps):
+        run = starts.get(i)
+        if run is None:
+            out.append(steps[i])
+            i += 1
+            continue
+        group = steps[run.start:run.stop]
+        manifests = [m for s in group for m in (s.args if isinstance(s.args, list) else [s.args])]
+        delays = [s.after for s in group]
+        first = delays[0] if at == "first" else round(sum(delays), 3)
+        out.append(Step("apply", manifests, first))
+        rest = round(sum(delays) - first, 3)
+        if rest and run.stop < len(steps):
+            nxt = steps[run.stop]
+            steps = [*steps[:run.stop], Step(nxt.op, nxt.args, round(nxt.after + rest, 3)), *steps[run.stop + 1:]]
+        i = run.stop
     return out
 
 
@@ -199,6 +241,26 @@ class Shrinker:
                 lo = mid + 1
         return sched.replace_steps(steps[:hi] + hold)
 
+    def merge_applies(self, sched: Schedule) -> Schedule:
+        """Pass 3: every run of consecutive applies made one step, at its first step's time, else
+        its last's; else each run so, from the last run back."""
+        runs = apply_runs(list(sched.steps))
+        if not runs:
+            return sched
+        for at in ("first", "last"):
+            merged = sched.replace_steps(merged_applies(list(sched.steps), runs, at))
+            if self.fails(merged, f"each run of applies as one, at its {at} step's time"):
+                return merged
+        if len(runs) == 1:
+            return sched
+        for run in reversed(runs):  # from the end: a merge moves no earlier step's index
+            for at in ("first", "last"):
+                merged = sched.replace_steps(merged_applies(list(sched.steps), [run], at))
+                if self.fails(merged, f"steps {run.start + 1}-{run.stop} as one apply, at its {at}"):
+                    sched = merged
+                    break
+        return sched
+
     def ddmin(self, sched: Schedule) -> Schedule:
         steps = list(sched.steps)
         n = 2
@@ -241,7 +303,8 @@ class Shrinker:
                 break
         if self.pods:
             sched = self.only_named_pods(sched)
-        sched = self.ddmin(sched)
+        sched = self.merge_applies(sched)
+        sched = self.merge_applies(self.ddmin(sched))
         self.echo(f"after removing steps: {len(sched.steps)} steps")
         return self.shorter_delays(sched)
 

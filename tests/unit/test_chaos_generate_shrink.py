@@ -201,3 +201,40 @@ def test_a_cut_keeps_the_other_steps_at_their_times():
         return RunResult(not fails, "", "/tmp", violations=[{"rule": "r", "rev": 1, "message": "x"}] if fails else [])
     small = shrink.Shrinker(run_once, "violation r", tries=1, echo=lambda _: None).ddmin(Schedule(steps))
     assert [(s.arg("component"), s.after) for s in small.steps] == [("c4", 10.0)]
+
+
+def _pod_apply(name: str, after: float) -> Step:
+    return Step("apply", {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name}}, after)
+
+
+def test_consecutive_applies_merge_into_one_step_at_the_first_or_the_last_ones_time():
+    steps = [_pod_apply("a", 1.0), _pod_apply("b", 2.0), Step("kill", "scheduler", 1.0),
+             _pod_apply("c", 0.5), _pod_apply("d", 0.5), _pod_apply("e", 0.5), Step("kill", "kubelet", 2.0)]
+    assert shrink.apply_runs(steps) == [range(0, 2), range(3, 6)]
+    first = shrink.merged_applies(steps, shrink.apply_runs(steps), "first")
+    # the manifests in order, at the first's time; the next step keeps its time (1 + 2 + 1 = 4 s)
+    assert [(s.op, len(s.args) if s.op == "apply" else s.args, s.after) for s in first] == [
+        ("apply", 2, 1.0), ("kill", "scheduler", 3.0), ("apply", 3, 0.5), ("kill", "kubelet", 3.0)]
+    assert [m["metadata"]["name"] for m in first[2].args] == ["c", "d", "e"]
+    last = shrink.merged_applies(steps, [range(3, 6)], "last")
+    assert [(s.op, s.after) for s in last] == [("apply", 1.0), ("apply", 2.0), ("kill", 1.0), ("apply", 1.5),
+                                               ("kill", 2.0)]
+
+
+def test_the_merge_pass_keeps_a_run_apart_when_the_failure_needs_it_so():
+    """A race that needs pod b created a second after a: that run stays; the other run merges."""
+    steps = [_pod_apply("a", 0.0), _pod_apply("b", 1.0), Step("kill", "scheduler", 1.0),
+             _pod_apply("c", 0.5), _pod_apply("d", 0.5)]
+
+    def run_once(s: Schedule, label: str) -> RunResult:
+        at, when = 0.0, {}
+        for st in s.steps:
+            at += st.after
+            for m in (st.args if isinstance(st.args, list) else [st.args]) if st.op == "apply" else []:
+                when[m["metadata"]["name"]] = at
+        fails = when.get("b", 0) - when.get("a", 0) == 1.0 and {"c", "d"} <= set(when)
+        return RunResult(not fails, "", "/tmp", violations=[{"rule": "r", "rev": 1, "message": "x"}] if fails else [])
+
+    small = shrink.Shrinker(run_once, "violation r", tries=1, echo=lambda _: None).merge_applies(Schedule(steps))
+    assert [s.op for s in small.steps] == ["apply", "apply", "kill", "apply"]
+    assert [m["metadata"]["name"] for m in small.steps[3].args] == ["c", "d"]

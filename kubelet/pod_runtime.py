@@ -125,6 +125,14 @@ class PodRuntime:
             changed = True
         return changed
 
+    async def actuate_running(self, pod: core_pb2.Pod, allocated: core_pb2.Pod, observed: Observed) -> bool:
+        """Actuate an allocated resize on the containers running now, restarting none (a pod in
+        its graceful shutdown); True if the runtime was asked to change anything."""
+        if not self._resize_supported or observed.sandbox_id is None or not observed.sandbox_ready:
+            return False
+        allocations = self._alloc.allocation_of(pod.metadata.uid) or {}
+        return await self._actuate(pod, allocated, observed, observed.sandbox_id, allocations, restart=False)
+
     def _may_restart(self, pod: core_pb2.Pod, name: str, v: ContainerView, sidecar: bool = False) -> bool:
         policy = "Always" if sidecar else (pod.spec.restart_policy or "Always")
         if policy == "Never" or (policy == "OnFailure" and v.exit_code == 0):
@@ -165,7 +173,9 @@ class PodRuntime:
         return cid
 
     async def _actuate(self, pod: core_pb2.Pod, allocated_pod: core_pb2.Pod, observed: Observed, sandbox: str,
-                       allocations: dict[str, Resources]) -> bool:
+                       allocations: dict[str, Resources], *, restart: bool = True) -> bool:
+        """Apply each running container's allocated resources the runtime has not got yet; with
+        ``restart`` False, a container whose resize policy asks for a restart is left as it is."""
         uid = pod.metadata.uid
         plan = []
         for c in resizable_containers(allocated_pod):
@@ -175,7 +185,7 @@ class PodRuntime:
                 continue
             act = self._alloc.actuated_of(uid, c.name) or Resources()
             changed_r = changed_resources(alloc, act)
-            if changed_r:
+            if changed_r and (restart or not needs_restart(c, changed_r)):
                 plan.append(ContainerResize(c.name, v.id, alloc, act, needs_restart(c, changed_r)))
         if not plan:
             # Allocated == actuated: nothing to do. What the runtime really applied may differ

@@ -102,7 +102,8 @@ class PodSync:
         """Reconcile one pod from the API's pod, the runtime's containers and the allocation
         checkpoints, in the kubelet's order:
 
-        1. a pod being deleted is stopped with its grace period, its final status written, and deleted;
+        1. a pod being deleted is stopped with its grace period, its final status written, and deleted
+           (a resize it asked for first is actuated best-effort: ``_resize_terminating``);
         2. a pod being evicted or preempted is killed by its own worker;
         3. a pod that ended stays stopped;
         4. a pod not yet admitted is admitted or refused (``kubelet.admission``);
@@ -120,6 +121,8 @@ class PodSync:
         observed = await self._ops.observe(uid)
         if pod.metadata.deletion_timestamp:
             self._claim_waits.pop(uid, None)
+            if self._resize_supported and self._alloc.is_allocated(pod):
+                observed = await self._resize_terminating(pod, observed)
             await self._terminator.terminate(pod, observed)
             await self._retries.retry(TRIGGER_PODS_REMOVED)
             return
@@ -166,6 +169,27 @@ class PodSync:
         delay = self._runtime.requeue_delay(uid)
         if delay is not None:
             self._workers.enqueue_after(pod, delay)
+
+    async def _resize_terminating(self, pod: core_pb2.Pod, observed: Observed) -> Observed:
+        """A pod in its graceful shutdown may still be resized (KEP-1287 "Lifecycle Nuances": the
+        resize "will be actuated best-effort"): before its containers are stopped, a resize it
+        asks for is allocated through the pending queue as any other, actuated on the containers
+        still running (one whose policy would restart it is not: it is stopping), and the status
+        written, so ``allocatedResources`` and ``resources`` show it while the pod terminates. A
+        resize asked for after the stop began is not actuated: the pod's worker is busy stopping
+        it, as Kubernetes' is in SyncTerminatingPod. Returns the runtime as it is now."""
+        uid = pod.metadata.uid
+        before = self._alloc.conditions_of(uid)
+        await self._handle_resize(pod)
+        allocated_pod, _ = self._alloc.with_allocation(pod)
+        if await self._runtime.actuate_running(pod, allocated_pod, observed):
+            observed = await self._ops.observe(uid)
+        completed = self._track_in_progress(pod, observed)
+        if before or self._alloc.conditions_of(uid) or completed:
+            await self._status.write(pod, observed)
+        if completed:
+            await self._retries.retry(TRIGGER_POD_RESIZED)
+        return observed
 
     async def _prepare_claims(self, pod: core_pb2.Pod, observed: Observed) -> bool:
         """Prepare the pod's ResourceClaims (Kubernetes' PrepareDynamicResources in SyncPod). False

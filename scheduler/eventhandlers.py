@@ -82,10 +82,16 @@ class EventHandlers:
         put there when the condition appears (or at start, from the informer's first list: "Cold-Start
         Re-Queueing"), updated in the cache first and then in the queue, taken out of whichever
         sub-queue holds it when the condition goes (the resize was actuated or reverted), when
-        PodResizePreemptionDisabled appears, or when it is deleted."""
+        PodResizePreemptionDisabled appears, or when it is deleted.
+
+        A pod in its graceful shutdown is not held (nor one whose deletion starts while it is
+        held): its resize is actuated best-effort by the kubelet (KEP-1287 "Lifecycle Nuances"),
+        and evicting other pods to make room for a pod that is going would disrupt them for
+        nothing."""
         s = self.sched
         uid = pod.metadata.uid
-        if not (s.resize_preemption and is_deferred_resize(pod) and self.responsible_for(pod)):
+        if not (s.resize_preemption and is_deferred_resize(pod) and self.responsible_for(pod)
+                and not pod.metadata.deletion_timestamp):
             self._resize_disabled.discard(uid)
             return False
         if preemption_disabled_by_condition(pod):

@@ -245,6 +245,27 @@ class AllocationManager:
                     target.resources.requests.update(resources.format_resource_list(merged))
         return resources.pod_requests(raised or held, use_status_resources=False)
 
+    def _resizing(self, pod: core_pb2.Pod) -> core_pb2.Pod:
+        """The pod as a resize's fit check counts it (KEP-5836 "Risk of Additional Preemption":
+        the kubelet takes the resizing pod at max(desired, allocated, actual), per container and
+        resource, as Kubernetes' PodRequests with status resources does): a container that gives
+        up what another takes does not free it before it is actuated."""
+        uid = pod.metadata.uid
+        allocation = self.allocation_of(uid) or {}
+        out = None
+        for group in ("containers", "init_containers"):
+            for i, c in enumerate(getattr(pod.spec, group)):
+                want = resources.to_resource_list(c.resources.requests)
+                merged = dict(want)
+                for r in (allocation.get(c.name), self._actuated.get(uid, c.name)):
+                    if r is not None:
+                        merged = resources.max_of(merged, resources.to_resource_list(r.requests))
+                if merged != want:
+                    if out is None:
+                        out = _copy(pod)
+                    getattr(out.spec, group)[i].resources.requests.update(resources.format_resource_list(merged))
+        return out or pod
+
     def held(self, pod: core_pb2.Pod) -> dict[str, int]:
         """What an admitted pod holds on the node, its one pod slot included (preemption's view)."""
         return {**self._usage(pod), "pods": 1}
@@ -317,8 +338,9 @@ class AllocationManager:
         the pod's requests exceed what the node has at all ("Node didn't have enough capacity: cpu,
         requested: 5000, capacity: 4000"); Deferred when they do not fit next to the other pods now
         ("Node didn't have enough resource: ..."), as ``resize_verdict`` decides; else the allocation
-        is checkpointed and PodResizeInProgress set with the pod's generation. Other pods count for
-        max(allocated, actuated), so another pod's downsize frees room once actuated.
+        is checkpointed and PodResizeInProgress set with the pod's generation. The pod counts for
+        max(desired, allocated, actuated) of each container, the other pods for max(allocated,
+        actuated), so a downsize frees room once actuated.
 
         KEP-5836: a Deferred resize on a node whose ``spec.podPreemptionPolicy.disableResizePreemption``
         is non-empty also gets PodResizePreemptionDisabled (reason PreemptionDisabledByNodePolicy).
@@ -372,7 +394,7 @@ class AllocationManager:
                 return Admission(False, cond.INFEASIBLE, f"Node didn't have enough capacity: {name}, requested: "
                                                           f"{want[name]}, capacity: {capacity}",
                                  "insufficient_node_allocatable")
-        fit = self.fits(pod, active_pods)
+        fit = self.fits(self._resizing(pod), active_pods)
         if fit.ok:
             return ADMITTED
         return Admission(False, cond.DEFERRED, fit.message)

@@ -7,7 +7,9 @@ X/2 — all Deferred. With the alpha accounting (NodeResourcesFit ``deferredResi
 AllPodsAtMax``, every pod at max(desired, allocated, actual)) the scheduler preempts all three;
 with the kubelet-consistent one (``KubeletConsistent``: the other pods at max(allocated, actual))
 only one, Pod 4. The victims are asserted exactly; the low pods have distinct priorities (30, 20,
-10) so that "the first it tries to reprieve" is Pod 2 as in the document.
+10) so that "the first it tries to reprieve" is Pod 2 as in the document. And the kubelet's side
+of the section: the resizing pod at max(desired, allocated, actual) per container, so a resize
+moving a CPU from one container to another on a full node is Deferred, not allocated at once.
 
 "Reconsideration Race Conditions": Pod A's Deferred resize preempts Pod B; meanwhile Pod C, of
 higher priority (and non-preempting, so that only A preempts), asks for a resize too. Each of the
@@ -30,7 +32,9 @@ from __future__ import annotations
 
 import pytest
 
+from machinery.quantity import Quantity
 from tests.harness.api import ensure_priority_classes, resize
+from tests.harness.builders import MakePod
 from tests.harness.failpoints import failpoint
 from tests.harness.metrics import metric, requeued_by
 from tests.harness.resize_preemption import (
@@ -43,6 +47,7 @@ from tests.harness.resize_preemption import (
     resizable_pod,
     resize_api,
     resize_attempts,
+    resize_state,
     run_pods,
     running_names,
     scheduler_config,
@@ -130,6 +135,34 @@ async def test_risk_of_additional_preemption_the_kubelet_consistent_accounting_p
     for name in ("pod2", "pod3"):  # still asking for 2X, still Deferred, not preempted
         await wait_resize_conditions(api, name, {"PodResizePending": "Deferred"}, f"{name} still deferred")
         assert await preempted_by(api, name) == ""
+
+
+async def test_risk_of_additional_preemption_the_kubelet_counts_the_resizing_pod_at_its_larger_size(
+        kubelet_api, kubelet_cluster):
+    """The kubelet's fit model the section states: the resizing pod at max(desired, allocated,
+    actual) per container. ``duo`` moves a CPU from c1 (2 -> 1) to c2 (1 -> 2) on a full node: the
+    sum stays 3, but until c1's decrease is actuated the pod holds 4 — Deferred, with Kubernetes'
+    numbers; the scheduler, counting it the same way, preempts ``low`` and the move is actuated."""
+    api = kubelet_api
+    duo = (MakePod().name("duo").priority_class("p-high").grace(1)
+           .container("c1", cpu="2", memory="64Mi").resize_policy("cpu", "NotRequired")
+           .container("c2", cpu="1", memory="64Mi").resize_policy("cpu", "NotRequired").obj())
+    await run_pods(api, duo, resizable_pod("low", "1", "p-lowest").obj())
+    await api.pods.patch("duo", {"spec": {"containers": [{"name": "c1", "resources": {"requests": {"cpu": "1"}}},
+                                                          {"name": "c2", "resources": {"requests": {"cpu": "2"}}}]}},
+                         subresource="resize")
+    pod = await wait_resize_conditions(api, "duo", {"PodResizePending": "Deferred"}, "duo's move deferred")
+    pending = next(c for c in pod.status.conditions if c.type == "PodResizePending")
+    assert pending.message == "Node didn't have enough resource: cpu, requested: 4000, used: 1000, capacity: 4000"
+    await gone(api, "low")
+    assert await preempted_by(api, "low") == "duo"
+
+    async def moved():
+        p = await api.pods.get("duo")
+        got = {c.name: Quantity(c.resources.requests.get("cpu", "0")) for c in p.status.container_statuses}
+        return not resize_state(p) and got == {"c1": Quantity("1"), "c2": Quantity("2")}
+
+    await eventually(moved, timeout=WAIT, what="duo's move actuated: c1 1 CPU, c2 2 CPUs")
 
 
 # ------------------------------------------------------------------ Reconsideration Race Conditions

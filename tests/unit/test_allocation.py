@@ -424,6 +424,35 @@ def test_kep1287_atomic_resizes_across_containers_are_accepted_whole_or_not_at_a
         ("1500m", "1500m")
 
 
+def test_kep5836_a_resize_moving_cpu_between_containers_counts_each_at_its_larger_size(tmp_path):
+    """KEP-5836 "Risk of Additional Preemption": the kubelet takes the resizing pod at
+    max(desired, allocated, actual) per container. c1 gives a CPU to c2 on a full node: the sum
+    stays 3, but until c1's decrease is actuated the node would hold 4 — Deferred, with
+    Kubernetes' numbers; with room for the larger size, allocated."""
+    m = _manager(tmp_path, cpu_millis=4000)
+    pod = MakePod().name("duo").container("c1", cpu="2").container("c2", cpu="1").obj()
+    pod.metadata.uid, pod.metadata.generation = "uid-duo", 1
+    other = MakePod().name("other").uid("uid-other").generation(1).priority(0).req(cpu="1").obj()
+    assert m.add_pod(other, []).ok and m.add_pod(pod, [other]).ok
+    for c in ("c1", "c2"):
+        m.set_actuated("uid-duo", c, m.allocation_of("uid-duo")[c])
+    moved = core_pb2.Pod()
+    moved.CopyFrom(pod)
+    moved.spec.containers[0].resources.requests["cpu"] = "1"
+    moved.spec.containers[1].resources.requests["cpu"] = "2"
+    moved.metadata.generation = 2
+    assert m.handle_resize(moved, [other]) is False
+    pending = m.condition("uid-duo", cond.PENDING)
+    assert (pending.reason, pending.message) == (
+        cond.DEFERRED, "Node didn't have enough resource: cpu, requested: 4000, used: 1000, capacity: 4000")
+    smaller = MakePod().name("other").uid("uid-other").generation(1).priority(0).req(cpu="0").obj()
+    m.remove_pod("uid-other")
+    assert m.add_pod(smaller, []).ok
+    assert m.handle_resize(moved, [smaller]) is True
+    assert (m.allocation_of("uid-duo")["c1"].requests["cpu"], m.allocation_of("uid-duo")["c2"].requests["cpu"]) == \
+        ("1", "2")
+
+
 def test_the_fit_check_switched_off_by_its_failpoint_admits_past_allocatable(tmp_path):
     """kubelet/skip-fit-check=return (docs/chaos.md, "Proof that it finds races"): a pod the node has
     no room for is admitted and checkpointed — what allocated-within-allocatable catches."""

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from kubelet.allocation import conditions as cond
 from kubelet.allocation.checkpoint import Resources
 from kubelet.allocation.manager import AllocationManager, RecordEvent, resizable_containers
-from kubelet.resize import ContainerResize, actuate, changed_resources, needs_restart
+from kubelet.resize import ContainerResize, actuate, changed_resources, needs_restart, pod_overhead, sandbox_record
 from kubelet.restart_failpoints import FP_BEFORE_CREATE_ACK, FP_RESIZE_AFTER_ACTUATED, FP_RESIZE_AFTER_CRI
 from kubelet.runtime_ops import Observed, RuntimeOps
 from kubelet.status import ContainerView
@@ -95,7 +95,8 @@ class PodRuntime:
         if sandbox is None or not observed.sandbox_ready:
             if sandbox is not None:
                 await self._ops.remove_sandbox(sandbox)
-            sandbox = await self._ops.run_sandbox(pod, observed.sandbox_attempt + 1)
+            record = sandbox_record((self._alloc.allocation_of(uid) or {}).values(), pod_overhead(pod))
+            sandbox = await self._ops.run_sandbox(pod, observed.sandbox_attempt + 1, record, pod_overhead(pod))
             observed = await self._ops.observe(uid)
             changed = True
         view = observed.view
@@ -177,7 +178,8 @@ class PodRuntime:
         """Apply each running container's allocated resources the runtime has not got yet; with
         ``restart`` False, a container whose resize policy asks for a restart is left as it is."""
         uid = pod.metadata.uid
-        plan = []
+        plan = []  # every running container: the sandbox's record is over all of them
+        changing = False
         for c in resizable_containers(allocated_pod):
             v = observed.view.containers.get(c.name)
             alloc = allocations.get(c.name)
@@ -185,14 +187,18 @@ class PodRuntime:
                 continue
             act = self._alloc.actuated_of(uid, c.name) or Resources()
             changed_r = changed_resources(alloc, act)
-            if changed_r and (restart or not needs_restart(c, changed_r)):
-                plan.append(ContainerResize(c.name, v.id, alloc, act, needs_restart(c, changed_r)))
-        if not plan:
+            if changed_r and not restart and needs_restart(c, changed_r):
+                alloc, changed_r = act, set()  # left as it is: counted at what it has
+            changing = changing or bool(changed_r)
+            plan.append(ContainerResize(c.name, v.id, alloc, act, needs_restart(c, changed_r)))
+        if not changing:
             # Allocated == actuated: nothing to do. What the runtime really applied may differ
             # (rounding); status shows it, and it is not acted upon (KEP-1287 "Actuating Resizes").
             return False
         in_progress = self._alloc.condition(uid, cond.IN_PROGRESS)
-        outcome = await actuate(plan, self._ops.for_sandbox(sandbox), pod=key_of(pod))
+        overhead = pod_overhead(pod)
+        runtime = self._ops.for_sandbox(sandbox)
+        outcome = await actuate(plan, runtime, pod=key_of(pod), overhead=overhead)
         for name, r in outcome.actuated.items():
             await failpoints.hit(FP_RESIZE_AFTER_CRI)
             self._alloc.set_actuated(uid, name, r)
@@ -203,6 +209,13 @@ class PodRuntime:
             await self._ops.stop_container(v.id, int(pod.spec.termination_grace_period_seconds or 0))
             c = next(x for x in resizable_containers(allocated_pod) if x.name == name)
             await self._start(pod, sandbox, c, await self._ops.observe(uid), allocations.get(name))
+        if outcome.restart:
+            # The restarted containers run with their new resources: the record follows them.
+            now = [self._alloc.actuated_of(uid, p.name) or p.actuated for p in plan]
+            try:
+                await runtime.update_sandbox(sandbox_record(now, overhead))
+            except Exception as exc:  # best effort, as every sandbox update
+                log.info("sandbox_resources_update_failed", pod=key_of(pod), error=str(exc))
         gen = in_progress.observed_generation if in_progress is not None else pod.metadata.generation
         if outcome.errors:
             if self._alloc.set_in_progress(uid, gen, cond.ERROR, outcome.error_message):

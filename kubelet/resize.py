@@ -11,6 +11,11 @@ last accepted), per resource type:
 4. if everything before succeeded, container limit increases are applied; a failed increase
    does not stop the other increases.
 
+The pod-level limit is the sandbox's whole record (``sandbox_record``: cpu shares, cpu quota and
+memory limit over all the running containers, plus overhead), sent whole each time. The runtime
+refuses a container update that would take the containers over it, so the order is checked by
+its outcome.
+
 Containers whose resize policy for a changed resource is RestartContainer are restarted with the
 new resources instead of being updated in place (RestartContainer wins over NotRequired).
 Actuated resources are recorded per container only when the runtime accepted them. Any error
@@ -20,13 +25,14 @@ leaves PodResizeInProgress with reason Error and the message; the next sync retr
 from __future__ import annotations
 
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Protocol
 
 from prometheus_client import Histogram
 
 from kubelet.allocation.checkpoint import Resources
-from kubelet.status import LinuxResources, milli_to_quota, to_linux
+from kubelet.status import LinuxResources, milli_to_quota, milli_to_shares, to_linux
 from machinery import resources
 from machinery.logging import get_logger
 
@@ -128,36 +134,72 @@ def _with_request(r: Resources, source: Resources, name: str) -> Resources:
     return Resources(req, dict(r.limits))
 
 
-def _total_limit(values: list[Resources], name: str) -> int:
-    return sum(_limit(r, name) for r in values)
+def _total_limit(values: Iterable[Resources], name: str) -> int:
+    """The pod-level limit of ``name`` over its containers: their sum when every one has a limit,
+    else 0 — no limit (Kubernetes' ResourceConfigForPod sets a pod cgroup limit only then)."""
+    limits = [_limit(r, name) for r in values]
+    return sum(limits) if limits and all(limits) else 0
 
 
-async def actuate(containers: list[ContainerResize], runtime: ResizeRuntime, pod: str = "") -> Outcome:
+def _above(a: int, b: int) -> bool:
+    """Limit ``a`` is higher than ``b``, 0 being no limit."""
+    return a != b and (a == 0 or (b != 0 and a > b))
+
+
+def sandbox_record(values: Iterable[Resources], overhead: Resources | None = None) -> LinuxResources:
+    """A sandbox's whole pod-level record (KEP-1287 "CRI Changes": UpdatePodSandboxResources carries
+    all of it, never one field): cpu shares from the sum of the containers' cpu requests, the cpu
+    quota and the memory limit from the sums of their limits when every container has one (no
+    limit otherwise), each with the pod's overhead added."""
+    values = list(values)
+    extra = overhead or Resources({}, {})
+    cpu, memory = _total_limit(values, "cpu"), _total_limit(values, "memory")
+    return LinuxResources(
+        cpu_shares=milli_to_shares(sum(_request(r, "cpu") for r in values) + _request(extra, "cpu")),
+        cpu_quota=milli_to_quota(cpu + _limit(extra, "cpu")) if cpu else 0,
+        memory_limit_in_bytes=memory + _limit(extra, "memory") if memory else 0)
+
+
+def pod_overhead(pod) -> Resources | None:
+    """The pod's ``spec.overhead`` as what it adds to the pod-level requests and limits."""
+    if not pod.spec.overhead:
+        return None
+    return Resources(dict(pod.spec.overhead), dict(pod.spec.overhead))
+
+
+async def actuate(containers: list[ContainerResize], runtime: ResizeRuntime, pod: str = "",
+                  overhead: Resources | None = None) -> Outcome:
     """Apply the allocated resources of a pod's running containers in the KEP's order.
 
-    One pass per resource type (memory, then cpu), as Kubernetes' doPodResizeAction: a container
-    update changes only that resource, keeping the other at what the runtime already has.
+    ``containers`` are all the pod's running containers, those with nothing to change included:
+    the pod-level record is over all of them (plus ``overhead``). One pass per resource type
+    (memory, then cpu), as Kubernetes' doPodResizeAction: a container update changes only that
+    resource, keeping the other at what the runtime already has; the sandbox update carries the
+    whole record, the other resource at what the containers have now.
     """
     start = time.perf_counter()
     out = Outcome()
     current: dict[str, Resources] = {}
     in_place: list[ContainerResize] = []
     for c in containers:
+        current[c.name] = c.actuated
         if not changed_resources(c.allocated, c.actuated):
             continue
         if c.restart:
             out.restart.append(c.name)
         else:
             in_place.append(c)
-            current[c.name] = c.actuated
     for name in ("memory", "cpu"):
         moving = [c for c in in_place if _direction(c, name) != 0]
         if not moving:
             continue
-        before = _total_limit([current[c.name] for c in in_place], name)
-        after = _total_limit([_with(current[c.name], c.allocated, name) for c in in_place], name)
-        if after > before:
-            await _sandbox(runtime, name, after, pod)
+        target = {**current, **{c.name: _with(current[c.name], c.allocated, name) for c in in_place}}
+        was, will = sandbox_record(current.values(), overhead), sandbox_record(target.values(), overhead)
+        before = _total_limit(current.values(), name)
+        after = _total_limit(target.values(), name)
+        raised = _above(after, before) or (name == "cpu" and after == before and will.cpu_shares > was.cpu_shares)
+        if raised:
+            await _sandbox(runtime, will, pod)
         failed = False
         for c in (c for c in moving if _direction(c, name) < 0):
             if name == "memory":
@@ -171,13 +213,13 @@ async def actuate(containers: list[ContainerResize], runtime: ResizeRuntime, pod
                 failed = True
         if failed:
             continue  # no pod-level decrease and no increases for this resource; retried next sync
-        if after < before:
+        if not raised and will != was:
             if name == "memory":
-                usage = sum([await runtime.memory_usage(c.container_id) for c in in_place])
+                usage = sum([await runtime.memory_usage(c.container_id) for c in containers])
                 if after and usage > after:
                     out.errors.append(f"pod memory limit ({after}) below current usage ({usage})")
                     continue
-            await _sandbox(runtime, name, after, pod)
+            await _sandbox(runtime, will, pod)
         for c in (c for c in moving if _direction(c, name) > 0):
             await _update(runtime, c, _with(current[c.name], c.allocated, name), current, out, pod)
     for c in in_place:
@@ -202,11 +244,9 @@ async def _update(runtime: ResizeRuntime, c: ContainerResize, target: Resources,
     return True
 
 
-async def _sandbox(runtime: ResizeRuntime, name: str, total: int, pod: str) -> None:
-    """Set the pod-level limit of one resource (best effort: failures do not block the resize)."""
-    linux = (LinuxResources(cpu_quota=milli_to_quota(total)) if name == "cpu"
-             else LinuxResources(memory_limit_in_bytes=total))
+async def _sandbox(runtime: ResizeRuntime, record: LinuxResources, pod: str) -> None:
+    """Set the sandbox's pod-level record (best effort: failures do not block the resize)."""
     try:
-        await runtime.update_sandbox(linux)
+        await runtime.update_sandbox(record)
     except Exception as exc:
-        log.info("sandbox_resources_update_failed", pod=pod, resource=name, error=str(exc))
+        log.info("sandbox_resources_update_failed", pod=pod, error=str(exc))

@@ -110,14 +110,22 @@ class RuntimeOps:
                              exit_code=cs.exit_code, reason=cs.reason, message=cs.message, image=cs.image.image,
                              applied=_applied(cs.resources if cs.HasField("resources") else None))
 
-    async def run_sandbox(self, pod: core_pb2.Pod, attempt: int) -> str:
+    async def run_sandbox(self, pod: core_pb2.Pod, attempt: int, record: LinuxResources | None = None,
+                          overhead: Resources | None = None) -> str:
+        """Run the pod's sandbox with its pod-level ``record`` (kubelet.resize.sandbox_record) and
+        its overhead, as the kubelet's LinuxPodSandboxConfig carries them."""
         labels = {LABEL_POD_UID: pod.metadata.uid, LABEL_POD_NAME: pod.metadata.name,
                   LABEL_POD_NAMESPACE: pod.metadata.namespace}
+        linux = cri_pb2.LinuxPodSandboxConfig()
+        if record is not None:
+            linux.resources.CopyFrom(_linux_message(record))
+        if overhead is not None:
+            linux.overhead.CopyFrom(_linux_message(to_linux(overhead)))
         config = cri_pb2.PodSandboxConfig(
             metadata=cri_pb2.PodSandboxMetadata(name=pod.metadata.name, uid=pod.metadata.uid,
                                                 namespace=pod.metadata.namespace, attempt=attempt),
             hostname=pod.spec.hostname or pod.metadata.name, labels=labels,
-            annotations={k: v for k, v in pod.metadata.annotations.items()})
+            annotations={k: v for k, v in pod.metadata.annotations.items()}, linux=linux)
         resp = await self.rt.run_pod_sandbox(cri_pb2.RunPodSandboxRequest(config=config))
         return resp.pod_sandbox_id
 

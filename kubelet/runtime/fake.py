@@ -557,6 +557,8 @@ class FakeRuntime:
         actual = applied_resources(request.linux, self.cpu_quota_rounding_us)
         if request.linux == c.requested and actual == c.actual:
             return cri_pb2.UpdateContainerResourcesResponse()  # idempotent: nothing to change
+        if c.state == RUNNING:
+            self._check_pod_limits(c, request.linux)
         # As containerd: a container that is not running only has its spec updated; either way the
         # update succeeds, and a running one is OOM-killed if its usage is above the new limit.
         c.fold_cpu(_now())
@@ -568,6 +570,28 @@ class FakeRuntime:
         self._check_oom(c)
         await self._save()
         return cri_pb2.UpdateContainerResourcesResponse()
+
+    def _check_pod_limits(self, c: _Container, linux: cri_pb2.LinuxContainerResources) -> None:
+        """Refuse an update that would take the sandbox's running containers over its pod-level
+        limit, as a real pod cgroup does (a child cgroup's limit cannot be raised past its
+        parent's, and the kernel refuses the write): KEP-1287's ordering rule — the pod limit
+        raised before the containers grow, lowered after they shrink — is checked by its outcome.
+        A resource with no pod-level limit (0), or a container without a limit, is not checked."""
+        sb = self._sandboxes.get(c.sandbox_id)
+        if sb is None:
+            return
+        others = [x.requested for x in self._by_sandbox.get(sb.id, {}).values() if x.state == RUNNING and x.id != c.id]
+        for what, field_, pod_limit, overhead in (
+                ("memory limits", "memory_limit_in_bytes", sb.resources.memory_limit_in_bytes,
+                 sb.overhead.memory_limit_in_bytes),
+                ("cpu quotas", "cpu_quota", sb.resources.cpu_quota, sb.overhead.cpu_quota)):
+            values = [getattr(r, field_) for r in (*others, linux)]
+            if pod_limit <= 0 or not all(v > 0 for v in values):
+                continue
+            total = sum(values) + max(overhead, 0)
+            if total > pod_limit:
+                raise _precondition(f"container {c.name}: the containers' {what} ({total}) would exceed the "
+                                    f"pod's ({pod_limit})")
 
     @_rpc("update_pod_sandbox_resources")
     async def update_pod_sandbox_resources(

@@ -12,6 +12,7 @@ from tests.harness.builders import MakePod
 class FakeRuntime:
     def __init__(self, usage: dict[str, int] | None = None, fail: set[str] | None = None):
         self.calls: list[tuple] = []
+        self.sandboxes: list[LinuxResources] = []  # each sandbox record sent, whole
         self.usage = usage or {}
         self.fail = fail or set()
 
@@ -22,6 +23,7 @@ class FakeRuntime:
 
     async def update_sandbox(self, total: LinuxResources) -> None:
         self.calls.append(("pod", total.memory_limit_in_bytes, total.cpu_quota))
+        self.sandboxes.append(total)
 
     async def memory_usage(self, container_id: str) -> int:
         return self.usage.get(container_id, 0)
@@ -109,9 +111,38 @@ async def test_a_memory_request_change_is_actuated_without_a_runtime_call():
 
 async def test_missing_actuated_resources_are_set_by_one_update():
     """A container created but never recorded as actuated (kubelet killed in between): one
-    superfluous update brings the record to the whole allocation, memory request included."""
+    superfluous update brings the record to the whole allocation, memory request included. (The
+    sandbox's record, whose cpu shares follow the requests, is sent whole first: no limits, 1024
+    shares.)"""
     rt = FakeRuntime()
     c = ContainerResize("c1", "c1", Resources({"cpu": "1", "memory": "64Mi"}, {}), Resources(), False)
     out = await actuate([c], rt)
-    assert [x[:2] for x in rt.calls] == [("container", "c1")]
+    assert [x[:2] for x in rt.calls] == [("pod", 0), ("container", "c1")]
+    assert rt.sandboxes == [LinuxResources(cpu_shares=1024)]
     assert out.actuated == {"c1": Resources({"cpu": "1", "memory": "64Mi"}, {})}
+
+
+async def test_the_sandbox_record_is_sent_whole_over_every_running_container_with_the_overhead():
+    """KEP-1287 "CRI Changes": UpdatePodSandboxResources carries the pod's whole record. A cpu-only
+    resize of c1 beside an unchanged c2 raises the pod's quota to the sum over both plus the
+    overhead, and keeps the memory limit (both containers' plus the overhead's) in the same record."""
+    rt = FakeRuntime()
+    up = ContainerResize("c1", "c1", Resources({"cpu": "2"}, {"cpu": "2", "memory": "100Mi"}),
+                         Resources({"cpu": "1"}, {"cpu": "1", "memory": "100Mi"}), False)
+    same = Resources({"cpu": "1"}, {"cpu": "1", "memory": "200Mi"})
+    steady = ContainerResize("c2", "c2", same, same, False)
+    overhead = Resources({"cpu": "100m", "memory": "10Mi"}, {"cpu": "100m", "memory": "10Mi"})
+    out = await actuate([up, steady], rt, overhead=overhead)
+    assert [x[:2] for x in rt.calls] == [("pod", 310 * MI), ("container", "c1")]
+    assert rt.sandboxes == [LinuxResources(cpu_shares=3174, cpu_quota=310000, memory_limit_in_bytes=310 * MI)]
+    assert set(out.actuated) == {"c1"}
+
+
+async def test_a_container_without_a_limit_leaves_the_pod_without_one():
+    """Kubernetes' ResourceConfigForPod sets a pod-level limit only when every container has one."""
+    rt = FakeRuntime()
+    up = ContainerResize("c1", "c1", Resources({"cpu": "2"}, {"cpu": "2", "memory": "100Mi"}),
+                         Resources({"cpu": "1"}, {"cpu": "1", "memory": "100Mi"}), False)
+    unlimited = Resources({"cpu": "1"}, {})
+    await actuate([up, ContainerResize("c2", "c2", unlimited, unlimited, False)], rt)
+    assert rt.sandboxes == [LinuxResources(cpu_shares=3072)]

@@ -363,6 +363,33 @@ async def test_update_pod_sandbox_resources_is_stored(rt):
         await rt.update_pod_sandbox_resources(cri_pb2.UpdatePodSandboxResourcesRequest(pod_sandbox_id="nope"))
 
 
+async def test_a_container_update_over_the_pods_limit_is_refused(rt):
+    """KEP-1287 "Container resource limit update ordering", checked by its outcome: with a pod-level
+    memory limit of 300Mi (plus 10Mi overhead), two containers of 100Mi may not grow past it; the
+    pod limit raised first, the same update succeeds. Without a limit on every container, or on
+    the pod, nothing is checked."""
+    sid = await _sandbox(rt)
+    await rt.update_pod_sandbox_resources(cri_pb2.UpdatePodSandboxResourcesRequest(
+        pod_sandbox_id=sid, overhead=R(memory_limit_in_bytes=10 * Mi),
+        resources=R(memory_limit_in_bytes=210 * Mi, cpu_quota=300000)))
+    a = await _container(rt, sid, "a", resources=R(memory_limit_in_bytes=100 * Mi, cpu_quota=100000))
+    b = await _container(rt, sid, "b", resources=R(memory_limit_in_bytes=100 * Mi, cpu_quota=100000))
+    with pytest.raises(RuntimeCallError, match=r"container a: the containers' memory limits \(272629760\) would "
+                                               r"exceed the pod's \(220200960\)") as err:
+        await _update(rt, a, R(memory_limit_in_bytes=150 * Mi, cpu_quota=100000))
+    assert err.value.code == grpc.StatusCode.FAILED_PRECONDITION
+    assert (await _status(rt, a)).resources.linux.memory_limit_in_bytes == 100 * Mi
+    with pytest.raises(RuntimeCallError, match="cpu quotas"):
+        await _update(rt, b, R(memory_limit_in_bytes=100 * Mi, cpu_quota=250000))
+    await rt.update_pod_sandbox_resources(cri_pb2.UpdatePodSandboxResourcesRequest(
+        pod_sandbox_id=sid, resources=R(memory_limit_in_bytes=260 * Mi, cpu_quota=400000)))
+    await _update(rt, a, R(memory_limit_in_bytes=150 * Mi, cpu_quota=100000))
+    await _update(rt, b, R(memory_limit_in_bytes=100 * Mi, cpu_quota=250000))
+    # a container without a memory limit: the pod's memory limit is not checked
+    await _update(rt, a, R(cpu_quota=100000))
+    await _update(rt, b, R(memory_limit_in_bytes=500 * Mi, cpu_quota=250000))
+
+
 # ---- failpoints -------------------------------------------------------------------------------
 
 

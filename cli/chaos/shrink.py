@@ -23,7 +23,7 @@ then simpler ones):
    one run at a time, from the last (a cluster filled by twenty creations is one ``apply -f``);
 4. delta debugging (Zeller's ddmin) over the steps: remove chunks of halves, quarters, ... down to
    single steps, each cut keeping the other steps at their times (``kept_in_time``), then pass 3
-   again on the runs the cuts made;
+   again on the runs the cuts made; a cut of pass 0's lag or hold must fail twice the tries;
 5. each delay left set to 0, then halved, where the failure holds.
 
 The result is confirmed with ``confirm`` runs and written with how many of them failed. When not
@@ -138,6 +138,16 @@ def _without_lag(steps: list[Step]) -> list[Step]:
     return out
 
 
+def _lag_parts(steps: list[Step]) -> set[str]:
+    """Which parts of a steadying lag (pass 0) ``steps`` have: its leading delay-watch, its hold."""
+    parts = set()
+    if steps and steps[0].op == "delay-watch" and not steps[0].after:
+        parts.add("lag")
+    if _is_hold(steps[-1:]):
+        parts.add("hold")
+    return parts
+
+
 def neighbours(entries: Iterable[Entry], pods: frozenset[str]) -> frozenset[str]:
     """The pods of a run's history that were ever bound or nominated to a node one of ``pods`` was
     bound or nominated to (``pods`` included): a race on a node needs the pods that filled it."""
@@ -175,8 +185,10 @@ class Shrinker:
     neighbours: frozenset[str] = frozenset()  # those and the pods that shared a node with them
     deciders: tuple[str, ...] = ()  # the components the broken rule judges (check.Rule.deciders)
 
-    def fails(self, sched: Schedule, what: str) -> bool:
-        for i in range(self.tries):
+    def fails(self, sched: Schedule, what: str, tries: int = 0) -> bool:
+        """Whether every one of ``tries`` runs (the shrinker's own when 0) fails the same way."""
+        tries = tries or self.tries
+        for i in range(tries):
             self.runs += 1
             result = self.run_once(sched, f"shrink-{self.runs:03d}")
             got = signature(result)
@@ -184,7 +196,7 @@ class Shrinker:
                 self.echo(f"  {what}: {len(sched.steps)} steps: try {i + 1} " + (f"failed otherwise ({got})" if got
                                                                                   else "passed"))
                 return False
-        self.echo(f"  {what}: {len(sched.steps)} steps fail ({self.target}, {self.tries} of {self.tries})")
+        self.echo(f"  {what}: {len(sched.steps)} steps fail ({self.target}, {tries} of {tries})")
         return True
 
     def steadied(self, sched: Schedule) -> Schedule:
@@ -269,8 +281,12 @@ class Shrinker:
             removed = False
             for start in range(0, len(steps), chunk):
                 candidate = kept_in_time(steps, set(range(start)) | set(range(start + chunk, len(steps))))
+                # A cut of the steadying lag (pass 0) must fail twice as many tries: the lag made
+                # the race steady, and a few lucky tries without it are no proof it is not needed.
+                unsteady = bool(_lag_parts(steps) - _lag_parts(candidate))
                 if candidate and self.fails(sched.replace_steps(candidate),
-                                            f"without steps {start + 1}-{min(start + chunk, len(steps))}"):
+                                            f"without steps {start + 1}-{min(start + chunk, len(steps))}",
+                                            self.tries * (2 if unsteady else 1)):
                     steps, removed = candidate, True
                     n = max(n - 1, 2)
                     break

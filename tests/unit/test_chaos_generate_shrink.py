@@ -238,3 +238,27 @@ def test_the_merge_pass_keeps_a_run_apart_when_the_failure_needs_it_so():
     small = shrink.Shrinker(run_once, "violation r", tries=1, echo=lambda _: None).merge_applies(Schedule(steps))
     assert [s.op for s in small.steps] == ["apply", "apply", "kill", "apply"]
     assert [m["metadata"]["name"] for m in small.steps[3].args] == ["c", "d"]
+
+
+def test_a_cut_of_the_steadying_lag_must_fail_twice_the_tries():
+    """A race steadied by a lag that fails now and then without it: ddmin may not cut the lag on
+    a few lucky tries (here every third run without the lag passes: 2 tries would be lucky)."""
+    calls = {"bare": 0}
+
+    def run_once(s: Schedule, label: str) -> RunResult:
+        lagged = s.steps and s.steps[0].op == "delay-watch"
+        needed = any(st.op == "kill" and st.arg("component") == "c1" for st in s.steps)
+        fails = needed
+        if needed and not lagged:
+            calls["bare"] += 1
+            fails = calls["bare"] % 3 != 0
+        return RunResult(not fails, "", "/tmp", violations=[{"rule": "r", "rev": 1, "message": "x"}] if fails else [])
+
+    steps = [Step("delay-watch", {"component": "scheduler", "ms": 200}), Step("kill", "c1", 1.0),
+             Step("kill", "c2", 1.0), Step("sleep", shrink.LAG_HOLD_SECONDS)]
+    s = shrink.Shrinker(run_once, "violation r", tries=2, echo=lambda _: None)
+    small = s.ddmin(Schedule(steps))
+    # (this fake needs no hold: cutting it fails every one of the 4 tries)
+    assert [st.op for st in small.steps] == ["delay-watch", "kill"]
+    assert small.steps[1].arg("component") == "c1"
+    assert calls["bare"] == 3  # the one cut of the lag: 2 tries failed, the 3rd passed

@@ -141,7 +141,8 @@ def config_from(a: argparse.Namespace, node_name: str | None = None,
     gates.export()  # kubernetes_feature_enabled, as every component exports it
     node = NodeConfig(node_name, cpu=a.cpu, memory=a.memory, pods=a.pods,
                       kube_reserved=_pairs(a.kube_reserved, "--kube-reserved"),
-                      labels=_pairs(a.node_labels, "--node-labels"), taints=_taints(a.register_with_taints))
+                      labels=_pairs(a.node_labels, "--node-labels"), taints=_taints(a.register_with_taints),
+                      declared_features=declared_features(gates))
     return KubeletConfig(node=node, checkpoint_dir=checkpoint_dir, release=gates.emulated_version,
                          in_place_resize=gates.enabled("InPlacePodVerticalScaling"),
                          resize_preemption=gates.enabled("SchedulerPreemptionForPodResize"),
@@ -151,6 +152,18 @@ def config_from(a: argparse.Namespace, node_name: str | None = None,
                          node_lease_duration=a.node_lease_duration_seconds, pleg_relist_period=a.pleg_relist_period,
                          eviction=eviction, system_memory_usage=system_memory, dra_devices=a.dra_devices,
                          resource_policies=policies)
+
+
+# The features a kubelet declares on its Node when enabled (KEP-5328 Node Declared Features), so
+# the control plane acts on what the node does rather than on its version: InPlacePodVerticalScaling
+# (it resizes in place), SchedulerPreemptionForPodResize (it propagates the Node's
+# podPreemptionPolicy to its pods as PodResizePreemptionDisabled, so the scheduler need not read the
+# policy itself: KEP-5836).
+DECLARED_FEATURES = ("InPlacePodVerticalScaling", "SchedulerPreemptionForPodResize")
+
+
+def declared_features(gates: FeatureGates) -> tuple[str, ...]:
+    return tuple(f for f in DECLARED_FEATURES if gates.enabled(f))
 
 
 class KubeletProcess:

@@ -62,6 +62,8 @@ class NodeConfig:
     kubelet_version: str = BINARY.git_version
     runtime_version: str = "kplane-fake://0.1.0"
     address: str = "127.0.0.1"
+    # KEP-5328 Node Declared Features: what the control plane must know this kubelet does
+    declared_features: tuple[str, ...] = ()
 
 
 def capacity(cfg: NodeConfig) -> dict[str, str]:
@@ -120,6 +122,9 @@ def set_status(node: core_pb2.Node, cfg: NodeConfig, c: Conditions) -> None:
     info.machine_id = info.machine_id or cfg.name
     info.system_uuid = info.system_uuid or cfg.name
     info.boot_id = info.boot_id or cfg.name
+    if list(st.declared_features) != sorted(cfg.declared_features):
+        del st.declared_features[:]
+        st.declared_features.extend(sorted(cfg.declared_features))
     del st.addresses[:]
     st.addresses.add(type="InternalIP", address=cfg.address)
     st.addresses.add(type="Hostname", address=cfg.name)

@@ -112,6 +112,7 @@ COMMENTS: dict[str, str] = {
     "kplane.v1.NodePodPreemptionPolicy.disable_resize_preemption": "Owners that asked to disable preemption for in-place pod resize on this node; non-empty disables it.",
     "kplane.v1.NodeSelectorRequirement.operator": "In, NotIn, Exists, DoesNotExist, Gt, Lt.",
     "kplane.v1.NodeSpec.pod_preemption_policy": "KEP-5836: node-level preemption policy.",
+    "kplane.v1.NodeStatus.declared_features": "KEP-5328 Node Declared Features: the features the node's kubelet has enabled that the control plane must know of (kplane declares SchedulerPreemptionForPodResize).",
     "kplane.v1.ObjectMeta.creation_timestamp": "RFC 3339 times.",
     "kplane.v1.ObjectMeta.generation": "Incremented on every change of spec.",
     "kplane.v1.ObjectMeta.managed_fields": "Which field manager owns which fields (server-side apply): an entry per manager, operation and subresource, written by the apiserver on every create, update, patch and apply.",

@@ -697,7 +697,7 @@ class Taint(_message.Message):
     def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ..., effect: _Optional[str] = ..., time_added: _Optional[str] = ...) -> None: ...
 
 class NodeStatus(_message.Message):
-    __slots__ = ("capacity", "allocatable", "phase", "conditions", "addresses", "daemon_endpoints", "node_info", "images", "volumes_in_use", "features", "runtime_handlers")
+    __slots__ = ("capacity", "allocatable", "phase", "conditions", "addresses", "daemon_endpoints", "node_info", "images", "volumes_in_use", "features", "runtime_handlers", "declared_features")
     class CapacityEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -723,6 +723,7 @@ class NodeStatus(_message.Message):
     VOLUMES_IN_USE_FIELD_NUMBER: _ClassVar[int]
     FEATURES_FIELD_NUMBER: _ClassVar[int]
     RUNTIME_HANDLERS_FIELD_NUMBER: _ClassVar[int]
+    DECLARED_FEATURES_FIELD_NUMBER: _ClassVar[int]
     capacity: _containers.ScalarMap[str, str]
     allocatable: _containers.ScalarMap[str, str]
     phase: str
@@ -734,7 +735,8 @@ class NodeStatus(_message.Message):
     volumes_in_use: _containers.RepeatedScalarFieldContainer[str]
     features: _struct_pb2.Struct
     runtime_handlers: _containers.RepeatedCompositeFieldContainer[_struct_pb2.Struct]
-    def __init__(self, capacity: _Optional[_Mapping[str, str]] = ..., allocatable: _Optional[_Mapping[str, str]] = ..., phase: _Optional[str] = ..., conditions: _Optional[_Iterable[_Union[NodeCondition, _Mapping]]] = ..., addresses: _Optional[_Iterable[_Union[NodeAddress, _Mapping]]] = ..., daemon_endpoints: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., node_info: _Optional[_Union[NodeSystemInfo, _Mapping]] = ..., images: _Optional[_Iterable[_Union[_struct_pb2.Struct, _Mapping]]] = ..., volumes_in_use: _Optional[_Iterable[str]] = ..., features: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., runtime_handlers: _Optional[_Iterable[_Union[_struct_pb2.Struct, _Mapping]]] = ...) -> None: ...
+    declared_features: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, capacity: _Optional[_Mapping[str, str]] = ..., allocatable: _Optional[_Mapping[str, str]] = ..., phase: _Optional[str] = ..., conditions: _Optional[_Iterable[_Union[NodeCondition, _Mapping]]] = ..., addresses: _Optional[_Iterable[_Union[NodeAddress, _Mapping]]] = ..., daemon_endpoints: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., node_info: _Optional[_Union[NodeSystemInfo, _Mapping]] = ..., images: _Optional[_Iterable[_Union[_struct_pb2.Struct, _Mapping]]] = ..., volumes_in_use: _Optional[_Iterable[str]] = ..., features: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., runtime_handlers: _Optional[_Iterable[_Union[_struct_pb2.Struct, _Mapping]]] = ..., declared_features: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class NodeCondition(_message.Message):
     __slots__ = ("type", "status", "last_heartbeat_time", "last_transition_time", "reason", "message")

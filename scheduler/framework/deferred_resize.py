@@ -21,6 +21,8 @@ POD_RESIZE_PREEMPTION_DISABLED = "PodResizePreemptionDisabled"
 # The first kubelet release that propagates the Node's podPreemptionPolicy to its pods: the one
 # KEP-5836's gate came in at.
 NODE_POLICY_KUBELET = introduced("SchedulerPreemptionForPodResize")
+# The feature a kubelet that propagates it declares (KEP-5328), by its gate's name.
+NODE_POLICY_FEATURE = "SchedulerPreemptionForPodResize"
 
 
 def is_deferred_resize(pod: core_pb2.Pod) -> bool:
@@ -54,13 +56,20 @@ def preemption_disabled_by_condition(pod: core_pb2.Pod) -> bool:
 
 
 def kubelet_knows_node_policy(node: core_pb2.Node) -> bool:
-    """Whether the node's kubelet (by ``status.nodeInfo.kubeletVersion``) propagates the node's
-    podPreemptionPolicy to pods itself. An unparsable or missing version counts as new: the
-    fallback is for kubelets known to be old."""
+    """Whether the node's kubelet propagates the node's podPreemptionPolicy to pods itself: by
+    what it declares (KEP-5328 Node Declared Features: ``status.declaredFeatures`` names
+    SchedulerPreemptionForPodResize when its gate is on; a kubelet of the right version with the
+    gate off propagates nothing), else by ``status.nodeInfo.kubeletVersion`` for a node that
+    declares no features at all. An unparsable or missing version counts as new: the fallback is
+    for kubelets known not to propagate."""
+    declared = node.status.declared_features
+    if declared:
+        return NODE_POLICY_FEATURE in declared
     try:
-        return Version.parse(node.status.node_info.kubelet_version) >= NODE_POLICY_KUBELET
+        version = Version.parse(node.status.node_info.kubelet_version)
     except VersionError:
         return True
+    return version >= NODE_POLICY_KUBELET
 
 
 def node_disables_resize_preemption(node: core_pb2.Node | None) -> bool:

@@ -63,6 +63,9 @@ gate_off_cluster = cluster_fixture(nodes=1, schedulers=1, node_cpu="4", node_mem
                                    kubelet_args=FAST_KUBELET)
 old_kubelet_cluster = cluster_fixture(nodes=1, schedulers=1, node_cpu="4", node_memory="8Gi", feature_gates=GATE,
                                       kubelet_args=FAST_KUBELET + ["--emulated-version=1.35", "--feature-gates="])
+# a kubelet of the gate's release with the gate off: it propagates nothing either
+gate_off_kubelet_cluster = cluster_fixture(nodes=1, schedulers=1, node_cpu="4", node_memory="8Gi", feature_gates=GATE,
+                                           kubelet_args=FAST_KUBELET + ["--feature-gates="])
 
 
 @pytest.fixture
@@ -318,9 +321,29 @@ async def old_api(old_kubelet_cluster):
 async def test_an_old_kubelets_node_policy_is_read_by_the_scheduler_itself(old_api, old_kubelet_cluster):
     """"Version Skew Strategy": a 1.35 kubelet defers the resize but knows nothing of the Node's
     podPreemptionPolicy; the scheduler reads the Node and does not preempt until it is cleared."""
-    api, tc = old_api, old_kubelet_cluster
-    node = await api.nodes.get(NODE)
+    node = await old_api.nodes.get(NODE)
     assert node.status.node_info.kubelet_version == "v1.35.0"
+    await _policy_read_by_the_scheduler(old_api, old_kubelet_cluster)
+
+
+@pytest.fixture
+async def gate_off_kubelet_api(gate_off_kubelet_cluster):
+    async with resize_api(gate_off_kubelet_cluster) as c:
+        yield c
+
+
+async def test_a_kubelet_with_the_gate_off_has_its_node_policy_read_by_the_scheduler(gate_off_kubelet_api,
+                                                                                   gate_off_kubelet_cluster):
+    """The fallback by what the kubelet does, not only by its version: a kubelet of the gate's
+    release with the gate off declares no SchedulerPreemptionForPodResize on its Node (KEP-5328
+    ``status.declaredFeatures``) and propagates nothing; the scheduler reads the Node itself."""
+    node = await gate_off_kubelet_api.nodes.get(NODE)
+    assert node.status.node_info.kubelet_version == "v1.37.0"
+    assert list(node.status.declared_features) == ["InPlacePodVerticalScaling"]
+    await _policy_read_by_the_scheduler(gate_off_kubelet_api, gate_off_kubelet_cluster)
+
+
+async def _policy_read_by_the_scheduler(api, tc) -> None:
     await run_pods(api,
                    resizable_pod("a", "2", "p-high").obj(),
                    resizable_pod("b", "1", "p-low").obj(),
@@ -330,7 +353,7 @@ async def test_an_old_kubelets_node_policy_is_read_by_the_scheduler_itself(old_a
     skipped = metric(tc, "scheduler", "scheduler_resize_preemption_skipped_total", 'reason="NodePodPreemptionPolicy"')
     await resize(api, "a", cpu="3")
     await wait_resize_conditions(api, "a", {"PodResizePending": "Deferred"},
-                                 "a deferred, no condition from an old kubelet")
+                                 "a deferred, no condition from the kubelet")
     await eventually(lambda: metric(tc, "scheduler", "scheduler_resize_preemption_skipped_total",
                                     'reason="NodePodPreemptionPolicy"') > skipped, timeout=WAIT,
                      what="the scheduler read the node's policy and left a out")

@@ -173,6 +173,20 @@ def test_version_skew_the_node_policy_counts_only_for_kubelets_before_1_37(kubel
                                               .disable_resize_preemption(*disable).obj()) is disabled
 
 
+@pytest.mark.parametrize("kubelet,declared,disabled", [
+    ("v1.37.0", ["InPlacePodVerticalScaling"], True),  # the gate's release, gate off: propagates nothing
+    ("v1.37.0", ["InPlacePodVerticalScaling", "SchedulerPreemptionForPodResize"], False),  # it propagates
+    ("v1.35.0", ["SchedulerPreemptionForPodResize"], False),  # what it declares wins over its version
+    ("v1.37.0", [], False),  # declares nothing: by version
+])
+def test_the_node_policy_fallback_goes_by_what_the_kubelet_declares(kubelet, declared, disabled):
+    """KEP-5328 Node Declared Features: a kubelet that declares features is taken at its word."""
+    node = (MakeNode().name("n1").allocatable(cpu="4", memory="8Gi", pods="110").kubelet_version(kubelet)
+            .disable_resize_preemption("autoscaler-a").obj())
+    node.status.declared_features.extend(declared)
+    assert dr.node_disables_resize_preemption(node) is disabled
+
+
 def test_no_node_disables_nothing():
     assert not dr.node_disables_resize_preemption(None)
 

@@ -23,6 +23,7 @@ RULES = {"kubelet-skip-fit-check.yaml": "allocated-within-allocatable",
          "controller-manager-skip-replicaset-expectations.yaml": "deployment-surge-and-unavailability"}
 
 pytestmark = pytest.mark.chaos
+OFF_TRIES = 3
 
 
 def _run(path: Path, tmp: Path) -> tuple[subprocess.CompletedProcess, dict]:
@@ -42,9 +43,17 @@ def test_a_shrunk_schedule_fails_with_its_check_off_and_passes_with_it_on(name, 
     path = FOUND / name
     doc = yaml.safe_load(path.read_text())
     assert doc["cluster"]["failpoints"].endswith("=return") and len(doc["steps"]) <= 12
-    r, result = _run(path, tmp_path / "off")
-    rules = {v["rule"] for v in result.get("violations", [])}
-    assert r.returncode == 1 and RULES[name] in rules, r.stdout[-3000:] + r.stderr[-2000:]
+    # With the check off the race must show; it is a race between real processes, so it gets up
+    # to OFF_TRIES runs. (The kubelet fit check's needs two pods placed on one node, which the
+    # order the scheduler sees them in decides: on a loaded machine it showed in 5 runs of 6.)
+    for attempt in range(OFF_TRIES):
+        r, result = _run(path, tmp_path / f"off-{attempt}")
+        rules = {v["rule"] for v in result.get("violations", [])}
+        if r.returncode == 1 and RULES[name] in rules:
+            break
+    else:
+        pytest.fail(f"no {RULES[name]} violation in {OFF_TRIES} runs with the check off; the last:\n"
+                    + r.stdout[-3000:] + r.stderr[-2000:])
     del doc["cluster"]["failpoints"]
     on = tmp_path / "on.yaml"
     on.write_text(yaml.safe_dump(doc))

@@ -141,9 +141,8 @@ def rollout_blocked(d: apps_pb2.Deployment, rss: list[apps_pb2.ReplicaSet], pods
     new = deploymentutil.find_new_replica_set(d, own)
     if new is None:
         return False
-    owners = {rs.metadata.uid for rs in own}
     pending = any(not p.spec.node_name and not p.metadata.deletion_timestamp and not _terminal(p)
-                  and any(ref.controller and ref.uid in owners for ref in p.metadata.owner_references) for p in pods)
+                  and any(_owned_by(p, rs.metadata.uid) for rs in own) for p in pods)
     if not pending or deploymentutil.new_rs_new_replicas(d, own, new) != deploymentutil.replicas(new):
         return False
     old = [rs for rs in own if rs.metadata.uid != new.metadata.uid and deploymentutil.replicas(rs) > 0]

@@ -20,7 +20,8 @@ then simpler ones):
    else every step on a pod that never shared a node with those (the run's history says);
 3. each run of consecutive ``apply`` steps made one step that applies their manifests in order, at
    the time of the run's first step, else of its last (``merged_applies``): every run at once, else
-   one run at a time, from the last (a cluster filled by twenty creations is one ``apply -f``);
+   one run at a time, from the last (a cluster filled by twenty creations is one ``apply -f``); a
+   run that cannot be one, two neighbouring applies at a time, from its end;
 4. delta debugging (Zeller's ddmin) over the steps: remove chunks of halves, quarters, ... down to
    single steps, each cut keeping the other steps at their times (``kept_in_time``), then pass 3
    again on the runs the cuts made; a cut of pass 0's lag or hold must fail twice the tries;
@@ -255,7 +256,8 @@ class Shrinker:
 
     def merge_applies(self, sched: Schedule) -> Schedule:
         """Pass 3: every run of consecutive applies made one step, at its first step's time, else
-        its last's; else each run so, from the last run back."""
+        its last's; else each run so, from the last run back; else, within it, each two
+        neighbouring applies (``_merge_pairs``)."""
         runs = apply_runs(list(sched.steps))
         if not runs:
             return sched
@@ -263,12 +265,29 @@ class Shrinker:
             merged = sched.replace_steps(merged_applies(list(sched.steps), runs, at))
             if self.fails(merged, f"each run of applies as one, at its {at} step's time"):
                 return merged
-        if len(runs) == 1:
-            return sched
         for run in reversed(runs):  # from the end: a merge moves no earlier step's index
-            for at in ("first", "last"):
-                merged = sched.replace_steps(merged_applies(list(sched.steps), [run], at))
-                if self.fails(merged, f"steps {run.start + 1}-{run.stop} as one apply, at its {at}"):
+            # (with one run, "every run at once" above already tried it whole)
+            one = self._merge_one(sched, run) if len(runs) > 1 else None
+            sched = one if one is not None else self._merge_pairs(sched, run)
+        return sched
+
+    def _merge_one(self, sched: Schedule, run: range) -> Schedule | None:
+        """``run`` made one apply, at its first step's time, else its last's; None when neither
+        fails."""
+        for at in ("first", "last"):
+            merged = sched.replace_steps(merged_applies(list(sched.steps), [run], at))
+            if self.fails(merged, f"steps {run.start + 1}-{run.stop} as one apply, at its {at}"):
+                return merged
+        return None
+
+    def _merge_pairs(self, sched: Schedule, run: range) -> Schedule:
+        """Within a run that cannot be one apply, each two neighbouring applies made one, from the
+        run's end: at the later one's time, else the earlier one's (some of the creations a race
+        needs apart, the others not)."""
+        for j in range(run.stop - 1, run.start, -1):
+            for at in ("last", "first"):
+                merged = sched.replace_steps(merged_applies(list(sched.steps), [range(j - 1, j + 1)], at))
+                if self.fails(merged, f"steps {j}-{j + 1} as one apply, at the {at}'s time"):
                     sched = merged
                     break
         return sched

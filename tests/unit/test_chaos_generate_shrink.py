@@ -262,3 +262,23 @@ def test_a_cut_of_the_steadying_lag_must_fail_twice_the_tries():
     assert [st.op for st in small.steps] == ["delay-watch", "kill"]
     assert small.steps[1].arg("component") == "c1"
     assert calls["bare"] == 3  # the one cut of the lag: 2 tries failed, the 3rd passed
+
+
+def test_a_run_that_cannot_be_one_apply_merges_the_pairs_the_failure_allows():
+    """Pod b must come a second after a; c and d may come with b or each other: a and b stay apart,
+    b, c and d become one apply."""
+    steps = [_pod_apply("a", 0.0), _pod_apply("b", 1.0), _pod_apply("c", 0.5), _pod_apply("d", 0.5)]
+
+    def run_once(s: Schedule, label: str) -> RunResult:
+        at, when = 0.0, {}
+        for st in s.steps:
+            at += st.after
+            for m in (st.args if isinstance(st.args, list) else [st.args]):
+                when[m["metadata"]["name"]] = at
+        fails = when.get("b", 0) - when.get("a", 0) >= 1.0 and set(when) == {"a", "b", "c", "d"}
+        return RunResult(not fails, "", "/tmp", violations=[{"rule": "r", "rev": 1, "message": "x"}] if fails else [])
+
+    small = shrink.Shrinker(run_once, "violation r", tries=1, echo=lambda _: None).merge_applies(Schedule(steps))
+    names = [[m["metadata"]["name"] for m in (st.args if isinstance(st.args, list) else [st.args])]
+             for st in small.steps]
+    assert names == [["a"], ["b", "c", "d"]]

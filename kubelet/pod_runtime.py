@@ -18,7 +18,15 @@ from dataclasses import dataclass, field
 from kubelet.allocation import conditions as cond
 from kubelet.allocation.checkpoint import Resources
 from kubelet.allocation.manager import AllocationManager, RecordEvent, resizable_containers
-from kubelet.resize import ContainerResize, actuate, changed_resources, needs_restart, pod_overhead, sandbox_record
+from kubelet.resize import (
+    ContainerResize,
+    actuate,
+    changed_resources,
+    needs_restart,
+    pod_overhead,
+    sandbox_record,
+    set_sandbox_record,
+)
 from kubelet.restart_failpoints import FP_BEFORE_CREATE_ACK, FP_RESIZE_AFTER_ACTUATED, FP_RESIZE_AFTER_CRI
 from kubelet.runtime_ops import Observed, RuntimeOps
 from kubelet.status import ContainerView
@@ -212,10 +220,7 @@ class PodRuntime:
         if outcome.restart:
             # The restarted containers run with their new resources: the record follows them.
             now = [self._alloc.actuated_of(uid, p.name) or p.actuated for p in plan]
-            try:
-                await runtime.update_sandbox(sandbox_record(now, overhead))
-            except Exception as exc:  # best effort, as every sandbox update
-                log.info("sandbox_resources_update_failed", pod=key_of(pod), error=str(exc))
+            await set_sandbox_record(runtime, sandbox_record(now, overhead), key_of(pod))
         gen = in_progress.observed_generation if in_progress is not None else pod.metadata.generation
         if outcome.errors:
             if self._alloc.set_in_progress(uid, gen, cond.ERROR, outcome.error_message):

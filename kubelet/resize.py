@@ -199,7 +199,7 @@ async def actuate(containers: list[ContainerResize], runtime: ResizeRuntime, pod
         after = _total_limit(target.values(), name)
         raised = _above(after, before) or (name == "cpu" and after == before and will.cpu_shares > was.cpu_shares)
         if raised:
-            await _sandbox(runtime, will, pod)
+            await set_sandbox_record(runtime, will, pod)
         failed = False
         for c in (c for c in moving if _direction(c, name) < 0):
             if name == "memory":
@@ -219,7 +219,7 @@ async def actuate(containers: list[ContainerResize], runtime: ResizeRuntime, pod
                 if after and usage > after:
                     out.errors.append(f"pod memory limit ({after}) below current usage ({usage})")
                     continue
-            await _sandbox(runtime, will, pod)
+            await set_sandbox_record(runtime, will, pod)
         for c in (c for c in moving if _direction(c, name) > 0):
             await _update(runtime, c, _with(current[c.name], c.allocated, name), current, out, pod)
     for c in in_place:
@@ -244,7 +244,7 @@ async def _update(runtime: ResizeRuntime, c: ContainerResize, target: Resources,
     return True
 
 
-async def _sandbox(runtime: ResizeRuntime, record: LinuxResources, pod: str) -> None:
+async def set_sandbox_record(runtime: ResizeRuntime, record: LinuxResources, pod: str) -> None:
     """Set the sandbox's pod-level record (best effort: failures do not block the resize)."""
     try:
         await runtime.update_sandbox(record)

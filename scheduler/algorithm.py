@@ -19,6 +19,7 @@ from scheduler.cache.cache import Cache
 from scheduler.cache.snapshot import Snapshot
 from scheduler.framework.node_info import NodeInfo
 from scheduler.framework.runtime import Framework
+from scheduler.framework.tiebreaks import TieBreaks
 from scheduler.framework.types import Code, CycleState, Diagnosis, FitError, SchedulingError, Status
 
 MIN_FEASIBLE_NODES_TO_FIND = 100
@@ -49,11 +50,11 @@ class Algorithm:
     """The part of a scheduling cycle that picks a node (schedulePod)."""
 
     def __init__(self, cache: Cache, snapshot: Snapshot, nominator: Sized, percentage_of_nodes_to_score: int,
-                 rand: random.Random | None = None):
+                 tie_breaks: TieBreaks | None = None):
         self.cache, self.snapshot, self.nominator = cache, snapshot, nominator
         self.percentage_of_nodes_to_score = percentage_of_nodes_to_score
         self.next_start_node_index = 0
-        self._rand = rand or random.Random()
+        self.tie_breaks = tie_breaks or TieBreaks()
 
     def schedule_pod(self, fw: Framework, state: CycleState, pod: core_pb2.Pod) -> ScheduleResult:
         snapshot = self.snapshot
@@ -67,7 +68,8 @@ class Algorithm:
         if len(feasible) == 1:
             return ScheduleResult(feasible[0].name, evaluated, 1)
         scores = self.prioritize_nodes(fw, state, pod, feasible)
-        return ScheduleResult(self.select_host(feasible, scores), evaluated, len(feasible))
+        host = self.select_host(feasible, scores, self.tie_breaks.for_pod(pod))
+        return ScheduleResult(host, evaluated, len(feasible))
 
     def find_nodes_that_fit(self, fw: Framework, state: CycleState,
                             pod: core_pb2.Pod) -> tuple[list[NodeInfo], Diagnosis]:
@@ -152,14 +154,15 @@ class Algorithm:
             raise SchedulingError(s)
         return scores
 
-    def select_host(self, nodes: list[NodeInfo], scores: list[int]) -> str:
-        """The highest score; ties broken uniformly at random (reservoir sampling)."""
+    @staticmethod
+    def select_host(nodes: list[NodeInfo], scores: list[int], rand: random.Random) -> str:
+        """The highest score; ties broken uniformly at random (reservoir sampling) from ``rand``."""
         best, chosen, ties = -1, "", 0
         for ni, score in zip(nodes, scores, strict=True):
             if score > best:
                 best, chosen, ties = score, ni.name, 1
             elif score == best:
                 ties += 1
-                if self._rand.randrange(ties) == 0:
+                if rand.randrange(ties) == 0:
                     chosen = ni.name
         return chosen

@@ -42,6 +42,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                    help="how long a pod may wait in the unschedulable pool before it is retried anyway (5m)")
     p.add_argument("--assumed-pod-ttl", default="15m",
                    help="how long after its binding an assumed pod may go unseen before it is expired")
+    p.add_argument("--tie-break-seed", default="",
+                   help="kplane's: draw each pod's random choices (a node among equal scores, where preemption's "
+                        "dry runs start) from this seed and the pod's name, the same in every run (default: unseeded)")
     return p.parse_args(argv)
 
 
@@ -100,7 +103,8 @@ class _Runner:
     def new(self) -> Scheduler:
         cfg, max_unsched, ttl = build_config(self.a, self.registry)
         return Scheduler(self.client, cfg, self.registry, identity=self.a.identity, assumed_ttl=ttl,
-                         max_in_unschedulable=max_unsched, feature_gates=self.gates)
+                         max_in_unschedulable=max_unsched, feature_gates=self.gates,
+                         tie_break_seed=self.a.tie_break_seed)
 
     async def start(self) -> None:
         self.sched = self.new()

@@ -30,6 +30,7 @@ from scheduler.framework.features import Features
 from scheduler.framework.interfaces import PluginFactory, Services
 from scheduler.framework.pod_info import QueuedPodInfo
 from scheduler.framework.runtime import Framework, FrameworkError
+from scheduler.framework.tiebreaks import TieBreaks
 from scheduler.framework.types import CycleState
 from scheduler.queue.scheduling_queue import DEFAULT_MAX_IN_UNSCHEDULABLE, SchedulingQueue
 from scheduler.schedule_one import binding_cycle, schedule_one
@@ -47,7 +48,8 @@ BINDING_DRAIN_TIMEOUT = STOP_TIMEOUT - 1.5
 class Scheduler:
     def __init__(self, client: Client, cfg: SchedulerConfig, registry: dict[str, PluginFactory], *,
                  identity: str = "kplane-scheduler", assumed_ttl: float = DEFAULT_ASSUMED_TTL,
-                 max_in_unschedulable: float = DEFAULT_MAX_IN_UNSCHEDULABLE, feature_gates=None):
+                 max_in_unschedulable: float = DEFAULT_MAX_IN_UNSCHEDULABLE, feature_gates=None,
+                 tie_break_seed: str = ""):
         self.client = client
         self.cfg = cfg
         self.identity = identity
@@ -55,6 +57,7 @@ class Scheduler:
         self.cache = Cache(ttl=assumed_ttl)
         self.snapshot = Snapshot()
         self.percentage_of_nodes_to_score = cfg.percentage_of_nodes_to_score
+        self.tie_breaks = TieBreaks(tie_break_seed)  # unseeded unless --tie-break-seed (framework/tiebreaks.py)
         self.pods = Informer(client, POD, field_selector=POD_FIELD_SELECTOR)
         self.nodes = Informer(client, NODE)
         self.pdbs = Informer(client, POD_DISRUPTION_BUDGET)
@@ -71,7 +74,7 @@ class Scheduler:
                                 get_pod=self.get_pod, get_node=self.nodes.get, pdbs=lambda: self.pdbs.list_all(),
                                 activate=self._activate,
                                 features=features, dra=self.dra, pod_indexes=self.pods, snapshot=self.snapshot,
-                                status_writer=self.status_writer)
+                                status_writer=self.status_writer, tie_breaks=self.tie_breaks)
             self.frameworks[profile.scheduler_name] = Framework(
                 profile.scheduler_name, profile.plugins, registry, services, profile.percentage_of_nodes_to_score)
         sorts = {type(fw.queue_sort) for fw in self.frameworks.values()}
@@ -88,7 +91,8 @@ class Scheduler:
         for fw in self.frameworks.values():
             fw.set_pod_nominator(self.queue.nominator)  # the queue's, made after the profiles
         self.queue_clock = time.monotonic
-        self.algorithm = Algorithm(self.cache, self.snapshot, self.queue.nominator, self.percentage_of_nodes_to_score)
+        self.algorithm = Algorithm(self.cache, self.snapshot, self.queue.nominator, self.percentage_of_nodes_to_score,
+                                   self.tie_breaks)
         self.handlers = EventHandlers(self)
         self._bindings: set[asyncio.Task] = set()
         self.drained = True  # False once a stop cut a binding short (see _finish_bindings)

@@ -22,6 +22,7 @@ from machinery.dra.allocator import DeviceID
 from scheduler.framework.features import Features
 from scheduler.framework.node_info import NodeInfo
 from scheduler.framework.pod_info import PodInfo, QueuedPodInfo
+from scheduler.framework.tiebreaks import TieBreaks
 from scheduler.framework.types import (
     ClusterEventWithHint,
     CycleState,
@@ -363,7 +364,7 @@ class Services:
                  activate: Callable[[list[core_pb2.Pod]], None] | None = None,
                  features: Features | None = None, dra: SharedDRAManager | None = None,
                  pod_indexes: "PodIndexes | None" = None, snapshot: "Snapshot | None" = None,
-                 status_writer: "StatusWriter | None" = None):
+                 status_writer: "StatusWriter | None" = None, tie_breaks: TieBreaks | None = None):
         self.client = client
         self.features = features or Features()
         self.recorder = recorder
@@ -377,6 +378,7 @@ class Services:
         self.activate = activate or (lambda pods: None)
         self.snapshot = snapshot
         self.status_writer = status_writer  # pod status writes off the cycle, in order per pod
+        self.tie_breaks = tie_breaks or TieBreaks()  # the random source of a pod's choices
 
 
 class Handle(PluginsRunner, Protocol):

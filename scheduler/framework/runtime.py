@@ -60,6 +60,7 @@ from scheduler.framework.interfaces import (
 )
 from scheduler.framework.node_info import NodeInfo
 from scheduler.framework.pod_info import PodInfo, QueuedPodInfo, pod_priority
+from scheduler.framework.tiebreaks import TieBreaks
 from scheduler.framework.types import (
     MAX_NODE_SCORE,
     MIN_NODE_SCORE,
@@ -249,6 +250,10 @@ class Framework:
     @property
     def recorder(self) -> EventRecorder | None:
         return self.services.recorder
+
+    @property
+    def tie_breaks(self) -> TieBreaks:
+        return self.services.tie_breaks
 
     @property
     def dra(self) -> SharedDRAManager | None:

@@ -13,7 +13,6 @@ Deferred in-place resizes (KEP-5836) preempt through the same code (``DefaultPre
 
 from __future__ import annotations
 
-import random
 from dataclasses import dataclass
 from typing import Any, Mapping
 
@@ -25,6 +24,7 @@ from scheduler.framework.features import Features, features_of
 from scheduler.framework.interfaces import Handle
 from scheduler.framework.node_info import NodeInfo
 from scheduler.framework.pod_info import PodInfo, importance_key, pod_priority
+from scheduler.framework.tiebreaks import TieBreaks
 from scheduler.framework.types import (
     ASSIGNED_POD,
     ActionType,
@@ -142,11 +142,11 @@ class DefaultPreemption(PreemptionPlugin):
     name = NAME
 
     def __init__(self, args: DefaultPreemptionArgs, handle: Handle, features: Features = Features(),
-                 rand: random.Random | None = None):
+                 tie_breaks: TieBreaks | None = None):
         self.handle = handle
         self.min_percentage = args.min_candidate_nodes_percentage
         self.min_absolute = args.min_candidate_nodes_absolute
-        self._rand = rand or random.Random()  # where the dry runs start; tests seed it
+        self.tie_breaks = tie_breaks or TieBreaks()  # where the dry runs start
         self.async_preemption = features.enable_async_preemption
         self.deferred_resizes = features.enable_scheduler_preemption_for_pod_resize
         self.spec_node_name_nomination = args.deferred_resize_nomination == NOMINATION_SPEC_NODE_NAME
@@ -193,12 +193,12 @@ class DefaultPreemption(PreemptionPlugin):
 
     # ------------------------------------------------------------ the evaluator's policy
 
-    def offset_and_num_candidates(self, num_nodes: int) -> tuple[int, int]:
+    def offset_and_num_candidates(self, pod: core_pb2.Pod, num_nodes: int) -> tuple[int, int]:
         """How many nodes to dry-run: ``minCandidateNodesPercentage`` of the candidates, at least
-        ``minCandidateNodesAbsolute``, from a random offset."""
+        ``minCandidateNodesAbsolute``, from a random offset (the pod's tie-break source)."""
         n = num_nodes * self.min_percentage // 100
         n = max(n, self.min_absolute)
-        return self._rand.randrange(num_nodes) if num_nodes else 0, min(n, num_nodes)
+        return self.tie_breaks.for_pod(pod).randrange(num_nodes) if num_nodes else 0, min(n, num_nodes)
 
     def pod_eligible_to_preempt_others(self, pod: core_pb2.Pod, nominated_status: Status | None) -> tuple[bool, str]:
         """``preemptionPolicy: Never`` never preempts ("not eligible due to preemptionPolicy=Never."); a
@@ -291,4 +291,6 @@ class DefaultPreemption(PreemptionPlugin):
 
 
 def new(args: DefaultPreemptionArgs | Mapping[str, Any] | None, handle: Any) -> DefaultPreemption:
-    return DefaultPreemption(pa.typed(args, DefaultPreemptionArgs, decode_args, NAME), handle, features_of(handle))
+    tie_breaks = getattr(handle, "tie_breaks", None)
+    return DefaultPreemption(pa.typed(args, DefaultPreemptionArgs, decode_args, NAME), handle, features_of(handle),
+                             tie_breaks if isinstance(tie_breaks, TieBreaks) else None)

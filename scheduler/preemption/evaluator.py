@@ -71,7 +71,7 @@ class Candidate:
 class PreemptionPlugin(Protocol):
     """What a preemption plugin supplies to the evaluator (kube-scheduler's preemption.Interface)."""
 
-    def offset_and_num_candidates(self, num_nodes: int) -> tuple[int, int]: ...
+    def offset_and_num_candidates(self, pod: core_pb2.Pod, num_nodes: int) -> tuple[int, int]: ...
 
     def pod_eligible_to_preempt_others(self, pod: core_pb2.Pod,
                                        nominated_status: Status | None) -> tuple[bool, str]: ...
@@ -308,7 +308,7 @@ class Evaluator:
             log.info("preemption_not_helpful", pod=key_of(pod))
             return [], {}
         pdbs = current_pdbs(self.handle)
-        offset, wanted = self.plugin.offset_and_num_candidates(len(potential))
+        offset, wanted = self.plugin.offset_and_num_candidates(pod, len(potential))
         return self.dry_run(state, pod, potential, pdbs, offset, wanted)
 
     def dry_run(self, state: CycleState, pod: core_pb2.Pod, potential: list[NodeInfo], pdbs: list[PDB], offset: int,

@@ -9,6 +9,7 @@ import pytest
 from machinery.api import core_pb2
 from scheduler.algorithm import Algorithm, num_feasible_nodes_to_find
 from scheduler.framework.node_info import NodeInfo
+from scheduler.framework.tiebreaks import TieBreaks
 from scheduler.framework.types import CycleState, Diagnosis
 from tests.harness.builders import MakePod
 
@@ -75,3 +76,24 @@ def test_without_score_plugins_the_first_feasible_node_is_enough():
     feasible = algo.find_nodes_that_pass_filters(fw, CycleState(), MakePod().name("p").obj(), Diagnosis(), nodes,
                                                  [("AllFit", None)], len(nodes))
     assert [ni.name for ni in feasible] == ["node-0"] and fw.asked == ["node-0"]
+
+
+def test_a_pinned_seed_gives_a_pod_the_same_node_among_equals_every_time():
+    """``--tie-break-seed``: a pod's choice among equal nodes is the seed's and the pod's, whatever
+    other pods drew before it; unpinned, one shared source, as kube-scheduler's."""
+    nodes, scores = _nodes(8), [5] * 8
+    names = "abcdefgh"
+
+    def chosen(tb: TieBreaks, order: str) -> dict[str, str]:
+        return {n: Algorithm.select_host(nodes, scores, tb.for_pod(MakePod().name(n).obj())) for n in order}
+
+    pinned = chosen(TieBreaks("3"), names)
+    assert chosen(TieBreaks("3"), names[::-1]) == pinned  # another order of draws: the same nodes
+    assert len(set(pinned.values())) > 1  # not one node for all pods
+    assert chosen(TieBreaks("4"), names) != pinned
+    # a higher score wins whatever the seed
+    assert Algorithm.select_host(nodes, [5] * 7 + [6], TieBreaks("3").for_pod(MakePod().name("a").obj())) == "node-7"
+    shared = TieBreaks()
+    a = MakePod().name("a").obj()
+    assert shared.for_pod(a) is shared.for_pod(MakePod().name("b").obj())
+    assert len({Algorithm.select_host(nodes, scores, shared.for_pod(a)) for _ in range(60)}) > 1

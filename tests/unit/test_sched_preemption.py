@@ -5,7 +5,6 @@ node is chosen, who may preempt at all, and what is done to the victims."""
 from __future__ import annotations
 
 import asyncio
-import random
 
 from machinery import timeutil
 from machinery.api import core_pb2, policy_pb2
@@ -15,6 +14,7 @@ from scheduler.framework.interfaces import Services
 from scheduler.framework.node_info import NodeInfo
 from scheduler.framework.pod_info import PodInfo
 from scheduler.framework.runtime import Framework, PluginSets, new_handle
+from scheduler.framework.tiebreaks import TieBreaks
 from scheduler.framework.types import Code, CycleState, Diagnosis, NominatingInfo, NominatingMode, Status
 from scheduler.plugins import default_binder, default_preemption, node_resources_fit
 from scheduler.preemption.evaluator import Candidate, pick_one_node
@@ -33,7 +33,7 @@ class _Sort:
 REGISTRY = {"PrioritySort": lambda args, h: _Sort(), "NodeResourcesFit": node_resources_fit.new,
             "DefaultPreemption": lambda args, h: default_preemption.DefaultPreemption(
                 args or default_preemption.DefaultPreemptionArgs(), h, Features(enable_async_preemption=False),
-                rand=random.Random(1)),
+                tie_breaks=TieBreaks("1")),
             "DefaultBinder": default_binder.new}
 # When the running pods of these tests started (their status.startTime), unless a test says otherwise.
 STARTED = "2026-01-01T00:00:00Z"
@@ -273,7 +273,7 @@ async def test_async_preemption_nominates_at_once_and_gates_the_pod_until_the_vi
                MakePod().name("v3").uid("uid-v3").priority(2).scheduler_name("default-scheduler").req(cpu="1")
                .node("n1").start_time(STARTED).phase("Running").condition("Ready").obj()])
     plugin = default_preemption.DefaultPreemption(default_preemption.DefaultPreemptionArgs(), env.handle,
-                                                  rand=random.Random(1))
+                                                  tie_breaks=TieBreaks("1"))
     gate = asyncio.Event()
     deleted: list[str] = []
 
@@ -310,7 +310,7 @@ async def test_async_preemption_with_one_victim_is_done_once_that_victim_is_bein
               [MakePod().name("only").uid("uid-only").priority(0).scheduler_name("default-scheduler").req(cpu="1")
                .node("n1").start_time(STARTED).phase("Running").condition("Ready").obj()])
     plugin = default_preemption.DefaultPreemption(default_preemption.DefaultPreemptionArgs(), env.handle,
-                                                  rand=random.Random(1))
+                                                  tie_breaks=TieBreaks("1"))
     hold = asyncio.Event()
 
     async def delete_then_hang(name, namespace="", **kw):

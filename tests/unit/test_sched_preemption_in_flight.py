@@ -11,14 +11,13 @@ pod on the nominated node.", one victim set in ``scheduler_preemption_victims``.
 
 from __future__ import annotations
 
-import random
-
 from prometheus_client import REGISTRY
 
 from machinery import errors
 from machinery.api import core_pb2
 from scheduler.cache.snapshot import Snapshot
 from scheduler.framework.node_info import NodeInfo
+from scheduler.framework.tiebreaks import TieBreaks
 from scheduler.framework.types import Code
 from scheduler.plugins import default_preemption
 from tests.harness.builders import MakeNode, MakePod
@@ -34,7 +33,7 @@ def _victim_sets() -> float:
 
 def _async_plugin(env: Env) -> default_preemption.DefaultPreemption:
     return default_preemption.DefaultPreemption(default_preemption.DefaultPreemptionArgs(), env.handle,
-                                                rand=random.Random(1))
+                                                tie_breaks=TieBreaks("1"))
 
 
 def _two_full_nodes() -> Env:

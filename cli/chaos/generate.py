@@ -259,6 +259,9 @@ def generate(seed: int, duration: float, profile: str = "everything", nodes: Seq
     rng = random.Random(f"{profile}:{seed}")
     cluster = dict(_CLUSTERS[profile])
     cluster["kubelet_args"] = list(FAST_KUBELET)
+    # Each pod's choice among equal nodes pinned to the seed (scheduler/framework/tiebreaks.py): a
+    # race found on a placement is replayed on it.
+    cluster["scheduler_args"] = [f"--tie-break-seed={seed}"]
     if nodes:
         cluster["nodes"] = len(nodes)
     m = _Model(rng, list(nodes) or [f"node-{i}" for i in range(1, int(cluster["nodes"]) + 1)])

@@ -29,8 +29,10 @@ then simpler ones):
 
 The result is confirmed with ``confirm`` runs and written with how many of them failed. When not
 every confirming run failed (a candidate that failed every try can still fail only most times),
-the minimal schedule is led by each lag of pass 0 in turn that fails every try, each confirmed
-again, until one fails every confirming run; the steadiest is kept.
+the minimal schedule is tried with the scheduler's tie-breaks pinned to each of a few seeds
+(``pinned_all``: which of two equal nodes a pod lands on can decide a race), then led by each lag
+of pass 0, each candidate that fails every try confirmed again, until one fails every confirming
+run; the steadiest is kept. (``kplane chaos`` pins the tie-breaks to its seed from the start.)
 """
 
 from __future__ import annotations
@@ -48,6 +50,11 @@ from cli.check.framework import Entry
 # steps take no time would lose its lag before the race it steadies).
 LAGS_MS = (200, 500, 1000)
 LAG_HOLD_SECONDS = 5.0
+
+# The scheduler's flag that pins each pod's tie-breaks (scheduler/framework/tiebreaks.py), and how
+# many seeds the steadying tries when confirming runs disagree (the schedule's seed first).
+TIE_BREAK_FLAG = "--tie-break-seed"
+PIN_SEEDS = 4
 
 # Runs a candidate once; ``label`` names its directory.
 RunOnce = Callable[[Schedule, str], RunResult]
@@ -225,6 +232,24 @@ class Shrinker:
                 if steps != list(sched.steps) and self.fails(sched.replace_steps(steps),
                                                              f"with {component}'s watch {ms} ms late"):
                     yield sched.replace_steps(steps)
+
+    def pinned_all(self, sched: Schedule) -> Iterator[Schedule]:
+        """The schedule with the scheduler's tie-breaks pinned (``--tie-break-seed`` in its
+        ``scheduler_args``), for each of ``PIN_SEEDS`` seeds from the schedule's own on, other than
+        a pin it has, with which it fails every try. A race that needs two pods on one node shows
+        only when the scheduler's random choice among equal nodes puts them there; pinned, the
+        choice is the same in every run."""
+        args = [str(a) for a in sched.cluster.get("scheduler_args", [])]
+        bare = [a for a in args if not a.startswith(TIE_BREAK_FLAG + "=")]
+        first = sched.seed or 0
+        for seed in range(first, first + PIN_SEEDS):
+            pinned = [*bare, f"{TIE_BREAK_FLAG}={seed}"]
+            if pinned == args:
+                continue
+            candidate = sched.replace_steps(list(sched.steps))
+            candidate.cluster["scheduler_args"] = pinned
+            if self.fails(candidate, f"with the scheduler's tie-breaks pinned to seed {seed}"):
+                yield candidate
 
     def only_named_pods(self, sched: Schedule) -> Schedule:
         """At most two candidates: without the steps on pods the failure does not name (``pods``,

@@ -282,3 +282,31 @@ def test_a_run_that_cannot_be_one_apply_merges_the_pairs_the_failure_allows():
     names = [[m["metadata"]["name"] for m in (st.args if isinstance(st.args, list) else [st.args])]
              for st in small.steps]
     assert names == [["a"], ["b", "c", "d"]]
+
+
+def test_a_chaos_schedule_pins_the_schedulers_tie_breaks_to_its_seed():
+    for profile in generate.PROFILES:
+        assert generate.generate(5, 10, profile).cluster["scheduler_args"] == ["--tie-break-seed=5"]
+
+
+def test_a_race_that_needs_one_placement_is_steadied_by_pinning_the_tie_breaks():
+    """The race shows only when the scheduler's choice among equal nodes puts two pods together:
+    unpinned it shows now and then; pinned to a seed that places them so, every time."""
+    calls = {"n": 0}
+
+    def run_once(s: Schedule, label: str) -> RunResult:
+        calls["n"] += 1
+        seed = next((a.split("=")[1] for a in s.cluster.get("scheduler_args", []) if a.startswith("--tie-break")), None)
+        together = seed == "9" if seed is not None else calls["n"] % 3 != 0
+        return RunResult(not together, "", "/tmp",
+                         violations=[{"rule": "r", "rev": 1, "message": "x"}] if together else [])
+
+    sched = Schedule(_sched(2).steps, seed=7, cluster={"scheduler_args": ["--v=2"]})
+    s = shrink.Shrinker(run_once, "violation r", tries=3, echo=lambda _: None)
+    pinned = list(s.pinned_all(sched))
+    assert [c.cluster["scheduler_args"] for c in pinned] == [["--v=2", "--tie-break-seed=9"]]
+    assert sched.cluster == {"scheduler_args": ["--v=2"]}  # the candidates are copies
+    assert s.runs == 1 + 1 + 3 + 1  # seeds 7 and 8 fail at their first try, 9 every try, 10 at its first
+    # a pin the schedule has is not tried again
+    again = Schedule(_sched(2).steps, seed=9, cluster={"scheduler_args": ["--tie-break-seed=9"]})
+    assert all(c.cluster["scheduler_args"] != ["--tie-break-seed=9"] for c in s.pinned_all(again))

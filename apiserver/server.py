@@ -124,7 +124,8 @@ class ApiServer:
         self.cache = WatchCache(self.etcd, capacity=opts.watch_cache_size, window=opts.history_window,
                                 bookmark_interval=opts.bookmark_interval,
                                 watch_batch_interval=opts.watch_batch_interval)
-        self.registry = Registry(self.etcd, self.cache, admission=new_chain, gates=self.gates)
+        self.registry = Registry(self.etcd, self.cache, admission=lambda storage: new_chain(storage, self.gates),
+                                 gates=self.gates)
         self.registry.deletion_rules[NAMESPACE.name] = NamespaceDeletion()
         self.pods = PodSubresources(self.registry, self.gates)
         self.api = handlers.Api(self.registry, self.pods, self.cache, TokenAuthenticator(opts.token_auth_file),

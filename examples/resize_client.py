@@ -20,6 +20,11 @@ JSON object per line). States: ``requested`` (the resize is stored, the kubelet 
 ``+PreemptionDisabled`` added while PodResizePreemptionDisabled is on (KEP-5836: Scheduler
 Preemption for In-Place Pod Resize), ``actuated``, and ``timeout`` with the last state.
 
+A resize the apiserver refuses because the node can never hold it (Kubernetes 1.36's
+PodResizeValidator: "node didn't have enough allocatable resources", or a node that is not linux)
+is reported as ``Infeasible`` with the apiserver's message, nothing written: what the kubelet
+would have said later, said at once.
+
 Exit status: 0 actuated; 1 an error (one line on stderr); 2 Infeasible; 3 timed out.
 """
 
@@ -176,9 +181,12 @@ class ResizeState:
     conditions: tuple[Condition, ...]
     desired: tuple[tuple[str, str], ...] = field(compare=False)  # the container's spec requests
     actual: tuple[tuple[str, str], ...] = field(compare=False)  # its status.resources.requests
+    refused: str = ""  # the apiserver's refusal of a resize no node of this kind can hold
 
     @property
     def detail(self) -> str:
+        if self.refused:
+            return self.refused
         if self.state == "requested":
             return f"generation {self.generation}: " + " ".join(f"{k}={v}" for k, v in self.desired)
         if self.state == "actuated":
@@ -192,9 +200,13 @@ class ResizeState:
         return " | ".join(parts) or "-"
 
     def to_dict(self) -> dict[str, object]:
-        return {"state": self.state, "generation": self.generation,
-                "conditions": [{"type": c.type, "reason": c.reason, "message": c.message} for c in self.conditions],
-                "desired": dict(self.desired), "actual": dict(self.actual)}
+        doc: dict[str, object] = {
+            "state": self.state, "generation": self.generation,
+            "conditions": [{"type": c.type, "reason": c.reason, "message": c.message} for c in self.conditions],
+            "desired": dict(self.desired), "actual": dict(self.actual)}
+        if self.refused:
+            doc["refused"] = self.refused
+        return doc
 
 
 def _status_of(pod: core_pb2.Pod, container: str) -> core_pb2.ContainerStatus | None:
@@ -231,7 +243,19 @@ def observe(pod: core_pb2.Pod, container: str, generation: int) -> ResizeState:
 
 
 def _infeasible(s: ResizeState) -> bool:
-    return any(c.type == PENDING and c.reason == "Infeasible" for c in s.conditions)
+    return bool(s.refused) or any(c.type == PENDING and c.reason == "Infeasible" for c in s.conditions)
+
+
+# What the apiserver's PodResizeValidator says of a resize no node of that kind can hold.
+_NEVER_FITS = ("didn't have enough allocatable resources", "pod resize is only supported on linux nodes")
+
+
+class Refused(Exception):
+    """The apiserver refused the resize as one the node can never hold (PodResizeValidator)."""
+
+    def __init__(self, pod: core_pb2.Pod, container: str, message: str):  # pod: as the resize would leave it
+        super().__init__(message)
+        self.pod, self.container, self.message = pod, container, message
 
 
 # ---------------------------------------------------------------- the calls
@@ -270,10 +294,13 @@ class Session:
         for attempt in range(CONFLICT_RETRIES):
             pod = await self.get()
             wanted = Wanted(_pick_container(pod, container), requests)
+            resized = build_resized(pod, wanted)
             try:
-                return await self.pods.Resize(build_resized(pod, wanted), metadata=self.metadata,
-                                              timeout=CALL_TIMEOUT)
+                return await self.pods.Resize(resized, metadata=self.metadata, timeout=CALL_TIMEOUT)
             except grpc.aio.AioRpcError as exc:
+                if exc.code() == grpc.StatusCode.PERMISSION_DENIED and any(
+                        text in (exc.details() or "") for text in _NEVER_FITS):
+                    raise Refused(resized, wanted.container, exc.details() or "") from None
                 if exc.code() != grpc.StatusCode.ABORTED or attempt == CONFLICT_RETRIES - 1:
                     raise _rpc_error(exc, "resize", self.key, self.server) from None
         raise AssertionError("unreachable")
@@ -394,7 +421,14 @@ async def run(args: argparse.Namespace, target: Target, requests: tuple[tuple[st
     report = Reporter(args.json)
     async with grpc.aio.insecure_channel(target.server) as channel:
         session = Session(channel, target, args.namespace, args.pod)
-        resized = await session.resize(args.container, requests)
+        try:
+            resized = await session.resize(args.container, requests)
+        except Refused as refused:
+            # what was asked (desired) beside what runs (actual), and the apiserver's words
+            state = observe(refused.pod, refused.container, refused.pod.metadata.generation)
+            report(ResizeState("Infeasible", state.generation, (), state.desired, state.actual,
+                               refused=refused.message))
+            return EXIT_INFEASIBLE
         container = _pick_container(resized, args.container)
         try:
             async with asyncio.timeout(max(args.timeout - (time.monotonic() - report.start), 0)):

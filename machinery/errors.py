@@ -101,7 +101,14 @@ class RequestEntityTooLarge(ApiError):
 
 
 class Forbidden(ApiError):
+    """Kubernetes' 403. ``causes`` are cause types an admission plugin adds to the Status's
+    details (PodResizeValidator's ``NodeCapacity``), for clients to tell refusals apart."""
+
     code, http = grpc.StatusCode.PERMISSION_DENIED, 403
+
+    def __init__(self, message: str, causes: list[str] | None = None):
+        super().__init__(message)
+        self.causes = causes or []
 
 
 class Unauthorized(ApiError):

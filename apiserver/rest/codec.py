@@ -133,6 +133,8 @@ def status(exc: errors.ApiError, kind: Kind[Message, Message] | None = None, nam
         details["name"] = name
     if isinstance(exc, errors.Invalid) and exc.errors:
         details["causes"] = [_cause(e) for e in exc.errors]
+    elif isinstance(exc, errors.Forbidden) and exc.causes:
+        details["causes"] = [{"reason": c} for c in exc.causes]
     if details:
         body["details"] = details
     body["code"] = exc.http

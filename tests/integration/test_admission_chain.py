@@ -21,13 +21,14 @@ from apiserver.watchcache import WatchCache
 from machinery import jsonconv
 from machinery.api import core_pb2, meta_pb2
 from machinery.featuregates import FeatureGates
-from machinery.kinds import POD
-from tests.harness.builders import MakePod
+from machinery.kinds import NODE, POD
+from tests.harness.builders import MakeNode, MakePod
 
 pytestmark = pytest.mark.integration
 
 ADMIN = User("admin", groups=("system:masters",))
-KUBERNETES_ORDER = ["NodeRestriction", "NamespaceLifecycle", "LimitRanger", "Priority", "ResourceQuota"]
+KUBERNETES_ORDER = ["NodeRestriction", "NamespaceLifecycle", "LimitRanger", "Priority", "PodResizeValidator",
+                    "ResourceQuota"]
 
 
 class Recorder:
@@ -39,6 +40,8 @@ class Recorder:
         self.seen: list[tuple[str, str, str, str]] = []
 
     def _note(self, step: str, a: Attributes) -> None:
+        if a.kind is NODE:
+            return  # the node the test makes for PodResizeValidator to read
         kinds = (type(a.object).__name__ if a.object is not None else "-",
                  type(a.old_object).__name__ if a.old_object is not None else "-")
         assert a.user.name == "admin" and a.kind is POD and a.name == "p" and a.namespace == "default", a
@@ -114,6 +117,8 @@ async def test_a_plugin_added_to_the_chain_runs_on_every_write_path(storage):
     assert recorder.seen == [("admit", "CREATE", "binding", "Pod/Pod"), ("validate", "CREATE", "binding", "Pod/Pod")]
 
     await next_step()
+    # PodResizeValidator reads the pod's node: one that can hold the resize
+    await registry.create(NODE, MakeNode().name("node-1").allocatable(cpu="4", memory="8Gi").obj(), ADMIN)
     resized = await registry.get(POD, "default", "p")
     resized.spec.containers[0].resources.requests["cpu"] = "200m"
     await pods.resize(resized, ADMIN)

@@ -2,9 +2,9 @@
 
 KEP-1287: In-place Update of Pod Resources, as a client sees it over the gRPC API: a resize that
 fits is actuated (the container's status.resources equal the new requests, no resize condition
-left); one larger than the node's capacity is PodResizePending/Infeasible ("Node didn't have
-enough capacity"); one that does not fit next to the other pods is PodResizePending/Deferred
-("Node didn't have enough resource") until room appears. The program's exit status says which:
+left); one larger than the node's allocatable is refused by the apiserver (Kubernetes 1.36's
+PodResizeValidator) and reported Infeasible; one that does not fit next to the other pods is
+PodResizePending/Deferred ("Node didn't have enough resource") until room appears. The program's exit status says which:
 0 actuated, 2 Infeasible, 3 timed out, 1 an error in one line. And server reflection, which the
 document tells any client to use, lists the Pods service and its Resize method.
 """
@@ -104,22 +104,30 @@ async def test_a_resize_that_fits_is_actuated_and_a_guaranteed_pods_limits_follo
     assert Quantity(pod.status.container_statuses[0].resources.requests["cpu"]) == Quantity("2")
 
 
-async def test_a_resize_beyond_the_nodes_capacity_is_infeasible(api, resize_cluster):
+async def test_a_resize_beyond_the_nodes_allocatable_is_refused_by_the_apiserver_as_infeasible(api, resize_cluster):
+    """Kubernetes 1.36's PodResizeValidator refuses it at once (403); the client says Infeasible
+    with the apiserver's words and exits 2, and nothing was written."""
     await api.pods.create(MakePod().name("big").req(cpu="1", memory="256Mi").node(NODE).grace(1)
                           .resize_policy("cpu", "NotRequired").obj())
     await wait_running(api, "big")
+    before = await api.pods.get("big")
 
     r = await _resize_client(resize_cluster, "big", "--cpu", "64", "--json")
 
     assert r.code == 2, r
     docs = [json.loads(line) for line in r.lines]
-    assert docs[0]["state"] == "requested" and docs[0]["desired"] == {"cpu": "64", "memory": "256Mi"}
-    last = docs[-1]
-    assert last["state"] == "Infeasible", docs
-    assert last["conditions"] == [{"type": "PodResizePending", "reason": "Infeasible",
-                                   "message": "Node didn't have enough capacity: cpu, requested: 64000, "
-                                              "capacity: 4000"}]
-    assert last["actual"]["cpu"] == "1"  # still running at its old size
+    assert len(docs) == 1, docs
+    assert docs[0]["state"] == "Infeasible" and docs[0]["desired"] == {"cpu": "64", "memory": "256Mi"}
+    assert docs[0]["refused"] == ('pods "big" is forbidden: node didn\'t have enough allocatable resources: cpu, '
+                                  'requested: 64000, allocatable: 4000')
+    assert docs[0]["actual"]["cpu"] == "1" and docs[0]["conditions"] == []
+    after = await api.pods.get("big")
+    assert after.metadata.generation == before.metadata.generation
+    assert after.metadata.resource_version == before.metadata.resource_version
+    text = await _resize_client(resize_cluster, "big", "--cpu", "64")
+    assert text.code == 2 and text.lines[0].split(" ", 2)[1:] == [
+        "Infeasible", 'pods "big" is forbidden: node didn\'t have enough allocatable resources: cpu, requested: '
+                      '64000, allocatable: 4000'], text
 
 
 async def test_a_pod_that_does_not_exist_is_one_line_and_exit_1(api, resize_cluster):

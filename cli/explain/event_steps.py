@@ -42,13 +42,16 @@ def about_pod(rev: int, type_: str, ev: core_pb2.Event, plugins: dict[str, str])
 
 
 def preempted_by_pod(rev: int, type_: str, ev: core_pb2.Event) -> Step | None:
-    """A ``Preempted`` event on a victim whose ``related`` is the pod: the pod preempted it."""
-    if ev.reason != "Preempted" or type_ != "ADDED":
+    """A ``Preempted`` event on a victim whose ``related`` is the pod: the pod preempted it. The
+    same victim preempted again by the pod bumps the event's count (the recorder's series), and
+    says so: "(#2)" is the double preemption a race makes."""
+    again = type_ == "MODIFIED" and ev.count > 1
+    if ev.reason != "Preempted" or not (type_ == "ADDED" or again):
         return None
     node = _ON_NODE.search(ev.message)
     victim = ev.involved_object
     return Step(rev, SCHEDULER, f"preempted pod {victim.namespace}/{victim.name}"
-                + (f" on {node.group(1)}" if node else ""), EVENT, _time(ev))
+                + (f" on {node.group(1)}" if node else "") + (f" (#{ev.count})" if again else ""), EVENT, _time(ev))
 
 
 def fault(rev: int, ev: core_pb2.Event) -> Step:

@@ -334,3 +334,15 @@ def test_a_saved_history_is_read_and_the_story_printed(tmp_path: Path):
         list(read_history(saved))
     with pytest.raises(ExplainError, match="cannot read --history"):
         list(read_history(tmp_path / "missing.jsonl"))
+
+
+def test_a_victim_preempted_twice_by_the_pod_is_two_steps():
+    """The victims-in-flight race: the same Preempted event, its count bumped, is the pod
+    preempting that victim again (before the victim is gone)."""
+    entries, preemptor, marked = _preemption()
+    again = event("Preempted", "Preempted by pod uid-p on node n1", marked, when=at(2), related=preemptor, count=2)
+    deleted = next(i for i, e in enumerate(entries) if e.type == "DELETED")
+    entries[deleted:deleted + 1] = [entry(25, again), entry(26, marked, "DELETED")]
+    preempted = [line for line in lines(build(entries, "default", "p")) if "preempted pod" in line]
+    assert preempted == ["rev 24 scheduler: preempted pod default/low on n1",
+                         "rev 25 scheduler: preempted pod default/low on n1 (#2)"]

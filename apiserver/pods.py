@@ -29,7 +29,7 @@ from apiserver.admission.interfaces import Attributes, Operation
 from apiserver.auth import User
 from apiserver.fieldmanager import Manager
 from apiserver.registry import Registry, check_patch_options, is_apply, parse_patch, patched
-from machinery import disruption, errors, podconditions, timeutil
+from machinery import disruption, emptydir, errors, podconditions, timeutil
 from machinery.api import core_pb2, meta_pb2, policy_pb2
 from machinery.featuregates import FeatureGates, Stage
 from machinery.kinds import POD, POD_DISRUPTION_BUDGET, list_accessor
@@ -87,7 +87,11 @@ class PodSubresources:
             raise errors.NotFound("the server could not find the requested resource")
 
     def _prepare_resize(self, new: core_pb2.Pod, old: core_pb2.Pod) -> core_pb2.Pod:
-        return _POD.prepare_for_resize(new, old, in_place_enabled=self.gates.enabled("InPlacePodVerticalScaling"))
+        return _POD.prepare_for_resize(new, old, in_place_enabled=self.gates.enabled("InPlacePodVerticalScaling"),
+                                       memory_backed_volumes=self.gates.enabled(emptydir.GATE))
+
+    def _resize_request(self, requested: core_pb2.Pod, old: core_pb2.Pod) -> core_pb2.Pod:
+        return _POD.resize_request(requested, old, volumes=self.gates.enabled(emptydir.GATE))
 
     async def resize(self, pod: core_pb2.Pod, user: User, dry_run: bool = False,
                      field_manager: str | None = None) -> core_pb2.Pod:
@@ -96,7 +100,7 @@ class PodSubresources:
         self._check_served()
         namespace = pod.metadata.namespace or "default"
         return await self.registry.guaranteed_update(
-            POD, namespace, pod.metadata.name, lambda old: _POD.resize_request(pod, old),
+            POD, namespace, pod.metadata.name, lambda old: self._resize_request(pod, old),
             precondition_rv=pod.metadata.resource_version, dry_run=dry_run,
             attributes=self.registry.writes(POD, "resize", user, dry_run), prepare=self._prepare_resize,
             manager=Manager(field_manager, "resize") if field_manager is not None else None)
@@ -116,7 +120,7 @@ class PodSubresources:
         manager = req.field_manager or field_manager
         return await self.registry.guaranteed_update(
             POD, namespace, req.name,
-            lambda old: _POD.resize_request(patched(POD, old, document, req.patch_type, unknown), old),
+            lambda old: self._resize_request(patched(POD, old, document, req.patch_type, unknown), old),
             precondition_rv=precondition, dry_run=dry_run,
             attributes=self.registry.writes(POD, "resize", user, dry_run), prepare=self._prepare_resize,
             manager=Manager(manager, "resize") if manager is not None else None)

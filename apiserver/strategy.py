@@ -246,9 +246,12 @@ class PodStrategy(Strategy):
         return pod
 
     @staticmethod
-    def resize_request(requested: core_pb2.Pod, old: core_pb2.Pod) -> core_pb2.Pod:
+    def resize_request(requested: core_pb2.Pod, old: core_pb2.Pod, *, volumes: bool = False) -> core_pb2.Pod:
         """The resize subresource's request (Kubernetes' podResizeStrategy.PrepareForUpdate): the
-        stored pod with the requested containers' resources and resize policies, defaulted."""
+        stored pod with the requested containers' resources and resize policies, defaulted; with
+        ``volumes`` (KEP-6030's InPlacePodVerticalScalingMemoryBackedVolumes), the requested
+        volumes too, which validation then lets change only in a memory-backed emptyDir's
+        ``sizeLimit``."""
         name = old.metadata.name
         errs: list[errors.FieldError] = []
         for field in ("containers", "init_containers"):
@@ -266,13 +269,18 @@ class PodStrategy(Strategy):
                 target.resources.CopyFrom(source.resources)
                 del target.resize_policy[:]
                 target.resize_policy.extend(source.resize_policy)
+        if volumes:
+            del new.spec.volumes[:]
+            new.spec.volumes.extend(requested.spec.volumes)
         defaults.default_pod(new)  # Kubernetes defaults the request body (quantities canonical: 1.5 -> 1500m)
         return new
 
-    def prepare_for_resize(self, new: core_pb2.Pod, old: core_pb2.Pod, *, in_place_enabled: bool) -> core_pb2.Pod:
+    def prepare_for_resize(self, new: core_pb2.Pod, old: core_pb2.Pod, *, in_place_enabled: bool,
+                           memory_backed_volumes: bool = False) -> core_pb2.Pod:
         """After admission's mutation (LimitRanger's defaults): validated (ValidatePodResize), and
         ``metadata.generation`` bumped when the spec changed."""
-        errs = validation.validate_pod_resize(new, old, in_place_enabled=in_place_enabled)
+        errs = validation.validate_pod_resize(new, old, in_place_enabled=in_place_enabled,
+                                              memory_backed_volumes=memory_backed_volumes)
         if errs:
             raise errors.Invalid.of("Pod", old.metadata.name, errs)
         if spec_bytes(POD, new) != spec_bytes(POD, old):

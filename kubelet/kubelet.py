@@ -74,6 +74,7 @@ class KubeletConfig:
     release: Version = BINARY  # --emulated-version: nodeInfo.kubeletVersion; the gates below are at it
     in_place_resize: bool = True  # the InPlacePodVerticalScaling gate
     resize_preemption: bool = False  # the SchedulerPreemptionForPodResize gate (KEP-5836, alpha)
+    memory_backed_volumes: bool = False  # InPlacePodVerticalScalingMemoryBackedVolumes (KEP-6030, alpha)
     sync_frequency: float = 10.0
     resize_retry_initial: float = 30.0
     resize_retry_interval: float = 180.0
@@ -122,7 +123,8 @@ class Kubelet:
         self.alloc = AllocationManager(cfg.checkpoint_dir, name, allocatable_units(cfg.node), cfg.node.pods,
                                        record_event=self.event,
                                        before_allocate=lambda pod: failpoints.hit_sync(FP_RESIZE_BEFORE_ALLOCATE),
-                                       policies=cfg.resource_policies)
+                                       policies=cfg.resource_policies,
+                                       memory_backed_volumes=cfg.in_place_resize and cfg.memory_backed_volumes)
         self.node_conditions = Conditions()
         self.node_agent = NodeAgent(client, cfg.node, lambda: self.node_conditions,
                                     status_interval=cfg.node_status_interval, lease_duration=cfg.node_lease_duration,

@@ -10,7 +10,7 @@ from kubelet.eviction.thresholds import ThresholdError, parse_config
 from kubelet.kubelet import Kubelet, KubeletConfig
 from kubelet.node import NodeConfig
 from kubelet.runtime.client import RuntimeClient
-from machinery import failpoints, process, quantity
+from machinery import emptydir, failpoints, process, quantity
 from machinery.admin import AdminServer
 from machinery.api import core_pb2
 from machinery.client import Client
@@ -146,6 +146,7 @@ def config_from(a: argparse.Namespace, node_name: str | None = None,
     return KubeletConfig(node=node, checkpoint_dir=checkpoint_dir, release=gates.emulated_version,
                          in_place_resize=gates.enabled("InPlacePodVerticalScaling"),
                          resize_preemption=gates.enabled("SchedulerPreemptionForPodResize"),
+                         memory_backed_volumes=gates.enabled(emptydir.GATE),
                          sync_frequency=a.sync_frequency,
                          resize_retry_initial=a.resize_retry_initial, resize_retry_interval=a.resize_retry_interval,
                          restart_backoff=a.restart_backoff, node_status_interval=a.node_status_interval,

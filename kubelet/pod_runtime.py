@@ -15,11 +15,13 @@ import asyncio
 import time
 from dataclasses import dataclass, field
 
+from kubelet import volume_resize
 from kubelet.allocation import conditions as cond
 from kubelet.allocation.checkpoint import Resources
 from kubelet.allocation.manager import AllocationManager, RecordEvent, resizable_containers
 from kubelet.resize import (
     ContainerResize,
+    Outcome,
     actuate,
     changed_resources,
     needs_restart,
@@ -105,6 +107,8 @@ class PodRuntime:
                 await self._ops.remove_sandbox(sandbox)
             record = sandbox_record((self._alloc.allocation_of(uid) or {}).values(), pod_overhead(pod))
             sandbox = await self._ops.run_sandbox(pod, observed.sandbox_attempt + 1, record, pod_overhead(pod))
+            for volume, size in self._alloc.volume_allocation_of(uid).items():
+                self._alloc.set_actuated_volume(uid, volume, size)  # its tmpfs mounted at that size (KEP-6030)
             observed = await self._ops.observe(uid)
             changed = True
         view = observed.view
@@ -199,14 +203,26 @@ class PodRuntime:
                 alloc, changed_r = act, set()  # left as it is: counted at what it has
             changing = changing or bool(changed_r)
             plan.append(ContainerResize(c.name, v.id, alloc, act, needs_restart(c, changed_r)))
-        if not changing:
+        volumes = volume_resize.changes(self._alloc.volume_allocation_of(uid),
+                                        {v: self._alloc.actuated_volume(uid, v)
+                                         for v in self._alloc.volume_allocation_of(uid)})
+        if not changing and not volumes:
             # Allocated == actuated: nothing to do. What the runtime really applied may differ
             # (rounding); status shows it, and it is not acted upon (KEP-1287 "Actuating Resizes").
             return False
         in_progress = self._alloc.condition(uid, cond.IN_PROGRESS)
         overhead = pod_overhead(pod)
         runtime = self._ops.for_sandbox(sandbox)
-        outcome = await actuate(plan, runtime, pod=key_of(pod), overhead=overhead)
+        # KEP-6030: volumes shrink before the cgroups change, and grow after (volume_resize.py).
+        remounted, volume_errors = self._remount([v for v in volumes if v.shrinks], pod)
+        if volume_errors:
+            outcome = Outcome(errors=volume_errors)
+        else:
+            outcome = await actuate(plan, runtime, pod=key_of(pod), overhead=overhead) if changing else Outcome()
+            if not outcome.errors:
+                grown, volume_errors = self._remount([v for v in volumes if not v.shrinks], pod)
+                remounted += grown
+                outcome.errors.extend(volume_errors)
         for name, r in outcome.actuated.items():
             await failpoints.hit(FP_RESIZE_AFTER_CRI)
             self._alloc.set_actuated(uid, name, r)
@@ -228,4 +244,17 @@ class PodRuntime:
         elif in_progress is not None and in_progress.reason == cond.ERROR:
             self._alloc.set_in_progress(uid, gen)
         # The sync reads the runtime again and completes the resize there (``PodSync.sync_pod``).
-        return bool(outcome.actuated or outcome.restart)
+        return bool(outcome.actuated or outcome.restart or remounted)
+
+    def _remount(self, volumes: list[volume_resize.VolumeResize], pod: core_pb2.Pod) -> tuple[int, list[str]]:
+        """Remount each volume at its allocated size, recording those that took it: how many did,
+        and the errors of those that did not."""
+        done, errors = 0, []
+        for v in volumes:
+            error = volume_resize.remount(pod, v, self._node)
+            if error is None:
+                self._alloc.set_actuated_volume(pod.metadata.uid, v.name, v.allocated)
+                done += 1
+            else:
+                errors.append(error)
+        return done, errors

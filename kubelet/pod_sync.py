@@ -13,6 +13,7 @@ from collections.abc import Callable
 
 from prometheus_client import Histogram
 
+from kubelet import volume_resize
 from kubelet.admission import PodAdmitter
 from kubelet.allocation import conditions as cond
 from kubelet.allocation.checkpoint import Resources
@@ -255,6 +256,9 @@ class PodSync:
             if changed_resources(alloc, self._alloc.actuated_of(uid, c.name) or Resources()):
                 resizing = True
                 break
+        if not resizing and observed.sandbox_id is not None:  # a memory-backed volume not at its size (KEP-6030)
+            sizes = self._alloc.volume_allocation_of(uid)
+            resizing = bool(volume_resize.changes(sizes, {v: self._alloc.actuated_volume(uid, v) for v in sizes}))
         in_progress = self._alloc.condition(uid, cond.IN_PROGRESS)
         if resizing and in_progress is None:
             self._alloc.set_in_progress(uid, pod.metadata.generation)

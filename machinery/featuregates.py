@@ -71,6 +71,8 @@ KNOWN_GATES: dict[str, tuple[Spec, ...]] = {
     "SchedulerAsyncPreemption": (Spec(_v("1.32"), False, _A), Spec(_v("1.33"), True, _B)),
     # KEP-5229: the scheduler's API calls (pod status after a failed attempt) off the cycle.
     "SchedulerAsyncAPICalls": (Spec(_v("1.34"), False, _B),),
+    # KEP-6030 dynamic resize of memory-backed volumes (an emptyDir's sizeLimit): alpha in v1.37.
+    "InPlacePodVerticalScalingMemoryBackedVolumes": (Spec(_v("1.37"), False, _A),),
     # KEP-5836 scheduler preemption for in-place pod resize: alpha in v1.37.
     "SchedulerPreemptionForPodResize": (Spec(_v("1.37"), False, _A),),
     # Structured DRA.

@@ -15,7 +15,10 @@ Only cpu and memory requests and limits of regular containers and restartable in
 8. kplane keeps ``resizePolicy`` immutable (docs/apiserver.md, "Resize"), where Kubernetes >= 1.33
    lets resize change it;
 9. only cpu and memory may change; resources of non-sidecar init containers not at all;
-10. no other field of the spec may change.
+10. no other field of the spec may change; with InPlacePodVerticalScalingMemoryBackedVolumes
+    (KEP-6030, alpha), but for the ``sizeLimit`` of an emptyDir volume with ``medium: Memory``,
+    which may change but not be added or removed (the alpha's rule), in a pod whose volumes are
+    neither added nor removed.
 """
 
 from __future__ import annotations
@@ -23,16 +26,18 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Final
 
-from apiserver.validation._common import FIELD_IMMUTABLE, fields_equal, quantity_maps_equal
+from apiserver.validation._common import FIELD_IMMUTABLE, fields_equal, parse_q, quantity_maps_equal
 from apiserver.validation.meta import validate_object_meta_update
 from apiserver.validation.pod import MIRROR_POD_ANNOTATION, options_for_update, validate_pod_metadata_and_spec
-from machinery import resources
+from apiserver.validation.quantities import validate_quantity_value
+from machinery import emptydir, resources
 from machinery.api import core_pb2
 from machinery.errors import FieldError, forbidden, invalid
 
 _CPU_MEMORY: Final = ("cpu", "memory")
 _CONTAINER_SKIP: Final = frozenset({"resources", "resize_policy"})
 _SPEC_SKIP: Final = frozenset({"containers", "init_containers"})
+_VOLUMES: Final = frozenset({"volumes"})
 
 ONLY_CPU_MEMORY: Final = "only cpu and memory resources are mutable"
 ONLY_CPU_MEMORY_SIDECAR: Final = "only cpu and memory resources for sidecar containers are mutable"
@@ -113,8 +118,37 @@ def _resize_policy_errors(new: Sequence[core_pb2.Container], old: Sequence[core_
             for i, (n, o) in enumerate(zip(new, old, strict=True)) if list(n.resize_policy) != list(o.resize_policy)]
 
 
-def validate_pod_resize(new: core_pb2.Pod, old: core_pb2.Pod, *, in_place_enabled: bool = True) -> list[FieldError]:
-    """Validate ``new`` (the pod as the resize would leave it) against the stored ``old`` pod."""
+VOLUMES_ADDED_OR_REMOVED: Final = "volumes may not be added or removed on resize"
+ONLY_MEMORY_BACKED_SIZE_LIMIT: Final = ("only the sizeLimit of an emptyDir volume with medium Memory may be changed "
+                                        "on resize")
+SIZE_LIMIT_ADDED_OR_REMOVED: Final = "sizeLimit may not be added or removed on resize"
+
+
+def _volume_errors(new: core_pb2.PodSpec, old: core_pb2.PodSpec) -> list[FieldError]:
+    """KEP-6030 "API Validation and Restrictions": the volumes as they were, but for the sizeLimit
+    of memory-backed emptyDir volumes, changed (a quantity), not added or removed."""
+    if [emptydir.name_of(v) for v in new.volumes] != [emptydir.name_of(v) for v in old.volumes]:
+        return [forbidden("spec.volumes", VOLUMES_ADDED_OR_REMOVED)]
+    errs: list[FieldError] = []
+    for i, (nv, ov) in enumerate(zip(new.volumes, old.volumes, strict=True)):
+        if nv == ov:
+            continue
+        path = f"spec.volumes[{i}]"
+        was, now = emptydir.size_limit(ov), emptydir.size_limit(nv)
+        same_but_limit = emptydir.without_size_limit(nv) == emptydir.without_size_limit(ov)
+        if not (emptydir.is_memory_backed(ov) and same_but_limit):
+            errs.append(forbidden(path, ONLY_MEMORY_BACKED_SIZE_LIMIT))
+        elif (was is None) != (now is None):
+            errs.append(forbidden(f"{path}.emptyDir.sizeLimit", SIZE_LIMIT_ADDED_OR_REMOVED))
+        elif now is not None and (q := parse_q(now, f"{path}.emptyDir.sizeLimit", errs)) is not None:
+            errs.extend(validate_quantity_value("memory", q, f"{path}.emptyDir.sizeLimit"))
+    return errs
+
+
+def validate_pod_resize(new: core_pb2.Pod, old: core_pb2.Pod, *, in_place_enabled: bool = True,
+                        memory_backed_volumes: bool = False) -> list[FieldError]:
+    """Validate ``new`` (the pod as the resize would leave it) against the stored ``old`` pod;
+    ``memory_backed_volumes``: the InPlacePodVerticalScalingMemoryBackedVolumes gate (KEP-6030)."""
     if not in_place_enabled:
         return [forbidden("", "in-place pod resize is disabled")]
     errs = validate_object_meta_update(new.metadata, old.metadata)
@@ -163,6 +197,8 @@ def validate_pod_resize(new: core_pb2.Pod, old: core_pb2.Pod, *, in_place_enable
     if errs:
         return errs
 
-    if not fields_equal(ns, os_, _SPEC_SKIP):
+    if memory_backed_volumes:
+        errs.extend(_volume_errors(ns, os_))
+    if not fields_equal(ns, os_, _SPEC_SKIP | _VOLUMES if memory_backed_volumes else _SPEC_SKIP):
         errs.append(forbidden("spec", ONLY_CPU_MEMORY))
     return errs

@@ -23,7 +23,7 @@ from prometheus_client.core import GaugeMetricFamily
 from kubelet.allocation import conditions as cond
 from kubelet.allocation.checkpoint import ACTUATED_FILE, ALLOCATED_FILE, CheckpointStore, Resources
 from kubelet.allocation.feasibility import DEFAULT_POLICIES, NodeResourcePolicies, infeasible_by_policy
-from machinery import failpoints, resources
+from machinery import emptydir, failpoints, resources
 from machinery.api import core_pb2
 from machinery.fit import Insufficient, Resource, fits_request
 from machinery.informer import key_of
@@ -76,8 +76,24 @@ class PodAdmission:
     verdict: Admission
 
 
-def allocation_from_pod(pod: core_pb2.Pod) -> dict[str, Resources]:
-    return {c.name: Resources.of(c.resources) for c in resizable_containers(pod)}
+def allocation_from_pod(pod: core_pb2.Pod, volumes: bool = False) -> dict[str, Resources]:
+    """The pod's containers' resources; with ``volumes`` (KEP-6030) also each memory-backed
+    emptyDir's sizeLimit, as a memory limit under its checkpoint key: allocated together."""
+    out = {c.name: Resources.of(c.resources) for c in resizable_containers(pod)}
+    if volumes:
+        for name, limit in emptydir.size_limits(pod).items():
+            out[emptydir.checkpoint_key(name)] = volume_resources(limit)
+    return out
+
+
+def volume_resources(size_limit: str) -> Resources:
+    """A memory-backed volume's size as the checkpoints keep it."""
+    return Resources({}, {"memory": size_limit})
+
+
+def volume_size(r: Resources) -> int:
+    """Bytes, from what the checkpoints keep."""
+    return resources.to_resource_list(r.limits).get("memory", 0)
 
 
 def _copy(pod: core_pb2.Pod) -> core_pb2.Pod:
@@ -109,8 +125,11 @@ class AllocationManager:
     def __init__(self, checkpoint_dir: str | os.PathLike, node_name: str, allocatable: Mapping[str, int],
                  max_pods: int, record_event: RecordEvent | None = None,
                  before_allocate: Callable[[core_pb2.Pod], None] | None = None,
-                 policies: NodeResourcePolicies = DEFAULT_POLICIES):
+                 policies: NodeResourcePolicies = DEFAULT_POLICIES, memory_backed_volumes: bool = False):
         self._node_name = node_name
+        # KEP-6030 (InPlacePodVerticalScalingMemoryBackedVolumes): memory-backed emptyDir sizes are
+        # allocated with the containers' resources, in the same checkpoint entry.
+        self._volumes = memory_backed_volumes
         self._policies = policies  # the CPU/Memory managers' policies and swap (kubelet.allocation.feasibility)
         self._allocated = CheckpointStore(checkpoint_dir, ALLOCATED_FILE)
         self._actuated = CheckpointStore(checkpoint_dir, ACTUATED_FILE)
@@ -139,7 +158,22 @@ class AllocationManager:
 
     def allocation_of(self, uid: str) -> dict[str, Resources] | None:
         """A pod's allocation per container, None if not admitted (Kubernetes: GetContainerResourceAllocation)."""
-        return self._allocated.get_pod(uid)
+        alloc = self._allocated.get_pod(uid)
+        if alloc is None or not self._volumes:
+            return alloc
+        return {k: r for k, r in alloc.items() if emptydir.volume_of_key(k) is None}
+
+    def volume_allocation_of(self, uid: str) -> dict[str, Resources]:
+        """A pod's allocated memory-backed volume sizes (KEP-6030), by volume name."""
+        alloc = self._allocated.get_pod(uid) or {}
+        return {v: r for k, r in alloc.items() if (v := emptydir.volume_of_key(k)) is not None}
+
+    def actuated_volume(self, uid: str, volume: str) -> Resources | None:
+        """The size the volume is mounted at now (KEP-6030's actuated state)."""
+        return self._actuated.get(uid, emptydir.checkpoint_key(volume))
+
+    def set_actuated_volume(self, uid: str, volume: str, r: Resources) -> None:
+        self._actuated.set_container(uid, emptydir.checkpoint_key(volume), r)
 
     def with_allocation(self, pod: core_pb2.Pod) -> tuple[core_pb2.Pod, bool]:
         """The pod with its containers' resources replaced by the allocation, and whether they differ.
@@ -158,11 +192,19 @@ class AllocationManager:
                 if out is None:
                     out = _copy(pod)
                 _set_resources(getattr(out.spec, group)[i], r)
+        if self._volumes:
+            differ = {name: r.limits["memory"] for name, r in self.volume_allocation_of(pod.metadata.uid).items()
+                      if not _same(volume_resources(emptydir.size_limits(pod).get(name, "0")), r)}
+            if differ:
+                if out is None:
+                    out = _copy(pod)
+                emptydir.set_size_limits(out, differ)
         return (out, True) if out is not None else (pod, False)
 
     def set_allocated(self, pod: core_pb2.Pod) -> None:
-        """Checkpoint the pod's containers' resources as its allocation (Kubernetes: SetAllocatedResources)."""
-        self._allocated.set_pod(pod.metadata.uid, allocation_from_pod(pod))
+        """Checkpoint the pod's containers' resources (and memory-backed volume sizes, KEP-6030) as
+        its allocation, atomically (Kubernetes: SetAllocatedResources)."""
+        self._allocated.set_pod(pod.metadata.uid, allocation_from_pod(pod, self._volumes))
 
     def record_allocation(self, uid: str, allocation: Mapping[str, Resources]) -> None:
         """Checkpoint an allocation rebuilt from the API status and the runtime (the kubelet's recovery)."""

@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
+
 from cli.check.framework import Entry, Rule, Violation, World
 from machinery import resources
 from machinery.api import core_pb2
@@ -51,6 +53,21 @@ def _committed(pod: core_pb2.Pod) -> dict[str, int]:
     return resources.pod_requests(pod, use_status_resources=False)
 
 
+@dataclass
+class _Judged:
+    """How an over-committing binding was counted: the node's allocatable, the summed requests of
+    the pods that had reported their allocation, and those of the pods counted at their spec."""
+
+    allocatable: dict[str, int]
+    reported: dict[str, int] = field(default_factory=dict)
+    at_spec: dict[tuple[str, str], dict[str, int]] = field(default_factory=dict)
+
+
+def _reports_allocation(pod: core_pb2.Pod) -> bool:
+    return any(cs.allocated_resources for cs in list(pod.status.container_statuses)
+               + list(pod.status.init_container_statuses))
+
+
 class BoundRequestsWithinAllocatable(Rule):
     """No binding over-commits a node: when a pod goes from unbound to bound, the requests of the
     node's pods not finished (Succeeded/Failed) fit its allocatable.
@@ -65,6 +82,12 @@ class BoundRequestsWithinAllocatable(Rule):
     having run) is not one: the scheduler decides on the view it has, and a resize the kubelet
     allocated in between is KEP-1287's race ("Scheduler and API Server Interaction"), which the
     kubelet's admission settles. Such a binding's violation is withdrawn when the refusal shows.
+
+    Nor is one that over-commits only by a pod counted at its spec because the kubelet had not
+    reported its allocation yet: a pod resized before the kubelet's status said what it admitted
+    it at (the resize then Deferred, say) holds what the kubelet admitted, not its spec. When a pod
+    counted so reports its first allocation, the binding is judged again with each such pod at
+    that allocation; it is withdrawn if the node's pods then fit.
     """
 
     name = "bound-requests-within-allocatable"
@@ -75,6 +98,8 @@ class BoundRequestsWithinAllocatable(Rule):
         self.counted: dict[tuple[str, str], tuple[str, dict[str, int]]] = {}  # pod -> (node, requests)
         self.unbound: set[tuple[str, str]] = set()  # pods last seen not finished and not bound
         self.pending: dict[tuple[str, str], Violation] = {}  # over-committing bindings, unless refused
+        self.judged: dict[tuple[str, str], _Judged] = {}  # per pending binding: how it was counted
+        self.first_allocation: dict[tuple[str, str], dict[str, int]] = {}  # what the kubelet first reported
 
     def finish(self, world: World) -> list[Violation]:
         return list(self.pending.values())
@@ -91,6 +116,9 @@ class BoundRequestsWithinAllocatable(Rule):
         self.unbound.discard(key)
         if key in self.pending and pod.status.phase == "Failed" and pod.status.reason.startswith("OutOf"):
             del self.pending[key]  # the kubelet refused it: its admission settled the race
+        if key not in self.first_allocation and _reports_allocation(pod):
+            self.first_allocation[key] = _committed(pod)
+            self._judge_again(key)
         if e.type == "DELETED" or pod.status.phase in ("Succeeded", "Failed"):
             return []
         node = pod.spec.node_name
@@ -113,4 +141,26 @@ class BoundRequestsWithinAllocatable(Rule):
         detail = ", ".join(f"{r} {used[r]} > {allocatable.get(r, 0)}" for r in over)
         self.pending[key] = Violation(self.name, e.rev, f"pod {e.namespace}/{e.name} bound to node {node}: requests "
                                                         f"of its pods {detail}")
+        judged = _Judged(allocatable)
+        for k, (n_, r) in self.counted.items():
+            if n_ != node:
+                continue
+            if k in self.first_allocation:
+                judged.reported = resources.add(judged.reported, r)
+            else:
+                judged.at_spec[k] = dict(r)
+        self.judged[key] = judged
         return []
+
+    def _judge_again(self, reported: tuple[str, str]) -> None:
+        """``reported`` now says what the kubelet allocated it: each pending binding that counted it
+        at its spec is judged with it (and any other pod that reported since) at its allocation."""
+        for key, judged in list(self.judged.items()):
+            if key not in self.pending or reported not in judged.at_spec:
+                continue
+            used = judged.reported
+            for k, requests in judged.at_spec.items():
+                used = resources.add(used, self.first_allocation.get(k, requests))
+            if all(used.get(r, 0) <= judged.allocatable.get(r, 0) for r in ("cpu", "memory")):
+                del self.pending[key]
+                del self.judged[key]

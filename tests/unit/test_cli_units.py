@@ -275,6 +275,36 @@ def test_check_bound_requests_within_allocatable():
     assert v.rev == 41 and "cpu 2100 > 2000" in v.message
 
 
+def test_a_pod_resized_before_its_kubelet_said_what_it_admitted_counts_at_that():
+    """pod-8 bound at 500m, resized to 2 cpus before its kubelet reported anything; pod-12 bound
+    next to it (the scheduler saw 500m). The history then counts pod-8 at its spec, 2 cpus; the
+    kubelet had admitted it at 500m and defers the resize, so the binding over-commits nothing."""
+    node = core_pb2.Node()
+    node.metadata.name = "n1"
+    node.status.allocatable["cpu"] = "2"
+    rule = check.BoundRequestsWithinAllocatable
+    bound = [check.Entry(1, "ADDED", "Node", "", "n1", node),
+             _entry(2, "ADDED", MakePod().name("p8").uid("p8").container("c", cpu="500m").obj()),
+             _entry(3, "MODIFIED", MakePod().name("p8").uid("p8").node("n1").container("c", cpu="500m").obj()),
+             _entry(4, "MODIFIED", MakePod().name("p8").uid("p8").node("n1").container("c", cpu="2").obj()),
+             _entry(5, "ADDED", MakePod().name("p12").uid("p12").container("c", cpu="250m").obj()),
+             _entry(6, "MODIFIED", MakePod().name("p12").uid("p12").node("n1").container("c", cpu="250m").obj())]
+    [v] = check.check_entries(bound, [rule()])  # nothing reported yet: counted at the spec
+    assert v.rev == 6 and "cpu 2250 > 2000" in v.message
+    admitted_small = bound + [_entry(7, "MODIFIED", MakePod().name("p8").uid("p8").node("n1").container("c", cpu="2")
+                                                    .allocated(cpu="500m").obj())]
+    assert check.check_entries(admitted_small, [rule()]) == []
+    # Admitted at its resized size, it did hold 2 cpus: the binding stands unless the kubelet
+    # refuses the pod bound next to it.
+    admitted_big = bound + [_entry(7, "MODIFIED", MakePod().name("p8").uid("p8").node("n1").container("c", cpu="2")
+                                                  .allocated(cpu="2").obj())]
+    assert [v.rev for v in check.check_entries(admitted_big, [rule()])] == [6]
+    out_of_cpu = MakePod().name("p12").uid("p12").node("n1").container("c", cpu="250m").phase("Failed").obj()
+    out_of_cpu.status.reason = "OutOfcpu"
+    refused = admitted_big + [_entry(8, "MODIFIED", out_of_cpu)]
+    assert check.check_entries(refused, [rule()]) == []
+
+
 def test_pod_table_columns():
     p = MakePod().name("web").uid("u1").node("node-1").obj()
     p.metadata.creation_timestamp = "2020-01-01T00:00:00Z"

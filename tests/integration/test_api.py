@@ -13,7 +13,7 @@ from machinery.api import core_pb2
 from machinery.client import Client
 from machinery.informer import Informer
 from machinery.kinds import POD
-from tests.harness.builders import MakePod, make_pdb, make_priority_class, mark_running_and_ready
+from tests.harness.builders import MakeNode, MakePod, make_pdb, make_priority_class, mark_running_and_ready
 from tests.harness.failpoints import failpoint
 from tests.harness.metrics import metric
 from tests.harness.wait import eventually
@@ -254,6 +254,11 @@ async def test_resize_changes_only_resources_and_bumps_generation(kcluster, clie
 async def test_resize_is_rejected_for_a_running_pod_whose_kubelet_does_not_report_resources(kcluster, client):
     """KEP-1287 Version Skew Strategy: an old kubelet leaves status.containerStatuses[].resources unset."""
     kubelet = kcluster.client("system:node:node-1")
+    # the node the pods run on, with room, for PodResizeValidator (Kubernetes 1.36) to read
+    if not any(n.metadata.name == "node-1" for n in (await client.nodes.list()).items):
+        await client.nodes.create(MakeNode().name("node-1").obj())
+    await client.nodes.patch("node-1", {"status": {"allocatable": {"cpu": "4", "memory": "8Gi"}}},
+                             subresource="status")
     try:
         old = await _bind_and_run(client, kubelet,
                                   await client.pods.create(MakePod().name("skew-old").req(cpu="100m").obj()),

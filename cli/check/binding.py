@@ -85,9 +85,11 @@ class BoundRequestsWithinAllocatable(Rule):
 
     Nor is one that over-commits only by a pod counted at its spec because the kubelet had not
     reported its allocation yet: a pod resized before the kubelet's status said what it admitted
-    it at (the resize then Deferred, say) holds what the kubelet admitted, not its spec. When a pod
-    counted so reports its first allocation, the binding is judged again with each such pod at
-    that allocation; it is withdrawn if the node's pods then fit.
+    it at (the resize then Deferred, say) holds what the kubelet admitted, not its spec, and a pod
+    the kubelet refused (a resize of a pod in the scheduler's cycle: bound at the size it had, it
+    did not fit at the new one) held nothing. When a pod counted so reports its first allocation,
+    or is refused, the binding is judged again with each such pod at that allocation (nothing for
+    a refused one); it is withdrawn if the node's pods then fit.
     """
 
     name = "bound-requests-within-allocatable"
@@ -114,10 +116,12 @@ class BoundRequestsWithinAllocatable(Rule):
             self.used[before[0]] = resources.sub(self.used.get(before[0], {}), before[1])
         was_unbound = key in self.unbound
         self.unbound.discard(key)
-        if key in self.pending and pod.status.phase == "Failed" and pod.status.reason.startswith("OutOf"):
+        refused = pod.status.phase == "Failed" and pod.status.reason.startswith("OutOf")
+        if key in self.pending and refused:
             del self.pending[key]  # the kubelet refused it: its admission settled the race
-        if key not in self.first_allocation and _reports_allocation(pod):
-            self.first_allocation[key] = _committed(pod)
+        if key not in self.first_allocation and (refused or _reports_allocation(pod)):
+            # What the kubelet admitted it at; a pod it refused never held anything.
+            self.first_allocation[key] = {} if refused else _committed(pod)
             self._judge_again(key)
         if e.type == "DELETED" or pod.status.phase in ("Succeeded", "Failed"):
             return []

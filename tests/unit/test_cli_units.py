@@ -303,6 +303,15 @@ def test_a_pod_resized_before_its_kubelet_said_what_it_admitted_counts_at_that()
     out_of_cpu.status.reason = "OutOfcpu"
     refused = admitted_big + [_entry(8, "MODIFIED", out_of_cpu)]
     assert check.check_entries(refused, [rule()]) == []
+    # The resize came while the scheduler placed p8 (bound at 2 cpus next to p12, as it had it
+    # at 500m), and p10 came next: the kubelet refused p8, so p10's binding over-committed nothing.
+    p8_refused = MakePod().name("p8").uid("p8").node("n1").container("c", cpu="2").phase("Failed").obj()
+    p8_refused.status.reason = "OutOfcpu"
+    racing = bound + [_entry(7, "ADDED", MakePod().name("p10").uid("p10").container("c", cpu="500m").obj()),
+                      _entry(8, "MODIFIED", MakePod().name("p10").uid("p10").node("n1").container("c", cpu="500m")
+                                            .obj())]
+    assert [v.rev for v in check.check_entries(racing, [rule()])] == [6, 8]
+    assert check.check_entries(racing + [_entry(9, "MODIFIED", p8_refused)], [rule()]) == []
 
 
 def test_pod_table_columns():

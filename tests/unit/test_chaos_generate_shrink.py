@@ -310,3 +310,14 @@ def test_a_race_that_needs_one_placement_is_steadied_by_pinning_the_tie_breaks()
     # a pin the schedule has is not tried again
     again = Schedule(_sched(2).steps, seed=9, cluster={"scheduler_args": ["--tie-break-seed=9"]})
     assert all(c.cluster["scheduler_args"] != ["--tie-break-seed=9"] for c in s.pinned_all(again))
+
+
+def test_a_run_that_breaks_the_target_rule_after_another_reproduces_it():
+    both = RunResult(False, "", "/tmp", violations=[{"rule": "other", "rev": 1, "message": "x"},
+                                                    {"rule": "r", "rev": 2, "message": "y"}])
+    assert shrink.signature(both) == "violation other"
+    assert shrink.reproduces(both, "violation r") and shrink.reproduces(both, "violation other")
+    assert not shrink.reproduces(both, "violation third")
+    assert not shrink.reproduces(RunResult(False, "did not converge within 9 s: x", "/tmp"), "violation r")
+    assert shrink.reproduces(RunResult(False, "did not converge within 9 s: x", "/tmp"), "did not converge")
+    assert shrink.confirm(lambda s, label: both, Schedule([]), "violation r") == 3

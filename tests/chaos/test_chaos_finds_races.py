@@ -45,8 +45,8 @@ def test_a_shrunk_schedule_fails_with_its_check_off_and_passes_with_it_on(name, 
     doc = yaml.safe_load(path.read_text())
     assert doc["cluster"]["failpoints"].endswith("=return") and len(doc["steps"]) <= 12
     # With the check off the race must show; it is a race between real processes, so it gets up
-    # to OFF_TRIES runs. (The kubelet fit check's needs two pods placed on one node, which the
-    # order the scheduler sees them in decides: on a loaded machine it showed in 5 runs of 6.)
+    # to OFF_TRIES runs. (Each schedule pins the scheduler's tie-breaks, so the placements a race
+    # needs are the same in every run; its timing still is a race's.)
     for attempt in range(OFF_TRIES):
         r, result = _run(path, tmp_path / f"off-{attempt}")
         rules = {v["rule"] for v in result.get("violations", [])}

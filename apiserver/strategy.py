@@ -27,6 +27,7 @@ from typing import Any, Protocol, cast
 from google.protobuf.message import Message
 
 from apiserver import defaults, validation
+from apiserver.validation.pod import CONTAINER_RESTART_RULES, uses_container_restart_rules
 from machinery import errors, podconditions, resources, timeutil
 from machinery.api import apps_pb2, core_pb2
 from machinery.featuregates import FeatureGates
@@ -141,7 +142,11 @@ class Strategy:
         self.drop_disabled_fields(obj, None, gates)
         defaults.default_object(self.kind.name, obj)
         self.reset_status(obj)
-        _raise_invalid(self.kind, obj, self.validate(obj))
+        _raise_invalid(self.kind, obj, self.validate_create(obj, gates))
+
+    def validate_create(self, obj: Message, gates: FeatureGates) -> list[errors.FieldError]:
+        """The kind's create validation; a kind whose validation depends on a gate overrides it."""
+        return self.validate(obj)
 
     def reset_status(self, obj: Message) -> None:
         """A created object's status: as given, unless the kind starts its own."""
@@ -200,6 +205,25 @@ class Strategy:
 
 
 class PodStrategy(Strategy):
+    def validate_create(self, obj: Message, gates: FeatureGates) -> list[errors.FieldError]:
+        """ValidatePodCreate with the options the gates give (KEP-5307's container restart rules)."""
+        assert isinstance(obj, core_pb2.Pod)
+        return validation.validate_pod_create(obj, container_restart_rules=gates.enabled(CONTAINER_RESTART_RULES))
+
+    def drop_disabled_fields(self, new: Message, old: Message | None, gates: FeatureGates) -> None:
+        """KEP-5307 (ContainerRestartRules): with the gate off, a pod that does not use them already
+        loses its containers' ``restartPolicyRules`` and the ``restartPolicy`` of its regular
+        containers (an init container's ``restartPolicy`` is the sidecars' field: validation says
+        what it may be)."""
+        assert isinstance(new, core_pb2.Pod) and (old is None or isinstance(old, core_pb2.Pod))
+        if gates.enabled(CONTAINER_RESTART_RULES) or (old is not None and uses_container_restart_rules(old.spec)):
+            return
+        for c in new.spec.containers:
+            c.ClearField("restart_policy")
+            del c.restart_policy_rules[:]
+        for c in new.spec.init_containers:
+            del c.restart_policy_rules[:]
+
     def defaulted_request(self, requested: M) -> M:
         """The DefaultTolerationSeconds tolerations are admission's, so nobody's."""
         out = copy(requested)

@@ -75,6 +75,7 @@ class KubeletConfig:
     in_place_resize: bool = True  # the InPlacePodVerticalScaling gate
     resize_preemption: bool = False  # the SchedulerPreemptionForPodResize gate (KEP-5836, alpha)
     memory_backed_volumes: bool = False  # InPlacePodVerticalScalingMemoryBackedVolumes (KEP-6030, alpha)
+    container_restart_rules: bool = True  # ContainerRestartRules (KEP-5307, beta from 1.35)
     sync_frequency: float = 10.0
     resize_retry_initial: float = 30.0
     resize_retry_interval: float = 180.0
@@ -132,13 +133,14 @@ class Kubelet:
         self.pods = Informer(client, POD, field_selector=f"spec.nodeName={name}")
         self.node_informer = Informer(client, NODE, field_selector=f"metadata.name={name}")
         self.status_manager = StatusManager(client, self.pods, self.alloc, report_resources=self.resize_supported,
-                                            host_ip=cfg.node.address)
+                                            host_ip=cfg.node.address,
+                                            container_restart_rules=cfg.container_restart_rules)
         self.workers = PodWorkers(name, count_resizes=self.resize_supported)
         self.dra_driver = FakeDriver(name, cfg.dra_devices) if cfg.dra_devices > 0 else None
         self.dra = DRAManager(name, client, self.dra_driver, lambda: self.node_agent.node)
         self.runtime = PodRuntime(name, self.ops, self.alloc, resize_supported=self.resize_supported,
                                   restart_backoff=cfg.restart_backoff, restart_backoff_max=cfg.restart_backoff_max,
-                                  record_event=self.event)
+                                  record_event=self.event, container_restart_rules=cfg.container_restart_rules)
         self.terminator = PodTerminator(name, client=client, ops=self.ops, runtime=self.runtime, alloc=self.alloc,
                                         status=self.status_manager, workers=self.workers,
                                         pods_by_uid=self.pods_by_uid, dra=self.dra)

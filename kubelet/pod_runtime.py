@@ -15,7 +15,7 @@ import asyncio
 import time
 from dataclasses import dataclass, field
 
-from kubelet import volume_resize
+from kubelet import restart_rules, volume_resize
 from kubelet.allocation import conditions as cond
 from kubelet.allocation.checkpoint import Resources
 from kubelet.allocation.manager import AllocationManager, RecordEvent, resizable_containers
@@ -30,7 +30,7 @@ from kubelet.resize import (
     set_sandbox_record,
 )
 from kubelet.restart_failpoints import FP_BEFORE_CREATE_ACK, FP_RESIZE_AFTER_ACTUATED, FP_RESIZE_AFTER_CRI
-from kubelet.runtime_ops import Observed, RuntimeOps
+from kubelet.runtime_ops import Observed, RuntimeOps, init_exit_code
 from kubelet.status import ContainerView
 from machinery import failpoints, resources
 from machinery.api import core_pb2
@@ -57,8 +57,10 @@ class PodRuntime:
     """One node's pods in its runtime: what a sync asks of it, and the restart back-off."""
 
     def __init__(self, node: str, ops: RuntimeOps, alloc: AllocationManager, *, resize_supported: bool,
-                 restart_backoff: float, restart_backoff_max: float, record_event: RecordEvent):
+                 restart_backoff: float, restart_backoff_max: float, record_event: RecordEvent,
+                 container_restart_rules: bool = True):
         self._node = node
+        self._container_rules = container_restart_rules  # KEP-5307 (restart_rules.py)
         self._ops = ops
         self._alloc = alloc
         self._resize_supported = resize_supported
@@ -124,11 +126,18 @@ class PodRuntime:
             if v is not None and v.state == "exited" and v.exit_code == 0:
                 continue
             if v is None or v.state == "exited":
-                if v is not None and not self._may_restart(pod, c.name, v):
-                    return changed
+                if v is not None:
+                    if not self._may_restart(pod, c, v):
+                        return changed
+                    self._bump_backoff(uid, c.name)  # a failed init container is retried with back-off
+                instances = observed.ids.get(c.name, [])
+                attempt = instances[-1][0] + 1 if instances else 0  # as _start numbers it
                 cid = await self._start(pod, sandbox, c, observed, allocations.get(c.name))
-                await self._ops.finish_init_container(cid)
+                code = init_exit_code(pod, c.name, attempt)
+                await self._ops.finish_init_container(cid, code)
                 changed = True
+                if code != 0:
+                    return changed  # the next sync decides on a restart (restart_rules.py)
                 continue
             return changed  # running: wait for it
         for c in allocated.spec.containers:
@@ -146,10 +155,12 @@ class PodRuntime:
         allocations = self._alloc.allocation_of(pod.metadata.uid) or {}
         return await self._actuate(pod, allocated, observed, observed.sandbox_id, allocations, restart=False)
 
-    def _may_restart(self, pod: core_pb2.Pod, name: str, v: ContainerView, sidecar: bool = False) -> bool:
-        policy = "Always" if sidecar else (pod.spec.restart_policy or "Always")
-        if policy == "Never" or (policy == "OnFailure" and v.exit_code == 0):
+    def _may_restart(self, pod: core_pb2.Pod, c: core_pb2.Container, v: ContainerView) -> bool:
+        """Whether the exited container is started again now: its restart policy or rules say so
+        (restart_rules.py) and its back-off has ended."""
+        if not restart_rules.will_restart(pod, c, v.exit_code, self._container_rules):
             return False
+        name = c.name
         b = self._state.setdefault(pod.metadata.uid, _PodState()).backoff.get(name)
         return b is None or time.monotonic() >= b.until
 
@@ -159,7 +170,7 @@ class PodRuntime:
         if v is not None and v.state in ("running", "created"):
             return False
         if v is not None and v.state == "exited":
-            if not self._may_restart(pod, c.name, v, sidecar=resources.is_restartable_init_container(c)):
+            if not self._may_restart(pod, c, v):
                 return False
             self._bump_backoff(pod.metadata.uid, c.name)
         await self._start(pod, sandbox, c, observed, allocated)

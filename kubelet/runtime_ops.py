@@ -15,12 +15,34 @@ from kubelet.runtime.errors import RuntimeNotFound
 from kubelet.status import ContainerView, LinuxResources, PodView, to_linux
 from machinery import timeutil
 from machinery.api import core_pb2, cri_pb2
+from machinery.logging import get_logger
 
 LABEL_POD_UID = "io.kubernetes.pod.uid"
 LABEL_POD_NAME = "io.kubernetes.pod.name"
 LABEL_POD_NAMESPACE = "io.kubernetes.pod.namespace"
 LABEL_CONTAINER_NAME = "io.kubernetes.container.name"
 USAGE_ANNOTATIONS = ("kplane.dev/memory-usage", "kplane.dev/cpu-usage", "kplane.dev/shutdown-seconds")
+
+log = get_logger()
+
+# How a simulated init container exits on its successive runs: "1,1,0" fails twice, then succeeds
+# (the last code repeats); none: exit 0 at once.
+INIT_EXIT_CODES_ANNOTATION = "kplane.dev/init-exit-codes"
+
+
+def init_exit_code(pod: core_pb2.Pod, container: str, attempt: int) -> int:
+    """The exit code of run ``attempt`` (0-based) of an init container, from the pod's
+    ``kplane.dev/init-exit-codes.<container>`` annotation (a bad one: 0, logged)."""
+    text = pod.metadata.annotations.get(f"{INIT_EXIT_CODES_ANNOTATION}.{container}")
+    if not text:
+        return 0
+    try:
+        codes = [int(part) for part in text.split(",")]
+    except ValueError:
+        log.warning("bad_init_exit_codes_annotation", container=container, value=text)
+        return 0
+    return codes[min(attempt, len(codes) - 1)]
+
 
 _STATE = {cri_pb2.CONTAINER_CREATED: "created", cri_pb2.CONTAINER_RUNNING: "running",
           cri_pb2.CONTAINER_EXITED: "exited", cri_pb2.CONTAINER_UNKNOWN: "unknown"}
@@ -161,9 +183,10 @@ class RuntimeOps:
         except RuntimeNotFound:
             pass
 
-    async def finish_init_container(self, container_id: str) -> None:
-        """Simulated init containers complete as soon as they start (exit 0)."""
-        await self.rt.exit_container(cri_pb2.ExitContainerRequest(container_id=container_id, exit_code=0))
+    async def finish_init_container(self, container_id: str, exit_code: int = 0) -> None:
+        """Simulated init containers complete as soon as they start, with ``exit_code``
+        (``init_exit_code``)."""
+        await self.rt.exit_container(cri_pb2.ExitContainerRequest(container_id=container_id, exit_code=exit_code))
 
     async def remove_sandbox(self, sandbox_id: str) -> None:
         try:

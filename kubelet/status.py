@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 
 from kubelet.allocation.checkpoint import Resources
 from kubelet.allocation.conditions import RESIZE_CONDITION_TYPES, ResizeCondition
+from kubelet.restart_rules import will_restart
 from machinery import podconditions, quantity, resources, timeutil
 from machinery.api import core_pb2
 
@@ -200,18 +201,20 @@ def _condition(type_: str, ok: bool, reason: str, old: dict[str, core_pb2.PodCon
                                  last_transition_time=transition, observed_generation=generation)
 
 
-def phase(pod: core_pb2.Pod, view: PodView) -> str:
-    """Kubernetes' getPhase for the containers' states and the pod's restart policy."""
+def phase(pod: core_pb2.Pod, view: PodView, container_rules: bool = True) -> str:
+    """Kubernetes' getPhase for the containers' states and the restart policies: the pod's, or with
+    container restart rules (KEP-5307) each container's own (``restart_rules.will_restart``). A
+    stopped container that will be started again keeps the pod Running."""
     if pod.status.phase in ("Succeeded", "Failed"):
         return pod.status.phase
     inits = [c for c in pod.spec.init_containers if not resources.is_restartable_init_container(c)]
     for c in inits:
         v = view.containers.get(c.name)
         if v is None or v.state != "exited" or v.exit_code != 0:
-            if v is not None and v.state == "exited" and pod.spec.restart_policy == "Never":
+            if v is not None and v.state == "exited" and not will_restart(pod, c, v.exit_code, container_rules):
                 return "Failed"
             return "Pending"
-    waiting = running = stopped = succeeded = 0
+    waiting = running = stopped = succeeded = restarting = 0
     for c in pod.spec.containers:
         v = view.containers.get(c.name)
         if v is not None and v.state == "running":
@@ -219,8 +222,10 @@ def phase(pod: core_pb2.Pod, view: PodView) -> str:
         elif v is not None and v.state == "exited":
             stopped += 1
             succeeded += v.exit_code == 0
+            restarting += will_restart(pod, c, v.exit_code, container_rules)
         elif (prev := view.previous.get(c.name)) is not None and prev.state == "exited":
             stopped += 1  # waiting to restart after it stopped: counts as stopped, as Kubernetes does
+            restarting += will_restart(pod, c, prev.exit_code, container_rules)
         else:
             waiting += 1
     if waiting:
@@ -229,18 +234,16 @@ def phase(pod: core_pb2.Pod, view: PodView) -> str:
         return "Running"
     if not stopped:
         return "Pending"
-    policy = pod.spec.restart_policy or "Always"
-    if policy == "Always":
+    if restarting:
         return "Running"
-    if stopped == succeeded:
-        return "Succeeded"
-    return "Failed" if policy == "Never" else "Running"
+    return "Succeeded" if stopped == succeeded else "Failed"
 
 
 def compute_status(pod: core_pb2.Pod, view: PodView, allocation: dict[str, Resources] | None,
                    resize_conditions: dict[str, ResizeCondition], report_resources: bool = True,
                    host_ip: str = "", blocked: tuple[str, str] | None = None,
-                   actuated: Mapping[str, Resources] | None = None) -> core_pb2.PodStatus:
+                   actuated: Mapping[str, Resources] | None = None,
+                   container_rules: bool = True) -> core_pb2.PodStatus:
     """The PodStatus to report for ``pod`` given what the runtime says (``actuated``: the actuated
     resources by container, from the kubelet's checkpoint). ``blocked`` is the
     (reason, message) the containers not started yet wait with when something keeps the pod from
@@ -252,7 +255,7 @@ def compute_status(pod: core_pb2.Pod, view: PodView, allocation: dict[str, Resou
     st.nominated_node_name = pod.status.nominated_node_name
     st.resource_claim_statuses.extend(pod.status.resource_claim_statuses)  # the resourceclaim controller's
     st.observed_generation = pod.metadata.generation
-    st.phase = phase(pod, view)
+    st.phase = phase(pod, view, container_rules)
     st.start_time = pod.status.start_time or now
     if host_ip:
         st.host_ip = host_ip

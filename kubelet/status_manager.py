@@ -48,8 +48,9 @@ class StatusManager:
     """Writes pod statuses for one node: Failed with a reason, computed, or killed."""
 
     def __init__(self, client: Client, pods: Informer, alloc: AllocationManager, *, report_resources: bool,
-                 host_ip: str):
+                 host_ip: str, container_restart_rules: bool = True):
         self._client = client
+        self._container_rules = container_restart_rules  # KEP-5307: the phase by each container's policy
         self._pods = pods
         self._alloc = alloc
         self._report_resources = report_resources
@@ -84,7 +85,7 @@ class StatusManager:
         allocation = self._alloc.allocation_of(uid)
         computed = compute_status(pod, observed.view, allocation, self._alloc.conditions_of(uid),
                                   report_resources=self._report_resources, host_ip=self._host_ip, blocked=blocked,
-                                  actuated=self._actuated(pod))
+                                  actuated=self._actuated(pod), container_rules=self._container_rules)
         if terminated:
             # A deleted pod ends in a terminal phase (Kubernetes 1.27+): Failed unless all succeeded.
             views = [observed.view.containers.get(c.name) for c in pod.spec.containers]
@@ -112,7 +113,7 @@ class StatusManager:
         uid = pod.metadata.uid
         computed = compute_status(pod, observed.view, self._alloc.allocation_of(uid), self._alloc.conditions_of(uid),
                                   report_resources=self._report_resources, host_ip=self._host_ip,
-                                  actuated=self._actuated(pod))
+                                  actuated=self._actuated(pod), container_rules=self._container_rules)
         computed.phase, computed.reason, computed.message = "Failed", kill.reason, kill.message
         now = timeutil.rfc3339()
 

@@ -78,6 +78,8 @@ KNOWN_GATES: dict[str, tuple[Spec, ...]] = {
     # Structured DRA.
     "DynamicResourceAllocation": (Spec(_v("1.26"), False, _A), Spec(_v("1.32"), False, _B),
                                   Spec(_v("1.34"), True, _GA), Spec(_v("1.35"), True, _GA, locked=True)),
+    # KEP-5307 container restart rules: a container's own restartPolicy and restartPolicyRules.
+    "ContainerRestartRules": (Spec(_v("1.34"), False, _A), Spec(_v("1.35"), True, _B)),
     # Pod-level resources (spec.resources).
     "PodLevelResources": (Spec(_v("1.32"), False, _A), Spec(_v("1.34"), True, _B)),
 }

@@ -50,7 +50,7 @@ from apiserver.validation.meta import (
 )
 from machinery import resources
 from machinery.api import core_pb2
-from machinery.errors import FieldError, duplicate, forbidden, invalid, not_supported, required
+from machinery.errors import FieldError, duplicate, forbidden, invalid, not_supported, required, too_many
 from machinery.memo import Memo
 
 MIRROR_POD_ANNOTATION: Final = "kubernetes.io/config.mirror"
@@ -93,9 +93,69 @@ class PodValidationOptions:
     allow_invalid_label_value_in_selector: bool = False
     allow_invalid_label_value_in_required_node_affinity: bool = False
     pod_level_resources: bool = True
+    container_restart_rules: bool = True  # the ContainerRestartRules gate (KEP-5307)
 
 
 _CREATE_OPTIONS: Final = PodValidationOptions()
+_CREATE_OPTIONS_WITHOUT_RESTART_RULES: Final = PodValidationOptions(container_restart_rules=False)
+
+# KEP-5307 "Container Restart Rules" (gate ContainerRestartRules, beta from 1.35).
+CONTAINER_RESTART_RULES: Final = "ContainerRestartRules"
+_CONTAINER_RESTART_POLICIES: Final = ("Always", "OnFailure", "Never")
+_RESTART_RULE_ACTIONS: Final = ("Restart",)
+_EXIT_CODE_OPERATORS: Final = ("In", "NotIn")
+MAX_RESTART_RULES: Final = 20
+MAX_RESTART_RULE_EXIT_CODES: Final = 255
+
+
+def uses_container_restart_rules(spec: core_pb2.PodSpec) -> bool:
+    """A container-level restartPolicy on a regular container, a non-sidecar one on an init
+    container, or restart rules anywhere (Kubernetes' containerRestartRulesInUse)."""
+    return any(c.restart_policy_rules for c in (*spec.containers, *spec.init_containers)) or any(
+        c.HasField("restart_policy") for c in spec.containers) or any(
+        c.HasField("restart_policy") and c.restart_policy != "Always" for c in spec.init_containers)
+
+
+def _validate_restart_rules(c: core_pb2.Container, path: str, opts: PodValidationOptions,
+                            sidecar: bool = False) -> list[FieldError]:
+    """A container's ``restartPolicyRules`` (KEP-5307): at most 20, each with the action Restart and
+    an ``exitCodes`` condition (operator In or NotIn, at most 255 distinct values); only beside a
+    container-level ``restartPolicy``; not on a sidecar, which restarts whatever its exit."""
+    rules = c.restart_policy_rules
+    if not rules:
+        return []
+    at = f"{path}.restartPolicyRules"
+    if not opts.container_restart_rules:
+        return [forbidden(at, "may not be set when the ContainerRestartRules feature gate is disabled")]
+    errs: list[FieldError] = []
+    if sidecar:
+        errs.append(forbidden(at, "may not be set for containers with restartPolicy=Always"))
+    if not c.HasField("restart_policy"):
+        errs.append(required(f"{path}.restartPolicy", "must be specified when restartPolicyRules are specified"))
+    if len(rules) > MAX_RESTART_RULES:
+        errs.append(too_many(at, len(rules), MAX_RESTART_RULES))
+    for i, rule in enumerate(rules):
+        rp = f"{at}[{i}]"
+        if not rule.action:
+            errs.append(required(f"{rp}.action", ""))
+        elif rule.action not in _RESTART_RULE_ACTIONS:
+            errs.append(not_supported(f"{rp}.action", rule.action, _RESTART_RULE_ACTIONS))
+        if not rule.HasField("exit_codes"):
+            errs.append(required(f"{rp}.exitCodes", "must be specified"))
+            continue
+        codes = rule.exit_codes
+        if not codes.operator:
+            errs.append(required(f"{rp}.exitCodes.operator", ""))
+        elif codes.operator not in _EXIT_CODE_OPERATORS:
+            errs.append(not_supported(f"{rp}.exitCodes.operator", codes.operator, _EXIT_CODE_OPERATORS))
+        if len(codes.values) > MAX_RESTART_RULE_EXIT_CODES:
+            errs.append(too_many(f"{rp}.exitCodes.values", len(codes.values), MAX_RESTART_RULE_EXIT_CODES))
+        seen: set[int] = set()
+        for j, v in enumerate(codes.values):
+            if v in seen:
+                errs.append(duplicate(f"{rp}.exitCodes.values[{j}]", v))
+            seen.add(v)
+    return errs
 
 
 _HUGEPAGES_BYTES: Final = quantities.HUGEPAGES_PREFIX.encode()
@@ -388,7 +448,11 @@ def _validate_containers(spec: core_pb2.PodSpec, volumes: Set[str], claim_names:
         else:
             names.add(name)
         if c.HasField("restart_policy"):
-            errs.append(forbidden(f"{p}.restartPolicy", "may not be set for non-init containers"))
+            if not opts.container_restart_rules:
+                errs.append(forbidden(f"{p}.restartPolicy", "may not be set for non-init containers"))
+            elif c.restart_policy not in _CONTAINER_RESTART_POLICIES:
+                errs.append(not_supported(f"{p}.restartPolicy", c.restart_policy, _CONTAINER_RESTART_POLICIES))
+        errs.extend(_validate_restart_rules(c, p, opts))
         if not host_ports and c.ports:
             host_ports = True
     if host_ports:
@@ -412,9 +476,13 @@ def _validate_init_containers(spec: core_pb2.PodSpec, volumes: Set[str], claim_n
         errs.extend(_validate_container_common(c, volumes, claim_names, p, spec, opts, scan))
         restart_always = False
         if c.HasField("restart_policy"):
-            if c.restart_policy != "Always":
-                errs.append(not_supported(f"{p}.restartPolicy", c.restart_policy, ("Always",)))
+            # KEP-5307: with container restart rules an init container may also say OnFailure or
+            # Never (how its failures are retried); Always still makes it a sidecar.
+            allowed = _CONTAINER_RESTART_POLICIES if opts.container_restart_rules else ("Always",)
+            if c.restart_policy not in allowed:
+                errs.append(not_supported(f"{p}.restartPolicy", c.restart_policy, allowed))
             restart_always = c.restart_policy == "Always"
+        errs.extend(_validate_restart_rules(c, p, opts, sidecar=restart_always))
         if c.name in names:
             errs.append(duplicate(f"{p}.name", c.name))
         elif c.name:
@@ -711,9 +779,10 @@ def validate_pod_template_spec(template: core_pb2.PodTemplateSpec, path: str,
     return errs
 
 
-def validate_pod_create(pod: core_pb2.Pod) -> list[FieldError]:
-    """Kubernetes' ValidatePodCreate."""
-    errs = validate_pod_metadata_and_spec(pod, _CREATE_OPTIONS)
+def validate_pod_create(pod: core_pb2.Pod, *, container_restart_rules: bool = True) -> list[FieldError]:
+    """Kubernetes' ValidatePodCreate; ``container_restart_rules``: the ContainerRestartRules gate."""
+    errs = validate_pod_metadata_and_spec(
+        pod, _CREATE_OPTIONS if container_restart_rules else _CREATE_OPTIONS_WITHOUT_RESTART_RULES)
     spec = pod.spec
     if spec.ephemeral_containers:
         errs.append(forbidden("spec.ephemeralContainers", "cannot be set on create"))

@@ -180,7 +180,7 @@ class PodResourceClaim(_message.Message):
     def __init__(self, name: _Optional[str] = ..., resource_claim_name: _Optional[str] = ..., resource_claim_template_name: _Optional[str] = ...) -> None: ...
 
 class Container(_message.Message):
-    __slots__ = ("name", "image", "command", "args", "working_dir", "ports", "env_from", "env", "resources", "resize_policy", "restart_policy", "volume_mounts", "volume_devices", "liveness_probe", "readiness_probe", "startup_probe", "lifecycle", "termination_message_path", "termination_message_policy", "image_pull_policy", "security_context", "stdin", "stdin_once", "tty")
+    __slots__ = ("name", "image", "command", "args", "working_dir", "ports", "env_from", "env", "resources", "resize_policy", "restart_policy", "volume_mounts", "volume_devices", "liveness_probe", "readiness_probe", "startup_probe", "lifecycle", "termination_message_path", "termination_message_policy", "image_pull_policy", "security_context", "stdin", "stdin_once", "tty", "restart_policy_rules")
     NAME_FIELD_NUMBER: _ClassVar[int]
     IMAGE_FIELD_NUMBER: _ClassVar[int]
     COMMAND_FIELD_NUMBER: _ClassVar[int]
@@ -205,6 +205,7 @@ class Container(_message.Message):
     STDIN_FIELD_NUMBER: _ClassVar[int]
     STDIN_ONCE_FIELD_NUMBER: _ClassVar[int]
     TTY_FIELD_NUMBER: _ClassVar[int]
+    RESTART_POLICY_RULES_FIELD_NUMBER: _ClassVar[int]
     name: str
     image: str
     command: _containers.RepeatedScalarFieldContainer[str]
@@ -229,7 +230,24 @@ class Container(_message.Message):
     stdin: bool
     stdin_once: bool
     tty: bool
-    def __init__(self, name: _Optional[str] = ..., image: _Optional[str] = ..., command: _Optional[_Iterable[str]] = ..., args: _Optional[_Iterable[str]] = ..., working_dir: _Optional[str] = ..., ports: _Optional[_Iterable[_Union[ContainerPort, _Mapping]]] = ..., env_from: _Optional[_Iterable[_Union[_struct_pb2.Struct, _Mapping]]] = ..., env: _Optional[_Iterable[_Union[EnvVar, _Mapping]]] = ..., resources: _Optional[_Union[ResourceRequirements, _Mapping]] = ..., resize_policy: _Optional[_Iterable[_Union[ContainerResizePolicy, _Mapping]]] = ..., restart_policy: _Optional[str] = ..., volume_mounts: _Optional[_Iterable[_Union[VolumeMount, _Mapping]]] = ..., volume_devices: _Optional[_Iterable[_Union[_struct_pb2.Struct, _Mapping]]] = ..., liveness_probe: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., readiness_probe: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., startup_probe: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., lifecycle: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., termination_message_path: _Optional[str] = ..., termination_message_policy: _Optional[str] = ..., image_pull_policy: _Optional[str] = ..., security_context: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., stdin: _Optional[bool] = ..., stdin_once: _Optional[bool] = ..., tty: _Optional[bool] = ...) -> None: ...
+    restart_policy_rules: _containers.RepeatedCompositeFieldContainer[ContainerRestartRule]
+    def __init__(self, name: _Optional[str] = ..., image: _Optional[str] = ..., command: _Optional[_Iterable[str]] = ..., args: _Optional[_Iterable[str]] = ..., working_dir: _Optional[str] = ..., ports: _Optional[_Iterable[_Union[ContainerPort, _Mapping]]] = ..., env_from: _Optional[_Iterable[_Union[_struct_pb2.Struct, _Mapping]]] = ..., env: _Optional[_Iterable[_Union[EnvVar, _Mapping]]] = ..., resources: _Optional[_Union[ResourceRequirements, _Mapping]] = ..., resize_policy: _Optional[_Iterable[_Union[ContainerResizePolicy, _Mapping]]] = ..., restart_policy: _Optional[str] = ..., volume_mounts: _Optional[_Iterable[_Union[VolumeMount, _Mapping]]] = ..., volume_devices: _Optional[_Iterable[_Union[_struct_pb2.Struct, _Mapping]]] = ..., liveness_probe: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., readiness_probe: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., startup_probe: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., lifecycle: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., termination_message_path: _Optional[str] = ..., termination_message_policy: _Optional[str] = ..., image_pull_policy: _Optional[str] = ..., security_context: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., stdin: _Optional[bool] = ..., stdin_once: _Optional[bool] = ..., tty: _Optional[bool] = ..., restart_policy_rules: _Optional[_Iterable[_Union[ContainerRestartRule, _Mapping]]] = ...) -> None: ...
+
+class ContainerRestartRule(_message.Message):
+    __slots__ = ("action", "exit_codes")
+    ACTION_FIELD_NUMBER: _ClassVar[int]
+    EXIT_CODES_FIELD_NUMBER: _ClassVar[int]
+    action: str
+    exit_codes: ContainerRestartRuleOnExitCodes
+    def __init__(self, action: _Optional[str] = ..., exit_codes: _Optional[_Union[ContainerRestartRuleOnExitCodes, _Mapping]] = ...) -> None: ...
+
+class ContainerRestartRuleOnExitCodes(_message.Message):
+    __slots__ = ("operator", "values")
+    OPERATOR_FIELD_NUMBER: _ClassVar[int]
+    VALUES_FIELD_NUMBER: _ClassVar[int]
+    operator: str
+    values: _containers.RepeatedScalarFieldContainer[int]
+    def __init__(self, operator: _Optional[str] = ..., values: _Optional[_Iterable[int]] = ...) -> None: ...
 
 class ContainerPort(_message.Message):
     __slots__ = ("name", "host_port", "container_port", "protocol", "host_ip")

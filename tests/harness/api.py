@@ -1,8 +1,10 @@
 """What tests do through a cluster's API in more than one call: resize a pod through its
 ``resize`` subresource, delete every pod and wait until none is left, create the priority classes
-a module's tests share."""
+a module's tests share; ``api_fixture``, a client of a module's cluster that leaves no pod behind."""
 
 from __future__ import annotations
+
+import pytest
 
 from machinery import errors
 from machinery.api import core_pb2
@@ -37,3 +39,17 @@ async def ensure_priority_classes(api, **values: int) -> None:
             await api.priority_classes.create(make_priority_class(name, value))
         except errors.AlreadyExists:
             pass
+
+
+def api_fixture(cluster: str):
+    """A function-scoped fixture: a client of the module's cluster fixture named ``cluster``; every
+    pod is deleted after each test."""
+    @pytest.fixture
+    async def fixture(request):
+        c = request.getfixturevalue(cluster).client()
+        try:
+            yield c
+        finally:
+            await delete_all_pods(c)
+            await c.close()
+    return fixture

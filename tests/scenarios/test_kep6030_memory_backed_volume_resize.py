@@ -23,6 +23,7 @@ from machinery import jsonconv
 from machinery.api import core_pb2
 from machinery.quantity import Quantity
 from tests.harness import kubectl as kubectl_cmd
+from tests.harness.api import api_fixture
 from tests.harness.builders import MakePod
 from tests.harness.cluster import FAST_KUBELET, cluster_fixture
 from tests.harness.node_state import checkpointed
@@ -101,15 +102,7 @@ def _records(tc, log: str, event: str, pod: str) -> list[dict]:
     return out
 
 
-@pytest.fixture
-async def api(volume_cluster):
-    c = volume_cluster.client()
-    try:
-        yield c
-    finally:
-        for pod in (await c.pods.list("default")).items:
-            await c.pods.delete(pod.metadata.name, "default", grace_period_seconds=0)
-        await c.close()
+api = api_fixture("volume_cluster")
 
 
 async def test_upsize_with_the_containers_memory_cgroup_first_then_shrink_volume_first(api, volume_cluster,

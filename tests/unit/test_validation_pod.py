@@ -162,10 +162,13 @@ CREATE_CASES: list[tuple[str, dict[str, Any], dict[str, Any] | None, list[str]]]
       '"ClusterFirst", "Default", "None"']),
     ("dnsPolicy None needs dnsConfig", {"dnsPolicy": "None"}, None,
      ["spec.dnsConfig: Required value: must provide `dnsConfig` when `dnsPolicy` is None"]),
-    ("init container restartPolicy only Always", {"initContainers": [ctr("init", restartPolicy="OnFailure")]}, None,
-     ['spec.initContainers[0].restartPolicy: Unsupported value: "OnFailure": supported values: "Always"']),
-    ("regular container restartPolicy", {"containers": [ctr(restartPolicy="Always")]}, None,
-     ["spec.containers[0].restartPolicy: Forbidden: may not be set for non-init containers"]),
+    ("init container restartPolicy Always, OnFailure or Never (KEP-5307)",
+     {"initContainers": [ctr("init", restartPolicy="Sometimes")]}, None,
+     ['spec.initContainers[0].restartPolicy: Unsupported value: "Sometimes": supported values: "Always", '
+      '"OnFailure", "Never"']),
+    ("regular container restartPolicy (KEP-5307)", {"containers": [ctr(restartPolicy="Sometimes")]}, None,
+     ['spec.containers[0].restartPolicy: Unsupported value: "Sometimes": supported values: "Always", '
+      '"OnFailure", "Never"']),
     ("probes on a non-sidecar init container",
      {"initContainers": [ctr("init", readinessProbe={"exec": {"command": ["true"]}})]}, None,
      ["spec.initContainers[0].readinessProbe: Forbidden: "
@@ -322,6 +325,47 @@ CREATE_CASES: list[tuple[str, dict[str, Any], dict[str, Any] | None, list[str]]]
 @pytest.mark.parametrize("spec,metadata,want", [c[1:] for c in CREATE_CASES], ids=[c[0] for c in CREATE_CASES])
 def test_validate_pod_create(spec: dict[str, Any], metadata: dict[str, Any] | None, want: list[str]) -> None:
     assert messages(validate_pod_create(pod_from_json(spec, metadata))) == want
+
+
+def test_without_container_restart_rules_only_a_sidecar_has_a_restart_policy() -> None:
+    """The ContainerRestartRules gate off (Kubernetes before 1.35, or switched off)."""
+    init = pod_from_json({"initContainers": [ctr("init", restartPolicy="OnFailure")]})
+    assert messages(validate_pod_create(init, container_restart_rules=False)) == [
+        'spec.initContainers[0].restartPolicy: Unsupported value: "OnFailure": supported values: "Always"']
+    regular = pod_from_json({"containers": [ctr(restartPolicy="Always")]})
+    assert messages(validate_pod_create(regular, container_restart_rules=False)) == [
+        "spec.containers[0].restartPolicy: Forbidden: may not be set for non-init containers"]
+    assert messages(validate_pod_create(init)) == [] and messages(validate_pod_create(regular)) == []
+
+
+def _rules(*rules: dict[str, Any], policy: str | None = "Never", name: str = "c1") -> dict[str, Any]:
+    c = ctr(name, restartPolicyRules=list(rules))
+    if policy is not None:
+        c["restartPolicy"] = policy
+    return c
+
+
+@pytest.mark.parametrize("container,init,want", [
+    (_rules({"action": "Restart", "exitCodes": {"operator": "In", "values": [42]}}), False, []),
+    (_rules({"action": "Restart", "exitCodes": {"operator": "NotIn", "values": [0]}}, name="init"), True, []),
+    (_rules({"action": "Restart", "exitCodes": {"operator": "In", "values": [42]}}, policy=None), False,
+     ["spec.containers[0].restartPolicy: Required value: must be specified when restartPolicyRules are specified"]),
+    (_rules({"action": "Restart", "exitCodes": {"operator": "In", "values": [1]}}, policy="Always", name="init"),
+     True, ["spec.initContainers[0].restartPolicyRules: Forbidden: may not be set for containers with "
+            "restartPolicy=Always"]),
+    (_rules({"action": "Complete", "exitCodes": {"operator": "Between", "values": [1, 1]}}), False,
+     ['spec.containers[0].restartPolicyRules[0].action: Unsupported value: "Complete": supported values: "Restart"',
+      'spec.containers[0].restartPolicyRules[0].exitCodes.operator: Unsupported value: "Between": supported values: '
+      '"In", "NotIn"',
+      "spec.containers[0].restartPolicyRules[0].exitCodes.values[1]: Duplicate value: 1"]),
+    (_rules({"action": "Restart"}), False,
+     ["spec.containers[0].restartPolicyRules[0].exitCodes: Required value: must be specified"]),
+    (_rules(*[{"action": "Restart", "exitCodes": {"operator": "In", "values": [i]}} for i in range(21)]), False,
+     ["spec.containers[0].restartPolicyRules: Too many: 21: must have at most 20 items"]),
+])
+def test_container_restart_rules_kep_5307(container: dict[str, Any], init: bool, want: list[str]) -> None:
+    spec = {"initContainers": [container]} if init else {"containers": [container]}
+    assert messages(validate_pod_create(pod_from_json(spec))) == want
 
 
 def test_create_requires_terminationGracePeriodSeconds_when_not_defaulted() -> None:

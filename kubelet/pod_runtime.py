@@ -214,9 +214,7 @@ class PodRuntime:
                 alloc, changed_r = act, set()  # left as it is: counted at what it has
             changing = changing or bool(changed_r)
             plan.append(ContainerResize(c.name, v.id, alloc, act, needs_restart(c, changed_r)))
-        volumes = volume_resize.changes(self._alloc.volume_allocation_of(uid),
-                                        {v: self._alloc.actuated_volume(uid, v)
-                                         for v in self._alloc.volume_allocation_of(uid)})
+        volumes = volume_resize.pending(self._alloc, uid)
         if not changing and not volumes:
             # Allocated == actuated: nothing to do. What the runtime really applied may differ
             # (rounding); status shows it, and it is not acted upon (KEP-1287 "Actuating Resizes").

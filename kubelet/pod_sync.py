@@ -257,8 +257,7 @@ class PodSync:
                 resizing = True
                 break
         if not resizing and observed.sandbox_id is not None:  # a memory-backed volume not at its size (KEP-6030)
-            sizes = self._alloc.volume_allocation_of(uid)
-            resizing = bool(volume_resize.changes(sizes, {v: self._alloc.actuated_volume(uid, v) for v in sizes}))
+            resizing = bool(volume_resize.pending(self._alloc, uid))
         in_progress = self._alloc.condition(uid, cond.IN_PROGRESS)
         if resizing and in_progress is None:
             self._alloc.set_in_progress(uid, pod.metadata.generation)

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from typing import Final
 
 from kubelet.allocation.checkpoint import Resources
-from kubelet.allocation.manager import volume_size
+from kubelet.allocation.manager import AllocationManager, volume_size
 from machinery.api import core_pb2
 from machinery.logging import get_logger
 from machinery.quantity import QuantityError, parse_quantity
@@ -53,6 +53,13 @@ def changes(allocated: Mapping[str, Resources], actuated: Mapping[str, Resources
         if now is not None and volume_size(now) != volume_size(r):
             out.append(VolumeResize(name, r, now))
     return out
+
+
+def pending(alloc: AllocationManager, uid: str) -> list[VolumeResize]:
+    """The pod's memory-backed volumes not mounted at their allocated size (``changes`` over the
+    allocation manager's checkpoints): what actuation remounts, and what keeps PodResizeInProgress on."""
+    sizes = alloc.volume_allocation_of(uid)
+    return changes(sizes, {v: alloc.actuated_volume(uid, v) for v in sizes})
 
 
 def usage(pod: core_pb2.Pod, volume: str) -> int:

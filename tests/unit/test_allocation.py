@@ -400,20 +400,32 @@ def test_pending_and_in_progress_gauges_sum_every_kubelet_of_the_process(tmp_pat
     assert _gauge("kubelet_pod_pending_resizes", reason="deferred") == before["deferred"] + 1
 
 
+def _duo_beside(m: AllocationManager, c1: str, c2: str, other_cpu: str) -> tuple[core_pb2.Pod, core_pb2.Pod]:
+    """Admitted: a pod "other" asking ``other_cpu``, then pod "duo" with containers c1 and c2."""
+    pod = MakePod().name("duo").container("c1", cpu=c1).container("c2", cpu=c2).obj()
+    pod.metadata.uid, pod.metadata.generation = "uid-duo", 1
+    other = MakePod().name("other").uid("uid-other").generation(1).priority(0).req(cpu=other_cpu).obj()
+    assert m.add_pod(other, []).ok and m.add_pod(pod, [other]).ok
+    return pod, other
+
+
+def _resized(pod: core_pb2.Pod, c1: str, c2: str) -> core_pb2.Pod:
+    """The pod's next generation, asking ``c1`` and ``c2`` cpu for its two containers."""
+    out = core_pb2.Pod()
+    out.CopyFrom(pod)
+    out.spec.containers[0].resources.requests["cpu"] = c1
+    out.spec.containers[1].resources.requests["cpu"] = c2
+    out.metadata.generation = pod.metadata.generation + 1
+    return out
+
+
 def test_kep1287_atomic_resizes_across_containers_are_accepted_whole_or_not_at_all(tmp_path):
     """KEP-1287 "Atomic Resizes": all containers' requests are one request. Here c1's increase
     alone would fit, c2's would too, both together do not: nothing is allocated, Deferred; once
     room appears, both are allocated at once."""
     m = _manager(tmp_path, cpu_millis=4000)
-    pod = MakePod().name("duo").container("c1", cpu="1").container("c2", cpu="1").obj()
-    pod.metadata.uid, pod.metadata.generation = "uid-duo", 1
-    other = MakePod().name("other").uid("uid-other").generation(1).priority(0).req(cpu="1500m").obj()
-    assert m.add_pod(other, []).ok and m.add_pod(pod, [other]).ok
-    both = core_pb2.Pod()
-    both.CopyFrom(pod)
-    both.spec.containers[0].resources.requests["cpu"] = "1500m"
-    both.spec.containers[1].resources.requests["cpu"] = "1500m"
-    both.metadata.generation = 2
+    pod, other = _duo_beside(m, "1", "1", other_cpu="1500m")
+    both = _resized(pod, "1500m", "1500m")
     assert m.handle_resize(both, [other]) is False
     assert m.condition("uid-duo", cond.PENDING).reason == cond.DEFERRED
     assert (m.allocation_of("uid-duo")["c1"].requests["cpu"], m.allocation_of("uid-duo")["c2"].requests["cpu"]) == \
@@ -430,17 +442,10 @@ def test_kep5836_a_resize_moving_cpu_between_containers_counts_each_at_its_large
     stays 3, but until c1's decrease is actuated the node would hold 4 — Deferred, with
     Kubernetes' numbers; with room for the larger size, allocated."""
     m = _manager(tmp_path, cpu_millis=4000)
-    pod = MakePod().name("duo").container("c1", cpu="2").container("c2", cpu="1").obj()
-    pod.metadata.uid, pod.metadata.generation = "uid-duo", 1
-    other = MakePod().name("other").uid("uid-other").generation(1).priority(0).req(cpu="1").obj()
-    assert m.add_pod(other, []).ok and m.add_pod(pod, [other]).ok
+    pod, other = _duo_beside(m, "2", "1", other_cpu="1")
     for c in ("c1", "c2"):
         m.set_actuated("uid-duo", c, m.allocation_of("uid-duo")[c])
-    moved = core_pb2.Pod()
-    moved.CopyFrom(pod)
-    moved.spec.containers[0].resources.requests["cpu"] = "1"
-    moved.spec.containers[1].resources.requests["cpu"] = "2"
-    moved.metadata.generation = 2
+    moved = _resized(pod, "1", "2")
     assert m.handle_resize(moved, [other]) is False
     pending = m.condition("uid-duo", cond.PENDING)
     assert (pending.reason, pending.message) == (

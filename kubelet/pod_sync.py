@@ -153,19 +153,22 @@ class PodSync:
                 # resize conditions) is set before the runtime is asked to act, so it shows while
                 # the runtime works. (Nothing is written when it is already what the API has.)
                 await self._status.write(pod, observed)
-            if completed:
+            if completed is not None:
+                self._resize_completed(pod, completed)
                 await self._retries.retry(TRIGGER_POD_RESIZED)
         allocated_pod, _ = self._alloc.with_allocation(pod)
         changed = await self._runtime.reconcile(pod, allocated_pod, observed)
-        completed = False
+        completed = None
         if changed:
             # The runtime acted: read it again. A resize it just actuated is complete in this
             # same sync (KEP-1287's "marked for resync to read the latest resources", done at
             # once), so one write carries the new resources and the cleared PodResizeInProgress.
             observed = await self._ops.observe(uid)
-            completed = self._resize_supported and self._track_in_progress(pod, observed)
+            if self._resize_supported:
+                completed = self._track_in_progress(pod, observed)
         await self._status.write(pod, observed)
-        if completed:
+        if completed is not None:
+            self._resize_completed(pod, completed)
             await self._retries.retry(TRIGGER_POD_RESIZED)
         delay = self._runtime.requeue_delay(uid)
         if delay is not None:
@@ -186,9 +189,10 @@ class PodSync:
         if await self._runtime.actuate_running(pod, allocated_pod, observed):
             observed = await self._ops.observe(uid)
         completed = self._track_in_progress(pod, observed)
-        if before or self._alloc.conditions_of(uid) or completed:
+        if before or self._alloc.conditions_of(uid) or completed is not None:
             await self._status.write(pod, observed)
-        if completed:
+        if completed is not None:
+            self._resize_completed(pod, completed)
             await self._retries.retry(TRIGGER_POD_RESIZED)
         return observed
 
@@ -237,13 +241,19 @@ class PodSync:
         if not self._alloc.with_allocation(pod)[1]:
             await failpoints.hit(FP_RESIZE_AFTER_ALLOCATE)
 
-    def _track_in_progress(self, pod: core_pb2.Pod, observed: Observed) -> bool:
+    def _resize_completed(self, pod: core_pb2.Pod, generation: int) -> None:
+        """The ResizeCompleted event, once the status that clears PodResizeInProgress is written:
+        the event never says "completed" before the pod's status does."""
+        self._event(pod, "Normal", "ResizeCompleted", f"Pod resize completed, generation: {generation}")
+
+    def _track_in_progress(self, pod: core_pb2.Pod, observed: Observed) -> int | None:
         """PodResizeInProgress is on while a running container's allocation is not actuated.
 
         Kubernetes' IsPodResizeInProgress: only resizable containers that run count (others get
         their allocation when they start). After a restart the condition comes back from the
         API status with its lastTransitionTime; if it was lost (restart before the status was
-        written) it is set again. Returns True when a resize just completed.
+        written) it is set again. Returns the generation of a resize that just completed (its
+        event is the caller's, after the status write: ``_resize_completed``), else None.
         """
         uid = pod.metadata.uid
         allocations = self._alloc.allocation_of(uid) or {}
@@ -263,7 +273,5 @@ class PodSync:
             self._alloc.set_in_progress(uid, pod.metadata.generation)
         elif not resizing and in_progress is not None:
             self._alloc.clear_in_progress(uid)
-            self._event(pod, "Normal", "ResizeCompleted",
-                        f"Pod resize completed, generation: {in_progress.observed_generation}")
-            return True
-        return False
+            return in_progress.observed_generation
+        return None

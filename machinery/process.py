@@ -26,6 +26,7 @@ import threading
 import time
 from typing import Any, Awaitable, Callable, Coroutine, Iterable, Iterator, Protocol, TypeVar
 
+from machinery import gctune
 from machinery.logging import get_logger
 
 log = get_logger()
@@ -172,6 +173,7 @@ def main(component: str, make: Callable[[], Service | Awaitable[Service]], *,
     again: a task that swallowed one cancel gets another), and a watchdog thread ends the process
     with every task's and thread's stack on stderr if the loop itself is stuck. A second signal ends
     it at once. The exit status is 0 after a stop by signal, 1 after a failure."""
+    gctune.configure()
     with profiling(component):
         code = run_loop(serve(component, make, stop_timeout=stop_timeout))
     sys.stdout.flush()
@@ -212,6 +214,7 @@ async def serve(component: str, make: Callable[[], Service | Awaitable[Service]]
             log.error("start_failed", error=f"{type(exc).__name__}: {exc}", exc_info=exc)
             proc.fail(f"start failed: {type(exc).__name__}: {exc}")
         elif starting.done():
+            gctune.freeze()
             await proc.stopping.wait()
         log.info(f"{component.replace('-', '_')}_stopping", reason=proc.reason or "signal")
         watchdog.arm(stop_timeout + _WATCHDOG_SLACK)

@@ -29,7 +29,7 @@ from apiserver.namespaces import NamespaceDeletion
 from apiserver.pods import PodSubresources
 from apiserver.registry import Registry
 from apiserver.rest import server as rest
-from apiserver.watchcache import WatchCache
+from apiserver.watchcache import DEFAULT_BOOKMARK_FREQUENCY, WatchCache
 from machinery import errors, failpoints, process
 from machinery.admin import AdminServer
 from machinery.featuregates import FeatureGateError, FeatureGates
@@ -52,7 +52,7 @@ class Options:
     emulated_version: str = str(BINARY)
     watch_cache_size: int = 20_000
     history_window: int = 20_000
-    bookmark_interval: float = 1.0
+    bookmark_interval: float = DEFAULT_BOOKMARK_FREQUENCY
     watch_batch_interval: float = 0.025
     compaction_retention: int = 0
     compaction_interval: float = 60.0
@@ -77,7 +77,8 @@ def parse_args(argv: list[str] | None = None) -> Options:
     p.add_argument("--watch-cache-size", type=int, default=20_000, help="events kept per kind for watch resumes")
     p.add_argument("--history-window", type=int, default=20_000,
                    help="revisions of etcd history replayed into the watch cache at start")
-    p.add_argument("--bookmark-interval", type=float, default=1.0, help="seconds between watch BOOKMARKs")
+    p.add_argument("--bookmark-interval", type=float, default=DEFAULT_BOOKMARK_FREQUENCY,
+                   help="seconds between two BOOKMARKs to one watcher (Kubernetes' cacher: a minute)")
     p.add_argument("--watch-batch-interval", type=float, default=0.025,
                    help="seconds a busy watch waits between stream messages, so one message carries many events")
     p.add_argument("--compaction-retention", type=int, default=0,

@@ -48,6 +48,8 @@ _TERMINATED = Counter("apiserver_terminated_watchers_total", "Counter of watcher
                       ["resource"])
 
 INITIAL_EVENTS_END = "k8s.io/initial-events-end"
+# Seconds between two BOOKMARKs to one watcher (the cacher's defaultBookmarkFrequency).
+DEFAULT_BOOKMARK_FREQUENCY = 60.0
 
 
 def _varint(n: int) -> bytes:
@@ -402,6 +404,8 @@ class KindCache(Generic[M]):
         group.members.add(w)
         w.group = group
         self._gauge.inc()
+        if bookmarks:
+            self.owner.bookmarks.add(w, asyncio.get_running_loop().time())
         return w
 
     def remove(self, w: Watcher) -> None:
@@ -425,18 +429,46 @@ class KindCache(Generic[M]):
             meta.annotations[INITIAL_EVENTS_END] = "true"
         return obj
 
-    def send_bookmarks(self) -> None:
-        rev = self.owner.rev
-        frames: dict[str, bytes] = {}  # encoding name -> the BOOKMARK frame
-        for g in list(self._all_groups()):
-            for w in list(g.members):
-                if w.bookmarks and w.last_rev < rev and not w.pending:
-                    frame = frames.get(g.encoding.name)
-                    if frame is None:
-                        frame = frames[g.encoding.name] = g.encoding.encode("BOOKMARK", self._bookmark(rev))
-                    w.push(frame, rev)
-        _CACHE_RV.labels(resource=self.kind.plural).set(rev)
+    def publish_gauges(self) -> None:
+        _CACHE_RV.labels(resource=self.kind.plural).set(self.owner.rev)
         _OBJECTS.labels(resource=self.kind.plural).set(len(self.store))
+
+
+class BookmarkSchedule:
+    """When each watcher that asked for BOOKMARKs gets its next one: Kubernetes' cacher keeps its
+    watchers in one-second time buckets (``timeBucketWatchers``) and sends each a BOOKMARK every
+    ``defaultBookmarkFrequency`` (a minute) from its start, so an apiserver with thousands of idle
+    watchers sends a few each second, not all of them at once. A watcher that has something
+    pending, or is already at the cache's revision, is skipped for that round."""
+
+    def __init__(self, frequency: float):
+        self.frequency = frequency
+        self.buckets: dict[int, list[Watcher]] = {}
+
+    def add(self, w: Watcher, now: float) -> None:
+        self.buckets.setdefault(int(now + self.frequency), []).append(w)
+
+    def due(self, now: float) -> list[Watcher]:
+        """Every open watcher whose time has come (each is scheduled again once sent)."""
+        out: list[Watcher] = []
+        for second in [b for b in self.buckets if b <= now]:
+            out.extend(w for w in self.buckets.pop(second) if not w.closed)
+        return out
+
+    def send(self, rev: int, now: float) -> int:
+        """A BOOKMARK at ``rev`` to every watcher due and behind it; how many were sent."""
+        frames: dict[tuple[str, str], bytes] = {}  # (kind, encoding) -> the BOOKMARK frame
+        sent = 0
+        for w in self.due(now):
+            if w.last_rev < rev and not w.pending and w.group is not None:
+                key = (w.cache.kind.name, w.group.encoding.name)
+                frame = frames.get(key)
+                if frame is None:
+                    frame = frames[key] = w.group.encoding.encode("BOOKMARK", w.cache._bookmark(rev))
+                w.push(frame, rev)
+                sent += 1
+            self.add(w, now)
+        return sent
 
 
 class WatchCache:
@@ -447,11 +479,11 @@ class WatchCache:
     """
 
     def __init__(self, etcd: EtcdClient, capacity: int = 20_000, window: int = 20_000,
-                 bookmark_interval: float = 1.0, watch_batch_interval: float = 0.025):
+                 bookmark_interval: float = DEFAULT_BOOKMARK_FREQUENCY, watch_batch_interval: float = 0.025):
         self.etcd = etcd
         self.watch_batch_interval = watch_batch_interval
         self.window = window
-        self.bookmark_interval = bookmark_interval
+        self.bookmarks = BookmarkSchedule(bookmark_interval)
         self.caches: dict[str, KindCache[Any]] = {k.name: KindCache(self, k, capacity) for k in KINDS}
         self.rev = 0
         self._rev_changed = asyncio.Condition()
@@ -569,10 +601,12 @@ class WatchCache:
             self._rev_changed.notify_all()
 
     async def _bookmarks(self) -> None:
+        loop = asyncio.get_running_loop()
         while True:
-            await asyncio.sleep(self.bookmark_interval)
+            await asyncio.sleep(min(1.0, self.bookmarks.frequency))
+            self.bookmarks.send(self.rev, loop.time())
             for c in self.caches.values():
-                c.send_bookmarks()
+                c.publish_gauges()
 
     async def wait_for(self, rev: int, timeout: float = 3.0) -> None:
         """Wait until the cache has seen revision ``rev``."""

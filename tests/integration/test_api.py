@@ -14,11 +14,15 @@ from machinery.client import Client
 from machinery.informer import Informer
 from machinery.kinds import POD
 from tests.harness.builders import MakeNode, MakePod, make_pdb, make_priority_class, mark_running_and_ready
+from tests.harness.cluster import cluster_fixture
 from tests.harness.failpoints import failpoint
 from tests.harness.metrics import metric
 from tests.harness.wait import eventually
 
 pytestmark = pytest.mark.integration
+
+# BOOKMARKs to each watcher every second, not Kubernetes' minute, so a test sees one.
+kcluster = cluster_fixture(apiserver_args=["--bookmark-interval", "1"])
 
 
 async def _bind_and_run(client: Client, kubelet: Client, pod: core_pb2.Pod, node: str,

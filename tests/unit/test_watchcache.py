@@ -107,8 +107,31 @@ async def test_initial_events_then_bookmark_then_live():
     assert events[0] == ("ADDED", "a", "2")
     assert events[1][0] == "BOOKMARK" and events[1][2] == "2"
     assert events[2] == ("ADDED", "b", "3")
-    f.pods.send_bookmarks()  # nothing new since rev 3: no bookmark
+    far = asyncio.get_running_loop().time() + 3600
+    assert f.cache.bookmarks.send(f.cache.rev, far) == 0  # nothing new since rev 3: no bookmark
     assert w.pending == 0
+
+
+async def test_each_watcher_gets_a_bookmark_a_frequency_after_its_start_then_every_frequency():
+    f = Feed()
+    f.cache.bookmarks.frequency = 60.0
+    now = asyncio.get_running_loop().time()
+    early = f.pods.watch("default", EVERYTHING, EVERY_FIELD, "1", True, False, 100)
+    late = f.pods.watch("default", EVERYTHING, EVERY_FIELD, "1", True, False, 100)
+    f.cache.bookmarks.buckets = {int(now + 60): [early], int(now + 90): [late]}  # started 30 s apart
+    none = f.pods.watch("default", EVERYTHING, EVERY_FIELD, "1", False, False, 100)  # did not ask for them
+    f.cache.rev = 7  # another kind's write: the pods' watchers are behind the cache
+    assert f.cache.bookmarks.send(7, now + 30) == 0
+    assert f.cache.bookmarks.send(7, now + 61) == 1
+    assert await _drain(early) == [("BOOKMARK", "", "7")] and late.pending == 0 and none.pending == 0
+    assert f.cache.bookmarks.send(7, now + 91) == 1  # late's turn; early is at rev 7 already
+    assert await _drain(late) == [("BOOKMARK", "", "7")]
+    f.cache.rev = 9
+    assert f.cache.bookmarks.send(9, now + 122) == 1  # early again, a minute after its first
+    assert await _drain(early) == [("BOOKMARK", "", "9")]
+    f.pods.remove(late)
+    assert f.cache.bookmarks.send(9, now + 152) == 0  # a closed watcher is dropped from the schedule
+    assert all(late not in ws for ws in f.cache.bookmarks.buckets.values())
 
 
 async def test_delete_event_carries_the_deletion_revision():

@@ -400,6 +400,8 @@ def up(cfg: topology.ClusterConfig, timeout: float = 60.0, echo=print) -> Cluste
                                f"member(s); use the same --etcd-members or `kplane down --purge` first")
     else:
         old_ports = {}
+    # cluster.json records how many hollow processes run, chosen automatically or not.
+    cfg.hollow_processes = len(topology.hollow_shards(cfg))
     names = topology.port_names(cfg)
     ports = {n: old_ports[n] for n in names if n in old_ports}
     fresh = free_ports(len(names) - len(ports))

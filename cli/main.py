@@ -89,7 +89,8 @@ def run_api(args: argparse.Namespace, fn: Callable[[Client], Awaitable[_T]]) -> 
 def cmd_up(args: argparse.Namespace) -> int:
     cfg = topology.ClusterConfig(
         data_dir=str(data_dir_of(args)), nodes=args.nodes, node_cpu=args.node_cpu, node_memory=args.node_memory,
-        node_pods=args.node_pods, hollow_nodes=args.hollow_nodes, etcd_members=args.etcd_members,
+        node_pods=args.node_pods, hollow_nodes=args.hollow_nodes, hollow_processes=args.hollow_processes,
+        etcd_members=args.etcd_members,
         apiservers=args.apiservers,
         feature_gates=args.feature_gates or "", version=args.version or "",
         scheduler_config=args.scheduler_config or "", kube_reserved=args.kube_reserved or "",
@@ -570,7 +571,11 @@ def cluster_flags(sp: argparse.ArgumentParser, defaults: bool = True) -> None:
     flag("--node-memory", default="8Gi")
     flag("--node-pods", type=int, default=110)
     flag("--hollow-nodes", type=int, default=0,
-         help="also run this many hollow nodes (hollow-node-1..N) in one process, for scale")
+         help="also run this many hollow nodes (hollow-node-1..N), for scale")
+    flag("--hollow-processes", type=int, default=0, metavar="P",
+         help="split the hollow nodes over P processes by contiguous ranges (hollow-nodes, hollow-nodes-2, ...); "
+         f"0: one per {topology.HOLLOW_NODES_PER_PROCESS} nodes, at most {topology.HOLLOW_PROCESSES_PER_CORE} "
+         "per core")
     flag("--etcd-members", type=int, default=1)
     flag("--apiservers", type=int, default=1,
          help="apiservers over the one etcd, each with its own watch cache (apiserver, apiserver-2, ...); "

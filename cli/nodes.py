@@ -135,10 +135,10 @@ def remove(state: cluster.ClusterState, name: str) -> int:
     """Stop the node's kubelet and runtime and deregister it; the number of pods still bound to it
     (the pod garbage collector's from now on)."""
     if f"kubelet/{name}" not in state.processes:
-        hollow = state.processes.get(topology.HOLLOW)
-        if hollow is not None and name.startswith(topology.HOLLOW_PREFIX):
+        shard = topology.hollow_shard_of(topology.ClusterConfig.from_dict(state.config), name)
+        if shard is not None and shard.name in state.processes:
             raise ClusterError(f'"{name}" is a hollow node: hollow nodes run together in the '
-                               f'{topology.HOLLOW} process and come and go with it')
+                               f'{shard.name} process and come and go with it')
         nodes = sorted(p.removeprefix("kubelet/") for p in state.processes if p.startswith("kubelet/"))
         raise ClusterError(f'no node "{name}" in this cluster (nodes: {", ".join(nodes) or "none"})')
     _require_running(state)

@@ -170,12 +170,16 @@ def _check_numbers(cfg: topology.ClusterConfig, timeout: float) -> None:
         except ValueError as exc:
             raise PreflightError(f"invalid {flag} {value!r}: {exc}") from None
     for flag, count, least in (("--nodes", cfg.nodes, 0), ("--hollow-nodes", cfg.hollow_nodes, 0),
+                               ("--hollow-processes", cfg.hollow_processes, 0),
                                ("--schedulers", cfg.schedulers, 0), ("--node-pods", cfg.node_pods, 1),
                                ("--controller-managers", cfg.controller_managers, 0),
                                ("--apiservers", cfg.apiservers, 1),
                                ("--dra-devices", cfg.dra_devices, 0)):
         if count < least:
             raise PreflightError(f"invalid {flag} {count}: must be {least} or more")
+    if cfg.hollow_processes > max(cfg.hollow_nodes, 1):
+        raise PreflightError(f"invalid --hollow-processes {cfg.hollow_processes}: more than the "
+                             f"{cfg.hollow_nodes} hollow nodes (--hollow-nodes) to run")
     if cfg.etcd_members not in (1, 3, 5):
         raise PreflightError(f"invalid --etcd-members {cfg.etcd_members}: must be 1, 3 or 5")
     if not timeout > 0:

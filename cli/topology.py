@@ -66,8 +66,10 @@ class ClusterConfig:
     node_cpu: str = "4"
     node_memory: str = "8Gi"
     node_pods: int = 110
-    # Hollow nodes (``kplane up --hollow-nodes N``): hollow-node-1..N, all in one process.
+    # Hollow nodes (``kplane up --hollow-nodes N``): hollow-node-1..N, split over
+    # ``hollow_processes`` processes by contiguous ranges (0: ``auto_hollow_processes``).
     hollow_nodes: int = 0
+    hollow_processes: int = 0
     # `kplane node add` / `remove` on a running cluster; remembered in cluster.json.
     added_nodes: list[NodeSpec] = field(default_factory=list)
     removed_nodes: list[str] = field(default_factory=list)
@@ -167,8 +169,7 @@ def port_names(cfg: ClusterConfig) -> list[str]:
     names += [f"{n}.admin" for n in controller_manager_names(cfg)]
     for n in node_specs(cfg):
         names += node_port_names(n.name)
-    if cfg.hollow_nodes:
-        names.append(f"{HOLLOW}.admin")
+    names += [f"{shard.name}.admin" for shard in hollow_shards(cfg)]
     return names
 
 
@@ -230,6 +231,61 @@ def controller_manager_components(cfg: ClusterConfig, a: "_Addresses", server: s
 
 HOLLOW = "hollow-nodes"
 HOLLOW_PREFIX = "hollow-node-"
+# --hollow-processes 0 (auto): one process per this many hollow nodes, at most
+# HOLLOW_PROCESSES_PER_CORE per core; measured in docs/performance-hollow.md.
+HOLLOW_NODES_PER_PROCESS = 1000
+HOLLOW_PROCESSES_PER_CORE = 2
+
+
+@dataclass(frozen=True)
+class HollowShard:
+    """One hollow-nodes process: nodes ``<HOLLOW_PREFIX><first>`` … ``<HOLLOW_PREFIX><first + nodes - 1>``."""
+
+    name: str  # hollow-nodes, hollow-nodes-2, ...
+    first: int
+    nodes: int
+
+
+def auto_hollow_processes(nodes: int, cores: int | None = None) -> int:
+    """How many processes ``nodes`` hollow nodes get when ``--hollow-processes`` is not given: one
+    per ``HOLLOW_NODES_PER_PROCESS`` (rounded up), at most ``HOLLOW_PROCESSES_PER_CORE`` per core
+    of this machine (``cores``: os.cpu_count()), at least one."""
+    if nodes < 1:
+        return 0
+    cap = HOLLOW_PROCESSES_PER_CORE * max(cores or os.cpu_count() or 1, 1)
+    return max(1, min(-(-nodes // HOLLOW_NODES_PER_PROCESS), cap))
+
+
+def hollow_shards(cfg: ClusterConfig) -> list[HollowShard]:
+    """The hollow-nodes processes: ``cfg.hollow_nodes`` nodes in contiguous ranges of sizes that
+    differ by at most one, the first process named ``hollow-nodes`` (as when there was only one),
+    then ``hollow-nodes-2`` …; never more processes than nodes."""
+    if cfg.hollow_nodes < 1:
+        return []
+    count = min(cfg.hollow_processes or auto_hollow_processes(cfg.hollow_nodes), cfg.hollow_nodes)
+    size, extra = divmod(cfg.hollow_nodes, count)
+    names = _replica_names(HOLLOW, count)
+    shards, first = [], 1
+    for i, name in enumerate(names):
+        nodes = size + (1 if i < extra else 0)
+        shards.append(HollowShard(name, first, nodes))
+        first += nodes
+    return shards
+
+
+def hollow_shard_of(cfg: ClusterConfig, node: str) -> HollowShard | None:
+    """The hollow-nodes process that runs ``node`` (None: not one of the hollow nodes)."""
+    index = node.removeprefix(HOLLOW_PREFIX)
+    if node == index or not index.isdigit():
+        return None
+    i = int(index)
+    return next((s for s in hollow_shards(cfg) if s.first <= i < s.first + s.nodes), None)
+
+
+def is_hollow(component: str) -> bool:
+    """Whether a component name is one of the hollow-nodes processes (``hollow-nodes``, ``hollow-nodes-2``, …)."""
+    head, _, tail = component.partition(f"{HOLLOW}-")
+    return component == HOLLOW or (head == "" and tail.isdigit())
 
 
 def node_specs(cfg: ClusterConfig) -> list[NodeSpec]:
@@ -244,7 +300,11 @@ def node_specs(cfg: ClusterConfig) -> list[NodeSpec]:
 def node_names(cfg: ClusterConfig) -> list[str]:
     """Every node's name, hollow ones included (each needs a kubelet token)."""
     names = [n.name for n in node_specs(cfg)]
-    return names + [f"{HOLLOW_PREFIX}{i}" for i in range(1, cfg.hollow_nodes + 1)]
+    return names + hollow_node_names(cfg)
+
+
+def hollow_node_names(cfg: ClusterConfig) -> list[str]:
+    return [f"{HOLLOW_PREFIX}{i}" for i in range(1, cfg.hollow_nodes + 1)]
 
 
 # A unix socket's path has room for 107 bytes (sun_path); past that, bind fails.
@@ -305,15 +365,19 @@ def _shared_flags(cfg: ClusterConfig) -> list[str]:
     return flags + (["--emulated-version", cfg.version] if cfg.version else [])
 
 
-def hollow_component(cfg: ClusterConfig, a: "_Addresses", server: str, python: str) -> Component:
-    """The one process that runs every hollow node (``python -m kubelet.hollow``)."""
-    admin = a.port(f"{HOLLOW}.admin", 10249)
-    argv = [python, "-m", "kubelet.hollow", "--nodes", str(cfg.hollow_nodes), "--name-prefix", HOLLOW_PREFIX,
-            "--server", server, "--token-dir", a.creds("tokens"), "--data-dir", a.data("hollow"),
+def hollow_component(cfg: ClusterConfig, a: "_Addresses", shard: HollowShard, server: str,
+                     python: str) -> Component:
+    """One process of hollow nodes (``python -m kubelet.hollow --first F --nodes N``); the first
+    keeps its data in ``<data-dir>/hollow``, the others in ``<data-dir>/<name>``."""
+    name = shard.name
+    admin = a.port(f"{name}.admin", 10249)
+    data = a.data("hollow" if name == HOLLOW else name)
+    argv = [python, "-m", "kubelet.hollow", "--nodes", str(shard.nodes), "--first", str(shard.first),
+            "--name-prefix", HOLLOW_PREFIX, "--server", server, "--token-dir", a.creds("tokens"), "--data-dir", data,
             "--cpu", cfg.node_cpu, "--memory", cfg.node_memory, "--pods", str(cfg.node_pods),
-            "--admin-listen", f"{a.listen_host(HOLLOW)}:{admin}", *_shared_kubelet_flags(cfg)]
-    return Component(name=HOLLOW, role="hollow", argv=argv, admin=f"{a.host(HOLLOW)}:{admin}",
-                     depends_on=["apiserver"], data_dirs=[a.data("hollow")])
+            "--admin-listen", f"{a.listen_host(name)}:{admin}", *_shared_kubelet_flags(cfg)]
+    return Component(name=name, role="hollow", argv=argv, admin=f"{a.host(name)}:{admin}",
+                     depends_on=["apiserver"], data_dirs=[data])
 
 
 # compose.yaml's scalable hollow nodes: each replica of the service (`--scale hollow-nodes=K`, a
@@ -333,8 +397,11 @@ def hollow_shard_component(cfg: ClusterConfig) -> Component:
     """compose.yaml's hollow-nodes service: one shard of hollow nodes per replica (``--slots``)."""
     a = _Addresses(cfg, "compose")
     host = APISERVERS_ALIAS if cfg.apiservers > 1 else a.host("apiserver")
-    c = hollow_component(cfg, a, f"{host}:{APISERVER_PORT}", "python")
+    c = hollow_component(cfg, a, HollowShard(HOLLOW, 1, COMPOSE_HOLLOW_PER_SHARD), f"{host}:{APISERVER_PORT}",
+                         "python")
     argv = c.argv
+    # A replica's nodes are its slot's, <prefix><slot>-1 … (the slot, not --first, says which).
+    del argv[argv.index("--first"):argv.index("--first") + 2]
     # ${KPLANE_HOLLOW_NODES_PER_SHARD}: fewer per shard (tokens exist for COMPOSE_HOLLOW_PER_SHARD).
     argv[argv.index("--nodes") + 1] = f"${{KPLANE_HOLLOW_NODES_PER_SHARD:-{COMPOSE_HOLLOW_PER_SHARD}}}"
     argv[argv.index("--name-prefix") + 1] = COMPOSE_HOLLOW_PREFIX
@@ -390,8 +457,9 @@ def build(cfg: ClusterConfig, mode: Mode = "local", python: str = "python") -> l
     components += controller_manager_components(cfg, a, server, python)
     for i, spec in enumerate(node_specs(cfg)):
         components += node_components(cfg, a, spec, servers_from(apis, i), python)
-    if cfg.hollow_nodes:
-        components.append(hollow_component(cfg, a, server, python))
+    # The hollow processes take the apiservers in turn, the first on the first.
+    for i, shard in enumerate(hollow_shards(cfg)):
+        components.append(hollow_component(cfg, a, shard, servers_from(apis, i), python))
     return components
 
 

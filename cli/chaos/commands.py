@@ -33,9 +33,9 @@ from machinery import failpoints
 from machinery.client import Client
 
 # kplane up's flags (cli/main.py cluster_flags) -> ClusterConfig's fields.
-_FLAG_FIELDS = ("nodes", "node_cpu", "node_memory", "node_pods", "hollow_nodes", "etcd_members", "apiservers",
-                "feature_gates", "version", "scheduler_config", "kube_reserved", "dra_devices", "schedulers",
-                "controller_managers")
+_FLAG_FIELDS = ("nodes", "node_cpu", "node_memory", "node_pods", "hollow_nodes", "hollow_processes", "etcd_members",
+                "apiservers", "feature_gates", "version", "scheduler_config", "kube_reserved", "dra_devices",
+                "schedulers", "controller_managers")
 _LIST_FLAGS = {"apiserver_arg": "apiserver_args", "scheduler_arg": "scheduler_args",
                "controller_manager_arg": "controller_manager_args", "kubelet_arg": "kubelet_args"}
 

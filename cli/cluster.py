@@ -295,15 +295,23 @@ def health(proc: Process, timeout: float = 1.0, path: str | None = None) -> tupl
 
 
 def wait_healthy(proc: Process, timeout: float) -> tuple[bool, str]:
+    """Wait until the component is ready (etcd: healthy), at most ``timeout`` seconds — for a
+    hollow-nodes process, ``timeout`` seconds without progress: its /readyz says how many of its
+    nodes still start, and each change of that moves the deadline, so thousands of nodes that
+    take minutes on a small machine never time out while they come up, and a stalled start still
+    does."""
     deadline = time.monotonic() + timeout
     ok, reason = False, "not checked"
     path = "/readyz" if proc.role != "etcd" else None
     while time.monotonic() < deadline:
+        said = reason
         ok, reason = health(proc, path=path)
         if ok:
             return True, reason
         if not running(proc):
             return False, "exited"
+        if proc.role == "hollow" and reason != said:
+            deadline = time.monotonic() + timeout
         time.sleep(0.1)
     return ok, reason
 

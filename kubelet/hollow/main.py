@@ -9,8 +9,10 @@ with three differences that make it hollow:
   them, as after a node reboot);
 - all kubelets share one gRPC connection to the apiserver, each call with its own node's token
   (``tokens/<node>.token``), so the node restriction applies to each as to a real kubelet;
-- one admin port serves the process: /metrics sums every hollow node (counters and gauges alike),
-  /readyz is ready once every node is registered and Ready, failpoints hit every node.
+- one admin port serves the process from its first moment: /metrics sums every hollow node
+  (counters and gauges alike), /healthz answers ok while the process runs (nodes still starting
+  included: it is alive, and a thousand nodes take a while), /readyz is ready once every node is
+  registered and Ready and says how many are still starting until then, failpoints hit every node.
 
 Node ``i`` is ``<prefix><i>`` for i in ``--first`` … ``--first + --nodes - 1``; its checkpoints go to
 ``<data-dir>/<node>/checkpoints``. With ``--slots S`` the process is one shard of several replicas
@@ -130,8 +132,7 @@ class HollowProcess:
                 _token(a, slot_node(a.name_prefix, slot, 1))
         nodes = self.nodes
         host, _, port = a.admin_listen.rpartition(":")
-        self.admin = AdminServer(host or "127.0.0.1", int(port),
-                                 health=lambda: None if nodes and all(n.kubelet.ready for n in nodes) else "starting",
+        self.admin = AdminServer(host or "127.0.0.1", int(port), health=lambda: None,
                                  ready=lambda: _not_ready(nodes) if nodes else "claiming a shard slot")
 
     async def start(self) -> None:

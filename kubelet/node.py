@@ -6,6 +6,13 @@ kubelet keeps its node, its spec and the taints others put on it); allocatable =
 every ``status_report_interval`` (Kubernetes' nodeStatusUpdateFrequency / nodeStatusReportFrequency);
 the Lease ``kube-node-lease/<node>`` (duration 40 s, ``--node-lease-duration-seconds``) is renewed
 every quarter of its duration.
+
+Both loops wait as Kubernetes' do, ``wait.JitterUntil(f, period, 0.04, sliding=true)`` (the
+kubelet's syncNodeStatus; the lease controller in k8s.io/component-helpers/apimachinery/lease):
+``f`` at once, then each wait its period plus up to 4 % more at random. One thing more: the wait
+after the first round is a random part of one period, so that nodes started together — hundreds
+of hollow kubelets in one process — spread their renewals over the interval at once, where 4 %
+jitter alone would take many rounds to part them.
 The node's ``spec.podPreemptionPolicy`` is read back for KEP-5836.
 
 While a pressure condition is True the Node carries its ``NoSchedule`` taint
@@ -18,8 +25,9 @@ yet, so the node agent does it right after writing the conditions.
 from __future__ import annotations
 
 import asyncio
+import random
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass, field
 
 from machinery import errors, resources, timeutil, wellknown
@@ -34,6 +42,8 @@ log = get_logger()
 
 NODE_LEASE_NAMESPACE = "kube-node-lease"
 LEASE_DURATION_SECONDS = 40
+# wait.JitterUntil's maxFactor for the kubelet's node status and lease loops.
+JITTER_FACTOR = 0.04
 CONDITION_TYPES = ("MemoryPressure", "DiskPressure", "PIDPressure", "Ready")
 _CONDITION_TEXT = {
     "MemoryPressure": (("KubeletHasSufficientMemory", "kubelet has sufficient memory available"),
@@ -169,6 +179,15 @@ def _status_signature(node: core_pb2.Node) -> bytes:
     for c in tmp.conditions:
         c.last_heartbeat_time = ""
     return tmp.SerializeToString(deterministic=True)
+
+
+def loop_waits(period: float, rng: random.Random | None = None) -> Iterator[float]:
+    """The waits between rounds of a loop run every ``period`` seconds: first a random part of one
+    period (spreading loops started together), then ``period`` plus up to ``JITTER_FACTOR`` of it."""
+    r = rng or random.Random()
+    yield period * r.random()
+    while True:
+        yield period * (1 + JITTER_FACTOR * r.random())
 
 
 class NodeAgent:
@@ -313,9 +332,10 @@ class NodeAgent:
         await cancel_and_wait(self._tasks)
 
     async def _status_loop(self) -> None:
+        waits = loop_waits(self.status_interval)
         while True:
             try:
-                async with asyncio.timeout(self.status_interval):
+                async with asyncio.timeout(next(waits)):
                     await self._wake.wait()
             except TimeoutError:
                 pass
@@ -326,6 +346,7 @@ class NodeAgent:
                 log.warning("node_status_update_failed", node=self.cfg.name, error=exc.message)
 
     async def _lease_loop(self) -> None:
+        waits = loop_waits(self.lease_interval)
         while True:
             try:
                 await self.renew_lease()
@@ -333,4 +354,4 @@ class NodeAgent:
                 log.warning("node_lease_renew_failed", node=self.cfg.name, error=exc.message)
                 if isinstance(exc, errors.Conflict):
                     continue  # re-read at once; the lease is not renewed yet
-            await asyncio.sleep(self.lease_interval)
+            await asyncio.sleep(next(waits))

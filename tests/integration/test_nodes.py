@@ -12,6 +12,7 @@ import pytest
 
 from cli import cluster
 from machinery.api import core_pb2
+from machinery.client import Client
 from tests.harness.api import delete_all_pods, resize
 from tests.harness.builders import MakePod
 from tests.harness.cluster import ROOT, cluster_fixture
@@ -221,3 +222,47 @@ def test_hollow_process_needs_a_token_per_node(tmp_path):
                          capture_output=True, text=True, timeout=60, cwd=ROOT)
     assert out.returncode != 0
     assert "no token for hollow node hollow-node-1" in out.stderr
+
+
+async def test_hollow_nodes_split_over_two_processes_all_ready_and_both_stopped_by_down(tmp_path):
+    """``kplane up --hollow-nodes 6 --hollow-processes 2``: hollow-node-1..3 in ``hollow-nodes``,
+    4..6 in ``hollow-nodes-2``, every one Ready; ``kplane node remove`` names the process a hollow
+    node lives in; ``kplane down`` stops both processes."""
+    data_dir = tmp_path / "data"
+
+    def kplane(*args: str, timeout: float = 60) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-m", "cli", "--data-dir", str(data_dir), *args], capture_output=True,
+                              text=True, timeout=timeout, cwd=ROOT)
+
+    try:
+        up = kplane("up", "--detach", "--nodes", "0", "--schedulers", "0", "--controller-managers", "0",
+                    "--hollow-nodes", "6", "--hollow-processes", "2", timeout=180)
+        assert up.returncode == 0, up.stderr
+        state = cluster.ClusterState.load(data_dir)
+        assert state is not None
+        hollow = {n: p for n, p in state.processes.items() if p.role == "hollow"}
+        assert list(hollow) == ["hollow-nodes", "hollow-nodes-2"]
+        assert [(p.argv[p.argv.index("--first") + 1], p.argv[p.argv.index("--nodes") + 1])
+                for p in hollow.values()] == [("1", "3"), ("4", "3")]
+        assert state.config["hollow_processes"] == 2
+        api = Client(state.server, state.admin_token(), timeout=15.0)
+
+        async def all_ready() -> bool:
+            nodes = {n.metadata.name: n for n in (await api.nodes.list()).items}
+            return sorted(nodes) == sorted(f"hollow-node-{i}" for i in range(1, 7)) and all(
+                any(c.type == "Ready" and c.status == "True" for c in n.status.conditions) for n in nodes.values())
+
+        try:
+            await eventually(all_ready, timeout=30, what="hollow-node-1..6 Ready")
+        finally:
+            await api.close()
+        status = json.loads(kplane("status", "-o", "json").stdout)["components"]
+        assert [(c["name"], c["healthy"]) for c in status if c["name"].startswith("hollow-nodes")] == [
+            ("hollow-nodes", True), ("hollow-nodes-2", True)]
+        _fails_cleanly(kplane("node", "remove", "hollow-node-5"), "in the hollow-nodes-2 process")
+    finally:
+        down = kplane("down")
+    assert down.returncode == 0, down.stderr
+    stopped = down.stdout.strip().partition("stopped: ")[2].partition(";")[0].split(", ")
+    assert {"hollow-nodes", "hollow-nodes-2"} <= set(stopped), down.stdout
+    assert not any(cluster.alive(p.pid) for p in hollow.values())

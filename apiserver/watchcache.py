@@ -20,7 +20,6 @@ from prometheus_client import Counter, Gauge
 
 from apiserver.etcd import CompactedError, EtcdClient, EtcdError
 from machinery import errors, failpoints, jsonconv
-from machinery.api import core_pb2
 from machinery.kinds import KINDS, POD, REGISTRY_PREFIX, Kind, M, object_meta, split_key
 from machinery.logging import get_logger
 from machinery.process import cancel_and_wait, supervise
@@ -105,8 +104,13 @@ def with_resource_version(obj: M, rev: int) -> M:
 
 
 def _node_name(pod: Message) -> str:
-    """A pod's spec.nodeName (the key of the watcher groups pinned to a node; pods only have them)."""
-    return pod.spec.node_name if isinstance(pod, core_pb2.Pod) else ""
+    """A pod's spec.nodeName: the key of pod watcher groups pinned to a node."""
+    return pod.spec.node_name  # type: ignore[attr-defined,no-any-return]
+
+
+def _name(obj: Message) -> str:
+    """An object's metadata.name: the key of other kinds' watcher groups pinned to one object."""
+    return object_meta(obj).name
 
 
 class CacheEvent(Generic[M]):
@@ -167,12 +171,12 @@ class WatcherGroup:
     """Watchers with the same filter and encoding: each event is matched and encoded once for all
     of them."""
 
-    __slots__ = ("filter", "members", "node_key", "encoding", "key")
+    __slots__ = ("filter", "members", "pin_key", "encoding", "key")
 
-    def __init__(self, flt: WatchFilter, node_key: str | None, encoding: FrameEncoding = PROTOBUF):
+    def __init__(self, flt: WatchFilter, pin_key: str | None, encoding: FrameEncoding = PROTOBUF):
         self.filter = flt
         self.members: set[Watcher] = set()
-        self.node_key = node_key
+        self.pin_key = pin_key
         self.encoding = encoding
         self.key = (*flt.key, encoding.name)
 
@@ -260,8 +264,13 @@ class KindCache(Generic[M]):
         self.ring: deque[CacheEvent[M]] = deque()
         self.start_rev = 0
         self._groups: dict[tuple, WatcherGroup] = {}
-        # Pod watcher groups pinned to spec.nodeName (kubelets, the scheduler's unassigned pods).
-        self._by_node: dict[str, dict[tuple, WatcherGroup]] = {}
+        # Watcher groups whose field selector pins one field, indexed by its value, so an event
+        # is matched against its own watchers, not all: pods by spec.nodeName (kubelets, the
+        # scheduler's unassigned pods), other kinds by metadata.name (a kubelet's own Node, as
+        # Kubernetes' cacher indexes them). Thousands of nodes then cost no more per event than one.
+        self._pin_field = "spec.nodeName" if kind is POD else "metadata.name"
+        self._pin_of: Callable[[Message], str] = _node_name if kind is POD else _name
+        self._pinned: dict[str, dict[tuple, WatcherGroup]] = {}
         self._gauge = _WATCHERS.labels(group=kind.group, version="v1", kind=kind.name)
         self._sent = _EVENTS_SENT.labels(group=kind.group, version="v1", kind=kind.name)
         self._received = _EVENTS_RECEIVED.labels(resource=kind.plural)
@@ -288,15 +297,16 @@ class KindCache(Generic[M]):
         self._dispatch(ev)
 
     def _targets(self, ev: CacheEvent[M]) -> Iterable[WatcherGroup]:
-        if not self._by_node:
+        if not self._pinned:
             return self._groups.values()
         targets = list(self._groups.values())
-        node = _node_name(ev.obj)
-        by_node = self._by_node.get(node)
+        pin_of = self._pin_of
+        node = pin_of(ev.obj)
+        by_node = self._pinned.get(node)
         if by_node:
             targets.extend(by_node.values())
-        if ev.prev is not None and _node_name(ev.prev) != node:
-            by_node = self._by_node.get(_node_name(ev.prev))
+        if ev.prev is not None and pin_of(ev.prev) != node:
+            by_node = self._pinned.get(pin_of(ev.prev))
             if by_node:
                 targets.extend(by_node.values())
         return targets
@@ -348,7 +358,7 @@ class KindCache(Generic[M]):
 
     def _all_groups(self) -> Iterable[WatcherGroup]:
         yield from self._groups.values()
-        for groups in self._by_node.values():
+        for groups in self._pinned.values():
             yield from groups.values()
 
     def _all_watchers(self) -> Iterable[Watcher]:
@@ -395,8 +405,8 @@ class KindCache(Generic[M]):
                 frame = self._frame_for(flt, ev, encoding)
                 if frame is not None:
                     w.push(frame, ev.rev)
-        node = fields.value_of("spec.nodeName") if self.kind is POD else None
-        groups = self._groups if node is None else self._by_node.setdefault(node, {})
+        node = fields.value_of(self._pin_field)
+        groups = self._groups if node is None else self._pinned.setdefault(node, {})
         group_key = (*flt.key, encoding.name)
         group = groups.get(group_key)
         if group is None:
@@ -416,10 +426,10 @@ class KindCache(Generic[M]):
         g.members.discard(w)
         self._gauge.dec()
         if not g.members:
-            groups = self._groups if g.node_key is None else self._by_node.get(g.node_key, {})
+            groups = self._groups if g.pin_key is None else self._pinned.get(g.pin_key, {})
             groups.pop(g.key, None)
-            if g.node_key is not None and not groups:
-                self._by_node.pop(g.node_key, None)
+            if g.pin_key is not None and not groups:
+                self._pinned.pop(g.pin_key, None)
 
     def _bookmark(self, rev: int, initial_end: bool = False) -> M:
         obj = self.kind.new()

@@ -9,9 +9,9 @@ import pytest
 from apiserver.watchcache import CacheEvent, WatchCache, with_resource_version
 from machinery import errors
 from machinery.api import core_pb2
-from machinery.kinds import POD
+from machinery.kinds import NODE, POD
 from machinery.selectors import EVERY_FIELD, EVERYTHING, parse_field_selector, parse_label_selector
-from tests.harness.builders import MakePod
+from tests.harness.builders import MakeNode, MakePod
 
 
 class Feed:
@@ -84,7 +84,30 @@ async def test_node_pinned_watchers_only_see_their_nodes_pods_and_binding_is_an_
     f.put(MakePod().name("q").resource_version("4").node("n2").obj())
     assert await _drain(n1) == [("ADDED", "p", "3")]
     assert await _drain(unbound) == [("ADDED", "p", "2"), ("DELETED", "p", "3")]
-    assert set(f.pods._by_node) == {"n1", ""}
+    assert set(f.pods._pinned) == {"n1", ""}
+
+
+async def test_watchers_of_one_node_by_name_are_indexed_and_see_only_it():
+    cache = WatchCache(etcd=None, watch_batch_interval=0)  # type: ignore[arg-type]
+    nodes = cache[NODE]
+    nodes.reset([], 1)
+    d = core_pb2.Node.DESCRIPTOR
+    mine = [nodes.watch("", EVERYTHING, parse_field_selector(f"metadata.name=n{i}", "Node", d), "1", False, False, 100)
+            for i in range(3)]
+    every = nodes.watch("", EVERYTHING, EVERY_FIELD, "1", False, False, 100)
+    assert set(nodes._pinned) == {"n0", "n1", "n2"} and len(nodes._groups) == 1
+    n1 = MakeNode().name("n1").obj()
+    n1.metadata.resource_version = "2"
+    cache.rev = 2
+    ev = CacheEvent(2, "ADDED", NODE.key("", "n1"), n1, None)
+    assert len(list(nodes._targets(ev))) == 2  # n1's group and the unfiltered one, not n0's or n2's
+    nodes.apply(ev)
+    for w in (mine[1], every):
+        resp = core_pb2.NodeWatchResponse.FromString(await asyncio.wait_for(w.next_batch(), 1))
+        assert [(e.type, e.object.metadata.name) for e in resp.events] == [("ADDED", "n1")]
+    assert mine[0].pending == 0 and mine[2].pending == 0
+    nodes.remove(mine[0])
+    assert set(nodes._pinned) == {"n1", "n2"}
 
 
 async def test_watch_from_a_version_replays_the_ring_and_too_old_is_gone():

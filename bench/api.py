@@ -31,7 +31,7 @@ from typing import Any, Coroutine, Protocol, TypeVar, cast
 
 import aetcd
 
-from bench import cpu, rest
+from bench import cpu, figures, rest
 from cli import cluster, topology
 from machinery.client import Client
 from machinery.process import run_loop
@@ -275,6 +275,10 @@ def summary(r: dict) -> str:
         f"p50 {r['watch_at_200']['p50_ms']:.1f} ms, "
         f"worst watcher p99 {r['watch_at_200']['worst_watcher_p99_ms']:.1f} ms",
     ]
+    scaled = [figures.at_basis(r, "creates_per_s", "creates/s"),
+              figures.at_basis(r["rest"]["creates"], "rest_per_s", "REST creates/s")]
+    if all(scaled):
+        lines.insert(2, f"  {'; '.join(scaled)}")
     lines.extend(rest.summary_lines(r["rest"]))
     if r.get("targets_missed"):
         lines.append(f"targets missed: {', '.join(r['targets_missed'])}; apiserver profile of the creates phase "

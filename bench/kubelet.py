@@ -25,8 +25,9 @@ import os
 import tempfile
 import time
 from pathlib import Path
+from typing import Callable
 
-from bench import cpu
+from bench import cpu, figures
 from bench.api import _profile_summary, percentile, run_loop_result
 from cli import cluster, topology
 from machinery.api import core_pb2
@@ -99,7 +100,10 @@ async def _api_baseline(server: str, token: str, n: int) -> float:
     return rate
 
 
-async def _start_and_resize(server: str, token: str, n_pods: int, n_resize: int, prefix: str) -> dict:
+async def _start_and_resize(server: str, token: str, n_pods: int, n_resize: int, prefix: str,
+                            mark: Callable[[str], None] = lambda label: None) -> dict:
+    """Start ``n_pods`` pods, then resize ``n_resize`` of them; ``mark`` is called at "start" (before the
+    first create), "started" (every pod Running) and "resized" (every resize seen actuated)."""
     async with Client(server, token) as c:
         seen = _Seen(c)
         await seen.informer.start()
@@ -111,9 +115,11 @@ async def _start_and_resize(server: str, token: str, n_pods: int, n_resize: int,
             sent[name] = time.perf_counter()
             await c.pods.create(_pod(name))
 
+        mark("start")
         t0 = time.perf_counter()
         await _bounded(16, ((lambda n=n: create(n)) for n in names))
         await seen.until(seen.running, names, timeout=120 + n_pods)
+        mark("started")
         elapsed = max(seen.running[n] for n in names) - t0
         start_ms = [1000 * (seen.running[n] - sent[n]) for n in names]
         out: dict = {"pods": n_pods, "pods_started_per_s": round(n_pods / elapsed, 1),
@@ -132,6 +138,7 @@ async def _start_and_resize(server: str, token: str, n_pods: int, n_resize: int,
             t1 = time.perf_counter()
             await _bounded(8, ((lambda n=n: resize(n)) for n in targets))
             await seen.until(seen.resized, targets, timeout=120 + n_resize)
+            mark("resized")
             resize_ms = [1000 * (seen.resized[n] - requested[n]) for n in targets]
             out["resizes"] = {"pods": n_resize,
                               "per_s": round(n_resize / (max(seen.resized[n] for n in targets) - t1), 1),
@@ -166,6 +173,10 @@ def profile_starts(state: cluster.ClusterState, n: int, out_dir: Path) -> dict:
     return {"pods_started_per_s_under_profiler": r["pods_started_per_s"], "top_self_time": _profile_summary(path)}
 
 
+def _per_op(before: dict[str, float], after: dict[str, float], count: int) -> dict[str, float]:
+    return {name: round(1000 * (after[name] - before[name]) / count, 2) for name in after}
+
+
 def run(out_dir: Path, quick: bool = False) -> dict:
     n_pods, n_resize, n_profile = (60, 20, 30) if quick else (300, 100, 100)
     data = tempfile.mkdtemp(prefix="kplane-bench-kubelet-")
@@ -176,15 +187,21 @@ def run(out_dir: Path, quick: bool = False) -> dict:
     try:
         server, token = state.server, state.admin_token()
         result["api_creates_per_s"] = round(run_loop_result(_api_baseline(server, token, n_pods)), 1)
-        cpu_before, wall_before = cpu.by_component(state), time.perf_counter()
-        r = run_loop_result(_start_and_resize(server, token, n_pods, n_resize, "start"))
-        wall = time.perf_counter() - wall_before
-        cpu_after = cpu.by_component(state)
-        result.update(r)
+        marks: dict[str, tuple[float, dict[str, float]]] = {}
+
+        def mark(label: str) -> None:
+            marks[label] = (time.perf_counter(), cpu.by_component(state))
+        result.update(run_loop_result(_start_and_resize(server, token, n_pods, n_resize, "start", mark)))
+        (t0, cpu0), (_, cpu1), (t2, cpu2) = marks["start"], marks["started"], marks.get("resized", marks["started"])
         # Which process was busy: CPU seconds per second of the start+resize phase (1.0 = one core).
-        result["cpu_share_by_component"] = {name: round((cpu_after[name] - cpu_before[name]) / wall, 2)
-                                            for name in cpu_after}
-        result["start_ratio"] = round(r["pods_started_per_s"] / result["api_creates_per_s"], 3)
+        result["cpu_share_by_component"] = {name: round((cpu2[name] - cpu0[name]) / (t2 - t0), 2) for name in cpu2}
+        # What a pod start (and a resize) costs each process: the start phase's CPU over the pods started.
+        result["cpu_ms_per_pod_start_by_component"] = _per_op(cpu0, cpu1, n_pods)
+        result["cpu_ms_per_pod_start_total"] = round(sum(result["cpu_ms_per_pod_start_by_component"].values()), 2)
+        if n_resize:
+            result["cpu_ms_per_resize_by_component"] = _per_op(cpu1, cpu2, n_resize)
+            result["cpu_ms_per_resize_total"] = round(sum(result["cpu_ms_per_resize_by_component"].values()), 2)
+        result["start_ratio"] = round(result["pods_started_per_s"] / result["api_creates_per_s"], 3)
         run_loop_result(_wait_node_empty(server, token))
         result["profile"] = profile_starts(state, n_profile, out_dir)
     finally:
@@ -204,9 +221,17 @@ def summary(r: dict) -> str:
         f"p99 {rz.get('p99_ms', float('nan')):.0f} ms, "
         f"{rz.get('per_s', float('nan')):.1f} resizes/s ({rz.get('pods', 0)} pods, 8 at a time)",
     ]
+    for key, unit in (("api_creates_per_s", "creates/s (API, no node)"), ("pods_started_per_s", "pods started/s"),
+                      ("per_s", "resizes/s")):
+        scaled = figures.at_basis(rz if key == "per_s" else r, key, unit)
+        if scaled:
+            lines.append(f"  {scaled}")
     shares = ", ".join(f"{k} {v:.2f}" for k, v in sorted(r.get("cpu_share_by_component", {}).items(),
                                                            key=lambda kv: -kv[1]))
     lines.append(f"CPU cores used during the phase, by process: {shares} (the bench client: the rest)")
+    for key, what in (("cpu_ms_per_pod_start_by_component", "pod start"), ("cpu_ms_per_resize_by_component", "resize")):
+        if key in r:
+            lines.append(f"CPU ms per {what}: {figures.cpu_per_op(r, key, least=0.01)}")
     prof = r.get("profile", {})
     if prof.get("top_self_time"):
         lines.append(f"kubelet CPU profile of a start phase ({prof['pods_started_per_s_under_profiler']} pods/s under "

@@ -71,13 +71,17 @@ def cpu_ratio(rest_cpu_ms: float, grpc_cpu_ms: float) -> float:
 
 def summary_lines(r: dict[str, Any]) -> list[str]:
     c, w = r["creates"], r["watch"]
+    # In ref units (bench/reference.py) when the run was scaled.
+    create_ref = f" ({c['grpc_cpu_ref']:.3f} / {c['rest_cpu_ref']:.3f} ref)" if "grpc_cpu_ref" in c else ""
+    event_ref = f" ({w['grpc_cpu_ref_per_event']:.5f} / {w['rest_cpu_ref_per_event']:.5f} ref)" \
+        if "grpc_cpu_ref_per_event" in w else ""
     return [
         f"creates gRPC / REST:        {c['grpc_per_s']:>8.0f} / {c['rest_per_s']:.0f} per s; apiserver CPU "
-        f"{c['grpc_cpu_ms']:.2f} / {c['rest_cpu_ms']:.2f} ms per create, ratio {c['cpu_ratio']:.2f} "
+        f"{c['grpc_cpu_ms']:.2f} / {c['rest_cpu_ms']:.2f} ms per create{create_ref}, ratio {c['cpu_ratio']:.2f} "
         f"(target <= {TARGET_CPU_RATIO})",
         f"watch @ {w['rate']:.0f} writes/s to {w['watchers']} watchers, gRPC / REST: every watcher complete "
         f"{w['grpc']['all_complete']} / {w['rest']['all_complete']}; worst watcher p99 "
         f"{w['grpc']['worst_watcher_p99_ms']:.1f} / {w['rest']['worst_watcher_p99_ms']:.1f} ms; apiserver CPU "
-        f"{w['grpc_cpu_us_per_event']:.1f} / {w['rest_cpu_us_per_event']:.1f} us per delivered event, ratio "
+        f"{w['grpc_cpu_us_per_event']:.1f} / {w['rest_cpu_us_per_event']:.1f} us per delivered event{event_ref}, ratio "
         f"{w['cpu_ratio']:.2f} (target <= {TARGET_CPU_RATIO})",
     ]

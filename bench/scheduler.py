@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, ClassVar
 
-from bench import cpu
+from bench import cpu, figures
 from bench.api import _profile_summary, load_profile, percentile, run_loop_result
 from bench.kubelet import _bounded, _running
 from cli import cluster, topology
@@ -385,17 +385,14 @@ def run_claim_template_one(w: ClaimTemplateWorkload, pods: int, gate: bool) -> d
     state = _cluster(w.nodes, feature_gates=f"{PRE_QUEUEING_HINTS}={'true' if gate else 'false'}",
                      controller_managers=1, dra_devices=w.devices_per_node)
     try:
-        marks: dict[str, tuple[float, dict[str, float], dict[str, float]]] = {}
+        marks: dict[str, tuple[_Mark, dict[str, float]]] = {}
 
         def mark(label: str) -> None:
-            marks[label] = (time.perf_counter(), cpu.by_component(state), _metric_sums(state, "scheduler",
-                                                                                         _CLAIM_METRICS))
+            marks[label] = (_Mark.now(state), _metric_sums(state, "scheduler", _CLAIM_METRICS))
         r = run_loop_result(_run_claim_template_workload(state.server, state.admin_token(), pods, mark=mark))
-        (t0, cpu0, m0), (t1, cpu1, m1) = marks["measure-start"], marks["measure-end"]
+        (start, m0), (end, m1) = marks["measure-start"], marks["measure-end"]
         delta = {k: m1[k] - m0[k] for k in m1}
-        r["cpu_share_by_component"] = {k: round((cpu1[k] - cpu0[k]) / (t1 - t0), 2) for k in cpu1}
-        r["cpu_ms_per_pod_by_component"] = {k: round(1000 * (cpu1[k] - cpu0[k]) / r["measured_pods"], 1)
-                                            for k in cpu1}
+        r.update(_measured_phase(start, end, r["measured_pods"], "pod", w.nodes))
         r["measured_phase"] = {k: int(v) for k, v in delta.items()}
         r["claim_hint_calls_per_claim_event"] = round(delta["claim_hint_calls"] / max(1.0, delta["claim_events"]), 2)
         return r
@@ -568,21 +565,38 @@ def _cluster(nodes: int, profile_path: str = "", feature_gates: str = "",
     return state
 
 
+@dataclass(frozen=True)
+class _Mark:
+    """The cluster at one end of a measured phase: when, each process's CPU seconds and resident bytes."""
+    at: float
+    cpu: dict[str, float]
+    rss: dict[str, int]
+
+    @classmethod
+    def now(cls, state: cluster.ClusterState) -> _Mark:
+        return cls(time.perf_counter(), cpu.by_component(state), cpu.rss_by_component(state))
+
+
+def _measured_phase(start: _Mark, end: _Mark, count: int, unit: str, nodes: int) -> dict:
+    """The measured phase's cost: each process's share of a core and CPU ms per measured pod (resize),
+    their total across processes, and each process's resident memory at the end (every hollow-nodes
+    process's together, per hollow node)."""
+    used = {k: end.cpu[k] - start.cpu[k] for k in end.cpu}
+    return {"cpu_share_by_component": {k: round(v / (end.at - start.at), 2) for k, v in used.items()},
+            f"cpu_ms_per_{unit}_by_component": {k: round(1000 * v / count, 1) for k, v in used.items()},
+            f"cpu_ms_per_{unit}_total": round(1000 * sum(used.values()) / count, 1),
+            "rss_bytes_by_component": end.rss, "rss_bytes_per_hollow_node": cpu.hollow_rss_bytes(end.rss) // nodes}
+
+
 def run_one(w: AnyWorkload, nodes: int) -> dict:
     """One workload on a cluster of its own; result keys say the unit (``pods_per_s``, ``resizes_per_s``)."""
     unit = w.UNIT
     state = _cluster(nodes, feature_gates=w.feature_gates,
                      controller_managers=1 if isinstance(w, ReplicaSetWorkload) else 0)
     try:
-        marks: dict[str, tuple[float, dict[str, float]]] = {}
-        r = run_loop_result(_measure(state, w, nodes, mark=lambda label: marks.__setitem__(
-            label, (time.perf_counter(), cpu.by_component(state)))))
-        (t0, cpu_before), (t1, cpu_after) = marks["measure-start"], marks["measure-end"]
-        wall = t1 - t0
-        # The measured phase only: each component's share of a core, and its CPU per measured pod (resize).
-        r["cpu_share_by_component"] = {k: round((cpu_after[k] - cpu_before[k]) / wall, 2) for k in cpu_after}
-        r[f"cpu_ms_per_{unit}_by_component"] = {
-            k: round(1000 * (cpu_after[k] - cpu_before[k]) / r[f"measured_{unit}s"], 1) for k in cpu_after}
+        marks: dict[str, _Mark] = {}
+        r = run_loop_result(_measure(state, w, nodes, mark=lambda label: marks.__setitem__(label, _Mark.now(state))))
+        r.update(_measured_phase(marks["measure-start"], marks["measure-end"], r[f"measured_{unit}s"], unit, nodes))
         r["scheduler_metrics"] = _scheduler_metrics(state)
         target = TARGETS.get(w.name)
         if target:
@@ -649,15 +663,26 @@ def profile(nodes: int, out_dir: Path, scale: float, w: AnyWorkload | None = Non
             "top_self_time": _profile_summary(path)}
 
 
+def _size(quick: bool) -> tuple[int, float]:
+    """Hollow nodes, and the scale of the workloads' pod counts."""
+    return (100, 0.2) if quick else (500, 1.0)
+
+
+def choose(only: list[str] | None, quick: bool) -> list[AnyWorkload | ClaimTemplateWorkload]:
+    """The workloads named in ``only`` (every one when it is empty); ValueError for a name there is none of."""
+    chosen = workloads(_size(quick)[1])
+    if not only:
+        return chosen
+    unknown = set(only) - {w.name for w in chosen}
+    if unknown:
+        raise ValueError(f"no scheduler workload {sorted(unknown)}; there are {[w.name for w in chosen]}")
+    return [w for w in chosen if w.name in only]
+
+
 def run(out_dir: Path, quick: bool = False, only: list[str] | None = None) -> dict:
     """Every workload (``only``: those named), each on a fresh cluster, then the profile."""
-    nodes, scale = (100, 0.2) if quick else (500, 1.0)
-    chosen = workloads(scale)
-    if only:
-        unknown = set(only) - {w.name for w in chosen}
-        if unknown:
-            raise ValueError(f"no scheduler workload {sorted(unknown)}; there are {[w.name for w in chosen]}")
-        chosen = [w for w in chosen if w.name in only]
+    nodes, scale = _size(quick)
+    chosen = choose(only, quick)
     result: dict = {"machine": {"cpus": os.cpu_count()}, "nodes": nodes, "workloads": {}}
     for w in chosen:
         print(f"  {w.name} ...", flush=True)
@@ -686,12 +711,19 @@ def summary(r: dict) -> str:
             if f"target_{unit}s_per_s" in w else ""
         lines.append(f"  {name:<16} {w[f'{unit}s_per_s']:>7.1f} {unit}s/s   p50 {w['p50_ms']:>7.0f} ms   "
                      f"p99 {w['p99_ms']:>7.0f} ms   ({w[f'measured_{unit}s']} {unit}s){target}")
+        scaled = figures.at_basis(w, f"{unit}s_per_s", f"{unit}s/s")
+        if scaled:
+            lines.append(f"  {'':<16} {scaled}")
         shares = ", ".join(f"{k} {v:.2f}" for k, v in sorted(w["cpu_share_by_component"].items(), key=lambda kv: -kv[1])
                            if v >= 0.01)
         lines.append(f"  {'':<16} CPU cores: {shares}")
-        per_op = ", ".join(f"{k} {v:.1f}" for k, v in sorted(w[f"cpu_ms_per_{unit}_by_component"].items(),
-                                                               key=lambda kv: -kv[1]) if v >= 0.1)
+        per_op = figures.cpu_per_op(w, f"cpu_ms_per_{unit}_by_component")
         lines.append(f"  {'':<16} CPU ms per measured {unit}: {per_op}")
+        if "rss_bytes_by_component" in w:
+            rss = ", ".join(f"{k} {v / 2**20:.0f}" for k, v in sorted(w["rss_bytes_by_component"].items(),
+                                                                       key=lambda kv: -kv[1]))
+            lines.append(f"  {'':<16} RSS MB at the end: {rss}; {w['rss_bytes_per_hollow_node'] / 2**20:.2f} MB "
+                         f"per hollow node")
         sets = w.get("scheduler_metrics", {}).get("scheduler_preemption_victims_count")
         if sets:  # one victim set per preemptor, whatever the event loop (a second one over-preempts)
             lines.append(f"  {'':<16} victim sets chosen: {sets:.0f} for {w['measured_pods']} measured pods")
@@ -736,4 +768,12 @@ def _claim_template_summary(name: str, w: dict) -> list[str]:
         lines.append(f"  {pods:>8} {off['pods_per_s']:>11.1f} {on['pods_per_s']:>10.1f} {runs['ratio']:>7.2f}"
                      f"   {calls[0]:>16.1f} / {calls[1]:<8.2f}"
                      f"   {cpu[0]:>20.1f} / {cpu[1]:<8.1f}   {off['p50_ms']:>8.0f} / {on['p50_ms']:.0f}")
+    scaled = [f"{pods} pods {off['pods_per_s_at_11k']:.1f} / {on['pods_per_s_at_11k']:.1f}, "
+              f"{off['cpu_ref_per_pod_by_component'].get('scheduler', 0.0):.2f} / "
+              f"{on['cpu_ref_per_pod_by_component'].get('scheduler', 0.0):.2f} ref"
+              for pods, runs in w["sizes"].items() for off, on in [(runs["off"], runs["on"])]
+              if "pods_per_s_at_11k" in off and "pods_per_s_at_11k" in on]
+    if scaled:
+        lines.append("  at 11k etcd puts/s, pods/s off / on, and scheduler CPU per pod off / on in ref units: "
+                     + "; ".join(scaled))
     return lines

@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: install up down test test-unit lint typecheck bench chaos proto proto-check compose image clean
+.PHONY: install up down test test-unit lint typecheck bench bench-compare chaos proto proto-check compose image clean
 
 install: $(STAMP)
 
@@ -44,6 +44,12 @@ test-unit: install
 bench: install
 	$(BIN)/pip install --quiet -e '.[dev,bench]'
 	$(BIN)/python -m bench
+
+# make bench-compare BASE=dir [HEAD=dir]: each figure of two runs, head / base, as measured and in the
+# reference units (docs/testing.md); HEAD defaults to .bench, the latest `make bench`.
+bench-compare: install
+	$(if $(BASE),,$(error BASE=dir of an earlier run is required))
+	$(BIN)/python -m bench --compare $(BASE) $(HEAD)
 
 # Seeded chaos over every profile in turn, ten minutes in all, each on a cluster of its own
 # (docs/chaos.md): prints operations, faults, revisions checked and the seed; SEED=N repeats a run.

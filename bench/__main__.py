@@ -5,6 +5,7 @@ named (all three when none is; the scheduler alone with ``--workloads``), ``--wo
 scheduler workloads by name (e.g. ``python -m bench scheduler --workloads SchedulingBasic,ResizePreemption``).
 Every run times the reference workload (``bench/reference.py``) before the first suite and after each
 one, and gives each suite's rates and CPU figures scaled by it beside the measured ones.
+``python -m bench --compare BASE_DIR [HEAD_DIR]``: two runs' results side by side (``bench/compare.py``).
 Benchmarks are not tests: nothing here fails on a time; the summary states each target and whether
 this run met it, with the profile that says where the time goes when it did not.
 """
@@ -15,7 +16,7 @@ import sys
 from pathlib import Path
 from typing import Any, Callable
 
-from bench import api, figures, kubelet, reference, scheduler
+from bench import api, compare, figures, kubelet, reference, scheduler
 
 SUITES = ("api", "kubelet", "scheduler")
 HEADINGS = {
@@ -40,7 +41,18 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--workloads", default="", help="scheduler workloads to run, comma-separated (default: all)")
     p.add_argument("--out", default=".bench")
     p.add_argument("--quick", action="store_true", help="smaller runs (a smoke test of the benchmark itself)")
+    p.add_argument("--compare", nargs="+", metavar="DIR",
+                   help="BASE_DIR [HEAD_DIR]: each figure of two runs, head / base (HEAD_DIR default: --out)")
     args = p.parse_args(argv)
+    if args.compare:
+        if len(args.compare) > 2 or args.suites:
+            p.error("--compare takes BASE_DIR and an optional HEAD_DIR, and runs no suite")
+        try:
+            print(compare.report(Path(args.compare[0]), Path(args.compare[1] if len(args.compare) > 1 else args.out)))
+        except compare.NoResults as exc:
+            print(f"python -m bench: {exc}", file=sys.stderr)
+            return 2
+        return 0
     unknown = set(args.suites) - set(SUITES)
     if unknown:
         p.error(f"unknown suite {', '.join(sorted(unknown))}; choose from {', '.join(SUITES)}")

@@ -6,8 +6,9 @@ one (``measure``); bench/figures.py puts every suite's figures in its units besi
 
 - the python loop: fixed, deterministic work of the kind kplane's processes do (dict and attribute
   access, small objects, string formatting, a pod built, serialized and parsed), its CPU time
-  (``time.process_time``) the best of ``REPEATS``; the unit "ref-ms". A CPU figure in ms divided by it
-  is the same figure in "ref" (``cpu_ms_per_pod`` -> ``cpu_ref_per_pod``);
+  (``time.process_time``) the best of ``REPEATS``, spread over the seconds the etcd rounds take; the
+  unit "ref-ms". A CPU figure in ms divided by it is the same figure in "ref" (``cpu_ms_per_pod`` ->
+  ``cpu_ref_per_pod``);
 - raw etcd puts/s: a throwaway etcd (the binary ``make install`` installs, a temporary data dir) and
   pod-sized puts through aetcd, 64 concurrent (as the API suite's ``raw_etcd_puts_per_s``; the best
   of ``REPEATS`` rounds: one round's figure swings 2x under load from outside) and one at a time. A
@@ -19,6 +20,7 @@ A suite is scaled by the means of the snapshots taken just before and just after
 
 from __future__ import annotations
 
+import contextlib
 import shutil
 import subprocess
 import tempfile
@@ -27,7 +29,7 @@ import urllib.request
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable, Iterator
 
 from bench import figures
 from bench.api import raw_etcd_puts, run_loop_result
@@ -37,7 +39,7 @@ from tests.harness.builders import MakePod
 
 REPEATS = 5
 LOOP_PODS = 100  # pods per repeat of the python loop: ~4 ms of CPU on the 2-core machine, a pod's cost in a process
-ETCD_PUTS = 2000  # 64 concurrent, REPEATS times
+ETCD_PUTS = 2000  # 64 concurrent, a round after each repeat of the python loop
 ETCD_SEQUENTIAL_PUTS = 300  # one at a time: each waits for etcd's fsync
 
 
@@ -75,14 +77,17 @@ def _loop_once() -> int:
     return total + sum(len(v) for v in by_node.values()) + len(index)
 
 
-def python_loop_ms() -> tuple[float, list[float]]:
-    """The python loop's CPU time in ms: the best of ``REPEATS`` (after one warm-up), and each repeat's."""
+def python_loop_ms(between: Callable[[], object] = lambda: None) -> tuple[float, list[float]]:
+    """The python loop's CPU time in ms: the best of ``REPEATS`` (after one warm-up), and each repeat's;
+    ``between`` runs after each repeat (``measure``: an etcd round, so the repeats span seconds and
+    the best of them misses a burst of load from outside that lasts less)."""
     _loop_once()
     times = []
     for _ in range(REPEATS):
         t0 = time.process_time()
         _loop_once()
         times.append(1000 * (time.process_time() - t0))
+        between()
     return min(times), times
 
 
@@ -108,9 +113,9 @@ def _wait_healthy(proc: subprocess.Popen[bytes], metrics: str, timeout: float) -
     raise ReferenceEtcdError(f"reference etcd not healthy after {timeout:.0f} s")
 
 
-def etcd_puts_per_s() -> tuple[list[float], float]:
-    """Pod-sized puts/s on a throwaway etcd: ``ETCD_PUTS`` 64 concurrent, ``REPEATS`` times (each time's;
-    the first is slower, as etcd's database grows), then ``ETCD_SEQUENTIAL_PUTS`` one at a time."""
+@contextlib.contextmanager
+def _throwaway_etcd() -> Iterator[str]:
+    """An etcd of its own (free ports, a temporary data dir) for as long as the block runs; its endpoint."""
     binary = etcd_binary.find_etcd().path
     client, peer, metrics = cluster.free_ports(3)
     data = tempfile.mkdtemp(prefix="kplane-bench-ref-etcd-")
@@ -127,9 +132,7 @@ def etcd_puts_per_s() -> tuple[list[float], float]:
             proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=log)
         try:
             _wait_healthy(proc, f"127.0.0.1:{metrics}", 30)
-            endpoint = f"127.0.0.1:{client}"
-            concurrent = [run_loop_result(raw_etcd_puts(endpoint, ETCD_PUTS, 64)) for _ in range(REPEATS)]
-            sequential = run_loop_result(raw_etcd_puts(endpoint, ETCD_SEQUENTIAL_PUTS, 1))
+            yield f"127.0.0.1:{client}"
         finally:
             proc.terminate()
             try:
@@ -139,7 +142,6 @@ def etcd_puts_per_s() -> tuple[list[float], float]:
                 proc.wait()
     finally:
         shutil.rmtree(data, ignore_errors=True)
-    return concurrent, sequential
 
 
 # ------------------------------------------------------------------------------ snapshots
@@ -165,8 +167,13 @@ class Snapshot:
 
 
 def measure(label: str) -> Snapshot:
-    best, times = python_loop_ms()
-    concurrent, sequential = etcd_puts_per_s()
+    """The python loop and raw etcd now: a round of ``ETCD_PUTS`` 64 concurrent puts after each of the
+    loop's repeats (the first round is slower, as etcd's database grows), then ``ETCD_SEQUENTIAL_PUTS``
+    one at a time."""
+    concurrent: list[float] = []
+    with _throwaway_etcd() as endpoint:
+        best, times = python_loop_ms(lambda: concurrent.append(run_loop_result(raw_etcd_puts(endpoint, ETCD_PUTS, 64))))
+        sequential = run_loop_result(raw_etcd_puts(endpoint, ETCD_SEQUENTIAL_PUTS, 1))
     return Snapshot(label, datetime.now(timezone.utc).isoformat(timespec="seconds"), best, tuple(times),
                     max(concurrent), tuple(concurrent), sequential)
 

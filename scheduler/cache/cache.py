@@ -282,25 +282,40 @@ class Cache:
     # ------------------------------------------------------------ snapshots
 
     def update_snapshot(self, snap: Snapshot) -> None:
-        """Bring ``snap`` up to date, copying only the nodes that changed."""
+        """Bring ``snap`` up to date, copying only the nodes that changed.
+
+        A node that changed replaces its NodeInfo in a copy of the list (a cycle that still holds
+        the old list keeps its view); the list is rebuilt from the node tree only when nodes came,
+        went or the tree's order changed — kube-scheduler's updateAllLists."""
         if not self._dirty and not self._order_changed:
             return
-        affinity_changed = self._order_changed
+        affinity_changed = rebuild = self._order_changed
+        changed: list[NodeInfo] = []
         for name in self._dirty:
             ni = self._nodes.get(name)
             before = snap.node_info_map.get(name)
             if ni is None or ni.node is None:
                 if before is not None:
                     del snap.node_info_map[name]
-                    affinity_changed = True
+                    affinity_changed = rebuild = True
                 continue
             clone = ni.clone()
             snap.node_info_map[name] = clone
+            changed.append(clone)
+            if before is None:
+                rebuild = True
             if before is None or bool(before.pods_with_affinity) != bool(clone.pods_with_affinity) or \
                     bool(before.pods_with_required_anti_affinity) != bool(clone.pods_with_required_anti_affinity):
                 affinity_changed = True
-        order = self._tree.ordered()
-        snap.node_info_list = [snap.node_info_map[n] for n in order if n in snap.node_info_map]
+        if rebuild or any(c.name not in snap.positions for c in changed):
+            order = self._tree.ordered()
+            snap.node_info_list = [snap.node_info_map[n] for n in order if n in snap.node_info_map]
+            snap.positions = {ni.name: i for i, ni in enumerate(snap.node_info_list)}
+        elif changed:
+            nodes = list(snap.node_info_list)
+            for clone in changed:
+                nodes[snap.positions[clone.name]] = clone
+            snap.node_info_list = nodes
         if affinity_changed or snap.have_pods_with_affinity or snap.have_pods_with_required_anti_affinity:
             snap.have_pods_with_affinity = [ni for ni in snap.node_info_list if ni.pods_with_affinity]
             snap.have_pods_with_required_anti_affinity = [ni for ni in snap.node_info_list

@@ -17,6 +17,9 @@ class Snapshot:
         self.have_pods_with_affinity: list[NodeInfo] = []
         self.have_pods_with_required_anti_affinity: list[NodeInfo] = []
         self.generation = 0
+        # Each node's index in node_info_list, so a node that changed is put in its place
+        # without walking the tree (Cache.update_snapshot).
+        self.positions: dict[str, int] = {}
 
     def get(self, name: str) -> NodeInfo | None:
         return self.node_info_map.get(name)
@@ -33,6 +36,7 @@ class Snapshot:
         s = cls()
         s.node_info_list = list(node_infos)
         s.node_info_map = {ni.name: ni for ni in node_infos}
+        s.positions = {ni.name: i for i, ni in enumerate(s.node_info_list)}
         s.have_pods_with_affinity = [ni for ni in node_infos if ni.pods_with_affinity]
         s.have_pods_with_required_anti_affinity = [ni for ni in node_infos if ni.pods_with_required_anti_affinity]
         return s

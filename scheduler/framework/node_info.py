@@ -27,7 +27,7 @@ def next_generation() -> int:
 
 class NodeInfo:
     __slots__ = ("node", "name", "pods", "pods_with_affinity", "pods_with_required_anti_affinity", "requested",
-                 "non_zero_requested", "allocatable", "generation")
+                 "non_zero_requested", "allocatable", "generation", "unschedulable", "taints")
 
     def __init__(self, node: core_pb2.Node | None = None, pods: Iterable[PodInfo] = ()):
         self.node: core_pb2.Node | None = None
@@ -39,6 +39,10 @@ class NodeInfo:
         self.non_zero_requested = Resource()
         self.allocatable = Resource()
         self.generation = next_generation()
+        # The node's spec.unschedulable and spec.taints, read by a Filter for every node of every
+        # cycle: kept as attributes when the node is set (a protobuf field read costs a lookup).
+        self.unschedulable = False
+        self.taints: tuple[core_pb2.Taint, ...] = ()
         if node is not None:
             self.set_node(node)
         for pi in pods:
@@ -48,11 +52,15 @@ class NodeInfo:
         self.node = node
         self.name = node.metadata.name
         self.allocatable = Resource.of(resources.to_resource_list(node.status.allocatable))
+        self.unschedulable = node.spec.unschedulable
+        self.taints = tuple(node.spec.taints)
         self.generation = next_generation()
 
     def remove_node(self) -> None:
         self.node = None
         self.name = ""
+        self.unschedulable = False
+        self.taints = ()
         self.generation = next_generation()
 
     def add_pod_info(self, pi: PodInfo) -> None:
@@ -118,6 +126,8 @@ class NodeInfo:
         out.non_zero_requested = self.non_zero_requested.clone()
         out.allocatable = self.allocatable.clone()
         out.generation = self.generation
+        out.unschedulable = self.unschedulable
+        out.taints = self.taints
         return out
 
     def __repr__(self) -> str:

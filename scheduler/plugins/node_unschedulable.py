@@ -58,10 +58,9 @@ class NodeUnschedulable:
         return None, None
 
     def filter(self, state: CycleState, pod: core_pb2.Pod, ni: NodeInfo) -> Status | None:
-        node = ni.node
-        if node is None:
-            return Status(Code.ERROR, "node not found")
-        if not node.spec.unschedulable or tolerates_unschedulable(pod):
+        if not ni.unschedulable:
+            return None if ni.node is not None else Status(Code.ERROR, "node not found")
+        if tolerates_unschedulable(pod):
             return None
         return Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, ERR_REASON_UNSCHEDULABLE)
 

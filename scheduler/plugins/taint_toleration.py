@@ -85,10 +85,12 @@ class TaintToleration:
     # ------------------------------------------------------------ filter
 
     def filter(self, state: CycleState, pod: core_pb2.Pod, ni: NodeInfo) -> Status | None:
-        node = ni.node
-        if node is None:
+        if ni.node is None:
             return Status(Code.ERROR, "node not found")
-        taint = untolerated_taint(node, pod.spec.tolerations)
+        taints = ni.taints
+        if not taints:
+            return None  # most nodes: no work
+        taint = placement.find_untolerated_taint(taints, pod.spec.tolerations, DO_NOT_SCHEDULE_EFFECTS)
         if taint is None:
             return None
         return Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE,
@@ -101,10 +103,9 @@ class TaintToleration:
         return None
 
     def score(self, state: CycleState, pod: core_pb2.Pod, ni: NodeInfo) -> tuple[int, Status | None]:
-        node = ni.node
-        if node is None:
+        if ni.node is None:
             return 0, Status(Code.ERROR, "node not found")
-        taints = node.spec.taints
+        taints = ni.taints
         if not taints:
             return 0, None
         tolerations = state.get(_SCORE_STATE_KEY)

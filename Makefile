@@ -40,9 +40,9 @@ typecheck: install
 test-unit: install
 	$(BIN)/python -m pytest -q -p no:cacheprovider tests/unit
 
-# KPLANE_EVENT_LOOP=uvloop make bench: every process on uvloop (the bench extra installs it).
+# KPLANE_EVENT_LOOP=asyncio|uvloop make bench: every process on that loop (default: uvloop for the
+# apiserver and the hollow nodes, asyncio's for the rest; machinery/process.py).
 bench: install
-	$(BIN)/pip install --quiet -e '.[dev,bench]'
 	$(BIN)/python -m bench
 
 # make bench-compare BASE=dir [HEAD=dir]: each figure of two runs, head / base, as measured and in the

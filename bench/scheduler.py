@@ -697,11 +697,14 @@ def run(out_dir: Path, quick: bool = False, only: list[str] | None = None) -> di
     return result
 
 
+_DEFAULT_LOOPS = "uvloop for the apiserver and hollow nodes, asyncio for the rest"
+
+
 def summary(r: dict) -> str:
     nodes = f"{r['nodes']} hollow nodes (4 cpu, 32Gi, 110 pods)" if any(
         "sizes" not in w for w in r["workloads"].values()) else "Hollow nodes (4 cpu, 32Gi, 110 pods)"
     lines = [f"{nodes}, create -> bound (ResizePreemption: resize request -> actuated) through the real "
-             f"processes, event loop {os.environ.get('KPLANE_EVENT_LOOP') or 'asyncio'}:"]
+             f"processes, event loop {os.environ.get('KPLANE_EVENT_LOOP') or _DEFAULT_LOOPS}:"]
     for name, w in r["workloads"].items():
         if "sizes" in w:
             lines += _claim_template_summary(name, w)

@@ -175,7 +175,7 @@ def main(component: str, make: Callable[[], Service | Awaitable[Service]], *,
     it at once. The exit status is 0 after a stop by signal, 1 after a failure."""
     gctune.configure()
     with profiling(component):
-        code = run_loop(serve(component, make, stop_timeout=stop_timeout))
+        code = run_loop(serve(component, make, stop_timeout=stop_timeout), event_loop_for(component))
     sys.stdout.flush()
     sys.stderr.flush()
     sys.exit(code)
@@ -280,13 +280,30 @@ def _task_stacks(tasks: Iterable[asyncio.Task[Any]]) -> str:
 # ------------------------------------------------------------------------------ loop, profiling
 
 
-def run_loop(main: Coroutine[Any, Any, T]) -> T:
-    """Run the process's one event loop until ``main`` is done; its result.
+# The components measured faster on uvloop than on asyncio's own loop, SchedulingBasic at 500
+# hollow nodes, the two alternating twice (docs/performance.md): the apiserver's CPU per pod 7 %
+# less, the hollow nodes' 17 % less. The scheduler was not (its ``yield_to_others`` cannot see
+# uvloop's ready queue), and the others were not measured: they stay on asyncio's.
+UVLOOP_COMPONENTS = frozenset({"apiserver", "hollow-nodes"})
+EVENT_LOOPS = ("asyncio", "uvloop")
 
-    ``KPLANE_EVENT_LOOP=uvloop`` runs it on uvloop (when installed), for comparing loops (for
-    measuring; ``make bench`` compares both); asyncio's own otherwise."""
-    if os.environ.get("KPLANE_EVENT_LOOP") == "uvloop":
-        import uvloop  # optional: only for measurements
+
+def event_loop_for(component: str) -> str:
+    """The event loop ``component`` runs on: ``KPLANE_EVENT_LOOP`` (asyncio or uvloop) for every
+    process when set, else uvloop for ``UVLOOP_COMPONENTS`` and asyncio's for the rest."""
+    chosen = os.environ.get("KPLANE_EVENT_LOOP", "").strip()
+    if chosen:
+        if chosen not in EVENT_LOOPS:
+            raise SystemExit(f"KPLANE_EVENT_LOOP must be one of {', '.join(EVENT_LOOPS)}, not {chosen!r}")
+        return chosen
+    return "uvloop" if component in UVLOOP_COMPONENTS else "asyncio"
+
+
+def run_loop(main: Coroutine[Any, Any, T], loop: str = "asyncio") -> T:
+    """Run the process's one event loop until ``main`` is done; its result. ``loop``: "asyncio"
+    (the standard library's) or "uvloop" (libuv's, a dependency of kplane)."""
+    if loop == "uvloop":
+        import uvloop
 
         result: T = uvloop.run(main)
         return result

@@ -277,3 +277,26 @@ def test_a_start_that_fails_ends_the_process_with_exit_1(tmp_path):
     out, err = p.communicate(timeout=20)
     assert p.returncode == 1
     assert "testsvc: start failed: OSError: port in use" in err.splitlines()
+
+
+def test_event_loop_per_component_and_the_override(monkeypatch):
+    monkeypatch.delenv("KPLANE_EVENT_LOOP", raising=False)
+    assert process.event_loop_for("apiserver") == "uvloop"
+    assert process.event_loop_for("hollow-nodes") == "uvloop"
+    assert process.event_loop_for("scheduler") == "asyncio"
+    assert process.event_loop_for("kubelet") == "asyncio"
+    monkeypatch.setenv("KPLANE_EVENT_LOOP", "asyncio")
+    assert process.event_loop_for("apiserver") == "asyncio"
+    monkeypatch.setenv("KPLANE_EVENT_LOOP", "uvloop")
+    assert process.event_loop_for("scheduler") == "uvloop"
+    monkeypatch.setenv("KPLANE_EVENT_LOOP", "trio")
+    with pytest.raises(SystemExit, match="KPLANE_EVENT_LOOP must be one of asyncio, uvloop"):
+        process.event_loop_for("apiserver")
+
+
+def test_run_loop_runs_on_the_loop_asked_for():
+    async def loop_type() -> str:
+        return type(asyncio.get_running_loop()).__module__
+
+    assert process.run_loop(loop_type(), "uvloop").startswith("uvloop")
+    assert process.run_loop(loop_type(), "asyncio").startswith("asyncio")

@@ -190,3 +190,27 @@ async def test_a_busy_watcher_gets_many_events_per_message():
         f.put(MakePod().name(f"p{rev}").resource_version(str(rev)).obj())
     assert [name for _, name, _ in await _drain(w)] == ["p3", "p4", "p5", "p6", "p7"]  # one message
     assert loop.time() - sent >= 0.2 * 0.99, "the next message did not wait out the interval"
+
+
+def test_a_list_pinned_to_a_name_is_one_lookup_and_matches_as_a_scan():
+    cache = WatchCache(etcd=None, watch_batch_interval=0)  # type: ignore[arg-type]
+    nodes = cache[NODE]
+    nodes.reset([(NODE.key("", f"n{i}"), MakeNode().name(f"n{i}").label("i", str(i)).obj()) for i in range(50)], 1)
+    d = core_pb2.Node.DESCRIPTOR
+    by_name = parse_field_selector("metadata.name=n7", "Node", d)
+    assert [n.metadata.name for n in nodes.select("", EVERYTHING, by_name)] == ["n7"]
+    assert nodes.select("", _labels("i=8"), by_name) == []  # the labels still count
+    assert nodes.select("", EVERYTHING, parse_field_selector("metadata.name=absent", "Node", d)) == []
+    nodes.store = _Unsorted(nodes.store)  # a lookup: the store is never walked
+    assert [n.metadata.name for n in nodes.select("", EVERYTHING, by_name)] == ["n7"]
+    f = Feed()
+    f.put(MakePod().name("a").resource_version("2").obj())
+    f.put(MakePod().name("b").resource_version("3").obj())
+    pod_a = parse_field_selector("metadata.name=a", "Pod", core_pb2.Pod.DESCRIPTOR)
+    assert [p.metadata.name for p in f.pods.select("default", EVERYTHING, pod_a)] == ["a"]
+    assert [p.metadata.name for p in f.pods.select("", EVERYTHING, pod_a)] == ["a"]  # every namespace: a scan
+
+
+class _Unsorted(dict):
+    def __iter__(self):
+        raise AssertionError("the store was walked")

@@ -38,7 +38,6 @@ class DelayingQueue(WorkQueue[K]):
         name: str = "",
         *,
         clock: Clock | None = None,
-        unfinished_work_update_period: float = 0.5,
         max_wait: float = 10.0,
     ) -> None:
         self._waiting: list[_WaitFor] = []
@@ -46,7 +45,7 @@ class DelayingQueue(WorkQueue[K]):
         self._seq = itertools.count()
         self._max_wait = max_wait
         self._wakeup: asyncio.Future[None] | None = None
-        super().__init__(name, clock=clock, unfinished_work_update_period=unfinished_work_update_period)
+        super().__init__(name, clock=clock)
         self._retries = metrics.retries(name)
 
     def add_after(self, key: K, delay_seconds: float) -> None:

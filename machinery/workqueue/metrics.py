@@ -3,6 +3,7 @@ component-base/metrics/prometheus/workqueue), registered once on the default reg
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Hashable
 
 from prometheus_client import Counter, Gauge, Histogram
@@ -44,8 +45,6 @@ _RETRIES = Counter("workqueue_retries_total", "Total number of retries handled b
 class NoQueueMetrics:
     """Metrics sink of an unnamed queue: records nothing."""
 
-    enabled = False
-
     def add(self, key: Hashable) -> None:
         pass
 
@@ -55,9 +54,6 @@ class NoQueueMetrics:
     def done(self, key: Hashable) -> None:
         pass
 
-    def update_unfinished_work(self) -> None:
-        pass
-
 
 class QueueMetrics(NoQueueMetrics):
     """Per-queue bookkeeping behind the workqueue_* metrics of one named queue: the same Prometheus
@@ -65,9 +61,15 @@ class QueueMetrics(NoQueueMetrics):
     ``workqueue_queue_duration_seconds``, ``workqueue_work_duration_seconds``,
     ``workqueue_unfinished_work_seconds``, ``workqueue_longest_running_processor_seconds``;
     ``workqueue_retries_total`` through :func:`retries`), labelled ``name``, on the default
-    ``prometheus_client`` registry."""
+    ``prometheus_client`` registry.
 
-    enabled = True
+    ``workqueue_unfinished_work_seconds`` and ``workqueue_longest_running_processor_seconds`` are
+    computed when /metrics is read, not pushed: client-go refreshes them every 500 ms from a
+    goroutine per queue, which here would be a timer per queue, and a hollow process holds a
+    kubelet pod queue per node (thousands of wakeups a second for values nobody reads between
+    scrapes). Read at scrape time they are the same values, exact at the moment of reading. Every
+    live queue of a name counts (:class:`_UnfinishedWork`): the sum of their unfinished work, the
+    longest of their running processors."""
 
     def __init__(self, name: str, clock: Clock) -> None:
         self._clock = clock
@@ -75,11 +77,10 @@ class QueueMetrics(NoQueueMetrics):
         self._adds = _ADDS.labels(name)
         self._queue_duration = _QUEUE_DURATION.labels(name)
         self._work_duration = _WORK_DURATION.labels(name)
-        self._unfinished = _UNFINISHED_WORK.labels(name)
-        self._longest = _LONGEST_RUNNING.labels(name)
         # When each queued key was (first) added, and when each held key was handed out.
         self._add_times: dict[Hashable, float] = {}
         self._processing_start: dict[Hashable, float] = {}
+        _UnfinishedWork.of(name).add(self)
 
     def add(self, key: Hashable) -> None:
         self._adds.inc()
@@ -99,16 +100,43 @@ class QueueMetrics(NoQueueMetrics):
         if started is not None:
             self._work_duration.observe(self._clock.now() - started)
 
-    def update_unfinished_work(self) -> None:
+    def unfinished_work(self) -> tuple[float, float]:
+        """Seconds of work in progress now, summed over the held keys, and the longest of them."""
+        if not self._processing_start:
+            return 0.0, 0.0
         now = self._clock.now()
-        total = 0.0
-        oldest = 0.0
-        for started in self._processing_start.values():
-            age = now - started
-            total += age
-            oldest = max(oldest, age)
-        self._unfinished.set(total)
-        self._longest.set(oldest)
+        ages = [now - started for started in self._processing_start.values()]
+        return sum(ages), max(ages)
+
+
+class _UnfinishedWork:
+    """The live queues of one name, behind its two unfinished-work gauges, read at scrape time.
+
+    Weak references: a queue dropped by its owner leaves the sums (the series stays, at what the
+    remaining queues of the name hold, 0 when none)."""
+
+    _by_name: dict[str, _UnfinishedWork] = {}
+
+    def __init__(self, name: str) -> None:
+        self._queues: weakref.WeakSet[QueueMetrics] = weakref.WeakSet()
+        _UNFINISHED_WORK.labels(name).set_function(self._total)
+        _LONGEST_RUNNING.labels(name).set_function(self._longest)
+
+    @classmethod
+    def of(cls, name: str) -> _UnfinishedWork:
+        found = cls._by_name.get(name)
+        if found is None:
+            found = cls._by_name[name] = cls(name)
+        return found
+
+    def add(self, queue: QueueMetrics) -> None:
+        self._queues.add(queue)
+
+    def _total(self) -> float:
+        return sum((q.unfinished_work()[0] for q in list(self._queues)), 0.0)
+
+    def _longest(self) -> float:
+        return max((q.unfinished_work()[1] for q in list(self._queues)), default=0.0)
 
 
 def retries(name: str) -> Counter | None:

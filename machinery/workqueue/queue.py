@@ -49,7 +49,6 @@ class WorkQueue(Generic[K]):
         name: str = "",
         *,
         clock: Clock | None = None,
-        unfinished_work_update_period: float = 0.5,
     ) -> None:
         if not isinstance(name, str):
             raise TypeError(f"queue name must be a str, got {type(name).__name__}")
@@ -64,9 +63,7 @@ class WorkQueue(Generic[K]):
         self._getters: deque[asyncio.Future[None]] = deque()
         self._drain_waiters: list[asyncio.Future[None]] = []
         self._metrics: NoQueueMetrics = QueueMetrics(name, self._clock) if name else NoQueueMetrics()
-        self._unfinished_work_update_period = unfinished_work_update_period
         self._tasks: dict[str, asyncio.Task[None]] = {}
-        self._ensure_background()
 
     # -- public API ---------------------------------------------------------------------------
 
@@ -74,7 +71,6 @@ class WorkQueue(Generic[K]):
         """Mark ``key`` as needing processing. Ignored once the queue is shutting down."""
         if self._shutting_down:
             return
-        self._ensure_background()
         if key in self._dirty:
             return  # already queued, or already due for another round after done()
         self._metrics.add(key)
@@ -101,7 +97,6 @@ class WorkQueue(Generic[K]):
 
         The caller must call :meth:`done` with the key when it has finished with it.
         """
-        self._ensure_background()
         while not self._queue and not self._shutting_down:
             waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
             self._getters.append(waiter)
@@ -203,11 +198,6 @@ class WorkQueue(Generic[K]):
             if not waiter.done():
                 waiter.set_result(None)
 
-    def _ensure_background(self) -> None:
-        """Start the unfinished-work metrics updater of a named queue, once a loop runs."""
-        if self._metrics.enabled:
-            self._spawn("unfinished-work", self._unfinished_work_loop, required=False)
-
     def _spawn(
         self,
         role: str,
@@ -241,10 +231,3 @@ class WorkQueue(Generic[K]):
         tasks = [t for t in self._tasks.values() if t is not current and not t.done()]
         if tasks:
             await asyncio.wait(tasks)
-
-    async def _unfinished_work_loop(self) -> None:
-        while not self._shutting_down:
-            await asyncio.sleep(self._unfinished_work_update_period)
-            if self._shutting_down:
-                return
-            self._metrics.update_unfinished_work()

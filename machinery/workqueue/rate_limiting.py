@@ -22,13 +22,11 @@ class RateLimitingQueue(DelayingQueue[K]):
         rate_limiter: RateLimiter | None = None,
         *,
         clock: Clock | None = None,
-        unfinished_work_update_period: float = 0.5,
         max_wait: float = 10.0,
     ) -> None:
         super().__init__(
             name,
             clock=clock,
-            unfinished_work_update_period=unfinished_work_update_period,
             max_wait=max_wait,
         )
         self.rate_limiter: RateLimiter = (

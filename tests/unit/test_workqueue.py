@@ -9,6 +9,7 @@ small real delays with generous upper bounds.
 from __future__ import annotations
 
 import asyncio
+import gc
 import itertools
 import math
 import time
@@ -380,22 +381,45 @@ async def test_named_queue_metrics() -> None:
     q.shutdown()
 
 
-async def test_unfinished_work_metrics_are_updated_periodically() -> None:
+async def test_unfinished_work_metrics_are_computed_when_read() -> None:
     name = unique_name("unfinished")
     clock = FakeClock()
-    q: WorkQueue[str] = WorkQueue(name, clock=clock, unfinished_work_update_period=0.005)
+    q: WorkQueue[str] = WorkQueue(name, clock=clock)
+    assert sample("workqueue_unfinished_work_seconds", name) == 0.0
+    assert sample("workqueue_longest_running_processor_seconds", name) == 0.0
     q.add("a")
     q.add("b")
     await get_now(q)
     clock.step(2.0)
     await get_now(q)
     clock.step(1.0)  # "a" has run 3 s, "b" 1 s
-    await wait_until(lambda: sample("workqueue_unfinished_work_seconds", name) == pytest.approx(4.0))
+    assert sample("workqueue_unfinished_work_seconds", name) == pytest.approx(4.0)
     assert sample("workqueue_longest_running_processor_seconds", name) == pytest.approx(3.0)
-    task = q._tasks["unfinished-work"]
+    assert q._tasks == {}  # no background task computes them
+    q.done("a")
+    assert sample("workqueue_unfinished_work_seconds", name) == pytest.approx(1.0)
+    assert sample("workqueue_longest_running_processor_seconds", name) == pytest.approx(1.0)
     q.shutdown()
-    await asyncio.sleep(0)
-    assert task.cancelled()
+
+
+async def test_unfinished_work_of_queues_sharing_a_name_sums_and_takes_the_longest() -> None:
+    name = unique_name("unfinished-shared")
+    clock = FakeClock()
+    first: WorkQueue[str] = WorkQueue(name, clock=clock)
+    second: WorkQueue[str] = WorkQueue(name, clock=clock)
+    first.add("a")
+    await get_now(first)
+    clock.step(2.0)
+    second.add("b")
+    await get_now(second)
+    clock.step(1.0)  # "a" has run 3 s in one queue, "b" 1 s in the other
+    assert sample("workqueue_unfinished_work_seconds", name) == pytest.approx(4.0)
+    assert sample("workqueue_longest_running_processor_seconds", name) == pytest.approx(3.0)
+    del first  # a dropped queue no longer counts
+    gc.collect()
+    assert sample("workqueue_unfinished_work_seconds", name) == pytest.approx(1.0)
+    assert sample("workqueue_longest_running_processor_seconds", name) == pytest.approx(1.0)
+    second.shutdown()
 
 
 async def test_unnamed_queue_records_no_metrics_and_owns_no_task() -> None:

@@ -31,7 +31,8 @@ class GenericPLEG:
 
     async def relist(self) -> set[str]:
         """The uids of pods whose sandboxes or containers changed since the last relist (none the first time)."""
-        await failpoints.hit(FP_RELIST)
+        if failpoints.is_armed(FP_RELIST):
+            await failpoints.hit(FP_RELIST)
         with RELIST_DURATION.time():
             sandboxes = await self.rt.list_pod_sandbox(cri_pb2.ListPodSandboxRequest())
             containers = await self.rt.list_containers(cri_pb2.ListContainersRequest())
@@ -46,5 +47,6 @@ class GenericPLEG:
         changed = {uid for key, (uid, state) in now.items() if last.get(key, (uid, None))[1] != state}
         changed |= {uid for key, (uid, _) in last.items() if key not in now}
         changed.discard("")
-        EVENTS.inc(len(changed))
+        if changed:
+            EVENTS.inc(len(changed))
         return changed

@@ -87,6 +87,12 @@ def paused() -> dict[str, int]:
     return dict(_paused)
 
 
+def is_armed(name: str) -> bool:
+    """Whether ``name`` is armed: a hot path asks before awaiting :func:`hit`, which would
+    otherwise make a coroutine object per call for nothing."""
+    return name in _armed
+
+
 def _parse(text: str) -> _Armed:
     m = _TERM.match(text.strip())
     if not m:

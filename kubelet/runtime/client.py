@@ -16,7 +16,8 @@ from __future__ import annotations
 
 import asyncio
 import time
-from typing import TypeVar, cast
+from collections.abc import Coroutine, Generator
+from typing import Any, TypeVar, cast
 
 import grpc
 from google.protobuf.message import Message
@@ -212,9 +213,46 @@ class InProcessRuntime(RuntimeApi):
         self.runtime = runtime
 
     async def _rpc(self, method: Method, request: Message, timeout: float) -> Message:
-        fn = getattr(self.runtime, method.attr)
+        """The call, run at once up to its first wait, as an eager task would (asyncio's
+        ``eager_task_factory``): most calls (the PLEG's lists, status reads) never wait, and
+        their answer is ready without arming a timer that could not fire before it. A call that
+        waits goes on under its timeout, counted from that moment."""
+        call: Coroutine[Any, Any, Message] = getattr(self.runtime, method.attr)(request)
+        try:
+            waiting_for = call.send(None)
+        except StopIteration as done:
+            return cast(Message, done.value)
         try:
             async with asyncio.timeout(timeout):
-                return await fn(request)
+                return await _Resumed(call, waiting_for)
         except TimeoutError:
             raise RuntimeCallError(method.name, "Deadline Exceeded", grpc.StatusCode.DEADLINE_EXCEEDED) from None
+
+
+class _Resumed:
+    """A coroutine that has run up to its first wait, awaitable for the rest: hands the event
+    loop what it waits for, then passes every resumption (value or exception, a cancel
+    included) on to it, as ``await`` would have from the start."""
+
+    def __init__(self, call: Coroutine[Any, Any, Message], waiting_for: Any):
+        self._call = call
+        self._waiting_for = waiting_for
+
+    def __await__(self) -> Generator[Any, Any, Message]:
+        call, waiting_for = self._call, self._waiting_for
+        while True:
+            try:
+                sent = yield waiting_for
+            except GeneratorExit:
+                call.close()
+                raise
+            except BaseException as exc:  # thrown in by the task (a cancel): the call's to handle
+                try:
+                    waiting_for = call.throw(exc)
+                except StopIteration as done:
+                    return cast(Message, done.value)
+            else:
+                try:
+                    waiting_for = call.send(sent)
+                except StopIteration as done:
+                    return cast(Message, done.value)

@@ -96,6 +96,17 @@ class _Sandbox:
     state: cri_pb2.PodSandboxState = READY
     overhead: cri_pb2.LinuxContainerResources = field(default_factory=cri_pb2.LinuxContainerResources)
     resources: cri_pb2.LinuxContainerResources = field(default_factory=cri_pb2.LinuxContainerResources)
+    _listed: cri_pb2.PodSandbox | None = field(default=None, init=False, repr=False, compare=False)
+
+    def listed(self) -> cri_pb2.PodSandbox:
+        """The sandbox as ListPodSandbox reports it. Built once (its config never changes) with the
+        state set at each call; a response copies it, so no caller holds this message."""
+        if self._listed is None:
+            self._listed = cri_pb2.PodSandbox(id=self.id, metadata=self.config.metadata, created_at=self.created_at,
+                                              labels=self.config.labels, annotations=self.config.annotations,
+                                              runtime_handler=self.runtime_handler)
+        self._listed.state = self.state
+        return self._listed
 
     @property
     def pod(self) -> str:
@@ -130,6 +141,19 @@ class _Container:
     # Not persisted: the first StopContainer's loop time (SIGTERM sent), and the exit signal.
     term_at: float | None = None
     exited: asyncio.Event = field(default_factory=asyncio.Event, repr=False)
+    _listed: cri_pb2.Container | None = field(default=None, init=False, repr=False, compare=False)
+
+    def listed(self) -> cri_pb2.Container:
+        """The container as ListContainers reports it. Built once (its config never changes) with the
+        state set at each call; a response copies it, so no caller holds this message."""
+        if self._listed is None:
+            ref = _image_ref(self.config.image.image)
+            self._listed = cri_pb2.Container(id=self.id, pod_sandbox_id=self.sandbox_id, metadata=self.config.metadata,
+                                             image=self.config.image, image_ref=ref, image_id=ref,
+                                             created_at=self.created_at, labels=self.config.labels,
+                                             annotations=self.config.annotations)
+        self._listed.state = self.state
+        return self._listed
 
     @property
     def name(self) -> str:
@@ -278,6 +302,7 @@ def _rpc(attr: str) -> Callable[[Callable[..., Awaitable[_T]]], Callable[..., Aw
     Failpoints ``runtime/<rpc>`` (``runtime/update-container-resources``, ...) at the start of every
     RuntimeService call: ``error`` fails it (gRPC UNKNOWN), ``sleep(ms)`` delays it."""
     method = METHODS[attr]
+    failpoint = method.failpoint
     # The method's series, looked up once (a hollow node makes hundreds of thousands of calls).
     ops, op_errors, op_duration = _OPS.labels(attr), _OP_ERRORS.labels(attr), _OP_DURATION.labels(attr)
 
@@ -287,8 +312,8 @@ def _rpc(attr: str) -> Callable[[Callable[..., Awaitable[_T]]], Callable[..., Aw
             start = time.perf_counter()
             ops.inc()
             try:
-                if method.failpoint:
-                    await failpoints.hit(method.failpoint)
+                if failpoint is not None and failpoints.is_armed(failpoint):
+                    await failpoints.hit(failpoint)
                 return await fn(self, request)
             except failpoints.FailpointError as exc:
                 op_errors.inc()
@@ -432,9 +457,7 @@ class FakeRuntime:
                 continue
             if not _labels_match(sb.config.labels, f.label_selector):
                 continue
-            items.append(cri_pb2.PodSandbox(id=sb.id, metadata=sb.config.metadata, state=sb.state,
-                                            created_at=sb.created_at, labels=sb.config.labels,
-                                            annotations=sb.config.annotations, runtime_handler=sb.runtime_handler))
+            items.append(sb.listed())
         return cri_pb2.ListPodSandboxResponse(items=items)
 
     @_rpc("create_container")
@@ -537,11 +560,7 @@ class FakeRuntime:
                 continue
             if not _labels_match(c.config.labels, f.label_selector):
                 continue
-            ref = _image_ref(c.config.image.image)
-            out.append(cri_pb2.Container(id=c.id, pod_sandbox_id=c.sandbox_id, metadata=c.config.metadata,
-                                         image=c.config.image, image_ref=ref, image_id=ref, state=c.state,
-                                         created_at=c.created_at, labels=c.config.labels,
-                                         annotations=c.config.annotations))
+            out.append(c.listed())
         return cri_pb2.ListContainersResponse(containers=out)
 
     @_rpc("container_status")

@@ -14,6 +14,8 @@ counted.
 
 from __future__ import annotations
 
+import functools
+
 from prometheus_client import Counter, Histogram
 
 from kubelet.runtime.methods import RUNTIME_SERVICE, Method
@@ -31,6 +33,7 @@ RUNTIME_OPERATIONS_ERRORS = Counter("kubelet_runtime_operations_errors_total",
 _RENAMED = {"update_container_resources": "update_container"}
 
 
+@functools.cache
 def operation_type(method: Method) -> str | None:
     """The ``operation_type`` label of a RuntimeService method; None for kplane's control service."""
     if method.service != RUNTIME_SERVICE:
@@ -38,8 +41,17 @@ def operation_type(method: Method) -> str | None:
     return _RENAMED.get(method.attr, method.attr.replace("pod_sandbox", "podsandbox"))
 
 
+@functools.cache
+def _series(operation: str) -> tuple[Counter, Histogram, Counter]:
+    """The three series of an operation type, looked up once (a hollow process makes thousands of
+    calls a second)."""
+    return (RUNTIME_OPERATIONS.labels(operation), RUNTIME_OPERATIONS_DURATION.labels(operation),
+            RUNTIME_OPERATIONS_ERRORS.labels(operation))
+
+
 def record(operation: str, seconds: float, failed: bool) -> None:
-    RUNTIME_OPERATIONS.labels(operation).inc()
-    RUNTIME_OPERATIONS_DURATION.labels(operation).observe(seconds)
+    operations, duration, errors = _series(operation)
+    operations.inc()
+    duration.observe(seconds)
     if failed:
-        RUNTIME_OPERATIONS_ERRORS.labels(operation).inc()
+        errors.inc()

@@ -540,6 +540,62 @@ async def test_in_process_runtime_has_the_client_interface_and_copies_messages(r
         await client.stop_pod_sandbox(cri_pb2.StopPodSandboxRequest(pod_sandbox_id="gone"))
 
 
+async def test_in_process_call_that_never_waits_arms_no_timer(rt, monkeypatch):
+    client = InProcessRuntime(rt)
+    timers = []
+    real_timeout = asyncio.timeout
+    monkeypatch.setattr(asyncio, "timeout", lambda delay: timers.append(delay) or real_timeout(delay))
+    cid = await _container(rt, await _sandbox(rt))
+    assert [c.id for c in (await client.list_containers()).containers] == [cid]
+    assert len((await client.list_pod_sandbox()).items) == 1
+    assert timers == []
+    # A call that waits (a graceful stop) goes on under its timeout and answers as before.
+    await client.stop_container(cri_pb2.StopContainerRequest(container_id=cid, timeout=5))
+    assert timers == [15.0]
+    assert (await _status(rt, cid)).state == cri_pb2.CONTAINER_EXITED
+
+
+async def test_in_process_call_cancelled_while_waiting_is_cancelled_in_the_runtime(rt):
+    client = InProcessRuntime(rt)
+    cid = await _container(rt, await _sandbox(rt), annotations={SHUTDOWN_SECONDS_ANNOTATION: "60"})
+    stop = asyncio.create_task(client.stop_container(cri_pb2.StopContainerRequest(container_id=cid, timeout=60)))
+    await asyncio.sleep(0.01)
+    assert not stop.done()
+    stop.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await stop
+    assert (await _status(rt, cid)).state == cri_pb2.CONTAINER_RUNNING  # the wait ended, nothing exited
+
+
+async def test_lists_report_the_state_now_and_copies(rt):
+    client = InProcessRuntime(rt)
+    sid = await _sandbox(rt)
+    cid = await _container(rt, sid)
+    listed = (await client.list_containers()).containers[0]
+    assert listed.state == cri_pb2.CONTAINER_RUNNING
+    assert listed.image_ref == listed.image_id and listed.image_ref.startswith("sha256:")
+    listed.labels["container"] = "changed by the caller"
+    await client.stop_container(cri_pb2.StopContainerRequest(container_id=cid, timeout=0))
+    await client.stop_pod_sandbox(cri_pb2.StopPodSandboxRequest(pod_sandbox_id=sid))
+    again = (await client.list_containers()).containers[0]
+    assert again.state == cri_pb2.CONTAINER_EXITED
+    assert again.labels["container"] == "app"
+    assert listed.state == cri_pb2.CONTAINER_RUNNING  # an earlier answer is the caller's own
+    sandbox = (await client.list_pod_sandbox()).items[0]
+    assert (sandbox.id, sandbox.state, sandbox.metadata.name) == (sid, cri_pb2.SANDBOX_NOTREADY, "web")
+    running = cri_pb2.ListContainersRequest(filter=cri_pb2.ContainerFilter(
+        state=cri_pb2.ContainerStateValue(state=cri_pb2.CONTAINER_RUNNING)))
+    assert list((await client.list_containers(running)).containers) == []
+
+
+def test_is_armed_says_whether_hit_would_fire():
+    assert not failpoints.is_armed("runtime/list-containers")
+    failpoints.arm("runtime/list-containers", "sleep(1)")
+    assert failpoints.is_armed("runtime/list-containers")
+    failpoints.arm("runtime/list-containers", "off")
+    assert not failpoints.is_armed("runtime/list-containers")
+
+
 def test_a_state_file_in_the_earlier_json_form_is_still_read(tmp_path):
     from google.protobuf import json_format
     state = cri_pb2.RuntimeState(node_name="node-1")

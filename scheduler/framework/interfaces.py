@@ -151,6 +151,19 @@ class ScorePlugin(Plugin, Protocol):
 
 
 @runtime_checkable
+class BatchScorePlugin(Plugin, Protocol):
+    """A Score plugin that can also rank every feasible node in one call, with exactly the scores
+    its ``score`` gives one node at a time. kplane's own: kube-scheduler calls Score per node (from
+    parallel goroutines); in Python the per-node call, its state lookup and its (score, status)
+    tuple cost more than the arithmetic, for every node of every cycle."""
+
+    def score_nodes(self, state: CycleState, pod: core_pb2.Pod, nodes: list[NodeInfo]) -> list[int] | None:
+        """Each node's score, aligned with ``nodes``; None: score them one at a time (a case the
+        batch does not cover, such as a node whose Score would be an error)."""
+        ...
+
+
+@runtime_checkable
 class ScoreExtensions(Plugin, Protocol):
     """Rescales a Score plugin's scores of all nodes at once; counts only on a plugin that
     implements ScorePlugin."""
@@ -237,7 +250,8 @@ class Closer(Plugin, Protocol):
 # ``postFilter``      ``PostFilterPlugin``         async ``post_filter``
 # ``preScore``        ``PreScorePlugin``           ``pre_score``
 # ``score``           ``ScorePlugin``              ``score`` (and ``ScoreExtensions``:
-#                                                  ``normalize_score``)
+#                                                  ``normalize_score``; ``BatchScorePlugin``,
+#                                                  kplane's: ``score_nodes``)
 # ``reserve``         ``ReservePlugin``            ``reserve``, ``unreserve``
 # ``permit``          ``PermitPlugin``             ``permit``
 # ``preBind``         ``PreBindPlugin``            async ``pre_bind``
@@ -256,7 +270,8 @@ POINT_PROTOCOLS: dict[str, type] = {
 }
 
 # An extension of a point's contract counts only on a plugin that implements that point.
-_EXTENDS: dict[type, type] = {PreFilterExtensions: PreFilterPlugin, ScoreExtensions: ScorePlugin}
+_EXTENDS: dict[type, type] = {PreFilterExtensions: PreFilterPlugin, ScoreExtensions: ScorePlugin,
+                              BatchScorePlugin: ScorePlugin}
 
 
 def contracts_of(plugin: object) -> list[type]:

@@ -484,14 +484,17 @@ class Framework:
         for pl in self.score_plugins:
             if pl.name in skip:
                 continue
-            score = pl.score
-            scores = []
-            for ni in nodes:
-                s, st = score(state, pod, ni)
-                if st is not None and st.code != Code.SUCCESS:
-                    return totals, Status(Code.ERROR, f'running Score plugin "{pl.name}": {st.message()}',
-                                          plugin=pl.name)
-                scores.append(s)
+            batch = getattr(pl, "score_nodes", None)
+            scores = batch(state, pod, nodes) if batch is not None else None
+            if scores is None:
+                score = pl.score
+                scores = []
+                for ni in nodes:
+                    s, st = score(state, pod, ni)
+                    if st is not None and st.code != Code.SUCCESS:
+                        return totals, Status(Code.ERROR, f'running Score plugin "{pl.name}": {st.message()}',
+                                              plugin=pl.name)
+                    scores.append(s)
             extensions = self._score_extensions.get(pl.name)
             if extensions is not None:
                 st = extensions.normalize_score(state, pod, names, scores)

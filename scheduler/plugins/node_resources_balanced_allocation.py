@@ -106,6 +106,29 @@ class NodeResourcesBalancedAllocation:
         state.write(_SCORE_STATE_KEY, req)
         return None
 
+    def score_nodes(self, state: CycleState, pod: core_pb2.Pod, nodes: list[NodeInfo]) -> list[int] | None:
+        """``score`` of every node at once (the framework's BatchScorePlugin): the cpu-and-memory
+        arithmetic inlined; a node without cpu or memory allocatable is scored by ``score``."""
+        req = state.get(_SCORE_STATE_KEY)
+        if req is None or not self._cpu_memory:
+            return None
+        want_cpu, want_mem = req.amounts[0], req.amounts[1]
+        out: list[int] = []
+        for ni in nodes:
+            alloc, used = ni.allocatable, ni.requested
+            cap_cpu, cap_mem = alloc.milli_cpu, alloc.memory
+            if not cap_cpu or not cap_mem:
+                out.append(self.score(state, pod, ni)[0])
+                continue
+            f_cpu = (used.milli_cpu + want_cpu) / cap_cpu
+            f_mem = (used.memory + want_mem) / cap_mem
+            if f_cpu > 1.0:
+                f_cpu = 1.0
+            if f_mem > 1.0:
+                f_mem = 1.0
+            out.append(int((1 - abs((f_cpu - f_mem) / 2)) * MAX_NODE_SCORE))
+        return out
+
     def score(self, state: CycleState, pod: core_pb2.Pod, ni: NodeInfo) -> tuple[int, Status | None]:
         """For each resource in ``resources`` (default cpu and memory), the fraction of the node's
         allocatable that would be requested with the pod there — (node's requested + pod's request) /

@@ -113,6 +113,21 @@ class TaintToleration:
             tolerations = _prefer_no_schedule_tolerations(pod)
         return count_intolerable_prefer_no_schedule(taints, tolerations), None
 
+    def score_nodes(self, state: CycleState, pod: core_pb2.Pod, nodes: list[NodeInfo]) -> list[int] | None:
+        """``score`` of every node at once (the framework's BatchScorePlugin): 0 for the untainted."""
+        if any(ni.node is None for ni in nodes):
+            return None  # score says why, for that node
+        out = [0] * len(nodes)
+        tolerations = None
+        for i, ni in enumerate(nodes):
+            if ni.taints:
+                if tolerations is None:
+                    tolerations = state.get(_SCORE_STATE_KEY)
+                    if tolerations is None:
+                        tolerations = _prefer_no_schedule_tolerations(pod)
+                out[i] = count_intolerable_prefer_no_schedule(ni.taints, tolerations)
+        return out
+
     def normalize_score(self, state: CycleState, pod: core_pb2.Pod, node_names: list[str],
                         scores: list[int]) -> Status | None:
         default_normalize_score(MAX_NODE_SCORE, True, scores)

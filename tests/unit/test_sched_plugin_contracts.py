@@ -21,6 +21,7 @@ from scheduler import config
 from scheduler import plugins as intree
 from scheduler.framework.interfaces import (
     POINT_PROTOCOLS,
+    BatchScorePlugin,
     BindPlugin,
     Closer,
     EnqueueExtensions,
@@ -44,11 +45,12 @@ from scheduler.framework.types import NODE, ActionType, ClusterEvent, ClusterEve
 from scheduler.plugins.default_preemption import DefaultPreemption
 from scheduler.preemption.evaluator import PreemptionPlugin
 
-# The extension points' contracts, as interface.go lists them, and Closer (a plugin with work of its own in flight).
+# The extension points' contracts, as interface.go lists them, Closer (a plugin with work of its own in
+# flight) and BatchScorePlugin (kplane's: Score of every node in one call).
 EXTENSION_POINT_CONTRACTS = (PreEnqueuePlugin, QueueSortPlugin, EnqueueExtensions, PreFilterPlugin,
                              PreFilterExtensions, FilterPlugin, PostFilterPlugin, PreScorePlugin, ScorePlugin,
-                             ScoreExtensions, ReservePlugin, PermitPlugin, PreBindPlugin, BindPlugin, PostBindPlugin,
-                             Closer)
+                             ScoreExtensions, BatchScorePlugin, ReservePlugin, PermitPlugin, PreBindPlugin, BindPlugin,
+                             PostBindPlugin, Closer)
 
 # Contracts beyond the extension points, by plugin. Only one: DefaultPreemption supplies the
 # preemption evaluator's policy (kube-scheduler's preemption.Interface: OffsetAndNumCandidates,

@@ -6,9 +6,9 @@ process, 4 cpu / 32Gi / 110 pods each, as scheduler_perf's default node). Unlike
 (an in-process scheduler and no kubelets), every step is a real gRPC call across processes and the
 hollow kubelets run the pods they get — they compete for the same two cores.
 
-- ``workloads``: the six workloads and their shapes; ``run``: each on a fresh cluster.
-- ``_run_workload``, ``_run_resize_workload``, ``_run_replicaset_workload``, ``run_claim_template``:
-  how each is measured.
+- ``workloads``: the workloads and their shapes; ``run``: each on a fresh cluster.
+- ``_run_workload``, ``_run_resize_workload``, ``_run_replicaset_workload``, ``run_claim_template``,
+  ``run_claim_burst``: how each is measured.
 - ``profile``: where the scheduler's CPU goes, under cProfile.
 """
 
@@ -16,20 +16,23 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import functools
 import itertools
 import json
 import os
 import signal
+import statistics
 import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, ClassVar
+from typing import Any, Callable, ClassVar, Coroutine
 
 from bench import cpu, figures
 from bench.api import _profile_summary, load_profile, percentile, run_loop_result
 from bench.kubelet import _bounded, _running
 from cli import cluster, topology
+from controllers.resourceclaim import FP_BEFORE_SYNC_POD as FP_HOLD_CLAIMS
 from machinery.api import apps_pb2, core_pb2, resource_pb2, scheduling_pb2
 from machinery.client import Client
 from machinery.informer import Informer
@@ -119,10 +122,29 @@ class ClaimTemplateWorkload:
     repeats: int = 1
 
 
+@dataclass(frozen=True)
+class ClaimBurstWorkload:
+    """KEP-6132's situation (its Motivation): at each of ``sizes`` N pods, each with a claim from one
+    ResourceClaimTemplate, wait in the scheduler's unschedulable pool — gated by DynamicResources'
+    PreEnqueue, their claims not made yet: the resourceclaim controller held back by its failpoint —
+    when the claim events come: let go, the controller makes N claims and writes N pod statuses,
+    then the scheduler's PreBind allocates them, each claim event a requeue. Measured from the
+    let-go until every pod is bound; the headline is the scheduler's CPU per pod. Each size with
+    the gate SchedulerPreQueueingHints off and on, ``runs`` times in alternating order, each on a
+    fresh cluster of ``nodes`` hollow nodes with ``devices_per_node`` GPUs; the median and spread."""
+    UNIT: ClassVar[str] = "pod"
+    name: str
+    sizes: tuple[int, ...]
+    nodes: int
+    devices_per_node: int
+    runs: int = 5
+
+
 AnyWorkload = Workload | ResizeWorkload | ReplicaSetWorkload
+ClaimWorkload = ClaimTemplateWorkload | ClaimBurstWorkload
 
 
-def workloads(scale: float) -> list[AnyWorkload | ClaimTemplateWorkload]:
+def workloads(scale: float) -> list[AnyWorkload | ClaimWorkload]:
     """The workloads, their counts scaled by ``scale``:
 
     - ``SchedulingBasic``: 500 pods (100m, 500Mi) placed first, then 1000 measured;
@@ -152,7 +174,11 @@ def workloads(scale: float) -> list[AnyWorkload | ClaimTemplateWorkload]:
       makes every pod's claim from the ResourceClaimTemplate; pods created in a burst (16 requests in
       flight). Run at 500, 1,000 and 2,000 pods, each with the gate SchedulerPreQueueingHints off and
       on, each on a fresh cluster, twice (``run_claim_template``). ``--quick``: 20 nodes, 100/200/400
-      pods, once.
+      pods, once;
+    - ``ClaimBurst`` (kplane's): KEP-6132's own situation, N pods waiting for their claims when the
+      claim events come (``ClaimBurstWorkload``): 100 nodes x 50 GPUs, N = 500, 2,000 and 5,000,
+      five runs per setting of the gate (``run_claim_burst``). ``--quick``: 20 nodes x 20 GPUs,
+      100/200/400 pods, once.
     """
     def n(x: int) -> int:
         return max(1, int(x * scale))
@@ -169,6 +195,8 @@ def workloads(scale: float) -> list[AnyWorkload | ClaimTemplateWorkload]:
         ReplicaSetWorkload("ReplicaSetScaleUp", n(2000), POD_DEFAULT),
         ClaimTemplateWorkload("SchedulingWithResourceClaimTemplate", (100, 200, 400) if quick else (500, 1000, 2000),
                               nodes=20 if quick else 100, devices_per_node=20, repeats=1 if quick else 2),
+        ClaimBurstWorkload("ClaimBurst", (100, 200, 400) if quick else (500, 2000, 5000),
+                           nodes=20 if quick else 100, devices_per_node=20 if quick else 50, runs=1 if quick else 5),
     ]
 
 
@@ -336,9 +364,9 @@ async def _claim_template(c: Client) -> None:
     await c.resource_claim_templates.create(t)
 
 
-async def _run_claim_template_workload(server: str, token: str, pods: int, mark=lambda label: None) -> dict:
+async def _run_claim_template_workload(state: cluster.ClusterState, pods: int, mark=lambda label: None) -> dict:
     """Half of ``pods`` created and bound, then the other half — measured — in one burst."""
-    async with Client(server, token, timeout=60) as c:
+    async with Client(state.server, state.admin_token(), timeout=60) as c:
         await _claim_template(c)
         bound = _Bound(c)
         await bound.informer.start()
@@ -389,8 +417,12 @@ _CLAIM_METRICS = {
 }
 
 
-def run_claim_template_one(w: ClaimTemplateWorkload, pods: int, gate: bool) -> dict:
-    """One size, one setting of the gate, on a cluster of its own."""
+Measure = Callable[[cluster.ClusterState, int, Callable[[str], None]], Coroutine[Any, Any, dict]]
+
+
+def _claim_run(w: ClaimWorkload, pods: int, gate: bool, measure: Measure) -> dict:
+    """One size, one setting of the gate, on a cluster of its own: ``measure(state, pods, mark)``'s result,
+    the cost of the phase it marked and the scheduler's claim events and hint calls in it."""
     state = _cluster(w.nodes, feature_gates=f"{PRE_QUEUEING_HINTS}={'true' if gate else 'false'}",
                      controller_managers=1, dra_devices=w.devices_per_node)
     try:
@@ -398,7 +430,7 @@ def run_claim_template_one(w: ClaimTemplateWorkload, pods: int, gate: bool) -> d
 
         def mark(label: str) -> None:
             marks[label] = (_Mark.now(state), _metric_sums(state, "scheduler", _CLAIM_METRICS))
-        r = run_loop_result(_run_claim_template_workload(state.server, state.admin_token(), pods, mark=mark))
+        r = run_loop_result(measure(state, pods, mark))
         (start, m0), (end, m1) = marks["measure-start"], marks["measure-end"]
         delta = {k: m1[k] - m0[k] for k in m1}
         r.update(_measured_phase(start, end, r["measured_pods"], "pod", w.nodes))
@@ -407,6 +439,17 @@ def run_claim_template_one(w: ClaimTemplateWorkload, pods: int, gate: bool) -> d
         return r
     finally:
         cluster.down(state, purge=True)
+
+
+def _alternating(runs: int, one: Callable[[bool], dict], what: str) -> dict[str, list[dict]]:
+    """``one(gate)`` ``runs`` times per setting of the gate, off, on, then on, off, ... so that a
+    burst of load from outside the benchmark costs one side one try, not the ratio."""
+    tries: dict[str, list[dict]] = {"off": [], "on": []}
+    for attempt in range(runs):
+        for gate in ((False, True) if attempt % 2 == 0 else (True, False)):
+            print(f"    {what}, {PRE_QUEUEING_HINTS}={'on' if gate else 'off'} ...", flush=True)
+            tries["on" if gate else "off"].append(one(gate))
+    return tries
 
 
 def run_claim_template(w: ClaimTemplateWorkload) -> dict:
@@ -420,15 +463,69 @@ def run_claim_template(w: ClaimTemplateWorkload) -> dict:
     ``scheduler_event_handling_duration_seconds_count``)."""
     out: dict = {"nodes": w.nodes, "devices_per_node": w.devices_per_node, "repeats": w.repeats, "sizes": {}}
     for pods in w.sizes:
-        tries: dict[str, list[dict]] = {"off": [], "on": []}
-        for attempt in range(w.repeats):
-            for gate in ((False, True) if attempt % 2 == 0 else (True, False)):
-                print(f"    {pods} pods, {PRE_QUEUEING_HINTS}={'on' if gate else 'off'} ...", flush=True)
-                tries["on" if gate else "off"].append(run_claim_template_one(w, pods, gate))
+        tries = _alternating(w.repeats, functools.partial(_claim_run, w, pods, measure=_run_claim_template_workload),
+                             f"{pods} pods")
         runs: dict = {g: max(results, key=lambda r: r["pods_per_s"]) for g, results in tries.items()}
         runs["ratio"] = round(runs["on"]["pods_per_s"] / runs["off"]["pods_per_s"], 2)
         runs["pods_per_s_of_each_try"] = {g: [r["pods_per_s"] for r in results] for g, results in tries.items()}
         out["sizes"][str(pods)] = runs
+    return out
+
+
+def _gated(state: cluster.ClusterState) -> int:
+    """Pods the scheduler holds gated by a PreEnqueue plugin (``scheduler_pending_pods{queue="gated"}``)."""
+    return int(_metric_sums(state, "scheduler", {"gated": ('scheduler_pending_pods{queue="gated"}',)})["gated"])
+
+
+async def _run_claim_burst_workload(state: cluster.ClusterState, pods: int, mark=lambda label: None) -> dict:
+    """N pods created with the resourceclaim controller held back, seen all gated in the scheduler,
+    then the controller let go: pods/s and latency from the let-go to each pod bound."""
+    manager = state.processes["controller-manager"]
+    async with Client(state.server, state.admin_token(), timeout=60) as c:
+        await _claim_template(c)
+        bound = _Bound(c)
+        await bound.informer.start()
+        await bound.informer.wait_for_sync()
+        cluster.arm_failpoint(manager, FP_HOLD_CLAIMS, "pause")
+        names = [f"burst-{k}" for k in range(pods)]
+        await _bounded(16, ((lambda n=n: c.pods.create(_claim_pod(n, "burst"))) for n in names))
+        deadline = time.monotonic() + 600
+        while (gated := await asyncio.to_thread(_gated, state)) < pods:
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"{gated} of {pods} pods gated in the scheduler")
+            await asyncio.sleep(0.2)
+        mark("measure-start")
+        t0 = time.perf_counter()
+        await asyncio.to_thread(cluster.arm_failpoint, manager, FP_HOLD_CLAIMS, "off")
+        await bound.until(names, timeout=3600)
+        mark("measure-end")
+        latencies = [1000 * (bound.at[n] - t0) for n in names]
+        await bound.informer.stop()
+    await asyncio.sleep(0.2)  # let gRPC finish cancelling the watch before the loop closes
+    return {"measured_pods": pods, "pods_per_s": round(pods / (max(bound.at.values()) - t0), 1),
+            "p50_ms": round(percentile(latencies, 50), 1), "p99_ms": round(percentile(latencies, 99), 1)}
+
+
+def _spread(tries: list[dict]) -> dict:
+    """The median, least and most of the headline figures over ``tries``."""
+    figs = {"scheduler_cpu_ms": [t["cpu_ms_per_pod_by_component"].get("scheduler", 0.0) for t in tries],
+            "pods_per_s": [t["pods_per_s"] for t in tries]}
+    return {stat: {k: round(f(v), 2) for k, v in figs.items()}
+            for stat, f in (("median", statistics.median), ("min", min), ("max", max))}
+
+
+def run_claim_burst(w: ClaimBurstWorkload) -> dict:
+    """Each size with the gate off and on, ``runs`` times (off, on, then on, off, ...); per setting
+    the median and spread of the scheduler's CPU ms per pod and of pods/s, and the on ÷ off ratio of
+    the medians (KEP-6132's target: scheduler CPU on ≤ 0.5 of off at 5,000 pods, falling as N grows)."""
+    out: dict = {"nodes": w.nodes, "devices_per_node": w.devices_per_node, "runs": w.runs, "burst": {}}
+    for pods in w.sizes:
+        tries = _alternating(w.runs, functools.partial(_claim_run, w, pods, measure=_run_claim_burst_workload),
+                             f"{pods} pods waiting")
+        size: dict = {g: {**_spread(t), "tries": t} for g, t in tries.items()}
+        size["ratio_on_off"] = {k: round(size["on"]["median"][k] / size["off"]["median"][k], 3)
+                                for k in size["on"]["median"] if size["off"]["median"][k]}
+        out["burst"][str(pods)] = size
     return out
 
 
@@ -678,7 +775,7 @@ def _size(quick: bool) -> tuple[int, float]:
     return (100, 0.2) if quick else (500, 1.0)
 
 
-def choose(only: list[str] | None, quick: bool) -> list[AnyWorkload | ClaimTemplateWorkload]:
+def choose(only: list[str] | None, quick: bool) -> list[AnyWorkload | ClaimWorkload]:
     """The workloads named in ``only`` (every one when it is empty); ValueError for a name there is none of."""
     chosen = workloads(_size(quick)[1])
     if not only:
@@ -696,10 +793,14 @@ def run(out_dir: Path, quick: bool = False, only: list[str] | None = None) -> di
     result: dict = {"machine": {"cpus": os.cpu_count()}, "nodes": nodes, "workloads": {}}
     for w in chosen:
         print(f"  {w.name} ...", flush=True)
-        result["workloads"][w.name] = run_claim_template(w) if isinstance(w, ClaimTemplateWorkload) \
-            else run_one(w, nodes * getattr(w, "node_factor", 1))
-    missed = [w for w in chosen
-              if not isinstance(w, ClaimTemplateWorkload) and result["workloads"][w.name].get("target_met") is False]
+        if isinstance(w, ClaimTemplateWorkload):
+            result["workloads"][w.name] = run_claim_template(w)
+        elif isinstance(w, ClaimBurstWorkload):
+            result["workloads"][w.name] = run_claim_burst(w)
+        else:
+            result["workloads"][w.name] = run_one(w, nodes * getattr(w, "node_factor", 1))
+    missed = [w for w in chosen if not isinstance(w, (ClaimTemplateWorkload, ClaimBurstWorkload))
+              and result["workloads"][w.name].get("target_met") is False]
     if missed or not only or "SchedulingBasic" in only:
         result["profile"] = profile(nodes, out_dir, scale, missed[0] if missed else None)
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -712,12 +813,16 @@ _DEFAULT_LOOPS = "uvloop for the apiserver and hollow nodes, asyncio for the res
 
 def summary(r: dict) -> str:
     nodes = f"{r['nodes']} hollow nodes (4 cpu, 32Gi, 110 pods)" if any(
-        "sizes" not in w for w in r["workloads"].values()) else "Hollow nodes (4 cpu, 32Gi, 110 pods)"
+        "sizes" not in w and "burst" not in w for w in r["workloads"].values()) \
+        else "Hollow nodes (4 cpu, 32Gi, 110 pods)"
     lines = [f"{nodes}, create -> bound (ResizePreemption: resize request -> actuated) through the real "
              f"processes, event loop {os.environ.get('KPLANE_EVENT_LOOP') or _DEFAULT_LOOPS}:"]
     for name, w in r["workloads"].items():
         if "sizes" in w:
             lines += _claim_template_summary(name, w)
+            continue
+        if "burst" in w:
+            lines += _claim_burst_summary(name, w)
             continue
         unit = "resize" if "resizes_per_s" in w else "pod"
         target = f"   target >= {w[f'target_{unit}s_per_s']:.0f}: {'met' if w['target_met'] else 'MISSED'}" \
@@ -794,4 +899,32 @@ def _claim_template_summary(name: str, w: dict) -> list[str]:
     if scaled:
         lines.append("  at 11k etcd puts/s, pods/s off / on, and scheduler CPU per pod off / on in ref units: "
                      + "; ".join(scaled))
+    return lines
+
+
+KEP_6132_TARGET = 0.5  # scheduler CPU per pod, gate on over off, at the largest N (docs/performance.md)
+
+
+def _claim_burst_summary(name: str, w: dict) -> list[str]:
+    lines = [f"  {name} ({w['nodes']} hollow nodes x {w['devices_per_node']} GPUs; N pods gated waiting for "
+             f"their claims, then the resourceclaim controller let go; gate {PRE_QUEUEING_HINTS} off / on, "
+             f"{w['runs']} runs each, median [least-most]):",
+             f"  {'N':>8}   scheduler CPU ms per pod off / on        on/off   pods/s off / on"
+             f"                      hint calls per claim event off / on"]
+    ratios = []
+    for pods, size in w["burst"].items():
+        off, on = size["off"], size["on"]
+
+        def fig(side: dict, key: str) -> str:
+            return f"{side['median'][key]:.1f} [{side['min'][key]:.1f}-{side['max'][key]:.1f}]"
+        calls = [statistics.median(t["claim_hint_calls_per_claim_event"] for t in side["tries"]) for side in (off, on)]
+        ratio = size["ratio_on_off"].get("scheduler_cpu_ms", float("nan"))
+        ratios.append(ratio)
+        lines.append(f"  {pods:>8}   {fig(off, 'scheduler_cpu_ms'):>17} / {fig(on, 'scheduler_cpu_ms'):<17}"
+                     f" {ratio:>6.2f}   {fig(off, 'pods_per_s'):>19} / {fig(on, 'pods_per_s'):<19}"
+                     f" {calls[0]:>10.1f} / {calls[1]:.2f}")
+    falling = all(b < a for a, b in zip(ratios, ratios[1:], strict=False))
+    met = bool(ratios) and ratios[-1] <= KEP_6132_TARGET and falling
+    lines.append(f"  {'':<8}   target: on/off <= {KEP_6132_TARGET} at N = {list(w['burst'])[-1]} and falling as N "
+                 f"grows: {'met' if met else 'MISSED'}")
     return lines

@@ -19,7 +19,7 @@ from typing import Final
 from prometheus_client import Counter
 
 from controllers.controller import Controller, ControllerContext
-from machinery import errors
+from machinery import errors, failpoints
 from machinery.api import core_pb2, resource_pb2
 from machinery.dra import resourceclaim as rc
 from machinery.informer import key_of
@@ -33,6 +33,13 @@ CLAIM_OWNER_INDEX: Final = "claim-pod-owner-index"
 FAILED_CREATION: Final = "FailedResourceClaimCreation"
 # Pods known to be deleted, so their reservations go without asking the API (Kubernetes' uidCache).
 _DELETED_UIDS_MAX: Final = 500
+
+# Armed with ``pause``, the claims of every pod wait (the pods sit gated in the scheduler's
+# unschedulable pool); armed again (``off``) they all come at once: KEP-6132's burst of claim events,
+# which bench/scheduler.py's ClaimBurst workload makes this way.
+FP_BEFORE_SYNC_POD = failpoints.declare(
+    "controller-manager/resourceclaim-before-sync-pod",
+    "a pod's claims about to be made from their templates (pause: the resourceclaim controller held back)")
 
 CREATE_ATTEMPTS = Counter("resourceclaim_controller_create_attempts_total",
                           "Number of ResourceClaims creation requests")
@@ -166,6 +173,7 @@ class ResourceClaimController(Controller[WorkItem]):
         A pod bound without the scheduler whose claim is allocated gets reserved in it
         (``status.reservedFor``), if there is room — Kubernetes docs: Dynamic Resource Allocation,
         "Pre-scheduled Pods"."""
+        await failpoints.hit(FP_BEFORE_SYNC_POD)
         pod = self._pods.get(key.name, key.namespace)
         if pod is None or pod.metadata.deletion_timestamp:
             return

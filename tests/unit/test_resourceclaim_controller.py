@@ -8,10 +8,12 @@ Kubernetes automatically")."""
 
 from __future__ import annotations
 
+import asyncio
+
 import pytest
 
-from controllers.resourceclaim import FAILED_CREATION, ClaimKey, PodKey, ResourceClaimController
-from machinery import errors
+from controllers.resourceclaim import FAILED_CREATION, FP_BEFORE_SYNC_POD, ClaimKey, PodKey, ResourceClaimController
+from machinery import errors, failpoints
 from machinery.api import core_pb2, resource_pb2
 from machinery.dra import resourceclaim as rc
 from machinery.kinds import POD, RESOURCE_CLAIM, RESOURCE_CLAIM_TEMPLATE
@@ -172,3 +174,26 @@ async def test_events_enqueue_the_pod_and_its_claims(api):
     assert len(ctl.queue) == 1, "a pod with a template claim to make is queued"
     item, _ = await ctl.queue.get()
     assert item == PodKey("default", "web")
+
+
+async def test_held_back_by_its_failpoint_no_claim_is_made_until_let_go(api):
+    """``controller-manager/resourceclaim-before-sync-pod`` armed with pause holds a pod's sync before
+    any write; armed off, the sync goes on and makes the claim (KEP-6132's burst of claim events)."""
+    ctl = ResourceClaimController(api.context())
+    api.add(template())
+    api.add(gpu_pod())
+    failpoints.arm(FP_BEFORE_SYNC_POD, "pause")
+    try:
+        sync = asyncio.create_task(ctl.sync(PodKey("default", "web")))
+        async with asyncio.timeout(10):  # the sync reaches the failpoint and waits there
+            while not failpoints.paused() and not sync.done():
+                await asyncio.sleep(0.005)
+        api.deliver()
+        assert claims(api) == [] and not sync.done(), "held back: nothing written"
+        failpoints.arm(FP_BEFORE_SYNC_POD, "off")
+        await sync
+    finally:
+        failpoints.reset()
+    api.deliver()
+    assert len(claims(api)) == 1
+    assert [s.name for s in api.get(POD, "web").status.resource_claim_statuses] == ["gpu"]

@@ -3,14 +3,10 @@ PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
-# machinery's modules compiled with mypyc (tools/build_mypyc.py, docs/performance-mypyc.md); rebuilt
-# when a compiled source changes. KPLANE_PURE_PYTHON=1 runs the .py files instead.
-MYPYC  := build/mypyc/machinery/BUILT
-MYPYC_SOURCES := machinery/__init__.py machinery/fit.py machinery/jsonconv.py machinery/selectors.py
 
-.PHONY: install up down test test-unit lint typecheck bench bench-compare chaos proto proto-check compose image clean
+.PHONY: install mypyc up down test test-unit lint typecheck bench bench-compare chaos proto proto-check compose image clean
 
-install: $(STAMP) $(MYPYC)
+install: $(STAMP) mypyc
 
 $(STAMP): pyproject.toml tools/install_etcd.sh tools/install_compose.sh tools/install_chromium.sh tools/apt_install.sh
 	$(PYTHON) -m venv $(VENV)
@@ -21,9 +17,11 @@ $(STAMP): pyproject.toml tools/install_etcd.sh tools/install_compose.sh tools/in
 	sh tools/install_chromium.sh
 	touch $(STAMP)
 
-# Without a C compiler or on a failed build: one line, no stamp, and the pure-Python modules.
-$(MYPYC): $(STAMP) tools/build_mypyc.py $(MYPYC_SOURCES)
-	$(BIN)/python tools/build_mypyc.py
+# machinery.COMPILED's modules compiled with mypyc (tools/build_mypyc.py, docs/performance.md), again
+# when one of them, the script or the venv changed. Without a C compiler or on a failed build: one
+# line, no stamp, and the pure-Python modules. KPLANE_PURE_PYTHON=1 runs the .py files instead.
+mypyc: $(STAMP)
+	$(BIN)/python tools/build_mypyc.py --if-stale
 
 up: install
 	$(BIN)/kplane up

@@ -10,25 +10,23 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-# The modules tools/build_mypyc.py compiles with mypyc (docs/performance-mypyc.md: pure computation
+# The modules tools/build_mypyc.py compiles with mypyc (docs/performance.md, "mypyc": pure computation
 # that runs at least 1.3x faster compiled), into COMPILED_DIR.
 COMPILED = ("fit", "jsonconv", "selectors")
 COMPILED_DIR = Path(__file__).resolve().parent.parent / "build" / "mypyc" / "machinery"
 COMPILED_STAMP = COMPILED_DIR / "BUILT"
 
 
-def _use_compiled() -> bool:
-    """The build is there, newer than every source it compiled, and KPLANE_PURE_PYTHON is not 1."""
-    if os.environ.get("KPLANE_PURE_PYTHON") == "1":
-        return False
+def compiled_is_fresh(*also: Path) -> bool:
+    """The build is there and newer than every source it compiled (and than the files ``also``)."""
+    here = Path(__file__).parent
     try:
         built = COMPILED_STAMP.stat().st_mtime
-        here = Path(__file__).parent
-        return all((here / f"{name}.py").stat().st_mtime <= built for name in COMPILED)
+        return all(p.stat().st_mtime <= built for p in (*(here / f"{name}.py" for name in COMPILED), *also))
     except OSError:
         return False
 
 
 # Found first, before the .py files beside this one: Python imports the C extension when both exist.
-if _use_compiled():
+if os.environ.get("KPLANE_PURE_PYTHON") != "1" and compiled_is_fresh():
     __path__.insert(0, str(COMPILED_DIR))

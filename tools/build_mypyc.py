@@ -1,13 +1,15 @@
 """``make install``'s last step: the modules of ``machinery.COMPILED`` compiled with mypyc.
 
-``python tools/build_mypyc.py``: writes each module's C extension, and the mypyc runtime it
-needs, to ``build/mypyc/machinery/``, then the stamp ``build/mypyc/machinery/BUILT``. The
+``python tools/build_mypyc.py [--if-stale]``: writes each module's C extension, and the mypyc
+runtime it needs, to ``build/mypyc/machinery/``, then the stamp ``build/mypyc/machinery/BUILT``;
+with ``--if-stale`` (``make install``) nothing when the stamp is newer than the compiled sources,
+this script and the venv's install stamp (the one list of modules is ``machinery.COMPILED``). The
 package looks there first (machinery/__init__.py) unless ``KPLANE_PURE_PYTHON=1`` or a source
 is newer than the stamp; the .py files stay where they are and are used otherwise.
 
 Without a C compiler, or if mypyc fails, it prints one line and exits 0: kplane then runs on the
 pure-Python modules (the unit test tests/unit/test_mypyc.py fails where a build was expected).
-Why these modules and not others: docs/performance-mypyc.md.
+Why these modules and not others: docs/performance.md, "mypyc".
 """
 
 from __future__ import annotations
@@ -21,9 +23,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from machinery import COMPILED, COMPILED_DIR, COMPILED_STAMP  # noqa: E402
+from machinery import COMPILED, COMPILED_DIR, COMPILED_STAMP, compiled_is_fresh  # noqa: E402
 
 _TEMP = ROOT / "build" / "mypyc-temp"
+_VENV_STAMP = ROOT / ".venv" / ".installed"  # the Makefile's: mypy (mypyc) may have changed with it
 
 
 def build() -> str | None:
@@ -54,6 +57,8 @@ def build() -> str | None:
 
 
 def main() -> None:
+    if "--if-stale" in sys.argv[1:] and compiled_is_fresh(Path(__file__).resolve(), _VENV_STAMP):
+        return
     why = build()
     if why is None:
         print(f"mypyc: compiled {', '.join(COMPILED)} into {COMPILED_DIR.relative_to(ROOT)}")

@@ -37,6 +37,7 @@ from machinery.api import apps_pb2, core_pb2, resource_pb2, scheduling_pb2
 from machinery.client import Client
 from machinery.informer import Informer
 from machinery.kinds import POD
+from machinery.process import UVLOOP_COMPONENTS
 from machinery.quantity import Quantity
 
 # Measured operations per second (docs/performance.md's targets); a run states whether it met them
@@ -808,7 +809,7 @@ def run(out_dir: Path, quick: bool = False, only: list[str] | None = None) -> di
     return result
 
 
-_DEFAULT_LOOPS = "uvloop for the apiserver and hollow nodes, asyncio for the rest"
+_DEFAULT_LOOPS = f"uvloop for {' and '.join(sorted(UVLOOP_COMPONENTS))}, asyncio for the rest"
 
 
 def summary(r: dict) -> str:

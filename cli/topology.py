@@ -232,7 +232,7 @@ def controller_manager_components(cfg: ClusterConfig, a: "_Addresses", server: s
 HOLLOW = "hollow-nodes"
 HOLLOW_PREFIX = "hollow-node-"
 # --hollow-processes 0 (auto): one process per this many hollow nodes, at most
-# HOLLOW_PROCESSES_PER_CORE per core; measured in docs/performance-hollow.md.
+# HOLLOW_PROCESSES_PER_CORE per core; measured in docs/performance.md, "Hollow nodes at scale".
 HOLLOW_NODES_PER_PROCESS = 1000
 HOLLOW_PROCESSES_PER_CORE = 2
 

@@ -4,7 +4,7 @@
 
 Imports every candidate the normal way (its compiled build when one is present) and a second,
 pure copy from its .py file, then times the same calls on both, alternating rounds, in CPU time
-(time.process_time). Prints, per hot path, the best round of each and their ratio (docs/performance-mypyc.md).
+(time.process_time). Prints, per hot path, the best round of each and their ratio (docs/performance.md, "mypyc").
 No cluster, no I/O: safe on a machine where others measure.
 """
 

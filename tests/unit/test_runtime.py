@@ -603,3 +603,23 @@ def test_a_state_file_in_the_earlier_json_form_is_still_read(tmp_path):
     path.write_text(json_format.MessageToJson(state, indent=1))
     assert statefile.load(path).node_name == "node-1"
     assert statefile.decode(statefile.encode(state)) == state
+
+
+async def test_the_reads_run_without_a_timer_never_wait(rt):
+    """InProcessRuntime runs these with no timeout: each must answer (or fail) without suspending."""
+    from kubelet.runtime.client import _READS_FROM_MEMORY
+    from kubelet.runtime.methods import METHODS
+    cid = await _container(rt, await _sandbox(rt))
+    for attr in sorted(_READS_FROM_MEMORY):
+        request = METHODS[attr].request()
+        if hasattr(request, "container_id"):
+            request.container_id = cid
+        call = getattr(rt, attr)(request)
+        try:
+            call.send(None)
+        except StopIteration:
+            continue
+        except RuntimeCallError:
+            continue
+        call.close()
+        raise AssertionError(f"{attr} suspended: it cannot run without a timeout")

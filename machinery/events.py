@@ -4,13 +4,15 @@
 caller: events go through a bounded queue to one background task that writes them. An event
 repeating one already written (same object, type, reason, message) within ``dedup_window`` bumps
 that Event's ``count`` and ``lastTimestamp`` instead of creating another, as Kubernetes' event
-correlator does. Events are best effort: when the queue is full they are dropped and counted.
+correlator does, remembering the last ``MAX_REMEMBERED`` events written as its LRU cache does.
+Events are best effort: when the queue is full they are dropped and counted.
 """
 
 from __future__ import annotations
 
 import asyncio
 import time
+from collections import OrderedDict
 from dataclasses import dataclass
 
 from google.protobuf.message import Message
@@ -24,6 +26,9 @@ from machinery.logging import get_logger
 from machinery.process import cancel_and_wait, supervise
 
 log = get_logger()
+
+# client-go's event correlator: maxLruCacheEntries (the events it remembers, to count repeats).
+MAX_REMEMBERED = 4096
 
 _DROPPED = Counter("kplane_events_dropped_total", "Events not written because the queue was full or the API "
                    "refused them.", ["component"])
@@ -48,7 +53,7 @@ class EventRecorder:
         self.host = host
         self.dedup_window = dedup_window
         self._queue: asyncio.Queue[tuple[_Key, Message, str, str]] = asyncio.Queue(maxsize=max_queue)
-        self._written: dict[_Key, tuple[str, float]] = {}  # key -> (event name, when)
+        self._written: OrderedDict[_Key, tuple[str, float]] = OrderedDict()  # key -> (event name, when), LRU last
         self._task: asyncio.Task[None] | None = None
         self._dropped = _DROPPED.labels(component=component)
 
@@ -103,7 +108,7 @@ class EventRecorder:
                 ev.count += 1
                 ev.last_timestamp = now
                 await self.client.events.update(ev)
-                self._written[key] = (seen[0], time.monotonic())
+                self._remember(key, seen[0])
                 return
             except (errors.NotFound, errors.Conflict):
                 pass
@@ -120,7 +125,13 @@ class EventRecorder:
             kind, ns, name, uid = related.split("/", 3)
             ev.related.kind, ev.related.namespace, ev.related.name, ev.related.uid = kind, ns, name, uid
         created = await self.client.events.create(ev)
-        self._written[key] = (created.metadata.name, time.monotonic())
-        if len(self._written) > 10_000:
-            cutoff = time.monotonic() - self.dedup_window
-            self._written = {k: v for k, v in self._written.items() if v[1] >= cutoff}
+        self._remember(key, created.metadata.name)
+
+    def _remember(self, key: _Key, name: str) -> None:
+        """The event ``key`` was written as ``name`` now; the least recently written one forgotten
+        past ``MAX_REMEMBERED`` (each write O(1): the old sweep of the whole map at 10,000 entries
+        ran on every event once that many were younger than the window)."""
+        self._written[key] = (name, time.monotonic())
+        self._written.move_to_end(key)
+        if len(self._written) > MAX_REMEMBERED:
+            self._written.popitem(last=False)

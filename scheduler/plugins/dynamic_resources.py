@@ -21,7 +21,7 @@ from typing import Any, Final
 from machinery import errors, failpoints
 from machinery.api import core_pb2, resource_pb2
 from machinery.dra import resourceclaim as rc
-from machinery.dra.allocator import AllocationError, Allocator, DeviceID, allocated_device_ids
+from machinery.dra.allocator import AllocationError, Allocator, DeviceID, Picks, allocated_device_ids
 from machinery.dra.selectors import SelectorError, compile_selectors
 from machinery.informer import key_of
 from machinery.logging import get_logger
@@ -92,8 +92,8 @@ class _State(StateData):
     # Per claim: the node selector of its allocation, for claims allocated already.
     available_on: list[NodeSelector | None] = field(default_factory=list)
     allocator: Allocator | None = None
-    # node -> one allocation per claim the allocator handles (Filter's result, for Reserve).
-    node_allocations: dict[str, list[resource_pb2.AllocationResult]] = field(default_factory=dict)
+    # node -> the devices each request takes there (Filter's result; Reserve makes the allocations).
+    node_picks: dict[str, Picks] = field(default_factory=dict)
     # Per claim: the allocation Reserve set aside, for PreBind to write.
     allocations: list[resource_pb2.AllocationResult | None] = field(default_factory=list)
 
@@ -286,10 +286,10 @@ class DynamicResources:
         if s.allocator is None:
             return None
         dra = self._dra()
-        allocations = s.allocator.allocate(node, dra.slices_for(node.metadata.name) if dra is not None else [])
-        if allocations is None:
+        picks = s.allocator.pick(node, dra.slices_for(node.metadata.name) if dra is not None else [])
+        if picks is None:
             return _unschedulable(ERR_CANNOT_ALLOCATE)
-        s.node_allocations[node.metadata.name] = allocations
+        s.node_picks[node.metadata.name] = picks
         return None
 
     # ------------------------------------------------------------ reserve
@@ -300,10 +300,11 @@ class DynamicResources:
         s: _State | None = state.get(_STATE_KEY)
         if s is None or s.allocator is None:
             return None
-        allocations = s.node_allocations.get(node_name)
+        picks = s.node_picks.get(node_name)
         to_allocate = s.allocator.claims
-        if allocations is None or len(allocations) != len(to_allocate):
+        if picks is None:
             return Status(Code.ERROR, f"claim allocation not found for node {node_name}")
+        allocations = s.allocator.results(node_name, picks)
         for claim, allocation in zip(to_allocate, allocations, strict=True):
             index = next(i for i, c in enumerate(s.claims) if c.metadata.uid == claim.metadata.uid)
             s.allocations[index] = allocation

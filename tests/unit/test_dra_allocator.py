@@ -193,3 +193,50 @@ def test_first_available_is_an_allocation_error():
     c.spec.devices.requests.add(name="gpu").first_available.add(name="big", device_class_name="gpu.kplane.dev")
     with pytest.raises(AllocationError, match="firstAvailable is not supported"):
         Allocator([c], classes, lambda d: False)
+
+
+# ---------------------------------------------------------------- the usable devices, remembered
+
+
+def _stored(obj, uid: str, rv: str):
+    obj.metadata.uid, obj.metadata.resource_version = uid, rv
+    return obj
+
+
+def test_usable_devices_are_remembered_per_node_and_slice_version_and_only_for_stored_objects():
+    from machinery.dra import allocator
+    n = _stored(node("cache-node"), "n1", "5")
+    s1 = _stored(resource_slice("cache-node", 2), "s1", "7")
+    first = allocator.usable_devices(n, [s1])
+    assert [c.id.device for c in first.candidates] == ["gpu-0", "gpu-1"]
+    assert allocator.usable_devices(n, [s1]) is first, "the same versions: remembered"
+    s2 = _stored(resource_slice("cache-node", 3), "s1", "8")  # the driver republished the slice
+    assert [c.id.device for c in allocator.usable_devices(n, [s2]).candidates] == ["gpu-0", "gpu-1", "gpu-2"]
+    relabelled = _stored(node("cache-node", zone="b"), "n1", "6")
+    assert allocator.usable_devices(relabelled, [s1]) is not first, "the node changed: asked again"
+    unstored = resource_slice("cache-node", 1)
+    a = allocator.usable_devices(node("cache-node"), [unstored])
+    b = allocator.usable_devices(node("cache-node"), [unstored])
+    assert a is not b and [c.id.device for c in a.candidates] == ["gpu-0"], "never stored: never remembered"
+
+
+def test_usable_devices_forget_the_least_recently_used_past_their_bound(monkeypatch):
+    from machinery.dra import allocator
+    monkeypatch.setattr(allocator, "USABLE_CACHE_SIZE", 2)
+    monkeypatch.setattr(allocator, "_usable_cache", allocator.OrderedDict())
+    nodes = [_stored(node(f"lru-{i}"), f"n{i}", "1") for i in range(3)]
+    slices = [_stored(resource_slice(f"lru-{i}", 1), f"s{i}", "1") for i in range(3)]
+    kept = [allocator.usable_devices(n, [s]) for n, s in zip(nodes, slices, strict=True)]
+    assert len(allocator._usable_cache) == 2
+    assert allocator.usable_devices(nodes[2], [slices[2]]) is kept[2]
+    assert allocator.usable_devices(nodes[0], [slices[0]]) is not kept[0], "the oldest was forgotten"
+
+
+def test_the_devices_a_set_of_selectors_matches_are_remembered_with_the_node():
+    from machinery.dra import allocator
+    n = _stored(node("match-node"), "n9", "1")
+    offered = allocator.usable_devices(n, [_stored(resource_slice("match-node", 3), "s9", "1")])
+    index_one = (compile_selector('device.attributes["dra.kplane.dev"].index == 1'),)
+    assert [c.id.device for c in offered.matching(index_one)] == ["gpu-1"]
+    assert offered.matching(index_one) is offered.matching((compile_selector(index_one[0].expression),))
+    assert [c.id.device for c in offered.matching(())] == ["gpu-0", "gpu-1", "gpu-2"]

@@ -71,8 +71,6 @@ log = get_logger()
 class KubeletConfig:
     node: NodeConfig
     checkpoint_dir: str
-    # fsync each checkpoint write (Kubernetes' FileStore); hollow nodes do not (kubelet/hollow/main.py).
-    durable_checkpoints: bool = True
     release: Version = BINARY  # --emulated-version: nodeInfo.kubeletVersion; the gates below are at it
     in_place_resize: bool = True  # the InPlacePodVerticalScaling gate
     resize_preemption: bool = False  # the SchedulerPreemptionForPodResize gate (KEP-5836, alpha)
@@ -127,8 +125,7 @@ class Kubelet:
                                        record_event=self.event,
                                        before_allocate=lambda pod: failpoints.hit_sync(FP_RESIZE_BEFORE_ALLOCATE),
                                        policies=cfg.resource_policies,
-                                       memory_backed_volumes=cfg.in_place_resize and cfg.memory_backed_volumes,
-                                       durable_checkpoints=cfg.durable_checkpoints)
+                                       memory_backed_volumes=cfg.in_place_resize and cfg.memory_backed_volumes)
         self.node_conditions = Conditions()
         self.node_agent = NodeAgent(client, cfg.node, lambda: self.node_conditions,
                                     status_interval=cfg.node_status_interval, lease_duration=cfg.node_lease_duration,

@@ -6,13 +6,10 @@ restarted kubelet re-admits pods at what it had admitted and knows whether a res
 to reach the runtime. One file per state in the checkpoint dir, like Kubernetes'
 ``allocated_pods_state`` / ``actuated_pods_state``.
 
-Writes are atomic (temp file, fsync, rename, fsync of the directory, as Kubernetes' FileStore)
-and the content carries a checksum, so a crash mid-write leaves the previous checkpoint intact and
-a damaged file is detected: it is logged, moved aside as ``<name>.corrupt-<time>`` and the store
-starts empty (the kubelet then recovers from the runtime and the API) — never a crash. A store
-made with ``durable=False`` (hollow nodes) skips the two fsyncs: the rename alone is atomic
-against a killed process, which is what hollow nodes are tested against; only a machine's crash
-could lose its last write.
+Writes are atomic (temp file, fsync, rename, fsync of the directory) and the content carries a
+checksum, so a crash mid-write leaves the previous checkpoint intact and a damaged file is
+detected: it is logged, moved aside as ``<name>.corrupt-<time>`` and the store starts empty (the
+kubelet then recovers from the runtime and the API) — never a crash.
 
 Only ``kubelet.allocation`` writes these files; everyone else asks the allocation manager.
 """
@@ -73,9 +70,8 @@ def read(path: str | os.PathLike) -> dict[str, dict[str, Resources]]:
 class CheckpointStore:
     """``{pod uid: {container name: Resources}}`` backed by one checkpoint file."""
 
-    def __init__(self, directory: str | os.PathLike, name: str, durable: bool = True):
+    def __init__(self, directory: str | os.PathLike, name: str):
         self.path = Path(directory) / name
-        self.durable = durable
         self._pods: dict[str, dict[str, Resources]] = {}
         self._fragments: dict[str, str] = {}
         self.recovered_from_corruption = False
@@ -139,13 +135,10 @@ class CheckpointStore:
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         try:
             os.write(fd, data)
-            if self.durable:
-                os.fsync(fd)
+            os.fsync(fd)
         finally:
             os.close(fd)
         os.replace(tmp, self.path)
-        if not self.durable:
-            return
         dfd = os.open(self.path.parent, os.O_RDONLY)
         try:
             os.fsync(dfd)

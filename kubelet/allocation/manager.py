@@ -125,15 +125,14 @@ class AllocationManager:
     def __init__(self, checkpoint_dir: str | os.PathLike, node_name: str, allocatable: Mapping[str, int],
                  max_pods: int, record_event: RecordEvent | None = None,
                  before_allocate: Callable[[core_pb2.Pod], None] | None = None,
-                 policies: NodeResourcePolicies = DEFAULT_POLICIES, memory_backed_volumes: bool = False,
-                 durable_checkpoints: bool = True):
+                 policies: NodeResourcePolicies = DEFAULT_POLICIES, memory_backed_volumes: bool = False):
         self._node_name = node_name
         # KEP-6030 (InPlacePodVerticalScalingMemoryBackedVolumes): memory-backed emptyDir sizes are
         # allocated with the containers' resources, in the same checkpoint entry.
         self._volumes = memory_backed_volumes
         self._policies = policies  # the CPU/Memory managers' policies and swap (kubelet.allocation.feasibility)
-        self._allocated = CheckpointStore(checkpoint_dir, ALLOCATED_FILE, durable_checkpoints)
-        self._actuated = CheckpointStore(checkpoint_dir, ACTUATED_FILE, durable_checkpoints)
+        self._allocated = CheckpointStore(checkpoint_dir, ALLOCATED_FILE)
+        self._actuated = CheckpointStore(checkpoint_dir, ACTUATED_FILE)
         self._conditions = cond.ResizeConditions()
         self._allocatable = dict(allocatable)
         self._allocatable_resource = Resource.of(self._allocatable)

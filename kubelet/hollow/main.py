@@ -94,10 +94,6 @@ def build(a: argparse.Namespace, shared: Client, slot: int = 0) -> list[HollowNo
         token = _token(a, name)
         cfg = config_from(a, node_name=name, checkpoint_dir=str(Path(a.data_dir) / name / "checkpoints"))
         cfg.workers = a.workers
-        # Hundreds of kubelets share this process's one event loop: an fsync per checkpoint write
-        # stalled all of them (half the process's samples under SchedulingBasic). Their checkpoints
-        # are written and renamed atomically, which a killed process cannot tear; no fsync.
-        cfg.durable_checkpoints = False
         runtime = FakeRuntime(name)
         nodes.append(HollowNode(Kubelet(cfg, shared.share(token), InProcessRuntime(runtime)), runtime))
     return nodes

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import os
 
 import pytest
 
@@ -342,41 +341,6 @@ def test_checkpoint_survives_restart_and_detects_corruption(tmp_path):
     s4 = CheckpointStore(tmp_path, ALLOCATED_FILE)
     s4.load()  # never raises
     assert s4.pods() == []
-
-
-@pytest.mark.parametrize("durable,fsyncs", [(True, 2), (False, 0)])
-def test_a_checkpoint_write_fsyncs_the_file_and_directory_unless_not_durable(tmp_path, monkeypatch, durable, fsyncs):
-    """Kubernetes' FileStore fsyncs; a hollow node's store (durable=False) writes and renames only,
-    and a second store reads back what it wrote either way."""
-    synced: list[int] = []
-    real_fsync = os.fsync
-    monkeypatch.setattr(os, "fsync", lambda fd: synced.append(fd) or real_fsync(fd))
-    s = CheckpointStore(tmp_path, ALLOCATED_FILE, durable=durable)
-    s.load()
-    s.set_pod("u1", {"c": Resources({"cpu": "1"}, {"cpu": "2"})})
-    assert len(synced) == fsyncs
-    again = CheckpointStore(tmp_path, ALLOCATED_FILE)
-    again.load()
-    assert again.get("u1", "c") == Resources({"cpu": "1"}, {"cpu": "2"})
-    assert not list(tmp_path.glob(".*.tmp")), "the temporary file was renamed over the checkpoint"
-
-
-def test_hollow_kubelets_write_their_checkpoints_without_fsync(tmp_path, monkeypatch):
-    from kubelet.hollow import main as hollow
-    made: list[KubeletConfig] = []
-    monkeypatch.setattr(hollow, "Kubelet", lambda cfg, client, runtime: made.append(cfg) or cfg)
-    a = hollow.parse_args(["--server", "127.0.0.1:1", "--data-dir", str(tmp_path), "--nodes", "2",
-                           "--token-dir", str(tmp_path)])
-    for i in (1, 2):
-        (tmp_path / f"hollow-node-{i}.token").write_text("token\n")
-    hollow.build(a, _Shared())
-    assert [c.durable_checkpoints for c in made] == [False, False]
-    assert KubeletConfig(made[0].node, str(tmp_path)).durable_checkpoints, "a real kubelet fsyncs"
-
-
-class _Shared:
-    def share(self, token: str) -> "_Shared":
-        return self
 
 
 @pytest.mark.parametrize("old,new,expected", [

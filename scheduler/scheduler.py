@@ -63,7 +63,8 @@ class Scheduler:
         self.pdbs = Informer(client, POD_DISRUPTION_BUDGET)
         features = Features.from_gates(feature_gates)  # what the gates mean to plugins, through their handle
         # DRA's informers, before any handler of the queue's is added (its tracker runs first).
-        self.dra: DRAManager | None = DRAManager(client) if features.enable_dynamic_resource_allocation else None
+        self.dra: DRAManager | None = (DRAManager(client, self.nodes) if features.enable_dynamic_resource_allocation
+                                       else None)
         self.frameworks: dict[str, Framework] = {}
         async_api = feature_gates is None or feature_gates.enabled("SchedulerAsyncAPICalls")
         self.status_writer: StatusWriter | None = StatusWriter() if async_api else None

@@ -6,14 +6,13 @@ those resources have already been allocated to existing ResourceClaims, and then
 those resources that remain."
 
 - ``Allocator``: the claims' requests, prepared once; ``Allocator.allocate`` answers for one node;
-- ``_usable_devices``: the devices a node's ResourceSlices offer (``usable_devices``: remembered per
-  node and slice versions); ``Allocator._search`` picks them;
+- ``usable_devices``: the devices a node's ResourceSlices offer (``UsableDevices``: remembered per
+  node while its and its slices' versions hold); ``Allocator._search`` picks them;
 - ``AllocationError``: what is wrong with the claims themselves, whatever the node.
 """
 
 from __future__ import annotations
 
-from collections import OrderedDict
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Final, NamedTuple
@@ -26,8 +25,6 @@ EXACT_COUNT: Final = "ExactCount"
 ALL: Final = "All"
 # Steps the backtracking search may take for one node before it gives the node up.
 SEARCH_BUDGET: Final = 100_000
-# Nodes whose usable devices are remembered (``usable_devices``), the least recently used forgotten.
-USABLE_CACHE_SIZE: Final = 8192
 
 
 class DeviceID(NamedTuple):
@@ -78,7 +75,7 @@ Picks = list[list[_Candidate]]  # per request of the allocator, the devices it t
 @dataclass
 class NodeDevices:
     """The devices a node's slices offer, in order, and per set of selectors (by their expressions)
-    those that match them: both fixed while the node and its slices are (``usable_devices``)."""
+    those that match them: both fixed while the node and its slices are (``UsableDevices``)."""
     candidates: list[_Candidate]
     _matching: dict[tuple[str, ...], list[_Candidate]] = field(default_factory=dict)
 
@@ -145,13 +142,13 @@ class Allocator:
                  slices: Iterable[resource_pb2.ResourceSlice]) -> list[resource_pb2.AllocationResult] | None:
         """One allocation per claim (in the claims' order) from the devices ``slices`` offer on
         ``node``; None when they do not suffice."""
-        picks = self.pick(node, slices)
+        picks = self.pick(usable_devices(node, slices))
         return None if picks is None else self.results(node.metadata.name, picks)
 
-    def pick(self, node: core_pb2.Node, slices: Iterable[resource_pb2.ResourceSlice]) -> Picks | None:
-        """The devices each request takes on ``node`` (None when they do not suffice), without the
-        allocation objects: a Filter visits many nodes and Reserve needs the results of one."""
-        return self._search(usable_devices(node, slices))
+    def pick(self, devices: NodeDevices) -> Picks | None:
+        """The devices each request takes of a node's ``devices`` (None when they do not suffice),
+        without the allocation objects: a Filter visits many nodes and Reserve needs the results of one."""
+        return self._search(devices)
 
     def results(self, node_name: str, picks: Picks) -> list[resource_pb2.AllocationResult]:
         """One ``AllocationResult`` per claim from ``pick``'s answer for the node ``node_name``."""
@@ -243,29 +240,40 @@ def _available_on(node: core_pb2.Node, spec: resource_pb2.ResourceSliceSpec) -> 
     return spec.HasField("all_nodes") and spec.all_nodes
 
 
-_usable_cache: OrderedDict[tuple[str, ...], NodeDevices] = OrderedDict()
-
-
 def usable_devices(node: core_pb2.Node, slices: Iterable[resource_pb2.ResourceSlice]) -> NodeDevices:
-    """``_usable_devices``, remembered for stored objects by the node's name and resourceVersion and
-    each slice's uid and resourceVersion, with the devices each set of selectors matches: what the
-    node's slices offer changes only when one of them does, yet every pod with a claim asks again
-    for every node its Filter visits (100 nodes x 50 devices: most of the scheduler's CPU per such
-    pod). Objects without a resourceVersion (never stored) are not remembered."""
-    slices = list(slices)
-    node_rv = node.metadata.resource_version
-    if not node_rv or not all(s.metadata.resource_version for s in slices):
-        return NodeDevices(_usable_devices(node, slices))
-    key = (node.metadata.name, node_rv,
-           *(part for s in slices for part in (s.metadata.uid, s.metadata.resource_version)))
-    found = _usable_cache.get(key)
-    if found is not None:
-        _usable_cache.move_to_end(key)
+    """The devices ``slices`` offer on ``node`` (``_usable_devices``), not remembered."""
+    return NodeDevices(_usable_devices(node, slices))
+
+
+class UsableDevices:
+    """Each node's usable devices, remembered while the node's and its slices' resourceVersions
+    hold, with the devices each set of selectors matches: what a node's slices offer changes only
+    when one of them does, yet every pod with a claim asks again for every node its Filter visits
+    (100 nodes x 50 devices: most of the scheduler's CPU per such pod). One entry per node, the
+    latest versions asked for; ``forget`` drops a node's when it or its slice goes. Objects without
+    a resourceVersion (never stored) are not remembered. The scheduler's DRA manager holds one."""
+
+    def __init__(self) -> None:
+        self._by_node: dict[str, tuple[tuple[str, ...], NodeDevices]] = {}
+
+    def get(self, node: core_pb2.Node, slices: Iterable[resource_pb2.ResourceSlice]) -> NodeDevices:
+        slices = list(slices)
+        name, node_rv = node.metadata.name, node.metadata.resource_version
+        if not node_rv or not all(s.metadata.resource_version for s in slices):
+            return usable_devices(node, slices)
+        key = (node_rv, *(part for s in slices for part in (s.metadata.uid, s.metadata.resource_version)))
+        known = self._by_node.get(name)
+        if known is not None and known[0] == key:
+            return known[1]
+        found = usable_devices(node, slices)
+        self._by_node[name] = (key, found)
         return found
-    found = _usable_cache[key] = NodeDevices(_usable_devices(node, slices))
-    if len(_usable_cache) > USABLE_CACHE_SIZE:
-        _usable_cache.popitem(last=False)
-    return found
+
+    def forget(self, node_name: str) -> None:
+        self._by_node.pop(node_name, None)
+
+    def __len__(self) -> int:
+        return len(self._by_node)
 
 
 def _usable_devices(node: core_pb2.Node, slices: Iterable[resource_pb2.ResourceSlice]) -> list[_Candidate]:

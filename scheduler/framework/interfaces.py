@@ -18,7 +18,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Protocol, runtime_checkable
 
 from machinery.api import core_pb2, policy_pb2, resource_pb2
-from machinery.dra.allocator import DeviceID
+from machinery.dra.allocator import DeviceID, NodeDevices
 from scheduler.framework.features import Features
 from scheduler.framework.node_info import NodeInfo
 from scheduler.framework.pod_info import PodInfo, QueuedPodInfo
@@ -333,6 +333,11 @@ class SharedDRAManager(Protocol):
     def slices_for(self, node_name: str) -> list[resource_pb2.ResourceSlice]:
         """The slices published for that node (``spec.nodeName``) and those not tied to one node
         (``nodeSelector``, ``allNodes``), which the allocator matches against the node."""
+        ...
+
+    def usable_devices(self, node: core_pb2.Node) -> NodeDevices:
+        """The devices the node's slices offer it, as the allocator picks from them (remembered
+        while the node and its slices are unchanged)."""
         ...
 
     def is_allocated(self, device: DeviceID) -> bool:

@@ -21,7 +21,7 @@ from typing import Any, Final
 from machinery import errors, failpoints
 from machinery.api import core_pb2, resource_pb2
 from machinery.dra import resourceclaim as rc
-from machinery.dra.allocator import AllocationError, Allocator, DeviceID, Picks, allocated_device_ids
+from machinery.dra.allocator import AllocationError, Allocator, DeviceID, Picks, allocated_device_ids, usable_devices
 from machinery.dra.selectors import SelectorError, compile_selectors
 from machinery.informer import key_of
 from machinery.logging import get_logger
@@ -286,7 +286,7 @@ class DynamicResources:
         if s.allocator is None:
             return None
         dra = self._dra()
-        picks = s.allocator.pick(node, dra.slices_for(node.metadata.name) if dra is not None else [])
+        picks = s.allocator.pick(dra.usable_devices(node) if dra is not None else usable_devices(node, []))
         if picks is None:
             return _unschedulable(ERR_CANNOT_ALLOCATE)
         s.node_picks[node.metadata.name] = picks

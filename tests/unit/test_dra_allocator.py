@@ -204,38 +204,69 @@ def _stored(obj, uid: str, rv: str):
 
 
 def test_usable_devices_are_remembered_per_node_and_slice_version_and_only_for_stored_objects():
-    from machinery.dra import allocator
+    from machinery.dra.allocator import UsableDevices
+    usable = UsableDevices()
     n = _stored(node("cache-node"), "n1", "5")
     s1 = _stored(resource_slice("cache-node", 2), "s1", "7")
-    first = allocator.usable_devices(n, [s1])
+    first = usable.get(n, [s1])
     assert [c.id.device for c in first.candidates] == ["gpu-0", "gpu-1"]
-    assert allocator.usable_devices(n, [s1]) is first, "the same versions: remembered"
+    assert usable.get(n, [s1]) is first, "the same versions: remembered"
     s2 = _stored(resource_slice("cache-node", 3), "s1", "8")  # the driver republished the slice
-    assert [c.id.device for c in allocator.usable_devices(n, [s2]).candidates] == ["gpu-0", "gpu-1", "gpu-2"]
+    assert [c.id.device for c in usable.get(n, [s2]).candidates] == ["gpu-0", "gpu-1", "gpu-2"]
     relabelled = _stored(node("cache-node", zone="b"), "n1", "6")
-    assert allocator.usable_devices(relabelled, [s1]) is not first, "the node changed: asked again"
+    assert usable.get(relabelled, [s1]) is not first, "the node changed: asked again"
+    assert len(usable) == 1, "one entry per node: the latest versions"
     unstored = resource_slice("cache-node", 1)
-    a = allocator.usable_devices(node("cache-node"), [unstored])
-    b = allocator.usable_devices(node("cache-node"), [unstored])
+    a = usable.get(node("cache-node"), [unstored])
+    b = usable.get(node("cache-node"), [unstored])
     assert a is not b and [c.id.device for c in a.candidates] == ["gpu-0"], "never stored: never remembered"
 
 
-def test_usable_devices_forget_the_least_recently_used_past_their_bound(monkeypatch):
-    from machinery.dra import allocator
-    monkeypatch.setattr(allocator, "USABLE_CACHE_SIZE", 2)
-    monkeypatch.setattr(allocator, "_usable_cache", allocator.OrderedDict())
-    nodes = [_stored(node(f"lru-{i}"), f"n{i}", "1") for i in range(3)]
-    slices = [_stored(resource_slice(f"lru-{i}", 1), f"s{i}", "1") for i in range(3)]
-    kept = [allocator.usable_devices(n, [s]) for n, s in zip(nodes, slices, strict=True)]
-    assert len(allocator._usable_cache) == 2
-    assert allocator.usable_devices(nodes[2], [slices[2]]) is kept[2]
-    assert allocator.usable_devices(nodes[0], [slices[0]]) is not kept[0], "the oldest was forgotten"
+def test_usable_devices_forget_a_node():
+    from machinery.dra.allocator import UsableDevices
+    usable = UsableDevices()
+    nodes = [_stored(node(f"gone-{i}"), f"n{i}", "1") for i in range(2)]
+    slices = [_stored(resource_slice(f"gone-{i}", 1), f"s{i}", "1") for i in range(2)]
+    kept = [usable.get(n, [s]) for n, s in zip(nodes, slices, strict=True)]
+    usable.forget("gone-0")
+    usable.forget("never-there")
+    assert len(usable) == 1
+    assert usable.get(nodes[1], [slices[1]]) is kept[1]
+    assert usable.get(nodes[0], [slices[0]]) is not kept[0], "forgotten: asked again"
+
+
+class _NoApi:
+    def resource(self, kind):
+        return kind
+
+
+def test_the_schedulers_dra_manager_forgets_a_nodes_devices_when_the_node_or_its_slice_goes():
+    from machinery.informer import Informer
+    from machinery.kinds import NODE
+    from scheduler.dra_manager import DRAManager
+    nodes: Informer[core_pb2.Node] = Informer(_NoApi(), NODE)  # type: ignore[arg-type]
+    dra = DRAManager(_NoApi(), nodes)  # type: ignore[arg-type]
+    a, b = _stored(node("dra-a"), "na", "1"), _stored(node("dra-b"), "nb", "1")
+    nodes._apply("ADDED", a)
+    nodes._apply("ADDED", b)
+    slice_a, slice_b = _stored(resource_slice("dra-a", 2), "sa", "3"), _stored(resource_slice("dra-b", 1), "sb", "4")
+    dra.slices._apply("ADDED", slice_a)
+    dra.slices._apply("ADDED", slice_b)
+    seen = dra.usable_devices(a)
+    assert [c.id.device for c in seen.candidates] == ["gpu-0", "gpu-1"]
+    assert dra.usable_devices(a) is seen
+    dra.usable_devices(b)
+    assert len(dra._usable) == 2
+    nodes._apply("DELETED", b)
+    assert len(dra._usable) == 1, "the node's entry went with the node"
+    dra.slices._apply("DELETED", slice_a)
+    assert len(dra._usable) == 0, "the node's entry went with its slice"
+    assert dra.usable_devices(a).candidates == [], "no slice left: no devices"
 
 
 def test_the_devices_a_set_of_selectors_matches_are_remembered_with_the_node():
-    from machinery.dra import allocator
-    n = _stored(node("match-node"), "n9", "1")
-    offered = allocator.usable_devices(n, [_stored(resource_slice("match-node", 3), "s9", "1")])
+    from machinery.dra.allocator import usable_devices
+    offered = usable_devices(node("match-node"), [resource_slice("match-node", 3)])
     index_one = (compile_selector('device.attributes["dra.kplane.dev"].index == 1'),)
     assert [c.id.device for c in offered.matching(index_one)] == ["gpu-1"]
     assert offered.matching(index_one) is offered.matching((compile_selector(index_one[0].expression),))

@@ -18,7 +18,7 @@ from kubelet.dra.driver import device_class, resource_slice
 from machinery import errors, failpoints
 from machinery.api import core_pb2, resource_pb2
 from machinery.dra import resourceclaim as rc
-from machinery.dra.allocator import DeviceID, allocated_device_ids
+from machinery.dra.allocator import DeviceID, NodeDevices, allocated_device_ids, usable_devices
 from machinery.informer import Informer
 from machinery.kinds import POD
 from scheduler.framework.features import Features
@@ -55,6 +55,9 @@ class FakeDRA:
 
     def slices_for(self, node_name: str) -> list[resource_pb2.ResourceSlice]:
         return [s for s in self.slices if not s.spec.HasField("node_name") or s.spec.node_name == node_name]
+
+    def usable_devices(self, node: core_pb2.Node) -> NodeDevices:
+        return usable_devices(node, self.slices_for(node.metadata.name))
 
     def is_allocated(self, device: DeviceID) -> bool:
         return any(device in allocated_device_ids(c) for c in self.claims.values())

@@ -23,7 +23,7 @@ HEADINGS = {
     "api": "== API: creates/s vs raw etcd puts/s; watch delivery to 50 watchers ==",
     "kubelet": "\n== kubelet: pods started/s on one node; resize request -> actual ==",
     "scheduler": "\n== scheduler: scheduler_perf's SchedulingBasic, PreemptionBasic, Unschedulable; "
-                 "ResizePreemption (KEP-5836); SchedulingWithResourceClaimTemplate (KEP-6132) ==",
+                 "ResizePreemption (KEP-5836); SchedulingWithResourceClaimTemplate and ClaimBurst (KEP-6132) ==",
 }
 
 

@@ -44,6 +44,7 @@ from machinery.quantity import Quantity
 # (a benchmark, not a test).
 TARGETS = {"SchedulingBasic": 500.0, "PreemptionBasic": 100.0, "Unschedulable": 500.0, "ResizePreemption": 80.0}
 GROWTH_TARGET = 0.7  # SchedulingBasic at 5,000 nodes over at 500 (docs/performance.md)
+KEP_6132_TARGET = 0.5  # ClaimBurst: scheduler CPU per pod, gate on over off, at the largest N
 CHURN_INTERVAL = 0.2  # scheduler_perf's churn op: intervalMilliseconds 200
 LABEL = "kplane.dev/bench"
 RESIZE_GATE = "SchedulerPreemptionForPodResize=true"
@@ -901,9 +902,6 @@ def _claim_template_summary(name: str, w: dict) -> list[str]:
         lines.append("  at 11k etcd puts/s, pods/s off / on, and scheduler CPU per pod off / on in ref units: "
                      + "; ".join(scaled))
     return lines
-
-
-KEP_6132_TARGET = 0.5  # scheduler CPU per pod, gate on over off, at the largest N (docs/performance.md)
 
 
 def _claim_burst_summary(name: str, w: dict) -> list[str]:

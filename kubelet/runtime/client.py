@@ -24,7 +24,7 @@ from google.protobuf.message import Message
 
 from kubelet.runtime import instrumented
 from kubelet.runtime.errors import RuntimeCallError, RuntimeNotFound, RuntimeUnavailable, call_error
-from kubelet.runtime.fake import FakeRuntime
+from kubelet.runtime.fake import FakeRuntime, reads_from_memory
 from kubelet.runtime.methods import METHODS, Method
 from machinery import failpoints
 from machinery.api import cri_pb2
@@ -33,9 +33,6 @@ __all__ = ["DEFAULT_TIMEOUT", "RuntimeApi", "RuntimeClient", "InProcessRuntime",
            "RuntimeNotFound", "RuntimeUnavailable"]
 
 DEFAULT_TIMEOUT = 10.0
-# FakeRuntime's calls that answer from its memory and await nothing (kubelet/runtime/fake.py).
-_READS_FROM_MEMORY = frozenset({"version", "status", "pod_sandbox_status", "list_pod_sandbox", "list_containers",
-                                "container_status", "container_stats", "list_container_stats", "get_state"})
 R = TypeVar("R", bound=Message)
 
 _CHANNEL_OPTIONS = [
@@ -220,8 +217,9 @@ class InProcessRuntime(RuntimeApi):
         """The call, under its timeout — but for a read of the runtime's memory, which never waits
         unless its failpoint is armed: that one runs with no timer armed (a hollow node's PLEG lists
         every second; a timer that cannot fire is most of such a call's cost)."""
-        call: Coroutine[Any, Any, Message] = getattr(self.runtime, method.attr)(request)
-        if method.attr in _READS_FROM_MEMORY and not (method.failpoint and failpoints.is_armed(method.failpoint)):
+        fn = getattr(self.runtime, method.attr)
+        call: Coroutine[Any, Any, Message] = fn(request)
+        if reads_from_memory(fn) and not (method.failpoint and failpoints.is_armed(method.failpoint)):
             return await call
         try:
             async with asyncio.timeout(timeout):

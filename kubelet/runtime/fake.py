@@ -296,11 +296,14 @@ _T = TypeVar("_T", bound=Message)
 _M = TypeVar("_M", bound=Message)
 
 
-def _rpc(attr: str) -> Callable[[Callable[..., Awaitable[_T]]], Callable[..., Awaitable[_T]]]:
+def _rpc(attr: str, *, from_memory: bool = False) -> Callable[[Callable[..., Awaitable[_T]]],
+                                                             Callable[..., Awaitable[_T]]]:
     """Wrap a call: its failpoint, its metrics, and its errors as RuntimeCallError for its method.
 
     Failpoints ``runtime/<rpc>`` (``runtime/update-container-resources``, ...) at the start of every
-    RuntimeService call: ``error`` fails it (gRPC UNKNOWN), ``sleep(ms)`` delays it."""
+    RuntimeService call: ``error`` fails it (gRPC UNKNOWN), ``sleep(ms)`` delays it.
+    ``from_memory``: the call answers from the runtime's memory and awaits nothing but its armed
+    failpoint (``reads_from_memory``; an in-process caller runs it without a timer)."""
     method = METHODS[attr]
     failpoint = method.failpoint
     # The method's series, looked up once (a hollow node makes hundreds of thousands of calls).
@@ -329,8 +332,14 @@ def _rpc(attr: str) -> Callable[[Callable[..., Awaitable[_T]]], Callable[..., Aw
                 raise RuntimeCallError(method.name, f"internal error: {exc}", grpc.StatusCode.INTERNAL) from None
             finally:
                 op_duration.observe(time.perf_counter() - start)
+        call.from_memory = from_memory  # type: ignore[attr-defined]
         return call
     return wrap
+
+
+def reads_from_memory(call: Callable[..., Awaitable[Message]]) -> bool:
+    """Whether a runtime call was declared ``from_memory`` (``_rpc``)."""
+    return getattr(call, "from_memory", False)
 
 
 # --------------------------------------------------------------------------------------------
@@ -381,12 +390,12 @@ class FakeRuntime:
 
     # ---- RuntimeService ---------------------------------------------------------------------
 
-    @_rpc("version")
+    @_rpc("version", from_memory=True)
     async def version(self, request: cri_pb2.VersionRequest) -> cri_pb2.VersionResponse:
         return cri_pb2.VersionResponse(version="0.1.0", runtime_name=RUNTIME_NAME, runtime_version=RUNTIME_VERSION,
                                        runtime_api_version=RUNTIME_API_VERSION)
 
-    @_rpc("status")
+    @_rpc("status", from_memory=True)
     async def status(self, request: cri_pb2.StatusRequest) -> cri_pb2.StatusResponse:
         conditions = [cri_pb2.RuntimeCondition(type="RuntimeReady", status=True),
                       cri_pb2.RuntimeCondition(type="NetworkReady", status=True)]
@@ -437,14 +446,14 @@ class FakeRuntime:
         await self._save()
         return cri_pb2.RemovePodSandboxResponse()
 
-    @_rpc("pod_sandbox_status")
+    @_rpc("pod_sandbox_status", from_memory=True)
     async def pod_sandbox_status(self, request: cri_pb2.PodSandboxStatusRequest) -> cri_pb2.PodSandboxStatusResponse:
         sb = self._sandbox(request.pod_sandbox_id)
         return cri_pb2.PodSandboxStatusResponse(
             status=self._sandbox_status(sb), timestamp=_now(),
             containers_statuses=[self._container_status(c) for c in self._containers_of(sb.id)])
 
-    @_rpc("list_pod_sandbox")
+    @_rpc("list_pod_sandbox", from_memory=True)
     async def list_pod_sandbox(self, request: cri_pb2.ListPodSandboxRequest) -> cri_pb2.ListPodSandboxResponse:
         f = request.filter
         items = []
@@ -540,7 +549,7 @@ class FakeRuntime:
         await self._save()
         return cri_pb2.RemoveContainerResponse()
 
-    @_rpc("list_containers")
+    @_rpc("list_containers", from_memory=True)
     async def list_containers(self, request: cri_pb2.ListContainersRequest) -> cri_pb2.ListContainersResponse:
         f = request.filter
         out = []
@@ -563,7 +572,7 @@ class FakeRuntime:
             out.append(c.listed())
         return cri_pb2.ListContainersResponse(containers=out)
 
-    @_rpc("container_status")
+    @_rpc("container_status", from_memory=True)
     async def container_status(self, request: cri_pb2.ContainerStatusRequest) -> cri_pb2.ContainerStatusResponse:
         return cri_pb2.ContainerStatusResponse(status=self._container_status(self._container(request.container_id)))
 
@@ -629,11 +638,11 @@ class FakeRuntime:
             await self._save()
         return cri_pb2.UpdatePodSandboxResourcesResponse()
 
-    @_rpc("container_stats")
+    @_rpc("container_stats", from_memory=True)
     async def container_stats(self, request: cri_pb2.ContainerStatsRequest) -> cri_pb2.ContainerStatsResponse:
         return cri_pb2.ContainerStatsResponse(stats=self._stats(self._container(request.container_id), _now()))
 
-    @_rpc("list_container_stats")
+    @_rpc("list_container_stats", from_memory=True)
     async def list_container_stats(
             self, request: cri_pb2.ListContainerStatsRequest) -> cri_pb2.ListContainerStatsResponse:
         f, now = request.filter, _now()
@@ -671,7 +680,7 @@ class FakeRuntime:
         await self._save()
         return cri_pb2.ExitContainerResponse(status=self._container_status(c))
 
-    @_rpc("get_state")
+    @_rpc("get_state", from_memory=True)
     async def get_state(self, request: cri_pb2.GetStateRequest) -> cri_pb2.GetStateResponse:
         return cri_pb2.GetStateResponse(state=self._snapshot())
 

@@ -607,10 +607,12 @@ def test_a_state_file_in_the_earlier_json_form_is_still_read(tmp_path):
 
 async def test_the_reads_run_without_a_timer_never_wait(rt):
     """InProcessRuntime runs these with no timeout: each must answer (or fail) without suspending."""
-    from kubelet.runtime.client import _READS_FROM_MEMORY
+    from kubelet.runtime.fake import reads_from_memory
     from kubelet.runtime.methods import METHODS
     cid = await _container(rt, await _sandbox(rt))
-    for attr in sorted(_READS_FROM_MEMORY):
+    reads = sorted(attr for attr in METHODS if reads_from_memory(getattr(rt, attr)))
+    assert "list_pod_sandbox" in reads and "list_containers" in reads and "run_pod_sandbox" not in reads
+    for attr in reads:
         request = METHODS[attr].request()
         if hasattr(request, "container_id"):
             request.container_id = cid

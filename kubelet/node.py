@@ -208,6 +208,8 @@ class NodeAgent:
         self.on_node = on_node
         self.node: core_pb2.Node | None = None
         self._last_report = 0.0
+        # The Node and the inputs of the last status round that found nothing to write (``_settled``).
+        self._settled: tuple[core_pb2.Node, tuple[object, ...]] | None = None
         self._tasks: list[asyncio.Task] = []
         self._wake = asyncio.Event()
 
@@ -229,10 +231,28 @@ class NodeAgent:
                 await asyncio.sleep(1.0)
 
     async def update_status(self, force: bool = False) -> None:
-        """Write the status if it changed (or is due), then the pressure taints if they changed."""
+        """Write the status if it changed (or is due), then the pressure taints if they changed.
+
+        The status and taints are a function of the Node as last written or read, the config and the
+        conditions: when none of them changed since the last round and no report is due, this round
+        would find what that one found — nothing to write — and is skipped (a hollow process runs
+        hundreds of these rounds a second, each copying and serialising the Node twice)."""
         conditions = self.conditions()
+        inputs = self._inputs(conditions)
+        due = time.monotonic() - self._last_report >= self.status_report_interval
+        settled = self._settled
+        if not force and not due and settled is not None and settled[0] is self.node and settled[1] == inputs:
+            return
         await self._write_status(conditions, force)
         await self.sync_pressure_taints(conditions)
+        self._settled = (self.node, inputs) if self.node is not None else None
+
+    def _inputs(self, c: Conditions) -> tuple[object, ...]:
+        """What a status round computes the status and taints from, besides the Node."""
+        cfg = self.cfg
+        return (c.ready, c.ready_message, c.memory_pressure, c.disk_pressure, c.pid_pressure, cfg.cpu, cfg.memory,
+                cfg.pods, cfg.ephemeral_storage, tuple(cfg.kube_reserved.items()), cfg.kubelet_version,
+                cfg.runtime_version, cfg.address, tuple(cfg.declared_features))
 
     async def sync_pressure_taints(self, conditions: Conditions) -> None:
         async def write(node: core_pb2.Node) -> None:

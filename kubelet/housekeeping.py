@@ -2,9 +2,10 @@
 
 Housekeeping removes runtime pods the API no longer has, reports whether the runtime answers,
 and resyncs every pod every ``sync_frequency``; the PLEG loop queues the pods whose containers
-changed; pending resizes (KEP-1287) are retried periodically and on the triggers the KEP names
-(``ResizeRetries``); a change of the Node's ``podPreemptionPolicy`` (KEP-5836) re-decides the
-Deferred resizes it concerns.
+changed (with the Evented PLEG the relist runs every 5 min, or at once when the event stream
+failed, and the events queue the pods between); pending resizes (KEP-1287) are retried
+periodically and on the triggers the KEP names (``ResizeRetries``); a change of the Node's
+``podPreemptionPolicy`` (KEP-5836) re-decides the Deferred resizes it concerns.
 """
 
 from __future__ import annotations
@@ -66,7 +67,8 @@ class Housekeeping:
     def __init__(self, node: str, *, ops: RuntimeOps, pleg: GenericPLEG, alloc: AllocationManager,
                  workers: PodWorkers, retries: ResizeRetries, pods: Callable[[], list[core_pb2.Pod]],
                  pods_by_uid: PodsByUid, node_conditions: Conditions, node_agent: NodeAgent,
-                 sync_frequency: float, pleg_relist_period: float, node_policy_supported: bool):
+                 sync_frequency: float, pleg_relist_period: float, node_policy_supported: bool,
+                 evented: bool = False):
         self._node = node
         self._ops = ops
         self._pleg = pleg
@@ -80,6 +82,8 @@ class Housekeeping:
         self._sync_frequency = sync_frequency
         self._pleg_relist_period = pleg_relist_period
         self._node_policy_supported = node_policy_supported
+        # With the Evented PLEG the relist waits on this, so that a failed stream relists at once.
+        self._relist_wake: asyncio.Event | None = asyncio.Event() if evented else None
 
     def on_node(self, node: core_pb2.Node) -> None:
         """KEP-5836: the Node's podPreemptionPolicy changed: its Deferred resizes are decided again."""
@@ -93,21 +97,45 @@ class Housekeeping:
             if uid in by_uid:
                 self._workers.enqueue(by_uid[uid])
 
+    def pods_changed(self, changed: set[str]) -> None:
+        """The PLEG found these pods changed in the runtime: sync those the API has, clean up the rest."""
+        by_uid = self._pods_by_uid()
+        for uid in changed:
+            if uid in by_uid:
+                self._workers.enqueue(by_uid[uid])
+            else:
+                self._workers.cleanup(uid)
+
+    def relist_now(self) -> None:
+        """Relist at once (the Evented PLEG's stream failed: what it missed is found there)."""
+        if self._relist_wake is not None:
+            self._relist_wake.set()
+
+    def use_relist_period(self, period: float) -> None:
+        """Relist every ``period`` seconds from now on (the Evented PLEG fell back), the first at once."""
+        self._pleg_relist_period = period
+        self.relist_now()
+
     async def pleg_loop(self) -> None:
+        wake = self._relist_wake
         while True:
+            if wake is not None:
+                wake.clear()  # a wake-up asked for during the relist asks for the next one
             try:
                 changed = await self._pleg.relist()
             except (RuntimeUnavailable, RuntimeCallError) as exc:
                 log.debug("pleg_relist_failed", node=self._node, error=str(exc))
                 changed = set()
             if changed:
-                by_uid = self._pods_by_uid()
-                for uid in changed:
-                    if uid in by_uid:
-                        self._workers.enqueue(by_uid[uid])
-                    else:
-                        self._workers.cleanup(uid)
-            await asyncio.sleep(self._pleg_relist_period)
+                self.pods_changed(changed)
+            if wake is None:
+                await asyncio.sleep(self._pleg_relist_period)
+                continue
+            try:
+                async with asyncio.timeout(self._pleg_relist_period):
+                    await wake.wait()
+            except TimeoutError:
+                pass
 
     async def housekeeping_loop(self) -> None:
         last_resync = time.monotonic()

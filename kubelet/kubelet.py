@@ -30,7 +30,7 @@ from kubelet.eviction.manager import EvictionManager
 from kubelet.eviction.thresholds import EvictionConfig
 from kubelet.housekeeping import Housekeeping, ResizeRetries
 from kubelet.node import Conditions, NodeAgent, NodeConfig, allocatable_units
-from kubelet.pleg import GenericPLEG
+from kubelet.pleg import EVENTED_RELIST_PERIOD, EventedPLEG, GenericPLEG
 from kubelet.pod_runtime import PodRuntime
 from kubelet.pod_sync import PodSync
 from kubelet.pod_workers import PodWorkers, _needs_sync
@@ -85,6 +85,7 @@ class KubeletConfig:
     node_status_interval: float = 10.0
     node_lease_duration: int = 40
     pleg_relist_period: float = 1.0
+    evented_pleg: bool = False  # the EventedPLEG gate (KEP-3386, alpha): the runtime's events, relist every 5 min
     eviction: EvictionConfig = field(default_factory=EvictionConfig)
     system_memory_usage: int = 0  # bytes of simulated non-pod memory use (kubelet/eviction/signals.py)
     dra_devices: int = 0  # GPUs the fake DRA driver publishes for this node (kubelet/dra); 0: no driver
@@ -156,8 +157,13 @@ class Kubelet:
                                          retries=self.retries, pods=self.pods.list_all, pods_by_uid=self.pods_by_uid,
                                          node_conditions=self.node_conditions, node_agent=self.node_agent,
                                          sync_frequency=cfg.sync_frequency,
-                                         pleg_relist_period=cfg.pleg_relist_period,
-                                         node_policy_supported=self.node_policy_supported)
+                                         pleg_relist_period=(EVENTED_RELIST_PERIOD if cfg.evented_pleg
+                                                             else cfg.pleg_relist_period),
+                                         node_policy_supported=self.node_policy_supported, evented=cfg.evented_pleg)
+        hk = self.housekeeping
+        self.evented_pleg = EventedPLEG(
+            runtime, on_changed=hk.pods_changed, relist=hk.relist_now,
+            fall_back=lambda: hk.use_relist_period(cfg.pleg_relist_period), node=name) if cfg.evented_pleg else None
         self.pod_sync = PodSync(get_pod=self.pods.get, pods_by_uid=self.pods_by_uid, ops=self.ops, alloc=self.alloc,
                                 runtime=self.runtime, admitter=self.admitter, terminator=self.terminator,
                                 status=self.status_manager, retries=self.retries, workers=self.workers,
@@ -191,6 +197,8 @@ class Kubelet:
         self._tasks += [supervise(f"{self.name}/node-agent", self.node_agent.run),
                         supervise(f"{self.name}/housekeeping", self.housekeeping.housekeeping_loop),
                         supervise(f"{self.name}/pleg", self.housekeeping.pleg_loop),
+                        *([supervise(f"{self.name}/evented-pleg", self.evented_pleg.run)]
+                          if self.evented_pleg is not None else []),
                         supervise(f"{self.name}/resize-retries", self.retries.run),
                         supervise(f"{self.name}/eviction-manager", self.eviction.run)]
         # "Pending resizes are handled after all existing Pods have been added" (KEP-1287): pods

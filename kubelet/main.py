@@ -152,6 +152,7 @@ def config_from(a: argparse.Namespace, node_name: str | None = None,
                          resize_retry_initial=a.resize_retry_initial, resize_retry_interval=a.resize_retry_interval,
                          restart_backoff=a.restart_backoff, node_status_interval=a.node_status_interval,
                          node_lease_duration=a.node_lease_duration_seconds, pleg_relist_period=a.pleg_relist_period,
+                         evented_pleg=gates.enabled("EventedPLEG"),
                          eviction=eviction, system_memory_usage=system_memory, dra_devices=a.dra_devices,
                          resource_policies=policies)
 

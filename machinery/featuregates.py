@@ -80,6 +80,8 @@ KNOWN_GATES: dict[str, tuple[Spec, ...]] = {
                                   Spec(_v("1.34"), True, _GA), Spec(_v("1.35"), True, _GA, locked=True)),
     # KEP-5307 container restart rules: a container's own restartPolicy and restartPolicyRules.
     "ContainerRestartRules": (Spec(_v("1.34"), False, _A), Spec(_v("1.35"), True, _B)),
+    # KEP-3386 Evented PLEG: the kubelet learns container changes from the runtime's event stream.
+    "EventedPLEG": (Spec(_v("1.26"), False, _A),),
     # Pod-level resources (spec.resources).
     "PodLevelResources": (Spec(_v("1.32"), False, _A), Spec(_v("1.34"), True, _B)),
 }

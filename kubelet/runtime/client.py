@@ -17,7 +17,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Coroutine
-from typing import Any, TypeVar, cast
+from typing import Any, Protocol, TypeVar, cast
 
 import grpc
 from google.protobuf.message import Message
@@ -47,15 +47,44 @@ _CHANNEL_OPTIONS = [
 ]
 
 
+class ContainerEvents(Protocol):
+    """A ``GetContainerEvents`` stream: the runtime's events in order. Iterating fails with
+    ``RuntimeCallError`` when the stream breaks (and ends if the runtime closes it); ``close`` ends
+    the subscription."""
+
+    def __aiter__(self) -> ContainerEvents: ...
+
+    async def __anext__(self) -> cri_pb2.ContainerEventResponse: ...
+
+    def close(self) -> None: ...
+
+
 class RuntimeApi:
     """The runtime's calls, each counted and timed (``kubelet.runtime.instrumented``); subclasses
-    provide ``_rpc``."""
+    provide ``_rpc`` and ``_subscribe``."""
 
     def __init__(self, timeout: float = DEFAULT_TIMEOUT):
         self.timeout = timeout
 
     async def _rpc(self, method: Method, request: Message, timeout: float) -> Message:
         raise NotImplementedError
+
+    async def _subscribe(self, method: Method) -> ContainerEvents:
+        raise NotImplementedError
+
+    async def container_events(self) -> ContainerEvents:
+        """Subscribe to the runtime's container events (``GetContainerEvents``, KEP-3386): returns
+        once the stream is established, RuntimeCallError if it cannot be. Counted as one operation."""
+        method = METHODS["get_container_events"]
+        operation = instrumented.operation_type(method)
+        start, failed = time.perf_counter(), True
+        try:
+            stream = await self._subscribe(method)
+            failed = False
+            return stream
+        finally:
+            if operation is not None:
+                instrumented.record(operation, time.perf_counter() - start, failed)
 
     async def _call(self, method: Method, request: Message, timeout: float) -> Message:
         operation = instrumented.operation_type(method)
@@ -194,7 +223,10 @@ class RuntimeClient(RuntimeApi):
         self.channel = grpc.aio.insecure_channel(address, options=_CHANNEL_OPTIONS)
         self._stubs = {m.attr: self.channel.unary_unary(m.path, request_serializer=m.request.SerializeToString,
                                                         response_deserializer=m.response.FromString)
-                       for m in METHODS.values()}
+                       for m in METHODS.values() if not m.streaming}
+        self._streams = {m.attr: self.channel.unary_stream(m.path, request_serializer=m.request.SerializeToString,
+                                                           response_deserializer=m.response.FromString)
+                         for m in METHODS.values() if m.streaming}
 
     async def _rpc(self, method: Method, request: Message, timeout: float) -> Message:
         try:
@@ -202,8 +234,56 @@ class RuntimeClient(RuntimeApi):
         except grpc.aio.AioRpcError as exc:
             raise call_error(method.name, exc.code(), exc.details() or exc.code().name) from None
 
+    async def _subscribe(self, method: Method) -> ContainerEvents:
+        """The call, once the runtime sent its headers (it does on subscribing); a call that failed
+        at once (the runtime is down, the failpoint) raises here."""
+        call = self._streams[method.attr](method.request())
+        try:
+            await call.initial_metadata()
+            if call.done():
+                code = await call.code()
+                if code != grpc.StatusCode.OK:
+                    raise call_error(method.name, code, await call.details() or code.name)
+        except grpc.aio.AioRpcError as exc:
+            raise call_error(method.name, exc.code(), exc.details() or exc.code().name) from None
+        return _GrpcEvents(method.name, call)
+
     async def close(self) -> None:
         await self.channel.close()
+
+
+class _GrpcEvents:
+    """``ContainerEvents`` over a gRPC server stream."""
+
+    def __init__(self, name: str, call: Any):
+        self._name = name
+        self._call = call
+
+    def __aiter__(self) -> _GrpcEvents:
+        return self
+
+    async def __anext__(self) -> cri_pb2.ContainerEventResponse:
+        try:
+            event = await self._call.read()
+        except grpc.aio.AioRpcError as exc:
+            raise call_error(self._name, exc.code(), exc.details() or exc.code().name) from None
+        except asyncio.CancelledError:
+            if self._call.cancelled() and not _cancelling():
+                raise RuntimeCallError(self._name, "the event stream was closed", grpc.StatusCode.CANCELLED) from None
+            raise
+        if event is grpc.aio.EOF:
+            code = await self._call.code()
+            raise call_error(self._name, code if code != grpc.StatusCode.OK else grpc.StatusCode.UNAVAILABLE,
+                             await self._call.details() or "the runtime ended the event stream")
+        return cast(cri_pb2.ContainerEventResponse, event)
+
+    def close(self) -> None:
+        self._call.cancel()
+
+
+def _cancelling() -> bool:
+    task = asyncio.current_task()
+    return task is not None and task.cancelling() > 0
 
 
 class InProcessRuntime(RuntimeApi):
@@ -212,6 +292,9 @@ class InProcessRuntime(RuntimeApi):
     def __init__(self, runtime: FakeRuntime, *, timeout: float = DEFAULT_TIMEOUT):
         super().__init__(timeout)
         self.runtime = runtime
+
+    async def _subscribe(self, method: Method) -> ContainerEvents:
+        return await self.runtime.get_container_events(cri_pb2.GetEventsRequest())
 
     async def _rpc(self, method: Method, request: Message, timeout: float) -> Message:
         """The call, under its timeout — but for a read of the runtime's memory, which never waits

@@ -8,8 +8,9 @@ with ``errors.RuntimeCallError`` (gRPC status code included).
 It simulates what containerd does for the kubelet (KEP-1287 "CRI Changes", "Actuating Resizes",
 "Memory Limit Decreases"): the lifecycle and idempotency (``FakeRuntime``), graceful stop
 (``FakeRuntime.stop_container``), applied resources (``applied_resources``), a usage model with
-OOM kills (``MEMORY_USAGE_ANNOTATION``, ``FakeRuntime._check_oom``), failpoints (``_rpc``) and
-persistence (``FakeRuntime.start``).
+OOM kills (``MEMORY_USAGE_ANNOTATION``, ``FakeRuntime._check_oom``), failpoints (``_rpc``),
+persistence (``FakeRuntime.start``) and the container events of KEP-3386's Evented PLEG
+(``FakeRuntime.get_container_events``, ``EventStream``).
 """
 
 from __future__ import annotations
@@ -73,6 +74,14 @@ _OP_ERRORS = Counter("kplane_runtime_operations_errors", "Runtime calls that fai
 _OP_DURATION = Histogram("kplane_runtime_operations_duration_seconds", "Duration of runtime calls, by operation.",
                          ["operation_type"],
                          buckets=(0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30))
+
+# Events a GetContainerEvents subscriber may have unread before the runtime cuts it off (its stream
+# fails with RESOURCE_EXHAUSTED and the kubelet relists), as containerd's event channel is bounded.
+EVENT_BUFFER = 1000
+CREATED_EVENT = cri_pb2.CONTAINER_CREATED_EVENT
+STARTED_EVENT = cri_pb2.CONTAINER_STARTED_EVENT
+STOPPED_EVENT = cri_pb2.CONTAINER_STOPPED_EVENT
+DELETED_EVENT = cri_pb2.CONTAINER_DELETED_EVENT
 
 for _m in METHODS.values():
     if _m.failpoint:
@@ -342,6 +351,43 @@ def reads_from_memory(call: Callable[..., Awaitable[Message]]) -> bool:
     return getattr(call, "from_memory", False)
 
 
+class EventStream:
+    """One ``GetContainerEvents`` subscriber: every event of the runtime from its subscription on,
+    in order. Iterating fails with ``RuntimeCallError`` (RESOURCE_EXHAUSTED) once it fell
+    ``EVENT_BUFFER`` events behind, and ends when ``close``d."""
+
+    def __init__(self, runtime: "FakeRuntime"):
+        self._runtime = runtime
+        self._queue: asyncio.Queue[cri_pb2.ContainerEventResponse | None] = asyncio.Queue()
+        self._overflowed = False
+
+    def put(self, event: cri_pb2.ContainerEventResponse) -> None:
+        if self._queue.qsize() >= EVENT_BUFFER:
+            self._overflowed = True
+            self.close()
+            return
+        self._queue.put_nowait(event)
+
+    def close(self) -> None:
+        streams = self._runtime._streams
+        if self in streams:
+            del streams[self]
+            self._queue.put_nowait(None)
+
+    def __aiter__(self) -> "EventStream":
+        return self
+
+    async def __anext__(self) -> cri_pb2.ContainerEventResponse:
+        event = await self._queue.get()
+        if event is not None:
+            return event
+        if self._overflowed:
+            raise RuntimeCallError(METHODS["get_container_events"].name,
+                                   f"the subscriber fell {EVENT_BUFFER} events behind",
+                                   grpc.StatusCode.RESOURCE_EXHAUSTED)
+        raise StopAsyncIteration
+
+
 # --------------------------------------------------------------------------------------------
 # The runtime
 
@@ -367,6 +413,7 @@ class FakeRuntime:
         self._sandboxes_of_pod: dict[str, dict[str, _Sandbox]] = {}  # pod uid label -> sandboxes
         self._containers_of_pod: dict[str, dict[str, _Container]] = {}  # pod uid label -> containers
         self._state_file = statefile.StateFile(state_file, self._snapshot) if state_file else None
+        self._streams: dict[EventStream, None] = {}  # GetContainerEvents subscribers, in order
         self._log = get_logger(node=node_name)
         self.started = False
         _RUNTIMES.add(self)
@@ -385,6 +432,8 @@ class FakeRuntime:
                        running=running, state_file=str(self._state_file.path) if self._state_file else None)
 
     async def close(self) -> None:
+        for stream in list(self._streams):
+            stream.close()
         if self._state_file is not None:
             await self._state_file.close()
 
@@ -414,6 +463,8 @@ class FakeRuntime:
         sb.overhead.CopyFrom(request.config.linux.overhead)
         sb.resources.CopyFrom(request.config.linux.resources)
         self._add_sandbox(sb)
+        self._event(sb, sb.id, CREATED_EVENT)
+        self._event(sb, sb.id, STARTED_EVENT)
         self._log.info("sandbox_started", pod=sb.pod, sandbox=sb.id, attempt=md.attempt)
         await self._save()
         return cri_pb2.RunPodSandboxResponse(pod_sandbox_id=sb.id)
@@ -428,6 +479,7 @@ class FakeRuntime:
                 changed = True
         if sb.state != NOTREADY:
             sb.state = NOTREADY
+            self._event(sb, sb.id, STOPPED_EVENT)
             self._log.info("sandbox_stopped", pod=sb.pod, sandbox=sb.id)
             changed = True
         if changed:
@@ -442,6 +494,7 @@ class FakeRuntime:
         for c in list(self._containers_of(sb.id)):
             self._remove_container(c)
         self._drop_sandbox(sb)
+        self._event(sb, sb.id, DELETED_EVENT)
         self._log.info("sandbox_removed", pod=sb.pod, sandbox=sb.id)
         await self._save()
         return cri_pb2.RemovePodSandboxResponse()
@@ -485,6 +538,7 @@ class FakeRuntime:
         c.cpu_millicores = _annotation_quantity(config.annotations, CPU_USAGE_ANNOTATION, Quantity.milli_value,
                                                 c.name)
         self._add_container(c)
+        self._event(sb, c.id, CREATED_EVENT)
         self._log.info("container_created", pod=c.pod, container=c.name, container_id=c.id,
                        attempt=config.metadata.attempt, resources=_resources_fields(c.actual))
         await self._save()
@@ -503,6 +557,7 @@ class FakeRuntime:
             raise _precondition(f"failed to start container {c.id!r}: its sandbox is not ready")
         now = _now()
         c.state, c.started_at, c.cpu_sampled_at = RUNNING, now, now
+        self._event(sb, c.id, STARTED_EVENT)
         self._log.info("container_started", pod=c.pod, container=c.name, container_id=c.id)
         self._check_oom(c)
         await self._save()
@@ -744,6 +799,7 @@ class FakeRuntime:
         c.fold_cpu(now)
         c.state, c.finished_at, c.exit_code, c.reason, c.message = EXITED, now, code, reason, message
         c.exited.set()
+        self._container_event(c, STOPPED_EVENT)
         self._log.info("container_exited", pod=c.pod, container=c.name, container_id=c.id, exit_code=code,
                        reason=reason)
 
@@ -761,11 +817,46 @@ class FakeRuntime:
         if c.state == RUNNING:  # "must be forcibly removed"
             self._exit(c, EXIT_CODE_KILLED, REASON_ERROR)
         self._drop_container(c)
+        self._container_event(c, DELETED_EVENT)
         self._log.info("container_removed", pod=c.pod, container=c.name, container_id=c.id)
 
     async def _save(self) -> None:
         if self._state_file is not None:
             await self._state_file.save()
+
+    # ---- events (KEP-3386) ----------------------------------------------------------------------
+
+    async def get_container_events(self, request: cri_pb2.GetEventsRequest) -> EventStream:
+        """Subscribe to the events of every change from now on (CRI's GetContainerEvents; a stream,
+        so not one of the ``_rpc`` calls). Its failpoint fails or delays the subscription."""
+        method = METHODS["get_container_events"]
+        if method.failpoint is not None and failpoints.is_armed(method.failpoint):
+            try:
+                await failpoints.hit(method.failpoint)
+            except failpoints.FailpointError as exc:
+                raise RuntimeCallError(method.name, str(exc), grpc.StatusCode.UNKNOWN) from None
+        stream = EventStream(self)
+        self._streams[stream] = None
+        return stream
+
+    def _event(self, sb: _Sandbox, container_id: str, type_: cri_pb2.ContainerEventType) -> None:
+        """Tell every subscriber that ``container_id`` (a container of ``sb``, or ``sb`` itself)
+        changed, with the sandbox's status and its containers' as they are now."""
+        if not self._streams:
+            return
+        event = cri_pb2.ContainerEventResponse(
+            container_id=container_id, container_event_type=type_, created_at=_now(),
+            pod_sandbox_status=self._sandbox_status(sb),
+            containers_statuses=[self._container_status(c) for c in self._containers_of(sb.id)])
+        for stream in list(self._streams):
+            stream.put(event)
+
+    def _container_event(self, c: _Container, type_: cri_pb2.ContainerEventType) -> None:
+        if not self._streams:
+            return
+        sb = self._sandboxes.get(c.sandbox_id)
+        if sb is not None:
+            self._event(sb, c.id, type_)
 
     def _sandbox_status(self, sb: _Sandbox) -> cri_pb2.PodSandboxStatus:
         return cri_pb2.PodSandboxStatus(id=sb.id, metadata=sb.config.metadata, state=sb.state,

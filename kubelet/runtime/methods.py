@@ -27,6 +27,7 @@ class Method:
     request: type[Message]
     response: type[Message]
     failpoint: str | None  # runtime/update-container-resources (RuntimeService only)
+    streaming: bool = False  # the response is a stream (GetContainerEvents)
 
     @property
     def path(self) -> str:
@@ -45,7 +46,7 @@ def _methods() -> dict[str, Method]:
             attr = _snake(m.name)
             failpoint = f"runtime/{attr.replace('_', '-')}" if service == RUNTIME_SERVICE else None
             table[attr] = Method(service, m.name, attr, getattr(cri_pb2, m.input_type.name),
-                                 getattr(cri_pb2, m.output_type.name), failpoint)
+                                 getattr(cri_pb2, m.output_type.name), failpoint, m.server_streaming)
     return table
 
 

@@ -89,6 +89,11 @@ def build_handlers(runtime: FakeRuntime) -> list[grpc.GenericRpcHandler]:
     """gRPC handlers for RuntimeService and FakeRuntimeControl, each RPC served by ``runtime``."""
     by_service: dict[str, dict[str, grpc.RpcMethodHandler]] = {RUNTIME_SERVICE: {}, CONTROL_SERVICE: {}}
     for m in METHODS.values():
+        if m.streaming:
+            by_service[m.service][m.name] = grpc.unary_stream_rpc_method_handler(
+                _stream_handler(runtime, m), request_deserializer=m.request.FromString,
+                response_serializer=m.response.SerializeToString)
+            continue
         by_service[m.service][m.name] = grpc.unary_unary_rpc_method_handler(
             _handler(runtime, m), request_deserializer=m.request.FromString,
             response_serializer=m.response.SerializeToString)
@@ -103,6 +108,27 @@ def _handler(runtime: FakeRuntime, method: Method):
             return await fn(request)
         except RuntimeCallError as exc:
             await context.abort(exc.code, exc.message)
+    return handle
+
+
+def _stream_handler(runtime: FakeRuntime, method: Method):
+    """A streaming call (GetContainerEvents): subscribed, the headers are sent at once (the client
+    knows the stream is there), then every event until the client goes or the stream fails."""
+    subscribe = getattr(runtime, method.attr)
+
+    async def handle(request, context: grpc.aio.ServicerContext):
+        try:
+            stream = await subscribe(request)
+        except RuntimeCallError as exc:
+            await context.abort(exc.code, exc.message)
+        try:
+            await context.send_initial_metadata(())
+            async for event in stream:
+                yield event
+        except RuntimeCallError as exc:
+            await context.abort(exc.code, exc.message)
+        finally:
+            stream.close()
     return handle
 
 

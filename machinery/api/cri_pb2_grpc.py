@@ -120,6 +120,11 @@ class RuntimeServiceStub:
                 request_serializer=kplane_dot_cri_dot_v1_dot_cri__pb2.ListContainerStatsRequest.SerializeToString,
                 response_deserializer=kplane_dot_cri_dot_v1_dot_cri__pb2.ListContainerStatsResponse.FromString,
                 _registered_method=True)
+        self.GetContainerEvents = channel.unary_stream(
+                '/kplane.cri.v1.RuntimeService/GetContainerEvents',
+                request_serializer=kplane_dot_cri_dot_v1_dot_cri__pb2.GetEventsRequest.SerializeToString,
+                response_deserializer=kplane_dot_cri_dot_v1_dot_cri__pb2.ContainerEventResponse.FromString,
+                _registered_method=True)
 
 
 class RuntimeServiceServicer:
@@ -247,6 +252,15 @@ class RuntimeServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def GetContainerEvents(self, request, context):
+        """GetContainerEvents streams every change of a container's or sandbox's state from the moment
+        it is called (KEP-3386 Evented PLEG): created, started, stopped (exited), deleted, each with
+        the pod sandbox's status and its containers' statuses. A sandbox's own changes carry its id.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_RuntimeServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -334,6 +348,11 @@ def add_RuntimeServiceServicer_to_server(servicer, server):
                     servicer.ListContainerStats,
                     request_deserializer=kplane_dot_cri_dot_v1_dot_cri__pb2.ListContainerStatsRequest.FromString,
                     response_serializer=kplane_dot_cri_dot_v1_dot_cri__pb2.ListContainerStatsResponse.SerializeToString,
+            ),
+            'GetContainerEvents': grpc.unary_stream_rpc_method_handler(
+                    servicer.GetContainerEvents,
+                    request_deserializer=kplane_dot_cri_dot_v1_dot_cri__pb2.GetEventsRequest.FromString,
+                    response_serializer=kplane_dot_cri_dot_v1_dot_cri__pb2.ContainerEventResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -796,6 +815,33 @@ class RuntimeService:
             '/kplane.cri.v1.RuntimeService/ListContainerStats',
             kplane_dot_cri_dot_v1_dot_cri__pb2.ListContainerStatsRequest.SerializeToString,
             kplane_dot_cri_dot_v1_dot_cri__pb2.ListContainerStatsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetContainerEvents(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_stream(
+            request,
+            target,
+            '/kplane.cri.v1.RuntimeService/GetContainerEvents',
+            kplane_dot_cri_dot_v1_dot_cri__pb2.GetEventsRequest.SerializeToString,
+            kplane_dot_cri_dot_v1_dot_cri__pb2.ContainerEventResponse.FromString,
             options,
             channel_credentials,
             insecure,

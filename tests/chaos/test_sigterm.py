@@ -37,13 +37,12 @@ import pytest
 
 from cli import cluster
 from machinery import errors
-from machinery.api import cri_pb2
 from tests.harness.api import ensure_priority_classes, resize
 from tests.harness.builders import MakePod
 from tests.harness.cluster import FAST_KUBELET, cluster_fixture
 from tests.harness.failpoints import failpoint, wait_paused
 from tests.harness.metrics import metric
-from tests.harness.node_state import runtime
+from tests.harness.node_state import crash
 from tests.harness.wait import eventually, wait_running
 
 pytestmark = [pytest.mark.chaos, pytest.mark.integration]
@@ -241,12 +240,7 @@ async def test_a_loop_that_fails_is_restarted_and_one_that_keeps_failing_ends_it
     await eventually(lambda: '"task_restarted"' in log.read_text(), timeout=10, what="the PLEG loop restarted")
     text = log.read_text()
     assert '"task_failed"' in text and "kubelet/pleg-relist injected an error" in text and "Traceback" in text
-    cid = pod.status.container_statuses[0].container_id.split("://", 1)[-1]
-    rt = runtime(tc, NODE)
-    try:
-        await rt.exit_container(cri_pb2.ExitContainerRequest(container_id=cid, exit_code=137, reason="Error"))
-    finally:
-        await rt.close()
+    await crash(tc, NODE, pod)
 
     async def restarted() -> bool:
         p = await api.pods.get("crashy")

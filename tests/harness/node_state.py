@@ -8,7 +8,7 @@ from pathlib import Path
 from kubelet.allocation import checkpoint
 from kubelet.allocation.checkpoint import Resources
 from kubelet.runtime.client import RuntimeClient
-from machinery.api import cri_pb2
+from machinery.api import core_pb2, cri_pb2
 
 
 def checkpoint_dir(tc, node: str) -> Path:
@@ -34,3 +34,14 @@ async def applied(rt: RuntimeClient, container_id: str) -> cri_pb2.LinuxContaine
     """What the runtime applied to a container (CPU shares, quota, memory limit)."""
     status = await rt.container_status(cri_pb2.ContainerStatusRequest(container_id=container_id))
     return status.status.resources.linux
+
+
+async def crash(tc, node: str, pod: core_pb2.Pod, code: int = 137) -> None:
+    """Make the pod's first container exit in ``node``'s runtime (``code``, reason Error), as a
+    crash of its process would."""
+    cid = pod.status.container_statuses[0].container_id.split("://", 1)[-1]
+    rt = runtime(tc, node)
+    try:
+        await rt.exit_container(cri_pb2.ExitContainerRequest(container_id=cid, exit_code=code, reason="Error"))
+    finally:
+        await rt.close()

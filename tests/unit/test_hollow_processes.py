@@ -79,3 +79,22 @@ def test_kplane_up_takes_hollow_processes():
     assert (args.hollow_nodes, args.hollow_processes) == (6, 2)
     assert build_parser().parse_args(["up"]).hollow_processes == 0
 
+
+
+async def test_hollow_kubelets_run_the_evented_pleg_unless_the_gates_say_otherwise(tmp_path):
+    from kubelet.hollow.main import build, parse_args
+    from kubelet.pleg import EVENTED_RELIST_PERIOD
+    from machinery.client import Client
+
+    (tmp_path / "hollow-node-1.token").write_text("t")
+    base = ["--nodes", "1", "--token-dir", str(tmp_path), "--data-dir", str(tmp_path), "--server", "127.0.0.1:1"]
+    assert parse_args(base).feature_gates == "EventedPLEG=true"
+    assert parse_args([*base, "--feature-gates", "SidecarContainers=true"]).feature_gates == \
+        "SidecarContainers=true,EventedPLEG=true"
+    assert parse_args([*base, "--feature-gates", "EventedPLEG=false"]).feature_gates == "EventedPLEG=false"
+    shared = Client("127.0.0.1:1", "")
+    [node] = build(parse_args(base), shared)
+    assert node.kubelet.cfg.evented_pleg and node.kubelet.evented_pleg is not None
+    assert node.kubelet.housekeeping._pleg_relist_period == EVENTED_RELIST_PERIOD
+    [plain] = build(parse_args([*base, "--feature-gates", "EventedPLEG=false"]), shared)
+    assert plain.kubelet.evented_pleg is None and plain.kubelet.housekeeping._pleg_relist_period == 1.0

@@ -118,6 +118,26 @@ def introduced(name: str) -> Version:
     return KNOWN_GATES[ALIASES.get(name, name)][0].version
 
 
+def parse_overrides(text: str | None) -> dict[str, bool]:
+    """``A=true,B=false`` (Kubernetes' --feature-gates syntax) as ``{name: value}``, the names as
+    given (aliases not resolved, gates not checked: ``FeatureGates`` does that)."""
+    overrides: dict[str, bool] = {}
+    for item in (text or "").split(","):
+        item = item.strip()
+        if not item:
+            continue
+        name, eq, value = item.partition("=")
+        if not eq or value.strip().lower() not in ("true", "false"):
+            raise FeatureGateError(f"invalid value of {item!r}: must be NAME=true or NAME=false")
+        overrides[name.strip()] = value.strip().lower() == "true"
+    return overrides
+
+
+def canonical_name(name: str) -> str:
+    """The gate's current name for an old one (``ALIASES``), else ``name``."""
+    return ALIASES.get(name, name)
+
+
 class FeatureGates:
     """The gates of one component at its emulated release, with its ``--feature-gates`` applied."""
 
@@ -156,16 +176,7 @@ class FeatureGates:
     @classmethod
     def parse(cls, text: str | None, emulated_version: Version = BINARY) -> "FeatureGates":
         """Parse ``A=true,B=false`` (Kubernetes' --feature-gates syntax) at ``emulated_version``."""
-        overrides: dict[str, bool] = {}
-        for item in (text or "").split(","):
-            item = item.strip()
-            if not item:
-                continue
-            name, eq, value = item.partition("=")
-            if not eq or value.strip().lower() not in ("true", "false"):
-                raise FeatureGateError(f"invalid value of {item!r}: must be NAME=true or NAME=false")
-            overrides[name.strip()] = value.strip().lower() == "true"
-        return cls(overrides, emulated_version)
+        return cls(parse_overrides(text), emulated_version)
 
     @classmethod
     def from_flags(cls, feature_gates: str, emulated_version: str) -> "FeatureGates":

@@ -40,7 +40,7 @@ from kubelet.kubelet import Kubelet
 from kubelet.main import add_node_flags, config_from
 from kubelet.runtime.client import InProcessRuntime
 from kubelet.runtime.fake import FakeRuntime
-from machinery import failpoints, process
+from machinery import failpoints, featuregates, process
 from machinery.admin import AdminServer
 from machinery.client import Client
 from machinery.files import wait_for_files
@@ -76,8 +76,12 @@ HOLLOW_GATE_DEFAULTS = {"EventedPLEG": "true"}
 
 
 def with_hollow_defaults(gates: str) -> str:
-    """``--feature-gates`` with ``HOLLOW_GATE_DEFAULTS`` added for the gates it does not name."""
-    named = {item.split("=", 1)[0].strip() for item in gates.split(",") if item.strip()}
+    """``--feature-gates`` with ``HOLLOW_GATE_DEFAULTS`` added for the gates it does not name (by
+    either name); a flag that does not parse is left as given, for the kubelet's own check to refuse."""
+    try:
+        named = {featuregates.canonical_name(name) for name in featuregates.parse_overrides(gates)}
+    except featuregates.FeatureGateError:
+        return gates
     added = [f"{name}={value}" for name, value in HOLLOW_GATE_DEFAULTS.items() if name not in named]
     return ",".join(([gates] if gates.strip() else []) + added)
 

@@ -92,6 +92,9 @@ async def test_hollow_kubelets_run_the_evented_pleg_unless_the_gates_say_otherwi
     assert parse_args([*base, "--feature-gates", "SidecarContainers=true"]).feature_gates == \
         "SidecarContainers=true,EventedPLEG=true"
     assert parse_args([*base, "--feature-gates", "EventedPLEG=false"]).feature_gates == "EventedPLEG=false"
+    assert parse_args([*base, "--feature-gates", " EventedPLEG = False "]).feature_gates == " EventedPLEG = False "
+    # A flag that does not parse is left as given: the kubelet's own check refuses it, in one line.
+    assert parse_args([*base, "--feature-gates", "EventedPLEG"]).feature_gates == "EventedPLEG"
     shared = Client("127.0.0.1:1", "")
     [node] = build(parse_args(base), shared)
     assert node.kubelet.cfg.evented_pleg and node.kubelet.evented_pleg is not None

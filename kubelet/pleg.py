@@ -37,7 +37,8 @@ RELIST_DURATION = Histogram("kubelet_pleg_relist_duration_seconds", "Duration in
                             buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5))
 FP_RELIST = failpoints.declare("kubelet/pleg-relist", "the PLEG is about to list the runtime's pods "
                                "(error: the relist loop fails, and its supervisor restarts it)")
-EVENTS = Counter("kplane_kubelet_pleg_events_total", "Pods the PLEG found changed in the runtime.")
+EVENTS = Counter("kplane_kubelet_pleg_events_total", "Changes the PLEG passed on to the pod workers: each pod a "
+                 "relist found changed, each event of the Evented PLEG's stream that names a pod.")
 # Kubernetes' Evented PLEG metrics (pkg/kubelet/metrics); prometheus_client adds _total to counters.
 STREAM_CONNECTIONS = Counter("kubelet_evented_pleg_connection_success_count",
                              "The number of times a streaming client was obtained to receive CRI Events.")

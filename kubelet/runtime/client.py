@@ -267,10 +267,6 @@ class _GrpcEvents:
             event = await self._call.read()
         except grpc.aio.AioRpcError as exc:
             raise call_error(self._name, exc.code(), exc.details() or exc.code().name) from None
-        except asyncio.CancelledError:
-            if self._call.cancelled() and not _cancelling():
-                raise RuntimeCallError(self._name, "the event stream was closed", grpc.StatusCode.CANCELLED) from None
-            raise
         if event is grpc.aio.EOF:
             code = await self._call.code()
             raise call_error(self._name, code if code != grpc.StatusCode.OK else grpc.StatusCode.UNAVAILABLE,
@@ -279,11 +275,6 @@ class _GrpcEvents:
 
     def close(self) -> None:
         self._call.cancel()
-
-
-def _cancelling() -> bool:
-    task = asyncio.current_task()
-    return task is not None and task.cancelling() > 0
 
 
 class InProcessRuntime(RuntimeApi):

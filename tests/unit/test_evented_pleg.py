@@ -121,9 +121,12 @@ class _Recorder:
 
 
 async def _until(check, what: str) -> None:
-    async with asyncio.timeout(5):
-        while not check():
-            await asyncio.sleep(0.01)
+    try:
+        async with asyncio.timeout(5):
+            while not check():
+                await asyncio.sleep(0.01)
+    except TimeoutError:
+        raise AssertionError(f"waited 5 s for: {what}") from None
 
 
 async def test_started_stopped_and_deleted_containers_report_their_pod_created_ones_do_not(rt):

@@ -130,35 +130,40 @@ def pod_terminating_by_preemption(pod: core_pb2.Pod) -> bool:
     return podconditions.is_disruption_target(pod, podconditions.PREEMPTION_BY_SCHEDULER)
 
 
+# A candidate and its victims' priorities, most important first (pick_one_node).
+Scored = tuple[Candidate, list[int]]
+
+
 def pick_one_node(candidates: list[Candidate]) -> Candidate:
     """kube-scheduler's pickOneNodeForPreemption: the criteria in order until one node is left —
     fewest PDB violations, lowest highest-victim priority, smallest sum of victim priorities, fewest
-    victims, latest start of the highest-priority victims, then the first."""
-    def earliest_start_of_highest(c: Candidate) -> float:
-        top = pod_priority(c.victims[0])
+    victims, latest start of the highest-priority victims, then the first. Each candidate's victim
+    priorities are read once (in PreemptionBasic every candidate ties to the last criterion)."""
+    def earliest_start_of_highest(cp: Scored) -> float:
+        c, prios = cp
         # A victim not started yet counts as starting now, the latest time there is.
-        return min(start_time(v) for v in c.victims if pod_priority(v) == top)
+        return min(start_time(v) for v, p in zip(c.victims, prios, strict=True) if p == prios[0])
 
-    score_funcs = [
-        lambda c: -c.num_pdb_violations,
-        lambda c: -pod_priority(c.victims[0]),
-        lambda c: -sum(pod_priority(v) + 2**31 for v in c.victims),
-        lambda c: -len(c.victims),
+    score_funcs: list[Callable[[Scored], float]] = [
+        lambda cp: -cp[0].num_pdb_violations,
+        lambda cp: -cp[1][0],
+        lambda cp: -(sum(cp[1]) + 2**31 * len(cp[1])),  # each priority + MaxInt32 + 1, as Go sums them
+        lambda cp: -len(cp[1]),
         earliest_start_of_highest,
     ]
-    remaining = candidates
+    remaining: list[Scored] = [(c, [pod_priority(v) for v in c.victims]) for c in candidates]
     for f in score_funcs:
         best, chosen = -math.inf, []
-        for c in remaining:
-            s = f(c)
+        for cp in remaining:
+            s = f(cp)
             if s > best:
-                best, chosen = s, [c]
+                best, chosen = s, [cp]
             elif s == best:
-                chosen.append(c)
+                chosen.append(cp)
         if len(chosen) == 1:
-            return chosen[0]
+            return chosen[0][0]
         remaining = chosen
-    return remaining[0]
+    return remaining[0][0]
 
 
 class Evaluator:

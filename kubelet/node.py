@@ -208,7 +208,8 @@ class NodeAgent:
         self.on_node = on_node
         self.node: core_pb2.Node | None = None
         self._last_report = 0.0
-        # The Node and the inputs of the last status round that found nothing to write (``_settled``).
+        # The Node (as written or read) and the inputs of the last status round: after it nothing is
+        # left to write until one of them changes or a report is due (``update_status``).
         self._settled: tuple[core_pb2.Node, tuple[object, ...]] | None = None
         self._tasks: list[asyncio.Task] = []
         self._wake = asyncio.Event()

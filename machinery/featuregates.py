@@ -115,7 +115,7 @@ def spec_at(name: str, version: Version) -> Spec:
 def introduced(name: str) -> Version:
     """The release a gate came in at: what a component of that release or later knows of the
     feature (the scheduler's KEP-5836 fallback reads a kubelet's release against it)."""
-    return KNOWN_GATES[ALIASES.get(name, name)][0].version
+    return KNOWN_GATES[canonical_name(name)][0].version
 
 
 def parse_overrides(text: str | None) -> dict[str, bool]:
@@ -148,7 +148,7 @@ class FeatureGates:
         errors: list[str] = []
         given: dict[str, tuple[str, bool]] = {}  # canonical name -> (name used, value)
         for name, value in (overrides or {}).items():
-            canonical = ALIASES.get(name, name)
+            canonical = canonical_name(name)
             if canonical not in KNOWN_GATES:
                 raise FeatureGateError(f"unrecognized feature gate: {name}")
             earlier = given.get(canonical)
@@ -193,13 +193,13 @@ class FeatureGates:
 
     def enabled(self, name: str) -> bool:
         try:
-            return self._state[ALIASES.get(name, name)]
+            return self._state[canonical_name(name)]
         except KeyError:
             raise FeatureGateError(f"unrecognized feature gate: {name}") from None
 
     def stage(self, name: str) -> Stage:
         """The gate's stage at this component's emulated release."""
-        return self._specs[ALIASES.get(name, name)].stage
+        return self._specs[canonical_name(name)].stage
 
     def export(self) -> None:
         """``kubernetes_feature_enabled``: every gate the emulated release has (a gate not yet

@@ -7,6 +7,8 @@ housekeeping's relist woken at once, and its period changed on the fall-back."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
+from collections.abc import AsyncIterator
 
 import grpc
 import pytest
@@ -129,13 +131,23 @@ async def _until(check, what: str) -> None:
         raise AssertionError(f"waited 5 s for: {what}") from None
 
 
-async def test_started_stopped_and_deleted_containers_report_their_pod_created_ones_do_not(rt):
+@contextlib.asynccontextmanager
+async def _evented(rt: FakeRuntime) -> AsyncIterator[tuple[_Recorder, EventedPLEG, asyncio.Task]]:
+    """An EventedPLEG over ``rt`` running (subscribed) for the block, cancelled after it."""
     r = _Recorder()
     evented = EventedPLEG(InProcessRuntime(rt), on_changed=r.on_changed, relist=r.relist, fall_back=r.fall_back)
-    connections = _count("kubelet_evented_pleg_connection_success_count_total")
     task = asyncio.create_task(evented.run())
     try:
         await _until(lambda: rt._streams, "subscribed")
+        yield r, evented, task
+    finally:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+
+
+async def test_started_stopped_and_deleted_containers_report_their_pod_created_ones_do_not(rt):
+    connections = _count("kubelet_evented_pleg_connection_success_count_total")
+    async with _evented(rt) as (r, evented, _):
         assert _count("kubelet_evented_pleg_connection_success_count_total") == connections + 1
         sid = await _sandbox(rt)
         cid = await _container(rt, sid, start=False)
@@ -145,19 +157,12 @@ async def test_started_stopped_and_deleted_containers_report_their_pod_created_o
         # started; then the removal: the container stopped and deleted, the sandbox deleted
         await _until(lambda: len(r.changed) == 5, "each change")
         assert r.changed == [{"uid-web"}] * 5 and r.relists == 0 and evented.failures == 0
-    finally:
-        task.cancel()
-        await asyncio.gather(task, return_exceptions=True)
     assert not rt._streams, "cancelled: unsubscribed"
 
 
 async def test_a_failed_stream_relists_and_subscribes_again_and_five_failures_fall_back(rt):
-    r = _Recorder()
-    evented = EventedPLEG(InProcessRuntime(rt), on_changed=r.on_changed, relist=r.relist, fall_back=r.fall_back)
     errors = _count("kubelet_evented_pleg_connection_error_count_total")
-    task = asyncio.create_task(evented.run())
-    try:
-        await _until(lambda: rt._streams, "subscribed")
+    async with _evented(rt) as (r, evented, task):
         next(iter(rt._streams)).close()  # the runtime ended the stream
         await _until(lambda: r.relists == 1 and rt._streams, "relisted and subscribed again")
         assert evented.failures == 1 and not r.fell_back.is_set()
@@ -168,9 +173,6 @@ async def test_a_failed_stream_relists_and_subscribes_again_and_five_failures_fa
         await task
         assert evented.failures == MAX_STREAM_RETRIES and r.relists == MAX_STREAM_RETRIES
         assert _count("kubelet_evented_pleg_connection_error_count_total") == errors + MAX_STREAM_RETRIES
-    finally:
-        task.cancel()
-        await asyncio.gather(task, return_exceptions=True)
 
 
 # ---- the relist loop with the Evented PLEG ----------------------------------------------------------

@@ -115,10 +115,10 @@ class EtcdClient:
 
     # ------------------------------------------------------------ plumbing
 
-    async def _call(self, operation: str, type_: str, method, request):
+    async def _call(self, operation: str, type_: str, method, request, timeout: float | None = None):
         start = time.perf_counter()
         try:
-            return await method(request, timeout=self.timeout)
+            return await method(request, timeout=timeout or self.timeout)
         except grpc.aio.AioRpcError as exc:
             if _COMPACTED in (exc.details() or ""):
                 raise CompactedError() from None
@@ -156,6 +156,30 @@ class EtcdClient:
                                 rpc.RangeRequest(key=b"/kplane/revision-probe", count_only=True))
         return resp.header.revision
 
+    async def compact_revision(self) -> int:
+        """The revision etcd's history begins at: the last compaction's (0: never compacted).
+
+        etcd says it only by refusing older reads, so this finds the oldest revision a read is
+        served at (~20 one-key reads for a million revisions)."""
+        async def readable(rev: int) -> bool:
+            try:
+                await self._call("revision", "", self._stub(self._kv).Range,
+                                 rpc.RangeRequest(key=b"/kplane/revision-probe", count_only=True, revision=rev))
+                return True
+            except CompactedError:
+                return False
+
+        lo, hi = 1, await self.current_revision()
+        if await readable(lo):
+            return 0
+        while hi - lo > 1:  # lo is compacted away, hi is readable
+            mid = (lo + hi) // 2
+            if await readable(mid):
+                hi = mid
+            else:
+                lo = mid
+        return hi
+
     # ------------------------------------------------------------ writes
 
     async def create(self, key: str, value: bytes, type_: str = "") -> int | None:
@@ -188,8 +212,11 @@ class EtcdClient:
         resp = await self._call("delete", type_, self._stub(self._kv).Txn, req)
         return resp.succeeded, resp.header.revision
 
-    async def compact(self, revision: int) -> None:
-        await self._call("compact", "", self._stub(self._kv).Compact, rpc.CompactionRequest(revision=revision))
+    async def compact(self, revision: int, physical: bool = False, timeout: float | None = None) -> None:
+        """Compact the history before ``revision``; ``physical``: return once etcd has applied it.
+        Raises CompactedError if the history was compacted at or past ``revision`` already."""
+        await self._call("compact", "", self._stub(self._kv).Compact,
+                         rpc.CompactionRequest(revision=revision, physical=physical), timeout)
 
     async def status(self) -> rpc.StatusResponse:
         return await self._call("status", "", self._stub(self._maint).Status, rpc.StatusRequest())

@@ -24,6 +24,7 @@ from apiserver.admission.chain import new_chain
 from apiserver.admission.namespacelifecycle import system_namespaces
 from apiserver.admission.priority import system_priority_classes
 from apiserver.auth import MASTERS_GROUP, TokenAuthenticator, User
+from apiserver.compactor import DEFAULT_HISTORY_BUDGET, Compactor
 from apiserver.etcd import EtcdClient, EtcdError, wait_for_etcd
 from apiserver.namespaces import NamespaceDeletion
 from apiserver.pods import PodSubresources
@@ -36,6 +37,7 @@ from machinery.featuregates import FeatureGateError, FeatureGates
 from machinery.files import wait_for_files
 from machinery.kinds import KINDS, NAMESPACE, PRIORITY_CLASS
 from machinery.logging import get_logger, setup_logging
+from machinery.quantity import parse_quantity
 from machinery.version import BINARY
 
 log = get_logger()
@@ -56,6 +58,7 @@ class Options:
     watch_batch_interval: float = 0.025
     compaction_retention: int = 0
     compaction_interval: float = 60.0
+    history_budget: int = DEFAULT_HISTORY_BUDGET
     max_requests_inflight: int = 400
     max_mutating_requests_inflight: int = 200
     rest_listen: str = ""
@@ -82,8 +85,12 @@ def parse_args(argv: list[str] | None = None) -> Options:
     p.add_argument("--watch-batch-interval", type=float, default=0.025,
                    help="seconds a busy watch waits between stream messages, so one message carries many events")
     p.add_argument("--compaction-retention", type=int, default=0,
-                   help="compact etcd history older than this many revisions (0: keep all history)")
-    p.add_argument("--compaction-interval", type=float, default=60.0, help="seconds between compactions")
+                   help="compact etcd history older than this many revisions (0: keep all history the budget allows)")
+    p.add_argument("--history-budget", default="1Gi",
+                   help="etcd data in use (a quantity: 1Gi, 512Mi, bytes) past which the older half of the kept "
+                        "history is compacted; 0: no budget")
+    p.add_argument("--compaction-interval", type=float, default=60.0,
+                   help="seconds between two looks at etcd's size (and compactions)")
     p.add_argument("--max-requests-inflight", type=int, default=400,
                    help="read requests served at once; more are refused with 429 (0: no limit)")
     p.add_argument("--max-mutating-requests-inflight", type=int, default=200,
@@ -95,6 +102,12 @@ def parse_args(argv: list[str] | None = None) -> Options:
     p.add_argument("--tls-private-key-file", default="", help="PEM private key of --tls-cert-file")
     p.add_argument("--log-level", default="info")
     a = p.parse_args(argv)
+    try:
+        budget = parse_quantity(a.history_budget).value()
+    except ValueError as exc:
+        raise SystemExit(f"--history-budget: {exc}") from None
+    if budget < 0 or a.compaction_retention < 0 or a.compaction_interval <= 0:
+        raise SystemExit("--history-budget and --compaction-retention must be >= 0, --compaction-interval > 0")
     if a.rest_listen:
         rest.check_listen(a.rest_listen, a.tls_cert_file, a.tls_private_key_file)
     try:
@@ -107,7 +120,7 @@ def parse_args(argv: list[str] | None = None) -> Options:
         emulated_version=a.emulated_version,
         watch_cache_size=a.watch_cache_size, history_window=a.history_window, bookmark_interval=a.bookmark_interval,
         watch_batch_interval=a.watch_batch_interval, compaction_retention=a.compaction_retention,
-        compaction_interval=a.compaction_interval, max_requests_inflight=a.max_requests_inflight,
+        compaction_interval=a.compaction_interval, history_budget=budget, max_requests_inflight=a.max_requests_inflight,
         max_mutating_requests_inflight=a.max_mutating_requests_inflight, rest_listen=a.rest_listen,
         tls_cert_file=a.tls_cert_file, tls_private_key_file=a.tls_private_key_file, log_level=a.log_level)
 
@@ -198,8 +211,10 @@ class ApiServer:
         self.api.ready = True
         await self._set_serving(True)
         self._tasks.append(process.supervise("etcd-probe", self._probe_etcd))
-        if self.opts.compaction_retention > 0:
-            self._tasks.append(process.supervise("compaction", self._compact))
+        compactor = Compactor(self.etcd, budget=self.opts.history_budget, retention=self.opts.compaction_retention,
+                              interval=self.opts.compaction_interval)
+        if compactor.enabled:
+            self._tasks.append(process.supervise("compaction", compactor.run))
         log.info("apiserver_ready", revision=self.cache.rev)
 
     async def _set_serving(self, serving: bool) -> None:
@@ -247,18 +262,6 @@ class ApiServer:
             if healthy != serving:
                 serving = healthy
                 await self._set_serving(healthy)
-
-    async def _compact(self) -> None:
-        while True:
-            await asyncio.sleep(self.opts.compaction_interval)
-            target = self.cache.rev - self.opts.compaction_retention
-            if target <= 0:
-                continue
-            try:
-                await self.etcd.compact(target)
-                log.info("etcd_compacted", revision=target)
-            except Exception as exc:  # compaction is best effort: an older target may already be compacted
-                log.info("etcd_compaction_skipped", revision=target, error=str(exc))
 
     async def stop(self) -> None:
         await process.cancel_and_wait(self._tasks)

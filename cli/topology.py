@@ -22,6 +22,10 @@ Mode = Literal["local", "compose"]
 ETCD_CLIENT_PORT = 2379
 ETCD_PEER_PORT = 2380
 ETCD_METRICS_PORT = 2381
+# etcd's space quota (--quota-backend-bytes): its suggested maximum, 8 GiB, not its default 2 GiB.
+# The apiserver keeps history within --history-budget (1 GiB of data in use by default); the rest
+# is for the objects themselves (150,000 pods are ~0.5 GiB) and the pages bbolt keeps free.
+ETCD_QUOTA_BYTES = 8 << 30
 APISERVER_PORT = 6443
 # The Kubernetes REST API (HTTPS): 6444, beside the gRPC API on Kubernetes' own 6443.
 APISERVER_REST_PORT = 6444
@@ -427,7 +431,8 @@ def build(cfg: ClusterConfig, mode: Mode = "local", python: str = "python") -> l
                   "--initial-advertise-peer-urls", f"http://{a.host(m)}:{peer}",
                   "--listen-metrics-urls", f"http://{a.listen_host(m)}:{metrics}",
                   "--initial-cluster", peers, "--initial-cluster-state", "new",
-                  "--initial-cluster-token", "kplane", "--logger", "zap", "--log-outputs", "stderr"],
+                  "--initial-cluster-token", "kplane", "--quota-backend-bytes", str(ETCD_QUOTA_BYTES),
+                  "--logger", "zap", "--log-outputs", "stderr"],
             grpc=f"{a.host(m)}:{client}", admin=f"{a.host(m)}:{metrics}", data_dirs=[a.data("etcd", m)],
             health_path="/health"))
     endpoints = ",".join(c.grpc for c in components if c.role == "etcd")

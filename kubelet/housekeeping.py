@@ -1,17 +1,16 @@
 """The kubelet's background work: housekeeping, the PLEG loop, pending-resize retries, the Node's policy.
 
-Housekeeping removes runtime pods the API no longer has, reports whether the runtime answers,
-and resyncs every pod every ``sync_frequency``; the PLEG loop queues the pods whose containers
-changed (with the Evented PLEG the relist runs every 5 min, or at once when the event stream
-failed, and the events queue the pods between); pending resizes (KEP-1287) are retried
-periodically and on the triggers the KEP names (``ResizeRetries``); a change of the Node's
+Housekeeping removes runtime pods the API no longer has and reports whether the runtime answers
+(each pod's periodic resync is the pod workers', ``kubelet.pod_workers``); the PLEG loop queues
+the pods whose containers changed (with the Evented PLEG the relist runs every 5 min, or at once
+when the event stream failed, and the events queue the pods between); pending resizes (KEP-1287)
+are retried periodically and on the triggers the KEP names (``ResizeRetries``); a change of the Node's
 ``podPreemptionPolicy`` (KEP-5836) re-decides the Deferred resizes it concerns.
 """
 
 from __future__ import annotations
 
 import asyncio
-import time
 from collections.abc import Awaitable, Callable
 
 from kubelet.allocation.manager import TRIGGER_PERIODIC, TRIGGER_PODS_REMOVED, AllocationManager
@@ -65,8 +64,8 @@ class Housekeeping:
     """The periodic and event-driven background loops of one kubelet."""
 
     def __init__(self, node: str, *, ops: RuntimeOps, pleg: GenericPLEG, alloc: AllocationManager,
-                 workers: PodWorkers, retries: ResizeRetries, pods: Callable[[], list[core_pb2.Pod]],
-                 pods_by_uid: PodsByUid, node_conditions: Conditions, node_agent: NodeAgent,
+                 workers: PodWorkers, retries: ResizeRetries, pods_by_uid: PodsByUid,
+                 node_conditions: Conditions, node_agent: NodeAgent,
                  sync_frequency: float, pleg_relist_period: float, node_policy_supported: bool,
                  evented: bool = False):
         self._node = node
@@ -75,7 +74,6 @@ class Housekeeping:
         self._alloc = alloc
         self._workers = workers
         self._retries = retries
-        self._pods = pods
         self._pods_by_uid = pods_by_uid
         self._node_conditions = node_conditions
         self._node_agent = node_agent
@@ -138,7 +136,6 @@ class Housekeeping:
                 pass
 
     async def housekeeping_loop(self) -> None:
-        last_resync = time.monotonic()
         while True:
             await asyncio.sleep(min(2.0, self._sync_frequency))
             try:
@@ -159,7 +156,3 @@ class Housekeeping:
                 self._node_conditions.ready_message = ("kubelet is posting ready status" if runtime_ok
                                                        else "container runtime is down")
                 self._node_agent.poke()
-            if time.monotonic() - last_resync >= self._sync_frequency:
-                last_resync = time.monotonic()
-                for pod in self._pods():
-                    self._workers.enqueue(pod)

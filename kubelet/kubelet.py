@@ -33,7 +33,7 @@ from kubelet.node import Conditions, NodeAgent, NodeConfig, allocatable_units
 from kubelet.pleg import EVENTED_RELIST_PERIOD, EventedPLEG, GenericPLEG
 from kubelet.pod_runtime import PodRuntime
 from kubelet.pod_sync import PodSync
-from kubelet.pod_workers import PodWorkers, _needs_sync
+from kubelet.pod_workers import WORKER_BACKOFF_PERIOD, PodWorkers, _needs_sync
 from kubelet.restart_failpoints import (
     FP_AFTER_ADMIT_CHECKPOINT,
     FP_BEFORE_ADMIT_CHECKPOINT,
@@ -76,7 +76,7 @@ class KubeletConfig:
     resize_preemption: bool = False  # the SchedulerPreemptionForPodResize gate (KEP-5836, alpha)
     memory_backed_volumes: bool = False  # InPlacePodVerticalScalingMemoryBackedVolumes (KEP-6030, alpha)
     container_restart_rules: bool = True  # ContainerRestartRules (KEP-5307, beta from 1.35)
-    sync_frequency: float = 10.0
+    sync_frequency: float = 60.0
     resize_retry_initial: float = 30.0
     resize_retry_interval: float = 180.0
     restart_backoff: float = 10.0
@@ -108,8 +108,8 @@ class Kubelet:
        of allocated resizes (``kubelet.resize``); RestartContainer restarts with the new resources;
     5. the status is written if it changed, keeping conditions other components own.
 
-    Housekeeping removes runtime pods the API no longer has, retries pending resizes periodically
-    and after pods go, and resyncs every pod every ``sync_frequency``.
+    Housekeeping removes runtime pods the API no longer has and retries pending resizes periodically
+    and after pods go; each pod is resynced ``sync_frequency`` (jittered) after its last sync.
     """
 
     def __init__(self, cfg: KubeletConfig, client: Client, runtime: RuntimeApi):
@@ -136,7 +136,7 @@ class Kubelet:
         self.status_manager = StatusManager(client, self.pods, self.alloc, report_resources=self.resize_supported,
                                             host_ip=cfg.node.address,
                                             container_restart_rules=cfg.container_restart_rules)
-        self.workers = PodWorkers(name, count_resizes=self.resize_supported)
+        self.workers = PodWorkers(name, count_resizes=self.resize_supported, resync_interval=cfg.sync_frequency)
         self.dra_driver = FakeDriver(name, cfg.dra_devices) if cfg.dra_devices > 0 else None
         self.dra = DRAManager(name, client, self.dra_driver, lambda: self.node_agent.node)
         self.runtime = PodRuntime(name, self.ops, self.alloc, resize_supported=self.resize_supported,
@@ -154,7 +154,7 @@ class Kubelet:
                                      preempt_for_critical=self.admitter.preempt_for_critical_resizes,
                                      initial=cfg.resize_retry_initial, interval=cfg.resize_retry_interval)
         self.housekeeping = Housekeeping(name, ops=self.ops, pleg=self.pleg, alloc=self.alloc, workers=self.workers,
-                                         retries=self.retries, pods=self.pods.list_all, pods_by_uid=self.pods_by_uid,
+                                         retries=self.retries, pods_by_uid=self.pods_by_uid,
                                          node_conditions=self.node_conditions, node_agent=self.node_agent,
                                          sync_frequency=cfg.sync_frequency,
                                          pleg_relist_period=(EVENTED_RELIST_PERIOD if cfg.evented_pleg
@@ -168,7 +168,7 @@ class Kubelet:
                                 runtime=self.runtime, admitter=self.admitter, terminator=self.terminator,
                                 status=self.status_manager, retries=self.retries, workers=self.workers,
                                 resize_supported=self.resize_supported, record_event=self.event, dra=self.dra,
-                                max_claim_retry=cfg.sync_frequency)
+                                max_claim_retry=min(cfg.sync_frequency, WORKER_BACKOFF_PERIOD))
         self._tasks: list[asyncio.Task[None]] = []
         self.ready = False
 

@@ -62,7 +62,9 @@ def add_node_flags(p: argparse.ArgumentParser) -> None:
                    help=f"behave as this kubelet release: its feature gates' defaults (version skew); default {BINARY}")
     p.add_argument("--feature-gates", default="")
     p.add_argument("--admin-listen", default="127.0.0.1:0")
-    p.add_argument("--sync-frequency", type=float, default=10.0)
+    p.add_argument("--sync-frequency", type=float, default=60.0,
+                   help="seconds between two syncs of a pod that nothing changed (Kubernetes' 1m; jittered by up "
+                        "to half)")
     p.add_argument("--resize-retry-initial", type=float, default=30.0)
     p.add_argument("--resize-retry-interval", type=float, default=180.0)
     p.add_argument("--restart-backoff", type=float, default=10.0)

@@ -88,16 +88,18 @@ class PodSync:
         if await self._terminator.cleanup(uid):
             await self._retries.retry(TRIGGER_PODS_REMOVED)
 
-    async def sync_pod(self, key: str) -> None:
+    async def sync_pod(self, key: str) -> bool:
+        """Sync the pod with this key; False when the API no longer has it (nothing to resync)."""
         namespace, name = key.split("/", 1)
         pod = self._get_pod(name, namespace)
         if pod is None:
-            return
+            return False
         operation, start = operation_type(pod, self._alloc), time.perf_counter()
         try:
             await self._sync(pod)
         finally:
             POD_WORKER_DURATION.labels(operation).observe(time.perf_counter() - start)
+        return True
 
     async def _sync(self, pod: core_pb2.Pod) -> None:
         """Reconcile one pod from the API's pod, the runtime's containers and the allocation
@@ -200,7 +202,8 @@ class PodSync:
         """Prepare the pod's ResourceClaims (Kubernetes' PrepareDynamicResources in SyncPod). False
         when they are not ready: the containers wait with the reason (``FailedPrepareDynamicResources``)
         and the message, a Warning event of that reason says why (once per reason), and the pod comes
-        back after a back-off (1 s doubling, at most the sync frequency)."""
+        back after a back-off (1 s doubling, at most the pod workers' back-off period, 10 s, or the
+        sync frequency when shorter)."""
         uid = pod.metadata.uid
         try:
             await self._dra.prepare_resources(pod)

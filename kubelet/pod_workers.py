@@ -2,13 +2,16 @@
 
 As Kubernetes' pod_workers.go: informer handlers only enqueue work — a :class:`SyncPod` for a
 pod the API has, a :class:`Cleanup` for a pod it no longer has — and workers take one item at a
-time (the workqueue never hands an item to two workers), retrying with back-off on failure. What
-an item does is the :class:`PodSyncer`'s (``kubelet.pod_sync``), as pod_workers.go calls its
-podSyncer.
+time (the workqueue never hands an item to two workers), retrying with back-off on failure. A pod
+synced without error comes back after the resync interval (``--sync-frequency``), jittered by up to
+half of it, as pod_workers.go's completeWork requeues it: each pod on its own clock, never all of a
+node's at once. What an item does is the :class:`PodSyncer`'s (``kubelet.pod_sync``), as
+pod_workers.go calls its podSyncer.
 """
 
 from __future__ import annotations
 
+import random
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -22,6 +25,11 @@ from machinery.logging import get_logger
 from machinery.workqueue.rate_limiting import RateLimitingQueue
 
 log = get_logger()
+
+# pod_workers.go's workerResyncIntervalJitterFactor: a resync comes after 1 to 1.5 intervals.
+RESYNC_JITTER = 0.5
+# The kubelet's backOffPeriod, the pod workers' longest wait after a failed sync.
+WORKER_BACKOFF_PERIOD = 10.0
 
 
 @dataclass(frozen=True)
@@ -54,8 +62,8 @@ def sync_pod(pod: core_pb2.Pod) -> SyncPod:
 class PodSyncer(Protocol):
     """What a work item does (Kubernetes' podSyncer)."""
 
-    async def sync_pod(self, key: str) -> None:
-        """Reconcile the pod with this key from the current state (it may be gone by now)."""
+    async def sync_pod(self, key: str) -> bool:
+        """Reconcile the pod with this key from the current state; False when it is gone."""
 
     async def sync_cleanup(self, uid: str) -> None:
         """Remove what the runtime still holds of a pod the API no longer has."""
@@ -64,9 +72,10 @@ class PodSyncer(Protocol):
 class PodWorkers:
     """The work queue of one node's pods, its informer handlers, and the worker loop."""
 
-    def __init__(self, node: str, *, count_resizes: bool):
+    def __init__(self, node: str, *, count_resizes: bool, resync_interval: float = 0.0):
         self._node = node
         self._count_resizes = count_resizes  # the kubelet_container_requested_resizes_total metric
+        self._resync_interval = resync_interval  # 0: no periodic resync
         self.queue: RateLimitingQueue[WorkItem] = RateLimitingQueue(f"kubelet-{node}")
 
     # ------------------------------------------------------------ enqueueing
@@ -108,7 +117,8 @@ class PodWorkers:
                     case Cleanup(uid=uid):
                         await syncer.sync_cleanup(uid)
                     case SyncPod(key=key):
-                        await syncer.sync_pod(key)
+                        if await syncer.sync_pod(key) and self._resync_interval > 0:
+                            self.queue.add_after(item, self._resync_interval * (1 + RESYNC_JITTER * random.random()))
                 self.queue.forget(item)
             except (errors.Unavailable, errors.Timeout, RuntimeUnavailable) as exc:
                 log.info("pod_sync_retry", node=self._node, pod=str(item), error=str(exc))

@@ -203,7 +203,7 @@ class _CountingPLEG(GenericPLEG):
 def _housekeeping(rt: FakeRuntime, workers: _Workers, period: float) -> tuple[Housekeeping, _CountingPLEG]:
     counting = _CountingPLEG(InProcessRuntime(rt))
     hk = Housekeeping("node-1", ops=None, pleg=counting, alloc=None, workers=workers,  # type: ignore[arg-type]
-                      retries=None, pods=list, pods_by_uid=lambda: {"uid-web": "the web pod"},  # type: ignore[arg-type]
+                      retries=None, pods_by_uid=lambda: {"uid-web": "the web pod"},  # type: ignore[arg-type]
                       node_conditions=None, node_agent=None, sync_frequency=10.0,  # type: ignore[arg-type]
                       pleg_relist_period=period, node_policy_supported=False, evented=True)
     return hk, counting

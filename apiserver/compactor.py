@@ -66,16 +66,19 @@ class Compactor:
         self.retention = retention
         self.interval = interval
         self.compacted = 0
+        self._learnt = False  # where etcd's history begins, read once (it may have been compacted before)
 
     @property
     def enabled(self) -> bool:
         return self.budget > 0 or self.retention > 0
 
     async def run(self) -> None:
-        self.compacted = await self.etcd.compact_revision()
         while True:
             await asyncio.sleep(self.interval)
             try:
+                if not self._learnt:
+                    self.compacted = await self.etcd.compact_revision()
+                    self._learnt = True
                 await self.round()
             except EtcdError as exc:  # etcd away: the etcd probe reports it; the next round tries again
                 log.info("etcd_compaction_skipped", error=str(exc))

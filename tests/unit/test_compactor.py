@@ -3,10 +3,12 @@ another apiserver compacted first (apiserver/compactor.py)."""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 from types import SimpleNamespace
 
 from apiserver.compactor import Compactor, compaction_target
-from apiserver.etcd import CompactedError
+from apiserver.etcd import CompactedError, EtcdError
 
 GIB = 1 << 30
 
@@ -78,3 +80,31 @@ async def test_a_compaction_another_apiserver_made_first_is_learnt_not_retried()
     assert c.compacted == 800
     assert await c.round() == 900  # the half of what the other left
     assert etcd.compactions == [(900, True)]
+
+
+async def test_the_loop_learns_where_history_begins_once_and_outlives_an_etcd_outage():
+    class Flaky(FakeEtcd):
+        learnt = 0
+        outages = 1
+
+        async def compact_revision(self) -> int:
+            self.learnt += 1
+            return await super().compact_revision()
+
+        async def status(self):
+            if self.outages:
+                self.outages -= 1
+                raise EtcdError("etcd status failed: UNAVAILABLE")
+            return await super().status()
+
+    etcd = Flaky(revision=1_000, in_use=GIB + 1, compacted_elsewhere=100)
+    c = Compactor(etcd, budget=GIB, retention=0, interval=0)  # type: ignore[arg-type]
+    task = asyncio.create_task(c.run())
+    async with asyncio.timeout(10):
+        while len(etcd.compactions) < 2:
+            await asyncio.sleep(0)
+    task.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await task
+    assert etcd.learnt == 1
+    assert etcd.compactions[:2] == [(550, True), (775, True)]

@@ -2,25 +2,25 @@
 metrics and latency, for the gRPC API (``handlers.py``) and the REST API (``rest/``).
 
 A transport decodes its request, then runs the verb through ``Endpoint.call`` (one per verb,
-resource and subresource): the apiserver must be ready, a request beyond
-``--max-requests-inflight`` / ``--max-mutating-requests-inflight`` is refused at once with 429,
-the caller is authenticated, and the verb runs — the same ``Registry`` / ``PodSubresources`` /
-``ScaleSubresource`` / ``NamespaceSubresources`` call whichever transport asked, so admission
-(node restriction included: it is called inside those functions), validation and dry runs are
-one implementation. Each call is counted in ``apiserver_request_total{verb,resource,subresource,
-code}`` with the HTTP code Kubernetes would answer, and timed. The transport then encodes the
-answer or the ``ApiError`` its own way (a gRPC status, a metav1.Status). ``open_watch`` does the
-same for watches.
+resource and subresource): the apiserver must be ready, the caller is authenticated, a request
+beyond its seats is refused at once with 429 (``Seats``), and the verb runs — the same
+``Registry`` / ``PodSubresources`` / ``ScaleSubresource`` / ``NamespaceSubresources`` call
+whichever transport asked, so admission (node restriction included: it is called inside those
+functions), validation and dry runs are one implementation. Each call is counted in
+``apiserver_request_total{verb,resource,subresource,code}`` with the HTTP code Kubernetes would
+answer, and timed. The transport then encodes the answer or the ``ApiError`` its own way (a gRPC
+status, a metav1.Status). ``open_watch`` does the same for watches.
 """
 
 from __future__ import annotations
 
+import math
 import time
 from typing import Any, Awaitable, Callable, TypeVar
 
 from prometheus_client import Counter, Gauge, Histogram
 
-from apiserver.auth import TokenAuthenticator, User
+from apiserver.auth import MASTERS_GROUP, NODES_GROUP, TokenAuthenticator, User
 from apiserver.namespaces import NamespaceSubresources
 from apiserver.pods import PodSubresources
 from apiserver.registry import Registry
@@ -41,12 +41,50 @@ _CURRENT = Gauge("apiserver_current_inflight_requests", "Maximal number of curre
                  "this apiserver per request kind in last second.", ["request_kind"])
 _REJECTED = Counter("apiserver_rejected_requests_total", "Requests refused with 429 because too many were in flight.",
                     ["request_kind"])
+_FC_EXECUTING = Gauge("apiserver_flowcontrol_current_executing_requests",
+                      "Number of requests in initial (for a WATCH) or any (for a non-WATCH) execution stage in the API "
+                      "Priority and Fairness subsystem", ["priority_level", "flow_schema"])
+_FC_REJECTED = Counter("apiserver_flowcontrol_rejected_requests_total",
+                       "Number of requests rejected by API Priority and Fairness subsystem",
+                       ["priority_level", "flow_schema", "reason"])
 TOO_MANY_REQUESTS = "Too many requests, please try again later."
 MUTATING_VERBS = frozenset({"CREATE", "UPDATE", "PATCH", "DELETE", "DELETECOLLECTION"})
 WATCH_MAX_PENDING = 50_000
 
 T = TypeVar("T")
 Authenticate = Callable[[], User]
+
+# API Priority and Fairness' default nominal concurrency shares (its bootstrap configuration):
+# node-high's share of the server's concurrency limit (the two inflight flags' sum) is its seats.
+NODE_HIGH_SHARES = 40
+ALL_SHARES = 245  # system 30, node-high 40, leader-election 10, workload-high 40, workload-low 100,
+#                   global-default 20, catch-all 5
+
+
+class Seats:
+    """A pool of requests executing at once: beyond ``limit`` (0: none), refused with 429.
+
+    kplane has the legacy filter's two pools (Kubernetes' ``--enable-priority-and-fairness=false``:
+    ``readOnly`` and ``mutating``, from the two inflight flags) and one priority level of API
+    Priority and Fairness, ``node-high``: a node's heartbeats — its Lease and its Node and
+    Node/status, asked by the ``system:nodes`` group (the FlowSchema ``system-node-high``) — run in
+    seats of their own, so that a workload flooding the mutating pool does not starve the Leases
+    and turn nodes Unknown. ``system:masters`` is exempt from every pool, as in both of Kubernetes'
+    filters. Nothing queues: a request beyond its pool is refused at once (APF would queue it)."""
+
+    def __init__(self, limit: int, gauge: Any, rejected: Any):
+        self.limit, self.inflight = limit, 0
+        self._gauge, self._rejected = gauge, rejected
+
+    def take(self) -> None:
+        if self.limit and self.inflight >= self.limit:
+            self._rejected.inc()
+            raise errors.TooManyRequests(TOO_MANY_REQUESTS)
+        self.inflight += 1
+        self._gauge.set(self.inflight)
+
+    def give_back(self) -> None:
+        self.inflight -= 1
 
 
 class Api:
@@ -66,8 +104,14 @@ class Api:
         # Kubernetes' --max-requests-inflight / --max-mutating-requests-inflight: beyond these,
         # requests are refused at once with 429, so an overloaded apiserver sheds load with an
         # answer clients know to retry (nothing was done) instead of queueing without bound.
-        self.limits = {"readOnly": max_inflight, "mutating": max_mutating_inflight}
-        self.inflight = {"readOnly": 0, "mutating": 0}
+        node_high = (math.ceil((max_inflight + max_mutating_inflight) * NODE_HIGH_SHARES / ALL_SHARES)
+                     if max_inflight and max_mutating_inflight else 0)
+        self.seats = {
+            kind: Seats(limit, _CURRENT.labels(request_kind=kind), _REJECTED.labels(request_kind=kind))
+            for kind, limit in (("readOnly", max_inflight), ("mutating", max_mutating_inflight))}
+        self.seats["node-high"] = Seats(
+            node_high, _FC_EXECUTING.labels(priority_level="node-high", flow_schema="system-node-high"),
+            _FC_REJECTED.labels(priority_level="node-high", flow_schema="system-node-high", reason="concurrency-limit"))
         # Kubernetes' MaxRequestBodyBytes; gRPC's own receive limit (server.py) must be larger,
         # or gRPC refuses first with RESOURCE_EXHAUSTED.
         self.max_request_bytes = max_request_bytes
@@ -93,10 +137,20 @@ class Endpoint:
         self.api = api
         self.verb, self.resource, self.subresource = verb, resource, subresource
         self.request_kind = "mutating" if verb in MUTATING_VERBS else "readOnly"
-        self._gauge = _CURRENT.labels(request_kind=self.request_kind)
-        self._rejected = _REJECTED.labels(request_kind=self.request_kind)
+        # A node's heartbeat when a node asks (``Seats``): its Lease, its Node or Node/status.
+        self.heartbeat = resource == "leases" or (resource == "nodes" and subresource in ("", "status"))
         self._latency = _LATENCY.labels(verb=verb, resource=resource, subresource=subresource)
         self._counters: dict[int, Any] = {}  # HTTP code -> the labelled counter, looked up once
+
+    def _pool(self, user: User) -> Seats | None:
+        """The seats this request takes (None: exempt), as Kubernetes' filter decides after
+        authentication."""
+        groups = user.groups
+        if MASTERS_GROUP in groups:
+            return None
+        if self.heartbeat and NODES_GROUP in groups:
+            return self.api.seats["node-high"]
+        return self.api.seats[self.request_kind]
 
     def count(self, code: int) -> None:
         c = self._counters.get(code)
@@ -113,20 +167,17 @@ class Endpoint:
         api = self.api
         start = time.perf_counter()
         code = 201 if self.verb == "CREATE" else 200
-        counted = False
-        request_kind = self.request_kind
+        seats: Seats | None = None
         try:
             if refuse is not None:
                 raise refuse
             api.check_ready()
-            limit = api.limits[request_kind]
-            if limit and api.inflight[request_kind] >= limit:
-                self._rejected.inc()
-                raise errors.TooManyRequests(TOO_MANY_REQUESTS)
-            api.inflight[request_kind] += 1
-            counted = True
-            self._gauge.set(api.inflight[request_kind])
-            return await fn(authenticate())
+            user = authenticate()
+            pool = self._pool(user)
+            if pool is not None:
+                pool.take()
+                seats = pool
+            return await fn(user)
         except errors.ApiError as exc:
             code = exc.http
             raise
@@ -134,8 +185,8 @@ class Endpoint:
             code = 500
             raise
         finally:
-            if counted:
-                api.inflight[request_kind] -= 1
+            if seats is not None:
+                seats.give_back()
             self.count(code)
             self._latency.observe(time.perf_counter() - start)
 

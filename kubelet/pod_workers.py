@@ -22,6 +22,7 @@ from machinery import errors, failpoints
 from machinery.api import core_pb2
 from machinery.informer import key_of
 from machinery.logging import get_logger
+from machinery.workqueue.rate_limiters import ItemExponentialFailureRateLimiter
 from machinery.workqueue.rate_limiting import RateLimitingQueue
 
 log = get_logger()
@@ -30,6 +31,7 @@ log = get_logger()
 RESYNC_JITTER = 0.5
 # The kubelet's backOffPeriod, the pod workers' longest wait after a failed sync.
 WORKER_BACKOFF_PERIOD = 10.0
+RETRY_BASE = 0.005
 
 
 @dataclass(frozen=True)
@@ -76,7 +78,10 @@ class PodWorkers:
         self._node = node
         self._count_resizes = count_resizes  # the kubelet_container_requested_resizes_total metric
         self._resync_interval = resync_interval  # 0: no periodic resync
-        self.queue: RateLimitingQueue[WorkItem] = RateLimitingQueue(f"kubelet-{node}")
+        # A failed sync is retried after 5 ms doubling, at most the kubelet's backOffPeriod (Kubernetes
+        # waits that period, jittered, at once; client-go's default limiter would go to 1,000 s).
+        self.queue: RateLimitingQueue[WorkItem] = RateLimitingQueue(
+            f"kubelet-{node}", ItemExponentialFailureRateLimiter(RETRY_BASE, WORKER_BACKOFF_PERIOD))
 
     # ------------------------------------------------------------ enqueueing
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import asyncio
 
-from kubelet.pod_workers import RESYNC_JITTER, Cleanup, PodWorkers, SyncPod
+from kubelet.pod_workers import RESYNC_JITTER, RETRY_BASE, WORKER_BACKOFF_PERIOD, Cleanup, PodWorkers, SyncPod
 from machinery import errors
 
 
@@ -69,3 +69,12 @@ async def test_no_resync_interval_no_resync_and_cleanups_never_resync():
     assert await _work_once(workers, Syncer(), SyncPod("default/web")) == []
     workers = PodWorkers("node-1", count_resizes=False, resync_interval=60.0)
     assert await _work_once(workers, Syncer(), Cleanup("uid-1")) == []
+
+
+def test_a_pod_failing_again_and_again_is_retried_at_least_every_backoff_period():
+    # Kubernetes retries a failed sync after its backOffPeriod (10 s); client-go's default limiter
+    # would have grown to 1,000 s, and no periodic resync covers a failing pod any more.
+    workers = PodWorkers("node-1", count_resizes=False, resync_interval=60.0)
+    delays = [workers.queue.rate_limiter.when(SyncPod("default/web")) for _ in range(30)]
+    assert delays[0] == RETRY_BASE
+    assert max(delays) == WORKER_BACKOFF_PERIOD

@@ -1,4 +1,4 @@
-"""The apiserver's compactor: etcd's history kept, within a budget (docs/apiserver.md, "History").
+"""The apiserver's compactor: etcd's history kept, within a budget (docs/apiserver.md, "History, within a budget").
 
 Kubernetes' apiserver compacts etcd every five minutes (``--etcd-compaction-interval``), to the
 revision it saw five minutes before. kplane keeps the history instead: it is the cluster's event

@@ -1,5 +1,6 @@
 """The apiserver's seats (apiserver/requests.py ``Seats``): the legacy inflight pools, the node
-heartbeats' own pool (API Priority and Fairness' node-high level) and system:masters exempt."""
+heartbeats' own pool (API Priority and Fairness' node-high level, which queues) and
+system:masters exempt."""
 
 from __future__ import annotations
 
@@ -75,11 +76,56 @@ def test_node_high_seats_are_its_share_of_the_servers_concurrency():
     assert _api(0, 200).seats["node-high"].limit == 0  # no limit anywhere: none here either
 
 
-async def test_the_node_high_pool_is_limited_too():
+async def test_beyond_node_high_seats_a_heartbeat_waits_for_one_in_order():
     api = _api(max_inflight=1, max_mutating=1)  # node-high: ceil(2 * 40 / 245) = 1 seat
+    pool = api.seats["node-high"]
+    answered: list[str] = []
+
+    async def renew(name: str) -> None:
+        answered.append(await _call(api, User(name, groups=(NODES_GROUP,)), "UPDATE", "leases"))
+
     async with _holding(api, NODE, "UPDATE", "leases"):
-        with pytest.raises(errors.TooManyRequests):
+        waiting = [asyncio.create_task(renew(f"system:node:n{i}")) for i in range(3)]
+        while pool.waiting < 3:
+            await asyncio.sleep(0)
+        assert answered == [] and pool.inflight == 1
+    await asyncio.gather(*waiting)
+    assert answered == ["system:node:n0", "system:node:n1", "system:node:n2"]  # first come, first served
+    assert (pool.inflight, pool.waiting) == (0, 0)
+
+
+async def test_a_heartbeat_is_refused_when_its_wait_runs_out_or_the_queue_is_full():
+    api = _api(max_inflight=1, max_mutating=1)
+    pool = api.seats["node-high"]
+    pool.wait_limit, pool.queue_limit = 0.01, 1
+    async with _holding(api, NODE, "UPDATE", "leases"):
+        with pytest.raises(errors.TooManyRequests):  # time-out: nobody gave the seat back
             await _call(api, NODE, "UPDATE", "nodes", "status")
+        assert pool.waiting == 0
+        pool.wait_limit = 60.0
+        first = asyncio.create_task(_call(api, NODE, "UPDATE", "leases"))
+        while pool.waiting < 1:
+            await asyncio.sleep(0)
+        with pytest.raises(errors.TooManyRequests):  # queue-full
+            await _call(api, NODE, "UPDATE", "leases")
+    assert await first == NODE.name
+    assert (pool.inflight, pool.waiting) == (0, 0)
+
+
+async def test_a_waiter_that_goes_away_leaves_no_seat_taken():
+    api = _api(max_inflight=1, max_mutating=1)
+    pool = api.seats["node-high"]
+    async with _holding(api, NODE, "UPDATE", "leases"):
+        gone = asyncio.create_task(_call(api, NODE, "UPDATE", "leases"))
+        after = asyncio.create_task(_call(api, NODE, "UPDATE", "leases"))
+        while pool.waiting < 2:
+            await asyncio.sleep(0)
+        gone.cancel()  # the client hung up while queued
+        with pytest.raises(asyncio.CancelledError):
+            await gone
+        assert pool.waiting == 1
+    assert await after == NODE.name  # the seat went past the one that left
+    assert (pool.inflight, pool.waiting) == (0, 0)
 
 
 async def test_system_masters_are_exempt():

@@ -61,6 +61,7 @@ class Options:
     history_budget: int = DEFAULT_HISTORY_BUDGET
     max_requests_inflight: int = 400
     max_mutating_requests_inflight: int = 200
+    enable_priority_and_fairness: bool = True
     rest_listen: str = ""
     tls_cert_file: str = ""
     tls_private_key_file: str = ""
@@ -92,9 +93,13 @@ def parse_args(argv: list[str] | None = None) -> Options:
     p.add_argument("--compaction-interval", type=float, default=60.0,
                    help="seconds between two looks at etcd's size (and compactions)")
     p.add_argument("--max-requests-inflight", type=int, default=400,
-                   help="read requests served at once; more are refused with 429 (0: no limit)")
+                   help="read requests served at once (with API Priority and Fairness: this plus the next are "
+                        "the seats its priority levels share; 0 and 0: no limit)")
     p.add_argument("--max-mutating-requests-inflight", type=int, default=200,
-                   help="write requests served at once; more are refused with 429 (0: no limit)")
+                   help="write requests served at once, more refused with 429 (without API Priority and Fairness)")
+    p.add_argument("--enable-priority-and-fairness", default="true", choices=["true", "false"],
+                   help="share the seats between API Priority and Fairness' bootstrap priority levels, queueing "
+                        "beyond them; false: the legacy limits, refusing at once")
     p.add_argument("--rest-listen", default="",
                    help="HOST:PORT of the Kubernetes REST API (HTTPS with --tls-cert-file; plain HTTP on a loopback "
                         "address only); empty: no REST listener")
@@ -108,6 +113,8 @@ def parse_args(argv: list[str] | None = None) -> Options:
         raise SystemExit(f"--history-budget: {exc}") from None
     if budget < 0 or a.compaction_retention < 0 or a.compaction_interval <= 0:
         raise SystemExit("--history-budget and --compaction-retention must be >= 0, --compaction-interval > 0")
+    if a.max_requests_inflight < 0 or a.max_mutating_requests_inflight < 0:
+        raise SystemExit("--max-requests-inflight and --max-mutating-requests-inflight must be >= 0")
     if a.rest_listen:
         rest.check_listen(a.rest_listen, a.tls_cert_file, a.tls_private_key_file)
     try:
@@ -121,7 +128,8 @@ def parse_args(argv: list[str] | None = None) -> Options:
         watch_cache_size=a.watch_cache_size, history_window=a.history_window, bookmark_interval=a.bookmark_interval,
         watch_batch_interval=a.watch_batch_interval, compaction_retention=a.compaction_retention,
         compaction_interval=a.compaction_interval, history_budget=budget, max_requests_inflight=a.max_requests_inflight,
-        max_mutating_requests_inflight=a.max_mutating_requests_inflight, rest_listen=a.rest_listen,
+        max_mutating_requests_inflight=a.max_mutating_requests_inflight,
+        enable_priority_and_fairness=a.enable_priority_and_fairness == "true", rest_listen=a.rest_listen,
         tls_cert_file=a.tls_cert_file, tls_private_key_file=a.tls_private_key_file, log_level=a.log_level)
 
 
@@ -144,7 +152,8 @@ class ApiServer:
         self.pods = PodSubresources(self.registry, self.gates)
         self.api = handlers.Api(self.registry, self.pods, self.cache, TokenAuthenticator(opts.token_auth_file),
                                 max_inflight=opts.max_requests_inflight,
-                                max_mutating_inflight=opts.max_mutating_requests_inflight)
+                                max_mutating_inflight=opts.max_mutating_requests_inflight,
+                                priority_and_fairness=opts.enable_priority_and_fairness)
         self.health = health.aio.HealthServicer()
         self.grpc: grpc.aio.Server | None = None
         self.admin = AdminServer(*_split(opts.admin_listen), health=self._health_reason)
